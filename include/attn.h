@@ -1,0 +1,331 @@
+/*
+ * libattn — self-attention layers in C: forward, reference semantics,
+ * PyTorch-compatible randomness and safetensors I/O.
+ *
+ * This is the one public header. Everything not declared here is internal.
+ *
+ * Shape legend (used in every comment of the library):
+ *   B   batch size
+ *   H   number of heads
+ *   Sq  query sequence length        S  when Sq == Sk (self-attention)
+ *   Sk  key/value sequence length
+ *   D   head size of queries and keys
+ *   Dv  head size of values (== D for every seed layer)
+ *   C   model width (d_in); d_out is the projected width
+ *
+ * Conventions:
+ *   - Tensors are float32, row-major (C order). Views passed to the core SDPA
+ *     carry explicit strides in elements; the last dimension is contiguous.
+ *   - Every fallible function returns an attn_status; ATTN_OK (0) is success.
+ *     The library never prints, aborts or exits.
+ *   - Boolean masks are uint8_t arrays (0 / non-zero). Their polarity is
+ *     always named explicitly: see attn_mask_polarity.
+ *   - Functions that free accept NULL.
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_STRING "0.1.0"
+#define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
+
+#if defined(_WIN32)
+#define ATTN_API
+#elif defined(__GNUC__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
+/* Library version string, "MAJOR.MINOR.PATCH". */
+ATTN_API const char *attn_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes. Values are pinned: they never change between versions.      */
+/* ------------------------------------------------------------------------ */
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_E_INVALID = 1,     /* invalid argument (NULL pointer, bad enum, bad probability) */
+    ATTN_E_SHAPE = 2,       /* inconsistent or unsupported shapes */
+    ATTN_E_NOMEM = 3,       /* allocation failed */
+    ATTN_E_OVERFLOW = 4,    /* a size computation would overflow */
+    ATTN_E_IO = 5,          /* reading or writing a file failed */
+    ATTN_E_FORMAT = 6,      /* malformed file (safetensors header, offsets, ...) */
+    ATTN_E_NOT_FOUND = 7,   /* a named tensor is missing */
+    ATTN_E_DTYPE = 8,       /* unsupported or unexpected dtype */
+    ATTN_E_CONTEXT = 9,     /* sequence longer than the layer's context length */
+    ATTN_E_UNSUPPORTED = 10, /* valid request this build or path cannot serve */
+    ATTN_E_BUFFER = 11,     /* a persistent buffer (mask/tril) has unexpected contents */
+    ATTN_E_STATE = 12       /* call out of order (e.g. backward before forward) */
+} attn_status;
+
+/* A short static English description of a status; never NULL. */
+ATTN_API const char *attn_status_string(attn_status s);
+
+/* ------------------------------------------------------------------------ */
+/* PyTorch-compatible randomness                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Which PyTorch CPU build the dropout stream imitates. torch.rand, uniform_
+ * and the nn.Linear init are the same in every build; dropout is not:
+ *  - ATTN_TORCH_MKL:   x86 builds with MKL (pip/conda wheels; the seeds). One
+ *                      next32() per dropout call seeds an MCG31 stream.
+ *  - ATTN_TORCH_NOMKL: builds without MKL (e.g. Debian's python3-torch).
+ *                      Each element consumes one 64-bit draw (two next32()). */
+typedef enum attn_torch_flavor { ATTN_TORCH_MKL = 0, ATTN_TORCH_NOMKL = 1 } attn_torch_flavor;
+
+/* The state of torch's default CPU generator (MT19937). Plain struct: it can
+ * live on the stack; copy it to fork a stream. */
+typedef struct attn_generator {
+    uint32_t mt[624];
+    uint32_t index;
+    uint32_t flavor; /* attn_torch_flavor */
+} attn_generator;
+
+/* torch.manual_seed(seed): MT19937 seeded with the low 32 bits. Flavor MKL. */
+ATTN_API void attn_generator_seed(attn_generator *g, uint64_t seed);
+ATTN_API void attn_generator_set_flavor(attn_generator *g, attn_torch_flavor f);
+/* One raw 32-bit draw (torch's random()). */
+ATTN_API uint32_t attn_generator_next32(attn_generator *g);
+/* torch.rand(n): n floats in [0, 1), row-major. */
+ATTN_API attn_status attn_rand(attn_generator *g, float *out, size_t n);
+/* tensor.uniform_(a, b) on float32. */
+ATTN_API attn_status attn_uniform(attn_generator *g, float *out, size_t n, double a, double b);
+/* nn.Linear(in_features, out_features) init: weight (out, in) by
+ * kaiming_uniform_(a=sqrt(5)), then bias (out) if bias != NULL. */
+ATTN_API attn_status attn_linear_init(attn_generator *g, float *weight, float *bias, int64_t in_features,
+                                      int64_t out_features);
+
+/* One nn.Dropout(p) call over a tensor of n elements. Created by
+ * attn_dropout_begin, which draws from the generator exactly what PyTorch's
+ * dropout draws; p == 0 draws nothing. */
+typedef struct attn_dropout {
+    float p;            /* drop probability in [0, 1] */
+    float scale;        /* kept values are multiplied by this: 1/(1-p) in float */
+    uint32_t flavor;    /* attn_torch_flavor */
+    uint32_t mcg_seed;  /* MKL: x0 of the MCG31 stream */
+    uint8_t *keep;      /* NOMKL: materialized keep mask of n bytes (owned) */
+    uint64_t n;         /* number of elements of the dropped tensor */
+} attn_dropout;
+
+ATTN_API attn_status attn_dropout_begin(attn_generator *g, float p, uint64_t n, attn_dropout *out);
+/* Keep decision for flat element index i (row-major over the dropped tensor). */
+ATTN_API int attn_dropout_keep(const attn_dropout *d, uint64_t i);
+/* out[i] = in[i] * (keep(i) ? scale : 0) for i < d->n, as torch multiplies by
+ * its noise tensor (so NaN inputs stay NaN). in may equal out. */
+ATTN_API attn_status attn_dropout_apply(const attn_dropout *d, const float *in, float *out);
+ATTN_API void attn_dropout_end(attn_dropout *d);
+/* Convenience: nn.Dropout(p) in train mode on n elements (begin/apply/end). */
+ATTN_API attn_status attn_dropout_tensor(attn_generator *g, float p, const float *in, float *out, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Scaled dot-product attention (the core)                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_TOP_LEFT = 1,    /* key j visible to query i iff j <= i (PyTorch is_causal) */
+    ATTN_CAUSAL_BOTTOM_RIGHT = 2 /* iff j <= i + (Sk - Sq) (FlashAttention, KV cache) */
+} attn_causal;
+
+typedef enum attn_mask_polarity {
+    ATTN_MASK_UNSET = 0,          /* invalid when a mask is given: polarity must be explicit */
+    ATTN_MASK_TRUE_MEANS_MASKED = 1, /* seed convention: true = padding, ignored */
+    ATTN_MASK_TRUE_MEANS_KEEP = 2    /* true = attend to this key */
+} attn_mask_polarity;
+
+typedef enum attn_impl {
+    ATTN_IMPL_AUTO = 0, /* the fastest path that supports the request */
+    ATTN_IMPL_REF = 1,  /* naive reference: materialized scores per row */
+    ATTN_IMPL_FAST = 2  /* fused tiled kernel; ATTN_E_UNSUPPORTED if unavailable */
+} attn_impl;
+
+/* A strided 4-D view (B, H, S, D) with a contiguous last dimension.
+ * Strides are in elements; a stride of 0 broadcasts. */
+typedef struct attn_view {
+    float *data;
+    int64_t stride_b, stride_h, stride_s;
+} attn_view;
+
+typedef struct attn_sdpa_desc {
+    int64_t B, H, Sq, Sk, D, Dv;
+    float scale;                     /* scores = scale * q.k; see attn_default_scale */
+    attn_causal causal;
+    const uint8_t *key_mask;         /* (B, Sk) padding mask, or NULL */
+    int64_t key_mask_stride_b;       /* elements between batch rows of key_mask */
+    attn_mask_polarity key_mask_polarity;
+    const attn_dropout *dropout;     /* on the attention weights (B,H,Sq,Sk), or NULL */
+    attn_impl impl;
+} attn_sdpa_desc;
+
+/* 1/sqrt(D) as PyTorch computes it for layers that divide by sqrt(d). */
+ATTN_API float attn_default_scale(int64_t D);
+
+/* out = dropout(softmax(mask(scale * q k^T))) v, per (b, h).
+ *   q (B,H,Sq,D)  k (B,H,Sk,D)  v (B,H,Sk,Dv)  out (B,H,Sq,Dv)
+ *   lse (B,H,Sq) contiguous, optional: log-sum-exp of the scaled, masked
+ *   scores per row (-INFINITY for a row with no visible key).
+ * A query row with no visible key gives a zero output row. */
+ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
+                                       attn_view out, float *lse);
+
+/* Inspection (reference path, O(Sq*Sk) memory): the materialized
+ *   scores  (B,H,Sq,Sk): scale * q.k with masked entries = -INFINITY
+ *   weights (B,H,Sq,Sk): softmax of scores (zero rows when nothing is visible),
+ *                        dropout applied when d->dropout is set.
+ * Either output may be NULL. */
+ATTN_API attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
+                                       float *weights);
+
+/* ------------------------------------------------------------------------ */
+/* safetensors                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_dtype {
+    ATTN_DTYPE_INVALID = 0,
+    ATTN_DTYPE_F32 = 1,
+    ATTN_DTYPE_F16 = 2,
+    ATTN_DTYPE_BF16 = 3,
+    ATTN_DTYPE_F64 = 4,
+    ATTN_DTYPE_BOOL = 5,
+    ATTN_DTYPE_U8 = 6,
+    ATTN_DTYPE_I64 = 7
+} attn_dtype;
+
+#define ATTN_MAX_DIMS 8
+
+typedef struct attn_st_file attn_st_file;
+
+/* Parse a safetensors file (or buffer; the buffer is copied). Strict: the
+ * header length, JSON, dtypes, shapes and offsets are validated; tensors must
+ * tile the data section exactly with no overlaps or gaps; trailing bytes after
+ * the last tensor are rejected. */
+ATTN_API attn_status attn_st_open(const char *path, attn_st_file **out);
+ATTN_API attn_status attn_st_open_memory(const void *data, size_t len, attn_st_file **out);
+ATTN_API void attn_st_close(attn_st_file *f);
+ATTN_API int attn_st_count(const attn_st_file *f);
+ATTN_API const char *attn_st_name(const attn_st_file *f, int i); /* NULL if out of range */
+/* Returns ATTN_E_NOT_FOUND if absent. shape may be NULL. */
+ATTN_API attn_status attn_st_info(const attn_st_file *f, const char *name, attn_dtype *dtype, int *ndim,
+                                  int64_t shape[ATTN_MAX_DIMS]);
+/* Read a floating tensor (F32/F16/BF16/F64) converted to float32; n must be
+ * its element count. */
+ATTN_API attn_status attn_st_read_f32(const attn_st_file *f, const char *name, float *out, size_t n);
+/* Read a BOOL or U8 tensor as bytes (BOOL values must be 0 or 1). */
+ATTN_API attn_status attn_st_read_u8(const attn_st_file *f, const char *name, uint8_t *out, size_t n);
+
+typedef struct attn_st_writer attn_st_writer;
+ATTN_API attn_status attn_st_writer_new(attn_st_writer **out);
+ATTN_API void attn_st_writer_free(attn_st_writer *w);
+/* Copies the data. dtype F32 (data is float*) or BOOL/U8 (uint8_t*). */
+ATTN_API attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype, int ndim,
+                                        const int64_t *shape, const void *data);
+/* Atomic: writes path.tmp.XXXXXX then renames; an existing file is never
+ * left half-written. */
+ATTN_API attn_status attn_st_writer_save(const attn_st_writer *w, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Layers: the seed modules                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_layer_kind {
+    ATTN_LAYER_SIMPLE = 0,        /* weightless softmax(x x^T) x (seeds 000/002) */
+    ATTN_LAYER_SA_V1 = 1,         /* SelfAttention_v1 */
+    ATTN_LAYER_SA_V2 = 2,         /* SelfAttention_v2 */
+    ATTN_LAYER_CAUSAL = 3,        /* CausalAttention (Raschka) */
+    ATTN_LAYER_MHA_WRAPPER = 4,   /* MultiHeadAttentionWrapper */
+    ATTN_LAYER_MHA = 5,           /* MultiHeadAttention (Raschka, weight split) */
+    ATTN_LAYER_GPT_MHA = 6,       /* nanoGPT MultiHeadAttention of Head */
+    ATTN_LAYER_SINGLE_HEAD = 7,   /* Warner SingleHeadAttention */
+    ATTN_LAYER_FUSED_MHA = 8,     /* Warner MultiHeadAttetion (fused Wqkv) */
+    ATTN_LAYER_BIDIRECTIONAL = 9, /* Warner BidirectionalAttention */
+    ATTN_LAYER_CAUSAL_MHA = 10,   /* Warner CausalAttention */
+    ATTN_LAYER_CROSS = 11,        /* Warner CausalCrossAttention */
+    ATTN_LAYER_KIND_COUNT = 12
+} attn_layer_kind;
+
+/* CLI name ("simple", "sa_v1", ...) of a kind, NULL if invalid. */
+ATTN_API const char *attn_layer_kind_name(attn_layer_kind k);
+/* Parse a CLI name. ATTN_E_INVALID if unknown. */
+ATTN_API attn_status attn_layer_kind_parse(const char *name, attn_layer_kind *out);
+
+typedef struct attn_layer_config {
+    attn_layer_kind kind;
+    int64_t d_in;           /* C: input width (n_embd, hidden_size) */
+    int64_t d_out;          /* projected width per module (see docs/LAYERS.md) */
+    int64_t num_heads;      /* heads (1 for single-head layers) */
+    int64_t context_length; /* size of mask/tril buffers; 0 = unlimited where allowed */
+    int qkv_bias;           /* q/k/v (or Wqkv / Wq / Wkv) projections have a bias */
+    int out_bias;           /* output projection has a bias */
+    float dropout;          /* dropout on attention weights */
+    float out_dropout;      /* dropout on the output (gpt_mha, Warner layers) */
+    attn_causal causal_align; /* cross / any causal layer: TOP_LEFT (default when 0) */
+} attn_layer_config;
+
+typedef struct attn_layer attn_layer;
+
+/* Fill a config with the seed defaults for a kind: d_out = d_in, one head,
+ * bias as the seed class has it, dropout 0. */
+ATTN_API void attn_layer_config_default(attn_layer_config *c, attn_layer_kind kind, int64_t d_in, int64_t d_out,
+                                        int64_t num_heads);
+/* Create with zeroed parameters and the persistent buffers of the seed class. */
+ATTN_API attn_status attn_layer_create(const attn_layer_config *c, attn_layer **out);
+/* Create from a PyTorch state_dict saved as safetensors. The widths, bias
+ * flags, head count (mha_wrapper, gpt_mha) and context length (mask/tril) are
+ * read from the tensors; c supplies the kind, num_heads where the weights do
+ * not imply it, and dropout probabilities. Buffers are validated. */
+ATTN_API attn_status attn_layer_load(const attn_layer_config *c, const attn_st_file *f, attn_layer **out);
+/* As attn_layer_load; on failure writes a one-line explanation naming the
+ * offending tensor into detail (NUL-terminated, truncated to detail_len). */
+ATTN_API attn_status attn_layer_load_ex(const attn_layer_config *c, const attn_st_file *f, attn_layer **out,
+                                        char *detail, size_t detail_len);
+ATTN_API void attn_layer_free(attn_layer *l);
+ATTN_API const attn_layer_config *attn_layer_get_config(const attn_layer *l);
+
+/* Initialize parameters exactly as the seed class's __init__ does under the
+ * given generator (torch.manual_seed(s) then Module(...)). */
+ATTN_API attn_status attn_layer_init(attn_layer *l, attn_generator *g);
+
+/* Parameters and persistent buffers, in state_dict order. */
+ATTN_API int attn_layer_tensor_count(const attn_layer *l);
+typedef struct attn_tensor_info {
+    const char *name;  /* state_dict key */
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS];
+    int is_buffer;     /* 1 for mask/tril buffers (not trainable) */
+    float *data;       /* owned by the layer */
+    float *grad;       /* gradient (parameters only; NULL for buffers) */
+} attn_tensor_info;
+ATTN_API attn_status attn_layer_tensor(const attn_layer *l, int i, attn_tensor_info *out);
+/* Save parameters and persistent buffers as a safetensors state_dict. */
+ATTN_API attn_status attn_layer_save(const attn_layer *l, const char *path);
+
+typedef struct attn_forward_args {
+    const float *x;          /* (B, S, C) */
+    int64_t B, S;
+    const float *y;          /* cross only: (B, Sk, C) */
+    int64_t Sk;              /* cross only */
+    const uint8_t *mask;     /* (B, Sk) padding mask, true = masked (seed convention), or NULL */
+    int train;               /* 1: dropout on (needs gen); 0: eval */
+    attn_generator *gen;     /* the torch default generator in force before forward */
+    attn_impl impl;          /* SDPA path */
+    float *out;              /* (B, S, d_out_total), see attn_layer_out_width */
+} attn_forward_args;
+
+/* Width of the output's last dimension. */
+ATTN_API int64_t attn_layer_out_width(const attn_layer *l);
+ATTN_API attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_H */

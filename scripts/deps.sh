@@ -1,0 +1,21 @@
+#!/bin/sh
+# Install the system packages libattn needs, only those that are missing.
+# Debian/Ubuntu (apt-get); elsewhere prints what is needed.
+set -e
+PKGS="build-essential cmake pkg-config libopenblas-dev libcjson-dev"
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "libattn: please install:$missing" >&2
+  exit 1
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "libattn: installing missing packages:$missing" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,57 @@
+/* Internal declarations shared across src/. Not installed. */
+#ifndef ATTN_INTERNAL_H
+#define ATTN_INTERNAL_H
+
+#include "attn.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Checked size arithmetic: return 1 on overflow, 0 otherwise. */
+static inline int attn_mul_size(size_t a, size_t b, size_t *out) {
+    if (a && b > SIZE_MAX / a) return 1;
+    *out = a * b;
+    return 0;
+}
+static inline int attn_mul3_size(size_t a, size_t b, size_t c, size_t *out) {
+    size_t t;
+    return attn_mul_size(a, b, &t) || attn_mul_size(t, c, out);
+}
+static inline int attn_add_size(size_t a, size_t b, size_t *out) {
+    if (b > SIZE_MAX - a) return 1;
+    *out = a + b;
+    return 0;
+}
+/* Element count of a (B, S, C)-like shape from int64 dims; 1 on overflow or negative. */
+int attn_numel(int ndim, const int64_t *shape, size_t *out);
+
+/* Fill keep[0..len) with the dropout keep decisions of flat elements
+ * start..start+len (row-major over the dropped tensor). */
+void attn_dropout_mask_range(const attn_dropout *d, uint64_t start, size_t len, uint8_t *keep);
+
+/* Dense projections through CBLAS, row-major:
+ *   y (M, N) = x (M, K) @ W^T (+ b)   W is (N, K)  -- nn.Linear
+ *   y (M, N) = x (M, K) @ W           W is (K, N)  -- SelfAttention_v1 parameters */
+void attn_linear_fwd(const float *x, const float *W, const float *b, float *y, int64_t M, int64_t K, int64_t N);
+void attn_matmul_fwd(const float *x, const float *W, float *y, int64_t M, int64_t K, int64_t N);
+
+/* Reference SDPA (src/ref). Same contract as attn_sdpa_forward. */
+attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                                  float *lse);
+attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
+                                  float *weights);
+/* Validation shared by every SDPA entry point. */
+attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                            int need_v);
+/* Is key j visible to query i of batch b? */
+static inline int attn_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {
+    if (d->causal == ATTN_CAUSAL_TOP_LEFT && j > i) return 0;
+    if (d->causal == ATTN_CAUSAL_BOTTOM_RIGHT && j > i + (d->Sk - d->Sq)) return 0;
+    if (d->key_mask) {
+        int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
+        if (d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? t : !t) return 0;
+    }
+    return 1;
+}
+
+#endif

@@ -1,0 +1,35 @@
+/* Minimal test helpers: CHECK macros with labels, float comparison. */
+#ifndef ATTN_TESTUTIL_H
+#define ATTN_TESTUTIL_H
+
+#include "attn.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+extern int tu_failures, tu_checks;
+extern const char *tu_srcdir; /* tests/ source directory (argv[1]) */
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        tu_checks++;                                                                                                   \
+        if (!(cond)) {                                                                                                 \
+            tu_failures++;                                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                                 \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+#define CHECK_OK(expr) CHECK((expr) == ATTN_OK, "%s", attn_status_string(expr))
+
+/* Compare arrays with |a-b| <= atol + rtol*|b|; prints the worst mismatch
+ * with the label. NaN matches NaN. Returns 1 if all close. */
+int tu_allclose(const char *label, const float *a, const float *b, size_t n, double rtol, double atol);
+/* Bitwise equality. */
+int tu_equal(const char *label, const float *a, const float *b, size_t n);
+void tu_init(int argc, char **argv);
+/* Prints "N passed, N failed" and returns the exit code. */
+int tu_finish(const char *name);
+
+#endif

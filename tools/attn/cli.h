@@ -1,0 +1,22 @@
+/* Shared helpers of the attn CLI. */
+#ifndef ATTN_TOOL_CLI_H
+#define ATTN_TOOL_CLI_H
+
+#include "attn.h"
+
+#include <stdint.h>
+
+#define EXIT_USAGE 2
+
+/* Print "attn: error: <msg>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Strict number parsing: the whole string must be a number in range. */
+int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_parse_prob(const char *s, float *out);
+/* Set OpenMP and OpenBLAS thread counts (n >= 1). */
+void cli_set_threads(int n);
+
+int cmd_demo(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,83 @@
+/* attn: the libattn command-line tool. */
+#include "cli.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("attn: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+int cli_parse_prob(const char *s, float *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v >= 0.0 && v <= 1.0)) return 0;
+    *out = (float)v;
+    return 1;
+}
+
+void cli_set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: attn <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  demo                 walk through the seed notebooks (every printed tensor)\n"
+            "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
+            "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
+            "       [--train --seed N] [--torch-flavor mkl|nomkl] [--impl auto|ref|fast]\n"
+            "       [--threads N]\n"
+            "                       run one layer on tensors from safetensors files\n"
+            "  version              print the library version\n"
+            "\n"
+            "modules: simple sa_v1 sa_v2 causal mha_wrapper mha gpt_mha single_head\n"
+            "         fused_mha bidirectional causal_mha cross\n"
+            "see README.md and docs/CLI.md\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("attn %s\n", attn_version());
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    cli_error("unknown command '%s' (try 'attn help')", cmd);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,311 @@
+/* attn run: one layer on tensors read from safetensors files.
+ *
+ * Input file:  x (S, C) or (B, S, C); y for cross (same rank and batch);
+ *              mask (B, Sk) BOOL or U8, true = masked ((Sk) accepted for 2-D x).
+ * Output file: out, (S, W) or (B, S, W). Written atomically. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct run_opts {
+    const char *module, *weights, *input, *output;
+    int64_t heads, context_length, seed, threads;
+    int has_heads, has_ctx, has_seed, has_out_dropout, train, grad;
+    float dropout, out_dropout;
+    attn_impl impl;
+    attn_torch_flavor flavor;
+} run_opts;
+
+static int parse(int argc, char **argv, run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE                                                                                                     \
+    do {                                                                                                               \
+        if (!v) {                                                                                                      \
+            cli_error("option %s needs a value", a);                                                                   \
+            return 0;                                                                                                  \
+        }                                                                                                              \
+        i++;                                                                                                           \
+    } while (0)
+        if (a[0] != '-') {
+            if (o->module) {
+                cli_error("unexpected argument '%s'", a);
+                return 0;
+            }
+            o->module = a;
+        } else if (!strcmp(a, "--weights")) {
+            NEED_VALUE;
+            o->weights = v;
+        } else if (!strcmp(a, "--input")) {
+            NEED_VALUE;
+            o->input = v;
+        } else if (!strcmp(a, "--output")) {
+            NEED_VALUE;
+            o->output = v;
+        } else if (!strcmp(a, "--heads")) {
+            NEED_VALUE;
+            if (!cli_parse_i64(v, 1, 65536, &o->heads)) {
+                cli_error("--heads must be an integer in [1, 65536], got '%s'", v);
+                return 0;
+            }
+            o->has_heads = 1;
+        } else if (!strcmp(a, "--context-length")) {
+            NEED_VALUE;
+            if (!cli_parse_i64(v, 1, 1 << 20, &o->context_length)) {
+                cli_error("--context-length must be an integer in [1, 1048576], got '%s'", v);
+                return 0;
+            }
+            o->has_ctx = 1;
+        } else if (!strcmp(a, "--dropout") || !strcmp(a, "--out-dropout")) {
+            NEED_VALUE;
+            float p;
+            if (!cli_parse_prob(v, &p)) {
+                cli_error("%s must be a probability in [0, 1], got '%s'", a, v);
+                return 0;
+            }
+            if (!strcmp(a, "--dropout")) o->dropout = p;
+            else o->out_dropout = p, o->has_out_dropout = 1;
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VALUE;
+            if (!cli_parse_i64(v, 0, INT64_MAX, &o->seed)) {
+                cli_error("--seed must be a non-negative integer, got '%s'", v);
+                return 0;
+            }
+            o->has_seed = 1;
+        } else if (!strcmp(a, "--threads")) {
+            NEED_VALUE;
+            if (!cli_parse_i64(v, 1, 1024, &o->threads)) {
+                cli_error("--threads must be an integer in [1, 1024], got '%s'", v);
+                return 0;
+            }
+        } else if (!strcmp(a, "--impl")) {
+            NEED_VALUE;
+            if (!strcmp(v, "auto")) o->impl = ATTN_IMPL_AUTO;
+            else if (!strcmp(v, "ref")) o->impl = ATTN_IMPL_REF;
+            else if (!strcmp(v, "fast")) o->impl = ATTN_IMPL_FAST;
+            else {
+                cli_error("--impl must be auto, ref or fast, got '%s'", v);
+                return 0;
+            }
+        } else if (!strcmp(a, "--torch-flavor")) {
+            NEED_VALUE;
+            if (!strcmp(v, "mkl")) o->flavor = ATTN_TORCH_MKL;
+            else if (!strcmp(v, "nomkl")) o->flavor = ATTN_TORCH_NOMKL;
+            else {
+                cli_error("--torch-flavor must be mkl or nomkl, got '%s'", v);
+                return 0;
+            }
+        } else if (!strcmp(a, "--train")) {
+            o->train = 1;
+        } else if (!strcmp(a, "--grad")) {
+            o->grad = 1;
+        } else {
+            cli_error("unknown option '%s'", a);
+            return 0;
+        }
+#undef NEED_VALUE
+    }
+    if (!o->module) {
+        cli_error("run: missing MODULE (simple, sa_v1, sa_v2, causal, mha_wrapper, mha, gpt_mha, single_head, "
+                  "fused_mha, bidirectional, causal_mha, cross)");
+        return 0;
+    }
+    if (!o->input || !o->output) {
+        cli_error("run: --input and --output are required");
+        return 0;
+    }
+    if (o->train && !o->has_seed) {
+        cli_error("run: --train needs --seed N (the torch.manual_seed in force before forward)");
+        return 0;
+    }
+    if (!o->has_out_dropout) o->out_dropout = o->dropout;
+    return 1;
+}
+
+/* A float tensor from the input file, as a malloc'ed array. */
+static int read_float(const attn_st_file *f, const char *file, const char *name, int *ndim, int64_t *shape,
+                      float **out) {
+    attn_dtype dt;
+    attn_status st = attn_st_info(f, name, &dt, ndim, shape);
+    if (st == ATTN_E_NOT_FOUND) {
+        cli_error("%s: missing tensor '%s'", file, name);
+        return 0;
+    }
+    size_t n = 1;
+    for (int i = 0; i < *ndim; i++) n *= (size_t)shape[i];
+    *out = malloc((n ? n : 1) * sizeof(float));
+    if (!*out) {
+        cli_error("out of memory reading '%s'", name);
+        return 0;
+    }
+    st = attn_st_read_f32(f, name, *out, n);
+    if (st != ATTN_OK) {
+        cli_error("%s: cannot read tensor '%s' as float: %s", file, name, attn_status_string(st));
+        free(*out);
+        *out = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static int kind_needs_heads(attn_layer_kind k) {
+    return k == ATTN_LAYER_MHA || k == ATTN_LAYER_FUSED_MHA || k == ATTN_LAYER_BIDIRECTIONAL ||
+           k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    if (!parse(argc, argv, &o)) return EXIT_USAGE;
+    attn_layer_kind kind;
+    if (attn_layer_kind_parse(o.module, &kind) != ATTN_OK) {
+        cli_error("unknown module '%s'", o.module);
+        return EXIT_USAGE;
+    }
+    if (kind_needs_heads(kind) && !o.has_heads) {
+        cli_error("%s needs --heads N", o.module);
+        return EXIT_USAGE;
+    }
+    if (!o.weights && kind != ATTN_LAYER_SIMPLE) {
+        cli_error("%s needs --weights W.safetensors", o.module);
+        return EXIT_USAGE;
+    }
+    if (o.grad) {
+        cli_error("--grad: backward is not implemented yet in this version");
+        return 1;
+    }
+    if (o.threads > 0) cli_set_threads((int)o.threads);
+
+    int rc = 1;
+    attn_st_file *wf = NULL, *inf = NULL;
+    attn_layer *layer = NULL;
+    float *x = NULL, *y = NULL, *out = NULL;
+    uint8_t *mask = NULL;
+    attn_st_writer *w = NULL;
+    attn_status st;
+
+    if ((st = attn_st_open(o.input, &inf)) != ATTN_OK) {
+        cli_error("cannot load input '%s': %s", o.input, attn_status_string(st));
+        goto done;
+    }
+    int xnd, ynd = 0;
+    int64_t xs[ATTN_MAX_DIMS], ys[ATTN_MAX_DIMS];
+    if (!read_float(inf, o.input, "x", &xnd, xs, &x)) goto done;
+    if (xnd != 2 && xnd != 3) {
+        cli_error("%s: x must be (S, C) or (B, S, C), has %d dims", o.input, xnd);
+        goto done;
+    }
+    int64_t B = xnd == 3 ? xs[0] : 1, S = xs[xnd - 2], C = xs[xnd - 1], Sk = S;
+    if (B < 1 || S < 1 || C < 1) {
+        cli_error("%s: x has an empty dimension", o.input);
+        goto done;
+    }
+    if (kind == ATTN_LAYER_CROSS) {
+        if (!read_float(inf, o.input, "y", &ynd, ys, &y)) goto done;
+        if (ynd != xnd || (ynd == 3 && ys[0] != B) || ys[ynd - 1] != C || ys[ynd - 2] < 1) {
+            cli_error("%s: y must be (%s Sk, %lld) to match x", o.input, xnd == 3 ? "B," : "", (long long)C);
+            goto done;
+        }
+        Sk = ys[ynd - 2];
+    }
+    attn_dtype mdt;
+    int mnd;
+    int64_t ms[ATTN_MAX_DIMS];
+    if (attn_st_info(inf, "mask", &mdt, &mnd, ms) == ATTN_OK) {
+        if (mdt != ATTN_DTYPE_BOOL && mdt != ATTN_DTYPE_U8) {
+            cli_error("%s: mask must be BOOL or U8 (true = masked)", o.input);
+            goto done;
+        }
+        int ok = (mnd == 2 && ms[0] == B && ms[1] == Sk) || (mnd == 1 && xnd == 2 && ms[0] == Sk);
+        if (!ok) {
+            cli_error("%s: mask must have shape (B, Sk) = (%lld, %lld)", o.input, (long long)B, (long long)Sk);
+            goto done;
+        }
+        if (kind != ATTN_LAYER_BIDIRECTIONAL && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS) {
+            cli_error("%s does not take a padding mask (bidirectional, causal_mha and cross do)", o.module);
+            goto done;
+        }
+        mask = malloc((size_t)(B * Sk));
+        if (!mask) goto done;
+        if ((st = attn_st_read_u8(inf, "mask", mask, (size_t)(B * Sk))) != ATTN_OK) {
+            cli_error("%s: cannot read mask: %s", o.input, attn_status_string(st));
+            goto done;
+        }
+    }
+
+    attn_layer_config cfg;
+    attn_layer_config_default(&cfg, kind, C, C, o.has_heads ? o.heads : 1);
+    cfg.dropout = o.dropout;
+    cfg.out_dropout = o.out_dropout;
+    if (o.has_ctx && (kind == ATTN_LAYER_CAUSAL_MHA || kind == ATTN_LAYER_CROSS)) cfg.context_length = o.context_length;
+    char detail[256];
+    if (o.weights) {
+        if ((st = attn_st_open(o.weights, &wf)) != ATTN_OK) {
+            cli_error("cannot load weights '%s': %s", o.weights, attn_status_string(st));
+            goto done;
+        }
+        if ((st = attn_layer_load_ex(&cfg, wf, &layer, detail, sizeof detail)) != ATTN_OK) {
+            cli_error("%s: %s: %s", o.weights, o.module, detail[0] ? detail : attn_status_string(st));
+            goto done;
+        }
+    } else if ((st = attn_layer_create(&cfg, &layer)) != ATTN_OK) {
+        cli_error("%s: %s", o.module, attn_status_string(st));
+        goto done;
+    }
+    const attn_layer_config *lc = attn_layer_get_config(layer);
+    if (o.has_ctx && lc->context_length > 0 && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS &&
+        lc->context_length != o.context_length) {
+        cli_error("--context-length %lld disagrees with the %lld x %lld mask buffer in '%s'", (long long)o.context_length,
+                  (long long)lc->context_length, (long long)lc->context_length, o.weights);
+        goto done;
+    }
+    if (lc->d_in != C) {
+        cli_error("input x has width %lld but the %s weights expect %lld", (long long)C, o.module, (long long)lc->d_in);
+        goto done;
+    }
+    if (lc->context_length > 0 && (S > lc->context_length || Sk > lc->context_length) &&
+        (kind != ATTN_LAYER_FUSED_MHA && kind != ATTN_LAYER_BIDIRECTIONAL)) {
+        cli_error("sequence length %lld exceeds the context length %lld", (long long)(S > Sk ? S : Sk),
+                  (long long)lc->context_length);
+        goto done;
+    }
+    int64_t W = attn_layer_out_width(layer);
+    out = malloc((size_t)(B * S * W) * sizeof(float));
+    if (!out) {
+        cli_error("out of memory");
+        goto done;
+    }
+    attn_generator gen;
+    attn_generator_seed(&gen, (uint64_t)o.seed);
+    attn_generator_set_flavor(&gen, o.flavor);
+    attn_forward_args fa = {x, B, S, y, Sk, mask, o.train, &gen, o.impl, out};
+    if ((st = attn_layer_forward(layer, &fa)) != ATTN_OK) {
+        cli_error("%s forward failed: %s", o.module, attn_status_string(st));
+        goto done;
+    }
+    int64_t os[3] = {B, S, W};
+    if ((st = attn_st_writer_new(&w)) != ATTN_OK ||
+        (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, xnd, xnd == 3 ? os : os + 1, out)) != ATTN_OK) {
+        cli_error("cannot build output: %s", attn_status_string(st));
+        goto done;
+    }
+    if ((st = attn_st_writer_save(w, o.output)) != ATTN_OK) {
+        cli_error("cannot write output '%s': %s", o.output, attn_status_string(st));
+        goto done;
+    }
+    rc = 0;
+done:
+    attn_st_writer_free(w);
+    attn_layer_free(layer);
+    attn_st_close(wf);
+    attn_st_close(inf);
+    free(x);
+    free(y);
+    free(out);
+    free(mask);
+    return rc;
+}
