@@ -109,15 +109,15 @@ ATTN_API attn_status attn_linear_init(attn_generator *g, float *weight, float *b
  * attn_dropout_begin, which draws from the generator exactly what PyTorch's
  * dropout draws; p == 0 draws nothing. */
 typedef struct attn_dropout {
-    float p;            /* drop probability in [0, 1] */
-    float scale;        /* kept values are multiplied by this: 1/(1-p) in float */
+    double p;           /* drop probability in [0, 1] (double, as torch passes it) */
+    float scale;        /* kept values are multiplied by this: 1.0f / (float)(1 - p) */
     uint32_t flavor;    /* attn_torch_flavor */
     uint32_t mcg_seed;  /* MKL: x0 of the MCG31 stream */
     uint8_t *keep;      /* NOMKL: materialized keep mask of n bytes (owned) */
     uint64_t n;         /* number of elements of the dropped tensor */
 } attn_dropout;
 
-ATTN_API attn_status attn_dropout_begin(attn_generator *g, float p, uint64_t n, attn_dropout *out);
+ATTN_API attn_status attn_dropout_begin(attn_generator *g, double p, uint64_t n, attn_dropout *out);
 /* Keep decision for flat element index i (row-major over the dropped tensor). */
 ATTN_API int attn_dropout_keep(const attn_dropout *d, uint64_t i);
 /* out[i] = in[i] * (keep(i) ? scale : 0) for i < d->n, as torch multiplies by
@@ -125,7 +125,7 @@ ATTN_API int attn_dropout_keep(const attn_dropout *d, uint64_t i);
 ATTN_API attn_status attn_dropout_apply(const attn_dropout *d, const float *in, float *out);
 ATTN_API void attn_dropout_end(attn_dropout *d);
 /* Convenience: nn.Dropout(p) in train mode on n elements (begin/apply/end). */
-ATTN_API attn_status attn_dropout_tensor(attn_generator *g, float p, const float *in, float *out, size_t n);
+ATTN_API attn_status attn_dropout_tensor(attn_generator *g, double p, const float *in, float *out, size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Scaled dot-product attention (the core)                                   */
@@ -266,8 +266,8 @@ typedef struct attn_layer_config {
     int64_t context_length; /* size of mask/tril buffers; 0 = unlimited where allowed */
     int qkv_bias;           /* q/k/v (or Wqkv / Wq / Wkv) projections have a bias */
     int out_bias;           /* output projection has a bias */
-    float dropout;          /* dropout on attention weights */
-    float out_dropout;      /* dropout on the output (gpt_mha, Warner layers) */
+    double dropout;         /* dropout on attention weights */
+    double out_dropout;      /* dropout on the output (gpt_mha, Warner layers) */
     attn_causal causal_align; /* cross / any causal layer: TOP_LEFT (default when 0) */
 } attn_layer_config;
 

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Install into a temporary prefix, then build an outside program against it
+# with pkg-config (the README's one-liner) and with CMake's find_package.
+# usage: install_test.sh SOURCE_DIR BUILD_DIR
+set -eu
+src=$1
+build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+libdir=$(ls -d "$tmp"/prefix/lib*/pkgconfig | head -n1)
+libdir=${libdir%/pkgconfig}
+cat > "$tmp/x.c" <<'C'
+#include <attn.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    /* softmax(x x^T) x on a 2-token sequence, through the installed library */
+    float x[4] = {1, 0, 0, 1}, out[4];
+    attn_layer_config c;
+    attn_layer *l = NULL;
+    attn_layer_config_default(&c, ATTN_LAYER_SIMPLE, 2, 2, 1);
+    if (attn_layer_create(&c, &l) != ATTN_OK) return 1;
+    attn_forward_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.B = 1, a.S = 2, a.out = out;
+    attn_status st = attn_layer_forward(l, &a);
+    attn_layer_free(l);
+    printf("attn %s: %s %.4f %.4f\n", attn_version(), attn_status_string(st), out[0], out[1]);
+    return st != ATTN_OK || strcmp(attn_version(), ATTN_VERSION_STRING) != 0;
+}
+C
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+cc "$tmp/x.c" -o "$tmp/x" $(pkg-config --cflags --libs attn)
+LD_LIBRARY_PATH="$libdir" "$tmp/x"
+# static linking through pkg-config --static
+cc "$tmp/x.c" -o "$tmp/xs" $(pkg-config --cflags attn) "$libdir/libattn.a" $(pkg-config --libs-only-l --static attn | sed 's/-lattn//')
+"$tmp/xs"
+# CMake package
+mkdir -p "$tmp/cm"
+cat > "$tmp/cm/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.18)
+project(outside C)
+find_package(attn REQUIRED)
+add_executable(x ../x.c)
+target_link_libraries(x PRIVATE attn::attn_shared)
+CM
+cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/cm/build" >/dev/null
+LD_LIBRARY_PATH="$libdir" "$tmp/cm/build/x"
+echo "install test: 3 passed, 0 failed"

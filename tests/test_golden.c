@@ -1,2 +1,171 @@
+/* Golden tests: every case of tests/golden/manifest.txt (written by
+ * gen_golden.py with PyTorch) is run through the library and, when the attn
+ * binary is given, through `attn run`; outputs must match PyTorch's within
+ * rtol 2e-4, atol 2e-5.
+ * usage: test_golden SRCDIR [ATTN_BINARY] */
 #include "testutil.h"
-int main(int argc, char **argv) { tu_init(argc, argv); return tu_finish("test_golden"); }
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RTOL 2e-4
+#define ATOL 2e-5
+
+typedef struct gcase {
+    char name[64], kind[32], flavor[16];
+    int heads, train, seed, ctx;
+    double dropout, out_dropout;
+} gcase;
+
+static int parse_line(const char *line, gcase *c) {
+    memset(c, 0, sizeof *c);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", line);
+    char *save = NULL;
+    int fields = 0;
+    for (char *tok = strtok_r(buf, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return 0;
+        *eq = 0;
+        const char *k = tok, *v = eq + 1;
+        fields++;
+        if (!strcmp(k, "case")) snprintf(c->name, sizeof c->name, "%s", v);
+        else if (!strcmp(k, "kind")) snprintf(c->kind, sizeof c->kind, "%s", v);
+        else if (!strcmp(k, "flavor")) snprintf(c->flavor, sizeof c->flavor, "%s", v);
+        else if (!strcmp(k, "heads")) c->heads = atoi(v);
+        else if (!strcmp(k, "train")) c->train = atoi(v);
+        else if (!strcmp(k, "seed")) c->seed = atoi(v);
+        else if (!strcmp(k, "ctx")) c->ctx = atoi(v);
+        else if (!strcmp(k, "dropout")) c->dropout = atof(v);
+        else if (!strcmp(k, "out_dropout")) c->out_dropout = atof(v);
+        else fields--;
+    }
+    return fields >= 9;
+}
+
+static float *read_all(const attn_st_file *f, const char *name, int *nd, int64_t *sh, size_t *n) {
+    if (attn_st_info(f, name, NULL, nd, sh) != ATTN_OK) return NULL;
+    *n = 1;
+    for (int i = 0; i < *nd; i++) *n *= (size_t)sh[i];
+    float *p = malloc((*n ? *n : 1) * sizeof *p);
+    if (p && attn_st_read_f32(f, name, p, *n) != ATTN_OK) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
+    attn_st_file *wf = NULL, *io = NULL;
+    CHECK_OK(attn_st_open(wpath, &wf));
+    CHECK_OK(attn_st_open(iopath, &io));
+    if (!wf || !io) goto out;
+    int xnd, ond, ynd = 0;
+    int64_t xs[ATTN_MAX_DIMS], os[ATTN_MAX_DIMS], ys[ATTN_MAX_DIMS];
+    size_t xn, on, yn = 0;
+    float *x = read_all(io, "x", &xnd, xs, &xn), *want = read_all(io, "out", &ond, os, &on);
+    float *y = read_all(io, "y", &ynd, ys, &yn);
+    CHECK(x && want, "%s: x/out missing", c->name);
+    int64_t B = xnd == 3 ? xs[0] : 1, S = xs[xnd - 2], C = xs[xnd - 1];
+    int64_t Sk = y ? ys[ynd - 2] : S;
+    uint8_t *mask = NULL;
+    if (attn_st_info(io, "mask", NULL, NULL, NULL) == ATTN_OK) {
+        mask = malloc((size_t)(B * Sk));
+        CHECK_OK(attn_st_read_u8(io, "mask", mask, (size_t)(B * Sk)));
+    }
+    attn_layer_kind kind;
+    CHECK_OK(attn_layer_kind_parse(c->kind, &kind));
+    attn_layer_config cfg;
+    attn_layer_config_default(&cfg, kind, C, C, c->heads);
+    cfg.dropout = c->dropout;
+    cfg.out_dropout = c->out_dropout;
+    if (kind == ATTN_LAYER_CAUSAL_MHA || kind == ATTN_LAYER_CROSS) cfg.context_length = c->ctx;
+    attn_layer *l = NULL;
+    char detail[256];
+    attn_status st = attn_layer_load_ex(&cfg, wf, &l, detail, sizeof detail);
+    CHECK(st == ATTN_OK, "%s: load: %s (%s)", c->name, attn_status_string(st), detail);
+    if (l && x && want) {
+        float *out = calloc(on, sizeof *out);
+        attn_generator g;
+        attn_generator_seed(&g, (uint64_t)c->seed);
+        attn_generator_set_flavor(&g, strcmp(c->flavor, "mkl") ? ATTN_TORCH_NOMKL : ATTN_TORCH_MKL);
+        attn_forward_args a = {x, B, S, y, Sk, mask, c->train, &g, ATTN_IMPL_AUTO, out};
+        CHECK_OK(attn_layer_forward(l, &a));
+        char label[128];
+        snprintf(label, sizeof label, "%s out (library)", c->name);
+        tu_allclose(label, out, want, on, RTOL, ATOL);
+        free(out);
+    }
+    attn_layer_free(l);
+    free(x);
+    free(y);
+    free(want);
+    free(mask);
+out:
+    attn_st_close(wf);
+    attn_st_close(io);
+}
+
+static void run_cli(const gcase *c, const char *attn, const char *wpath, const char *iopath) {
+    char outpath[256], cmd[2048];
+    snprintf(outpath, sizeof outpath, "golden_cli_%s.safetensors", c->name);
+    int n = snprintf(cmd, sizeof cmd, "'%s' run %s --weights '%s' --input '%s' --output '%s'", attn, c->kind, wpath,
+                     iopath, outpath);
+    if (c->heads > 1 || !strcmp(c->kind, "mha") || !strcmp(c->kind, "fused_mha") ||
+        !strcmp(c->kind, "bidirectional") || !strcmp(c->kind, "causal_mha") || !strcmp(c->kind, "cross"))
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --heads %d", c->heads);
+    if (c->ctx) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --context-length %d", c->ctx);
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --dropout %.9g --out-dropout %.9g --torch-flavor %s", c->dropout,
+                  c->out_dropout, c->flavor);
+    if (c->train) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --train --seed %d", c->seed);
+    int rc = system(cmd);
+    CHECK(rc == 0, "%s: '%s' exited %d", c->name, cmd, rc);
+    if (rc != 0) return;
+    attn_st_file *of = NULL, *io = NULL;
+    CHECK_OK(attn_st_open(outpath, &of));
+    CHECK_OK(attn_st_open(iopath, &io));
+    int nd1, nd2;
+    int64_t s1[ATTN_MAX_DIMS], s2[ATTN_MAX_DIMS];
+    size_t n1, n2;
+    float *got = of ? read_all(of, "out", &nd1, s1, &n1) : NULL, *want = io ? read_all(io, "out", &nd2, s2, &n2) : NULL;
+    CHECK(got && want && nd1 == nd2 && n1 == n2 && !memcmp(s1, s2, (size_t)nd1 * sizeof s1[0]),
+          "%s: CLI output shape differs from PyTorch's", c->name);
+    if (got && want && n1 == n2) {
+        char label[128];
+        snprintf(label, sizeof label, "%s out (attn run)", c->name);
+        tu_allclose(label, got, want, n1, RTOL, ATOL);
+    }
+    free(got);
+    free(want);
+    attn_st_close(of);
+    attn_st_close(io);
+    unlink(outpath);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    const char *attn = argc > 2 ? argv[2] : NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/golden/manifest.txt", tu_srcdir);
+    FILE *m = fopen(path, "r");
+    CHECK(m != NULL, "cannot open %s", path);
+    if (!m) return tu_finish("test_golden");
+    char line[512];
+    int ncases = 0;
+    while (fgets(line, sizeof line, m)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        gcase c;
+        CHECK(parse_line(line, &c), "bad manifest line: %s", line);
+        char wpath[1024], iopath[1024];
+        snprintf(wpath, sizeof wpath, "%s/golden/%s.weights.safetensors", tu_srcdir, c.name);
+        snprintf(iopath, sizeof iopath, "%s/golden/%s.io.safetensors", tu_srcdir, c.name);
+        run_lib(&c, wpath, iopath);
+        if (attn) run_cli(&c, attn, wpath, iopath);
+        ncases++;
+    }
+    fclose(m);
+    CHECK(ncases > 0, "no golden cases");
+    printf("%d golden cases\n", ncases);
+    return tu_finish("test_golden");
+}

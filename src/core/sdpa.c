@@ -33,7 +33,7 @@ attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, a
         size_t n;
         const int64_t dims[4] = {d->B, d->H, d->Sq, d->Sk};
         if (attn_numel(4, dims, &n)) return ATTN_E_OVERFLOW;
-        if (d->dropout->n != (uint64_t)n && d->dropout->p > 0.0f && d->dropout->p < 1.0f) return ATTN_E_SHAPE;
+        if (d->dropout->n != (uint64_t)n && d->dropout->p > 0.0 && d->dropout->p < 1.0) return ATTN_E_SHAPE;
     }
     return ATTN_OK;
 }

@@ -4,6 +4,7 @@
 #include "layer_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,7 @@ static attn_view row_view(const float *base, int64_t S, int64_t row, int64_t hd)
 
 /* Runs one group; draws its attention dropout (one nn.Dropout call over
  * (B, H, Sq, Sk)) when training. */
-static attn_status run_group(const fwd_ctx *c, const sdpa_group *g, float p) {
+static attn_status run_group(const fwd_ctx *c, const sdpa_group *g, double p) {
     attn_sdpa_desc d;
     memset(&d, 0, sizeof d);
     d.B = c->B;
@@ -50,7 +51,7 @@ static attn_status run_group(const fwd_ctx *c, const sdpa_group *g, float p) {
     }
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
-    int use_drop = c->a->train && p > 0.0f;
+    int use_drop = c->a->train && p > 0.0;
     if (use_drop) {
         size_t n;
         const int64_t dims[4] = {c->B, g->H, c->Sq, c->Sk};
@@ -72,7 +73,7 @@ static const float *T(const attn_layer *l, const char *name) {
 }
 
 static attn_status out_dropout(const fwd_ctx *c, float *out, size_t n) {
-    if (!c->a->train || c->l->cfg.out_dropout <= 0.0f) return ATTN_OK;
+    if (!c->a->train || c->l->cfg.out_dropout <= 0.0) return ATTN_OK;
     return attn_dropout_tensor(c->a->gen, c->l->cfg.out_dropout, out, out, n);
 }
 
@@ -89,7 +90,7 @@ static attn_status check_args(const attn_layer *l, const attn_forward_args *a) {
     int64_t Sk = c->kind == ATTN_LAYER_CROSS ? a->Sk : a->S;
     if (c->context_length > 0 && attn_kind_is_causal(c->kind) && (a->S > c->context_length || Sk > c->context_length))
         return ATTN_E_CONTEXT;
-    if (a->train && (c->dropout > 0.0f || c->out_dropout > 0.0f) && !a->gen) return ATTN_E_INVALID;
+    if (a->train && (c->dropout > 0.0 || c->out_dropout > 0.0) && !a->gen) return ATTN_E_INVALID;
     size_t n;
     if (attn_mul3_size((size_t)a->B, (size_t)(a->S > Sk ? a->S : Sk), (size_t)(3 * c->d_in + 3 * c->d_out), &n) ||
         n > (SIZE_MAX / sizeof(float)) / 4)
@@ -146,7 +147,7 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     switch (cf->kind) {
     case ATTN_LAYER_SIMPLE:
         g = (sdpa_group){x, x, x, C, C, C, out, C, 1, C};
-        st = run_group(&c, &g, 0.0f);
+        st = run_group(&c, &g, 0.0);
         break;
     case ATTN_LAYER_SA_V1:
         attn_matmul_fwd(x, T(l, "W_query"), bq, M, C, O);
@@ -154,7 +155,7 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
         attn_matmul_fwd(x, T(l, "W_value"), bv, M, C, O);
         c.scale = attn_default_scale(O);
         g = (sdpa_group){bq, bk, bv, O, O, O, out, O, 1, O};
-        st = run_group(&c, &g, 0.0f);
+        st = run_group(&c, &g, 0.0);
         break;
     case ATTN_LAYER_SA_V2:
     case ATTN_LAYER_CAUSAL:
@@ -165,7 +166,7 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
         if (cf->kind != ATTN_LAYER_MHA) {
             c.scale = attn_default_scale(O);
             g = (sdpa_group){bq, bk, bv, O, O, O, out, O, 1, O};
-            st = run_group(&c, &g, cf->kind == ATTN_LAYER_CAUSAL ? cf->dropout : 0.0f);
+            st = run_group(&c, &g, cf->kind == ATTN_LAYER_CAUSAL ? cf->dropout : 0.0);
             break;
         }
         c.scale = attn_default_scale(O / H);
@@ -212,7 +213,7 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
         attn_linear_fwd(x, T(l, "Wqkv.weight"), T(l, "Wqkv.bias"), bq, M, C, 3 * hs);
         c.scale = attn_default_scale(hs);
         g = (sdpa_group){bq, bq + hs, bq + 2 * hs, 3 * hs, 3 * hs, 3 * hs, bctx, hs, 1, hs};
-        st = run_group(&c, &g, 0.0f);
+        st = run_group(&c, &g, 0.0);
         if (!st) attn_linear_fwd(bctx, T(l, "Wo.weight"), T(l, "Wo.bias"), out, M, hs, C);
         break;
     }

@@ -37,11 +37,6 @@ attn_status attn_layer_kind_parse(const char *name, attn_layer_kind *out) {
 static int kind_has_buffer_mask(attn_layer_kind k) {
     return k == ATTN_LAYER_CAUSAL || k == ATTN_LAYER_MHA_WRAPPER || k == ATTN_LAYER_MHA || k == ATTN_LAYER_GPT_MHA;
 }
-static int kind_takes_heads(attn_layer_kind k) {
-    return k == ATTN_LAYER_MHA || k == ATTN_LAYER_FUSED_MHA || k == ATTN_LAYER_BIDIRECTIONAL ||
-           k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS || k == ATTN_LAYER_MHA_WRAPPER ||
-           k == ATTN_LAYER_GPT_MHA;
-}
 int attn_kind_is_causal(attn_layer_kind k) {
     return kind_has_buffer_mask(k) || k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
 }
@@ -111,16 +106,6 @@ layer_tensor *attn_layer_find(const attn_layer *l, const char *name) {
     for (int i = 0; i < l->n; i++)
         if (strcmp(l->t[i].name, name) == 0) return &l->t[i];
     return NULL;
-}
-
-static float *tdata(const attn_layer *l, const char *fmt, ...) {
-    char name[LAYER_NAME_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    layer_tensor *t = attn_layer_find(l, name);
-    return t ? t->data : NULL;
 }
 
 /* nn.Linear(in, out, bias) under prefix: prefix.weight (out,in) [prefix.bias (out)] */
@@ -233,7 +218,7 @@ static attn_status check_config(const attn_layer_config *c, char *detail, size_t
         set_detail(detail, dl, "number of heads must be in [1, 65536]");
         return ATTN_E_SHAPE;
     }
-    if (!(c->dropout >= 0.0f && c->dropout <= 1.0f) || !(c->out_dropout >= 0.0f && c->out_dropout <= 1.0f)) {
+    if (!(c->dropout >= 0.0 && c->dropout <= 1.0) || !(c->out_dropout >= 0.0 && c->out_dropout <= 1.0)) {
         set_detail(detail, dl, "dropout probabilities must be in [0, 1]");
         return ATTN_E_INVALID;
     }

@@ -109,26 +109,27 @@ static uint32_t powmod31(uint32_t base, uint64_t e) {
     return (uint32_t)r;
 }
 
-attn_status attn_dropout_begin(attn_generator *g, float p, uint64_t n, attn_dropout *out) {
+attn_status attn_dropout_begin(attn_generator *g, double p, uint64_t n, attn_dropout *out) {
     if (!out) return ATTN_E_INVALID;
     memset(out, 0, sizeof *out);
-    if (!(p >= 0.0f && p <= 1.0f)) return ATTN_E_INVALID;
+    if (!(p >= 0.0 && p <= 1.0)) return ATTN_E_INVALID;
     out->p = p;
     out->n = n;
     /* torch: p == 0 and p == 1 return before any draw (zeros for p == 1). */
-    if (p == 0.0f || p == 1.0f || n == 0) {
-        out->scale = p == 1.0f ? 0.0f : 1.0f;
+    if (p == 0.0 || p == 1.0 || n == 0) {
+        out->scale = p == 1.0 ? 0.0f : 1.0f;
         return ATTN_OK;
     }
     if (!g) return ATTN_E_INVALID;
     out->flavor = g->flavor;
-    out->scale = 1.0f / (float)(1.0 - (double)p);
+    /* torch: noise.bernoulli_(1 - p).div_(1 - p); the divisor becomes a float */
+    out->scale = 1.0f / (float)(1.0 - p);
     if (g->flavor == ATTN_TORCH_NOMKL) {
         if (n > SIZE_MAX) return ATTN_E_OVERFLOW;
         out->keep = malloc((size_t)n);
         if (!out->keep) return ATTN_E_NOMEM;
         /* bernoulli_(1-p): uniform double from a 53-bit draw, keep iff u < 1-p */
-        double keep_p = 1.0 - (double)p;
+        double keep_p = 1.0 - p;
         for (uint64_t i = 0; i < n; i++) {
             double u = (double)(next64(g) & ((1ull << 53) - 1)) * 0x1p-53;
             out->keep[i] = u < keep_p;
@@ -141,24 +142,24 @@ attn_status attn_dropout_begin(attn_generator *g, float p, uint64_t n, attn_drop
 }
 
 /* MKL MCG31: element i uses x_i = x0 * a^i mod m; keep iff x_i/m < 1-p. */
-static int mcg_keep_x(uint32_t x, float p) {
+static int mcg_keep_x(uint32_t x, double p) {
     double u = (double)x / (double)MCG31_M;
-    return u < 1.0 - (double)p;
+    return u < 1.0 - p;
 }
 
 int attn_dropout_keep(const attn_dropout *d, uint64_t i) {
-    if (!d || d->p == 0.0f) return 1;
-    if (d->p == 1.0f) return 0;
+    if (!d || d->p == 0.0) return 1;
+    if (d->p == 1.0) return 0;
     if (d->keep) return i < d->n ? d->keep[i] : 0;
     return mcg_keep_x(mulmod31(d->mcg_seed, powmod31(MCG31_A, i)), d->p);
 }
 
 void attn_dropout_mask_range(const attn_dropout *d, uint64_t start, size_t len, uint8_t *keep) {
-    if (!d || d->p == 0.0f) {
+    if (!d || d->p == 0.0) {
         memset(keep, 1, len);
         return;
     }
-    if (d->p == 1.0f) {
+    if (d->p == 1.0) {
         memset(keep, 0, len);
         return;
     }
@@ -177,11 +178,11 @@ attn_status attn_dropout_apply(const attn_dropout *d, const float *in, float *ou
     if (!d || (d->n && (!in || !out))) return ATTN_E_INVALID;
     if (d->n > SIZE_MAX) return ATTN_E_OVERFLOW;
     size_t n = (size_t)d->n;
-    if (d->p == 0.0f) {
+    if (d->p == 0.0) {
         if (out != in) memmove(out, in, n * sizeof *out);
         return ATTN_OK;
     }
-    if (d->p == 1.0f || d->keep) {
+    if (d->p == 1.0 || d->keep) {
         for (size_t i = 0; i < n; i++) out[i] = in[i] * ((d->keep && d->keep[i]) ? d->scale : 0.0f);
         return ATTN_OK;
     }
@@ -199,7 +200,7 @@ void attn_dropout_end(attn_dropout *d) {
     d->keep = NULL;
 }
 
-attn_status attn_dropout_tensor(attn_generator *g, float p, const float *in, float *out, size_t n) {
+attn_status attn_dropout_tensor(attn_generator *g, double p, const float *in, float *out, size_t n) {
     attn_dropout d;
     attn_status st = attn_dropout_begin(g, p, n, &d);
     if (st == ATTN_OK) st = attn_dropout_apply(&d, in, out);

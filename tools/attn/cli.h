@@ -12,7 +12,7 @@
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
-int cli_parse_prob(const char *s, float *out);
+int cli_parse_prob(const char *s, double *out);
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 

@@ -135,7 +135,7 @@ static T context(const T *q, const T *k, const T *v, float scale, attn_causal ca
     check(attn_sdpa_forward(&d, view(q), view(k), view(v), view(&o), NULL), "context");
     return o;
 }
-static T dropout(attn_generator *g, float p, const T *in) {
+static T dropout(attn_generator *g, double p, const T *in) {
     T o = *in;
     check(attn_dropout_tensor(g, p, in->d, o.d, numel(in)), "dropout");
     return o;
@@ -366,14 +366,14 @@ static void seed_000(void) {
     attn_generator_seed(&g, 123);
     T ones = mk(2, 6, 6, 0);
     for (int i = 0; i < 36; i++) ones.d[i] = 1.0f;
-    T dx = dropout(&g, 0.5f, &ones);
+    T dx = dropout(&g, 0.5, &ones);
     show("", &dx, NULL);
     step("torch.manual_seed(123); dropout(attn_weights)");
     T Wq2 = param(v2, "W_query.weight"), Wk2 = param(v2, "W_key.weight");
     T q = linear(&x, &Wq2), k = linear(&x, &Wk2);
     T wc = weights(&q, &k, attn_default_scale(2), ATTN_CAUSAL_TOP_LEFT);
     attn_generator_seed(&g, 123);
-    T dw = dropout(&g, 0.5f, &wc);
+    T dw = dropout(&g, 0.5, &wc);
     show("", &dw, "grad_fn=<MulBackward0>");
     attn_layer_free(v2);
 
@@ -442,12 +442,12 @@ static void seed_002(void) {
     attn_generator_seed(&g, 123);
     T ones = mk(2, 6, 6, 0);
     for (int i = 0; i < 36; i++) ones.d[i] = 1.0f;
-    T dx = dropout(&g, 0.5f, &ones);
+    T dx = dropout(&g, 0.5, &ones);
     show("", &dx, NULL);
     T Wq2 = param(v2, "W_query.weight"), Wk2 = param(v2, "W_key.weight");
     T q = linear(&x, &Wq2), k = linear(&x, &Wk2);
     T wc = weights(&q, &k, attn_default_scale(2), ATTN_CAUSAL_TOP_LEFT);
-    T dw = dropout(&g, 0.5f, &wc); /* the second draw of the stream */
+    T dw = dropout(&g, 0.5, &wc); /* the second draw of the stream */
     show("", &dw, "grad_fn=<MulBackward0>");
     attn_layer_free(v2);
 
@@ -521,13 +521,13 @@ static void seed_003(void) {
     attn_generator_seed(&g, 123);
     T ones = mk(2, 6, 6, 0);
     for (int i = 0; i < 36; i++) ones.d[i] = 1.0f;
-    T dx = dropout(&g, 0.5f, &ones);
+    T dx = dropout(&g, 0.5, &ones);
     show("", &dx, NULL);
     step("torch.manual_seed(123); print(attn_weights); print(dropout(attn_weights))");
     T wc = weights(&q, &k, sc, ATTN_CAUSAL_TOP_LEFT);
     show("", &wc, "grad_fn=<SoftmaxBackward0>");
     attn_generator_seed(&g, 123);
-    T dw = dropout(&g, 0.5f, &wc);
+    T dw = dropout(&g, 0.5, &wc);
     show("", &dw, "grad_fn=<MulBackward0>");
     attn_layer_free(v2);
     T batch = batch_of(&x);

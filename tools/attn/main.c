@@ -29,13 +29,13 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 1;
 }
 
-int cli_parse_prob(const char *s, float *out) {
+int cli_parse_prob(const char *s, double *out) {
     if (!s || !*s) return 0;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || *end || !(v >= 0.0 && v <= 1.0)) return 0;
-    *out = (float)v;
+    *out = v;
     return 1;
 }
 

@@ -13,7 +13,7 @@ typedef struct run_opts {
     const char *module, *weights, *input, *output;
     int64_t heads, context_length, seed, threads;
     int has_heads, has_ctx, has_seed, has_out_dropout, train, grad;
-    float dropout, out_dropout;
+    double dropout, out_dropout;
     attn_impl impl;
     attn_torch_flavor flavor;
 } run_opts;
@@ -63,7 +63,7 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->has_ctx = 1;
         } else if (!strcmp(a, "--dropout") || !strcmp(a, "--out-dropout")) {
             NEED_VALUE;
-            float p;
+            double p;
             if (!cli_parse_prob(v, &p)) {
                 cli_error("%s must be a probability in [0, 1], got '%s'", a, v);
                 return 0;

@@ -1,0 +1,170 @@
+/* The CLI contract (DESIGN.md section 5): errors go to stderr as
+ * "attn: error: ...", exit 1 (2 for usage), and an existing output file is
+ * never changed by a failed run.
+ * usage: test_cli SRCDIR ATTN_BINARY */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *attn;
+static char golden[1024];
+
+/* Run attn with args; returns exit code, stderr captured in err. */
+static int run(const char *args, char *err, size_t errlen) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s >cli_stdout.txt 2>cli_stderr.txt", attn, args);
+    int rc = system(cmd);
+    rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+    FILE *f = fopen("cli_stderr.txt", "r");
+    size_t n = f ? fread(err, 1, errlen - 1, f) : 0;
+    err[n] = 0;
+    if (f) fclose(f);
+    return rc;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static int file_is(const char *path, const char *text) {
+    char buf[256] = {0};
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    return n == strlen(text) && !memcmp(buf, text, n);
+}
+
+/* expect exit code `code`, an "attn: error:" line containing `needle`, and
+ * the sentinel output file unchanged */
+static void expect_fail(const char *what, const char *args, int code, const char *needle) {
+    char err[4096], full[3072];
+    write_file("cli_out.safetensors", "sentinel");
+    snprintf(full, sizeof full, "%s --output cli_out.safetensors", args);
+    int rc = run(full, err, sizeof err);
+    CHECK(rc == code, "%s: exit %d, want %d (stderr: %s)", what, rc, code, err);
+    CHECK(strstr(err, "attn: error: ") == err, "%s: stderr starts with 'attn: error: ': %s", what, err);
+    CHECK(!needle || strstr(err, needle), "%s: stderr mentions '%s': %s", what, needle, err);
+    CHECK(file_is("cli_out.safetensors", "sentinel"), "%s: existing output file was modified", what);
+}
+
+static void make_input(const char *path, int B, int S, int C, int with_mask) {
+    attn_st_writer *w;
+    attn_st_writer_new(&w);
+    float *x = calloc((size_t)(B * S * C), sizeof *x);
+    for (int i = 0; i < B * S * C; i++) x[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    int64_t sh[3] = {B, S, C}, ms[2] = {B, S};
+    attn_st_writer_add(w, "x", ATTN_DTYPE_F32, 3, sh, x);
+    if (with_mask) {
+        uint8_t *m = calloc((size_t)(B * S), 1);
+        attn_st_writer_add(w, "mask", ATTN_DTYPE_BOOL, 2, ms, m);
+        free(m);
+    }
+    attn_st_writer_save(w, path);
+    attn_st_writer_free(w);
+    free(x);
+}
+
+/* causal weights (C -> O) with context length ctx, optionally a corrupted mask */
+static void make_causal_weights(const char *path, int C, int O, int ctx, int corrupt, const char *extra) {
+    attn_layer_config c;
+    attn_layer_config_default(&c, ATTN_LAYER_CAUSAL, C, O, 1);
+    c.context_length = ctx;
+    attn_layer *l;
+    attn_layer_create(&c, &l);
+    attn_generator g;
+    attn_generator_seed(&g, 1);
+    attn_layer_init(l, &g);
+    attn_st_writer *w;
+    attn_st_writer_new(&w);
+    for (int i = 0; i < attn_layer_tensor_count(l); i++) {
+        attn_tensor_info t;
+        attn_layer_tensor(l, i, &t);
+        if (corrupt && t.is_buffer) t.data[1] = 0.0f; /* unmask a future key */
+        attn_st_writer_add(w, t.name, ATTN_DTYPE_F32, t.ndim, t.shape, t.data);
+    }
+    if (extra) {
+        int64_t one = 1;
+        float z = 0;
+        attn_st_writer_add(w, extra, ATTN_DTYPE_F32, 1, &one, &z);
+    }
+    attn_st_writer_save(w, path);
+    attn_st_writer_free(w);
+    attn_layer_free(l);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    if (argc < 3) return 2;
+    attn = argv[2];
+    snprintf(golden, sizeof golden, "%s/golden", tu_srcdir);
+    char err[4096], a[3072];
+
+    /* usage errors: exit 2 */
+    CHECK(run("", err, sizeof err) == 2, "no command");
+    CHECK(run("frobnicate", err, sizeof err) == 2, "unknown command");
+    expect_fail("unknown option", "run sa_v2 --bogus 1 --input x", 2, "unknown option '--bogus'");
+    expect_fail("unknown module", "run nope --weights w --input x", 2, "unknown module");
+    expect_fail("missing --heads", "run mha --weights w --input x", 2, "--heads");
+    expect_fail("dropout > 1", "run causal --weights w --input x --dropout 1.5", 2, "probability");
+    expect_fail("dropout not a number", "run causal --weights w --input x --dropout abc", 2, "probability");
+    expect_fail("train without seed", "run causal --weights w --input x --train", 2, "--seed");
+    expect_fail("heads not a number", "run mha --weights w --input x --heads two", 2, "--heads");
+
+    /* data errors: exit 1 */
+    snprintf(a, sizeof a, "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input missing.safetensors", golden);
+    expect_fail("missing input file", a, 1, "missing.safetensors");
+    write_file("cli_garbage.safetensors", "this is not a safetensors file at all");
+    snprintf(a, sizeof a, "run sa_v2 --weights cli_garbage.safetensors --input %s/sa_v2_0.io.safetensors", golden);
+    expect_fail("garbage weights", a, 1, "malformed");
+    snprintf(a, sizeof a, "run sa_v2 --weights %s/simple_2.weights.safetensors --input %s/sa_v2_0.io.safetensors",
+             golden, golden);
+    expect_fail("missing tensor", a, 1, "missing tensor 'W_query.weight'");
+    snprintf(a, sizeof a, "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input %s/simple_2.io.safetensors",
+             golden, golden);
+    expect_fail("width mismatch", a, 1, "width");
+    make_causal_weights("cli_causal.safetensors", 4, 3, 5, 0, NULL);
+    make_input("cli_in_long.safetensors", 2, 6, 4, 0);
+    make_input("cli_in_ok.safetensors", 2, 5, 4, 0);
+    expect_fail("longer than context", "run causal --weights cli_causal.safetensors --input cli_in_long.safetensors", 1,
+                "context length");
+    make_causal_weights("cli_causal_bad.safetensors", 4, 3, 5, 1, NULL);
+    expect_fail("corrupted mask buffer", "run causal --weights cli_causal_bad.safetensors --input cli_in_ok.safetensors",
+                1, "mask");
+    make_causal_weights("cli_causal_extra.safetensors", 4, 3, 5, 0, "W_bogus");
+    expect_fail("unexpected tensor", "run causal --weights cli_causal_extra.safetensors --input cli_in_ok.safetensors",
+                1, "unexpected tensor 'W_bogus'");
+    snprintf(a, sizeof a, "run fused_mha --heads 3 --weights %s/fused_mha_5.weights.safetensors --input %s/fused_mha_5.io.safetensors",
+             golden, golden);
+    expect_fail("heads do not divide the width", a, 1, "divisible");
+    make_input("cli_in_mask.safetensors", 2, 5, 4, 1);
+    expect_fail("mask for a layer without one",
+                "run causal --weights cli_causal.safetensors --input cli_in_mask.safetensors", 1, "padding mask");
+
+    /* an output path that cannot be written */
+    CHECK(run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output /nonexistent-dir/o.safetensors",
+              err, sizeof err) == 1,
+          "unwritable output: %s", err);
+    CHECK(strstr(err, "cannot write output"), "unwritable output message: %s", err);
+
+    /* success replaces the output atomically and leaves no temp file */
+    write_file("cli_out.safetensors", "sentinel");
+    int rc = run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output cli_out.safetensors",
+                 err, sizeof err);
+    CHECK(rc == 0, "valid run exits 0: %s", err);
+    attn_st_file *f = NULL;
+    CHECK_OK(attn_st_open("cli_out.safetensors", &f));
+    int nd = 0;
+    int64_t sh[ATTN_MAX_DIMS];
+    CHECK(f && attn_st_info(f, "out", NULL, &nd, sh) == ATTN_OK && nd == 3 && sh[0] == 2 && sh[1] == 5 && sh[2] == 3,
+          "out is (2, 5, 3)");
+    attn_st_close(f);
+    CHECK(system("ls cli_out.safetensors.tmp.* >/dev/null 2>&1") != 0, "no temp file left behind");
+    CHECK(run("version", err, sizeof err) == 0, "version");
+    return tu_finish("test_cli");
+}
