@@ -263,6 +263,11 @@ int cmd_run(int argc, char **argv) {
                   (long long)lc->context_length, (long long)lc->context_length, o.weights);
         goto done;
     }
+    if (o.has_heads && lc->num_heads != o.heads) {
+        cli_error("--heads %lld disagrees with the %lld heads in '%s'", (long long)o.heads, (long long)lc->num_heads,
+                  o.weights);
+        goto done;
+    }
     if (lc->d_in != C) {
         cli_error("input x has width %lld but the %s weights expect %lld", (long long)C, o.module, (long long)lc->d_in);
         goto done;
