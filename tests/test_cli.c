@@ -166,5 +166,21 @@ int main(int argc, char **argv) {
     attn_st_close(f);
     CHECK(system("ls cli_out.safetensors.tmp.* >/dev/null 2>&1") != 0, "no temp file left behind");
     CHECK(run("version", err, sizeof err) == 0, "version");
+
+    /* the dropout stream follows --torch-flavor, or $ATTN_TORCH_FLAVOR under auto */
+    const char *base = "run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --train --seed 3 "
+                       "--dropout 0.5";
+    char c1[1024];
+    snprintf(c1, sizeof c1, "%s --torch-flavor mkl --output cli_f1.safetensors", base);
+    CHECK(run(c1, err, sizeof err) == 0, "mkl run: %s", err);
+    snprintf(c1, sizeof c1, "%s --torch-flavor nomkl --output cli_f2.safetensors", base);
+    CHECK(run(c1, err, sizeof err) == 0, "nomkl run: %s", err);
+    setenv("ATTN_TORCH_FLAVOR", "mkl", 1);
+    snprintf(c1, sizeof c1, "%s --output cli_f3.safetensors", base);
+    CHECK(run(c1, err, sizeof err) == 0, "auto run: %s", err);
+    unsetenv("ATTN_TORCH_FLAVOR");
+    CHECK(system("cmp -s cli_f1.safetensors cli_f3.safetensors") == 0, "auto with ATTN_TORCH_FLAVOR=mkl is mkl");
+    CHECK(system("cmp -s cli_f1.safetensors cli_f2.safetensors") != 0, "mkl and nomkl streams differ");
+    expect_fail("bad flavor", "run causal --weights w --input x --torch-flavor intel", 2, "--torch-flavor");
     return tu_finish("test_cli");
 }

@@ -535,6 +535,105 @@ static void seed_003(void) {
     show_size("", &batch);
 }
 
+/* ---- seeds 001 and 004: the other layers on a small example ------------- */
+
+/* Run a layer created with config c, initialized under torch.manual_seed(init_seed). */
+static T run_cfg(const attn_layer_config *c, uint64_t init_seed, const T *x, const T *y, const uint8_t *mask, int train,
+                 uint64_t fwd_seed) {
+    attn_layer *l = NULL;
+    attn_generator g;
+    attn_generator_seed(&g, init_seed);
+    T o = mk(0, 0, 0, 0);
+    check(attn_layer_create(c, &l), "layer create");
+    if (!l) return o;
+    check(attn_layer_init(l, &g), "layer init");
+    o = mk(3, x->sh[0], x->sh[1], attn_layer_out_width(l));
+    attn_generator_seed(&g, fwd_seed);
+    attn_forward_args a = {x->d, x->sh[0], x->sh[1], y ? y->d : NULL, y ? y->sh[1] : 0, mask, train, &g,
+                           ATTN_IMPL_REF, o.d};
+    check(attn_layer_forward(l, &a), "layer forward");
+    attn_layer_free(l);
+    return o;
+}
+
+/* (B, Sq, Sk) "masked" matrix (True = hidden) of a causal and/or padding mask */
+static void show_hidden(const char *prefix, int64_t B, int64_t Sq, int64_t Sk, int causal, const uint8_t *pad) {
+    uint8_t m[2 * 8 * 8];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < Sq; i++)
+            for (int64_t j = 0; j < Sk; j++)
+                m[(b * Sq + i) * Sk + j] = (uint8_t)((causal && j > i) || (pad && pad[b * Sk + j]));
+    int64_t sh[3] = {B, Sq, Sk};
+    tp_print_bool(stdout, prefix, m, 3, sh);
+}
+
+static void seeds_001_004(void) {
+    printf("\n=================================================================\n");
+    printf("Seeds 001 and 004 — nanoGPT and Warner layers on a small example\n");
+    printf("=================================================================\n");
+    printf("(These notebooks print no tensors; the numbers below come from libattn with\n"
+           " the same initialization PyTorch would use under each torch.manual_seed.)\n");
+    attn_generator g;
+    attn_generator_seed(&g, 1337);
+    T x = mk(3, 2, 5, 8);
+    check(attn_rand(&g, x.d, numel(&x)), "rand");
+    step("torch.manual_seed(1337); x = torch.rand(2, 5, 8)");
+    show("", &x, NULL);
+
+    attn_layer_config c;
+    step("seed 001: MultiHeadAttention(num_heads=2, head_size=4) of nanoGPT Heads, n_embd=8, block_size=5");
+    printf("each head masks with tril[:T, :T] == 0 (True = hidden):\n");
+    show_hidden("", 1, 5, 5, 1, NULL);
+    attn_layer_config_default(&c, ATTN_LAYER_GPT_MHA, 8, 8, 2);
+    c.context_length = 5;
+    T o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0);
+    show("eval, torch.manual_seed(0) init: ", &o, "grad_fn=<ViewBackward0>");
+    c.dropout = c.out_dropout = 0.2;
+    o = run_cfg(&c, 0, &x, NULL, NULL, 1, 42);
+    show("train, dropout=0.2, torch.manual_seed(42) before forward: ", &o, "grad_fn=<MulBackward0>");
+
+    step("seed 004: SingleHeadAttention(hidden_size=8): head size 8 // 4 = 2, no mask");
+    attn_layer_config_default(&c, ATTN_LAYER_SINGLE_HEAD, 8, 8, 1);
+    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0);
+    show("", &o, "grad_fn=<ViewBackward0>");
+
+    step("seed 004: MultiHeadAttetion(hidden_size=8, num_heads=2), eval");
+    attn_layer_config_default(&c, ATTN_LAYER_FUSED_MHA, 8, 8, 2);
+    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0);
+    show("", &o, "grad_fn=<ViewBackward0>");
+
+    uint8_t pad[10] = {0, 0, 0, 1, 1, /* batch 0: right padding */ 1, 1, 0, 0, 0 /* batch 1: left padding */};
+    int64_t psh[2] = {2, 5};
+    step("seed 004: BidirectionalAttention(8, 2) with a padding mask (True = padding)");
+    tp_print_bool(stdout, "mask = ", pad, 2, psh);
+    printf("every query ignores the padded keys (True = hidden):\n");
+    show_hidden("", 2, 5, 5, 0, pad);
+    attn_layer_config_default(&c, ATTN_LAYER_BIDIRECTIONAL, 8, 8, 2);
+    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0);
+    show("", &o, "grad_fn=<ViewBackward0>");
+
+    step("seed 004: CausalAttention(8, 2, context_size=5): causal OR padding, nothing mutated");
+    show_hidden("", 2, 5, 5, 1, pad);
+    printf("batch 1, queries 0 and 1 see no key (left padding): their context is zero,\n"
+           "so their output is Wo's bias alone, never NaN.\n");
+    attn_layer_config_default(&c, ATTN_LAYER_CAUSAL_MHA, 8, 8, 2);
+    c.context_length = 5;
+    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0);
+    show("", &o, "grad_fn=<ViewBackward0>");
+
+    step("seed 004: CausalCrossAttention(8, 2, context_size=5): x (2, 5, 8) attends to y (2, 3, 8)");
+    T y = mk(3, 2, 3, 8);
+    attn_generator_seed(&g, 7);
+    check(attn_rand(&g, y.d, numel(&y)), "rand");
+    show("y = torch.rand(2, 3, 8) under torch.manual_seed(7): ", &y, NULL);
+    printf("causal top-left over (Sq=5, Sk=3) (True = hidden):\n");
+    show_hidden("", 1, 5, 3, 1, NULL);
+    attn_layer_config_default(&c, ATTN_LAYER_CROSS, 8, 8, 2);
+    c.context_length = 5;
+    o = run_cfg(&c, 0, &x, &y, NULL, 0, 0);
+    show("", &o, "grad_fn=<ViewBackward0>");
+}
+
 int cmd_demo(int argc, char **argv) {
     (void)argv;
     if (argc > 1) {
@@ -545,6 +644,7 @@ int cmd_demo(int argc, char **argv) {
     seed_000();
     seed_002();
     seed_003();
+    seeds_001_004();
     fflush(stdout);
     return failed ? 1 : 0;
 }

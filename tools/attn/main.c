@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -39,6 +40,23 @@ int cli_parse_prob(const char *s, double *out) {
     return 1;
 }
 
+int cli_parse_flavor(const char *s, attn_torch_flavor *out) {
+    if (!s) return 0;
+    if (!strcmp(s, "auto")) *out = cli_default_flavor();
+    else if (!strcmp(s, "mkl")) *out = ATTN_TORCH_MKL;
+    else if (!strcmp(s, "nomkl")) *out = ATTN_TORCH_NOMKL;
+    else return 0;
+    return 1;
+}
+
+attn_torch_flavor cli_default_flavor(void) {
+    const char *env = getenv("ATTN_TORCH_FLAVOR");
+    if (env && !strcmp(env, "mkl")) return ATTN_TORCH_MKL;
+    if (env && !strcmp(env, "nomkl")) return ATTN_TORCH_NOMKL;
+    if (access("/usr/lib/python3/dist-packages/torch/__init__.py", F_OK) == 0) return ATTN_TORCH_NOMKL;
+    return ATTN_TORCH_MKL;
+}
+
 void cli_set_threads(int n) {
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
@@ -52,7 +70,7 @@ static void usage(FILE *f) {
             "  demo                 walk through the seed notebooks (every printed tensor)\n"
             "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
             "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
-            "       [--train --seed N] [--torch-flavor mkl|nomkl] [--impl auto|ref|fast]\n"
+            "       [--train --seed N] [--torch-flavor auto|mkl|nomkl] [--impl auto|ref|fast]\n"
             "       [--threads N]\n"
             "                       run one layer on tensors from safetensors files\n"
             "  version              print the library version\n"

@@ -77,9 +77,21 @@ static void sb_spaces(sbuf *b, int n) {
     for (int i = 0; i < n; i++) sb_add(b, " ");
 }
 
-static void tensor_str(sbuf *b, const fmt *F, const float *d, int ndim, const int64_t *shape, int indent) {
+/* Elements come from fd (floats) or, when bd is set, from bd (bools printed
+ * as True/False, right-aligned to width 5 as torch does). */
+typedef struct src {
+    const float *fd;
+    const uint8_t *bd;
+} src;
+
+static void elem_str(const fmt *F, const src *S, size_t i, char *val, size_t cap) {
+    if (S->bd) snprintf(val, cap, "%5s", S->bd[i] ? "True" : "False");
+    else fmt_value(F, S->fd[i], val, cap);
+}
+
+static void tensor_str(sbuf *b, const fmt *F, const src *S, size_t off, int ndim, const int64_t *shape, int indent) {
     if (ndim == 1) {
-        int elem_len = F->width + 2;
+        int elem_len = (S->bd ? 5 : F->width) + 2;
         int per_line = (80 - indent) / elem_len;
         if (per_line < 1) per_line = 1;
         sb_add(b, "[");
@@ -93,14 +105,14 @@ static void tensor_str(sbuf *b, const fmt *F, const float *d, int ndim, const in
                     sb_add(b, ", ");
                 }
             }
-            fmt_value(F, d[i], val, sizeof val);
+            elem_str(F, S, off + (size_t)i, val, sizeof val);
             sb_add(b, val);
         }
         sb_add(b, "]");
         return;
     }
-    int64_t inner = 1;
-    for (int k = 1; k < ndim; k++) inner *= shape[k];
+    size_t inner = 1;
+    for (int k = 1; k < ndim; k++) inner *= (size_t)shape[k];
     sb_add(b, "[");
     for (int64_t i = 0; i < shape[0]; i++) {
         if (i > 0) {
@@ -108,27 +120,26 @@ static void tensor_str(sbuf *b, const fmt *F, const float *d, int ndim, const in
             for (int k = 0; k < ndim - 1; k++) sb_add(b, "\n");
             sb_spaces(b, indent + 1);
         }
-        tensor_str(b, F, d + i * inner, ndim - 1, shape + 1, indent + 1);
+        tensor_str(b, F, S, off + (size_t)i * inner, ndim - 1, shape + 1, indent + 1);
     }
     sb_add(b, "]");
 }
 
-void tp_print(FILE *f, const char *prefix, const float *data, int ndim, const int64_t *shape, const char *suffix) {
+static void print_any(FILE *f, const char *prefix, const src *S, int ndim, const int64_t *shape, const char *suffix) {
     size_t n = 1;
     for (int k = 0; k < ndim; k++) n *= (size_t)shape[k];
-    fmt F;
-    fmt_init(&F, data, n);
+    fmt F = {1, 0, 1};
+    if (!S->bd) fmt_init(&F, S->fd, n);
     sbuf b = {0};
     sb_add(&b, "tensor(");
     if (ndim == 0) {
         char val[80];
-        fmt F1 = F;
-        fmt_value(&F1, data[0], val, sizeof val);
-        sb_add(&b, val);
+        elem_str(&F, S, 0, val, sizeof val);
+        sb_add(&b, S->bd ? (S->bd[0] ? "True" : "False") : val);
     } else if (n == 0) {
         sb_add(&b, "[]");
     } else {
-        tensor_str(&b, &F, data, ndim, shape, 7);
+        tensor_str(&b, &F, S, 0, ndim, shape, 7);
     }
     if (suffix && b.s) {
         const char *nl = strrchr(b.s, '\n');
@@ -144,6 +155,16 @@ void tp_print(FILE *f, const char *prefix, const float *data, int ndim, const in
     sb_add(&b, ")");
     fprintf(f, "%s%s\n", prefix ? prefix : "", b.s ? b.s : "tensor(<out of memory>)");
     free(b.s);
+}
+
+void tp_print(FILE *f, const char *prefix, const float *data, int ndim, const int64_t *shape, const char *suffix) {
+    src S = {data, NULL};
+    print_any(f, prefix, &S, ndim, shape, suffix);
+}
+
+void tp_print_bool(FILE *f, const char *prefix, const uint8_t *data, int ndim, const int64_t *shape) {
+    src S = {NULL, data};
+    print_any(f, prefix, &S, ndim, shape, NULL);
 }
 
 void tp_print_size(FILE *f, const char *prefix, int ndim, const int64_t *shape) {

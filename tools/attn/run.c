@@ -20,7 +20,7 @@ typedef struct run_opts {
 
 static int parse(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->threads = 0;
+    o->flavor = cli_default_flavor();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -94,10 +94,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             }
         } else if (!strcmp(a, "--torch-flavor")) {
             NEED_VALUE;
-            if (!strcmp(v, "mkl")) o->flavor = ATTN_TORCH_MKL;
-            else if (!strcmp(v, "nomkl")) o->flavor = ATTN_TORCH_NOMKL;
-            else {
-                cli_error("--torch-flavor must be mkl or nomkl, got '%s'", v);
+            if (!cli_parse_flavor(v, &o->flavor)) {
+                cli_error("--torch-flavor must be auto, mkl or nomkl, got '%s'", v);
                 return 0;
             }
         } else if (!strcmp(a, "--train")) {
