@@ -178,6 +178,16 @@ ATTN_API float attn_default_scale(int64_t D);
 ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
                                        attn_view out, float *lse);
 
+/* Backward of attn_sdpa_forward with the same descriptor (same masks, scale
+ * and dropout: the dropout keep decisions are regenerated, not stored).
+ *   dout (B,H,Sq,Dv) -> dq (B,H,Sq,D), dk (B,H,Sk,D), dv (B,H,Sk,Dv): WRITTEN
+ *   (not accumulated). out is the forward output; lse may be NULL (the
+ *   reference recomputes the probabilities). Rows with no visible key get
+ *   zero gradients. */
+ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
+                                        attn_view out, attn_view dout, const float *lse, attn_view dq, attn_view dk,
+                                        attn_view dv);
+
 /* Inspection (reference path, O(Sq*Sk) memory): the materialized
  *   scores  (B,H,Sq,Sk): scale * q.k with masked entries = -INFINITY
  *   weights (B,H,Sq,Sk): softmax of scores (zero rows when nothing is visible),
@@ -321,9 +331,24 @@ typedef struct attn_forward_args {
     float *out;              /* (B, S, d_out_total), see attn_layer_out_width */
 } attn_forward_args;
 
+typedef struct attn_backward_args {
+    const float *dout;       /* (B, S, W): gradient of the loss w.r.t. the last forward's out */
+    float *dx;               /* (B, S, C): gradient w.r.t. x, WRITTEN; may be NULL */
+    float *dy;               /* cross only: (B, Sk, C) gradient w.r.t. y, WRITTEN; may be NULL */
+} attn_backward_args;
+
 /* Width of the output's last dimension. */
 ATTN_API int64_t attn_layer_out_width(const attn_layer *l);
+/* Forward. The layer keeps what backward needs (a copy of x, y and mask, the
+ * projections, and the dropout draws) until the next forward or free. */
 ATTN_API attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a);
+/* Backward of the most recent forward on this layer, with the same masks and
+ * the same dropout decisions. Parameter gradients are ACCUMULATED (+=) into
+ * each parameter's grad, as PyTorch accumulates .grad; dx and dy are WRITTEN.
+ * ATTN_E_STATE if no forward has run. */
+ATTN_API attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a);
+/* Set every parameter gradient to zero. */
+ATTN_API void attn_layer_zero_grad(attn_layer *l);
 
 #ifdef __cplusplus
 }

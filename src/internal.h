@@ -29,15 +29,25 @@ int attn_numel(int ndim, const int64_t *shape, size_t *out);
  * start..start+len (row-major over the dropped tensor). */
 void attn_dropout_mask_range(const attn_dropout *d, uint64_t start, size_t len, uint8_t *keep);
 
-/* Dense projections through CBLAS, row-major:
- *   y (M, N) = x (M, K) @ W^T (+ b)   W is (N, K)  -- nn.Linear
- *   y (M, N) = x (M, K) @ W           W is (K, N)  -- SelfAttention_v1 parameters */
-void attn_linear_fwd(const float *x, const float *W, const float *b, float *y, int64_t M, int64_t K, int64_t N);
-void attn_matmul_fwd(const float *x, const float *W, float *y, int64_t M, int64_t K, int64_t N);
+/* Dense projections through CBLAS (src/core/linear.c), row-major, explicit
+ * leading dimensions:
+ *   linear: y (M,N) = x (M,K) @ W^T (+ b), W (N,K)   -- nn.Linear
+ *   matmul: y (M,N) = x (M,K) @ W,         W (K,N)   -- SelfAttention_v1
+ * Backward accumulates dW/db (+=) and writes dx (or adds when dx_acc). */
+void attn_linear_fwd(const float *x, int64_t ldx, const float *W, const float *b, float *y, int64_t ldy, int64_t M,
+                     int64_t K, int64_t N);
+void attn_linear_bwd(const float *x, int64_t ldx, const float *W, const float *dy, int64_t lddy, float *dx,
+                     int64_t lddx, int dx_acc, float *dW, float *db, int64_t M, int64_t K, int64_t N);
+void attn_matmul_fwd(const float *x, int64_t ldx, const float *W, float *y, int64_t ldy, int64_t M, int64_t K,
+                     int64_t N);
+void attn_matmul_bwd(const float *x, int64_t ldx, const float *W, const float *dy, int64_t lddy, float *dx,
+                     int64_t lddx, int dx_acc, float *dW, int64_t M, int64_t K, int64_t N);
 
 /* Reference SDPA (src/ref). Same contract as attn_sdpa_forward. */
 attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                   float *lse);
+attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                   attn_view dq, attn_view dk, attn_view dv);
 attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
                                   float *weights);
 /* Validation shared by every SDPA entry point. */

@@ -56,6 +56,47 @@ static float *read_all(const attn_st_file *f, const char *name, int *nd, int64_t
     return p;
 }
 
+/* Every grad_* / grad.<param> tensor of the golden io file against ours. */
+static void compare_grads(const char *cname, const char *via, const attn_st_file *io, const attn_layer *l,
+                          const float *gx, const float *gy, size_t xn, size_t yn) {
+    int nparams = 0, ncompared = 0;
+    for (int i = 0; i < attn_st_count(io); i++) {
+        const char *name = attn_st_name(io, i);
+        if (strncmp(name, "grad", 4) != 0 || !strcmp(name, "grad_out")) continue;
+        int nd;
+        int64_t sh[ATTN_MAX_DIMS];
+        size_t n;
+        float *want = read_all(io, name, &nd, sh, &n);
+        const float *got = NULL;
+        if (!strcmp(name, "grad_x") && n == xn) got = gx;
+        else if (!strcmp(name, "grad_y") && n == yn) got = gy;
+        else if (!strncmp(name, "grad.", 5)) {
+            nparams++;
+            for (int t = 0; t < attn_layer_tensor_count(l); t++) {
+                attn_tensor_info ti;
+                attn_layer_tensor(l, t, &ti);
+                if (!strcmp(ti.name, name + 5)) got = ti.grad;
+            }
+        }
+        CHECK(got != NULL, "%s: no gradient '%s' (%s)", cname, name, via);
+        if (got && want) {
+            char label[160];
+            snprintf(label, sizeof label, "%s %s (%s)", cname, name, via);
+            tu_allclose(label, got, want, n, RTOL, ATOL);
+            ncompared++;
+        }
+        free(want);
+    }
+    int ltrain = 0;
+    for (int t = 0; t < attn_layer_tensor_count(l); t++) {
+        attn_tensor_info ti;
+        attn_layer_tensor(l, t, &ti);
+        ltrain += !ti.is_buffer;
+    }
+    CHECK(nparams == ltrain, "%s: golden has %d parameter gradients, layer has %d parameters", cname, nparams, ltrain);
+    CHECK(ncompared > 0, "%s: no gradient compared", cname);
+}
+
 static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
     attn_st_file *wf = NULL, *io = NULL;
     CHECK_OK(attn_st_open(wpath, &wf));
@@ -96,6 +137,20 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
         snprintf(label, sizeof label, "%s out (library)", c->name);
         tu_allclose(label, out, want, on, RTOL, ATOL);
         free(out);
+        int gnd;
+        int64_t gs[ATTN_MAX_DIMS];
+        size_t gn;
+        float *gout = read_all(io, "grad_out", &gnd, gs, &gn);
+        if (gout) {
+            float *gx = calloc(xn, sizeof *gx), *gy = y ? calloc(yn, sizeof *gy) : NULL;
+            attn_layer_zero_grad(l);
+            attn_backward_args ba = {gout, gx, gy};
+            CHECK_OK(attn_layer_backward(l, &ba));
+            compare_grads(c->name, "library", io, l, gx, gy, xn, yn);
+            free(gx);
+            free(gy);
+            free(gout);
+        }
     }
     attn_layer_free(l);
     free(x);
@@ -119,6 +174,7 @@ static void run_cli(const gcase *c, const char *attn, const char *wpath, const c
     n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --dropout %.9g --out-dropout %.9g --torch-flavor %s", c->dropout,
                   c->out_dropout, c->flavor);
     if (c->train) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --train --seed %d", c->seed);
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --grad");
     int rc = system(cmd);
     CHECK(rc == 0, "%s: '%s' exited %d", c->name, cmd, rc);
     if (rc != 0) return;
@@ -135,6 +191,23 @@ static void run_cli(const gcase *c, const char *attn, const char *wpath, const c
         char label[128];
         snprintf(label, sizeof label, "%s out (attn run)", c->name);
         tu_allclose(label, got, want, n1, RTOL, ATOL);
+    }
+    /* every gradient PyTorch computed must be in the CLI output */
+    for (int i = 0; of && io && i < attn_st_count(io); i++) {
+        const char *name = attn_st_name(io, i);
+        if (strncmp(name, "grad", 4) != 0 || !strcmp(name, "grad_out")) continue;
+        int a1, a2;
+        int64_t t1[ATTN_MAX_DIMS], t2[ATTN_MAX_DIMS];
+        size_t m1, m2;
+        float *g1 = read_all(of, name, &a1, t1, &m1), *g2 = read_all(io, name, &a2, t2, &m2);
+        CHECK(g1 && g2 && m1 == m2, "%s: attn run --grad did not write '%s'", c->name, name);
+        if (g1 && g2 && m1 == m2) {
+            char label[160];
+            snprintf(label, sizeof label, "%s %s (attn run)", c->name, name);
+            tu_allclose(label, g1, g2, m1, RTOL, ATOL);
+        }
+        free(g1);
+        free(g2);
     }
     free(got);
     free(want);

@@ -181,11 +181,94 @@ static void nan_propagates(void) {
     CHECK(!isnan(o[2]) && !isnan(o[3]), "other rows unaffected");
 }
 
+/* double-precision forward for finite differences: BHSD contiguous doubles */
+static void oracle_d(int B, int H, int Sq, int Sk, int D, int Dv, double scale, int causal, const uint8_t *mask,
+                     const attn_dropout *drop, const double *q, const double *k, const double *v, double *out) {
+    double w[64];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Sq; i++) {
+                double mx = -INFINITY;
+                for (int j = 0; j < Sk; j++) {
+                    int vis = !(mask && mask[b * Sk + j]) && !(causal == 1 && j > i) && !(causal == 2 && j > i + Sk - Sq);
+                    double s = 0;
+                    for (int c = 0; c < D; c++) s += q[((b * H + h) * Sq + i) * D + c] * k[((b * H + h) * Sk + j) * D + c];
+                    w[j] = vis ? s * scale : -INFINITY;
+                    if (w[j] > mx) mx = w[j];
+                }
+                double sum = 0;
+                for (int j = 0; j < Sk; j++) sum += w[j] = mx == -INFINITY ? 0.0 : exp(w[j] - mx);
+                for (int c = 0; c < Dv; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < Sk; j++) {
+                        double pj = sum > 0 ? w[j] / sum : 0.0;
+                        if (drop) pj *= attn_dropout_keep(drop, (uint64_t)(((b * H + h) * Sq + i) * Sk + j)) ? drop->scale : 0.0;
+                        acc += pj * v[((b * H + h) * Sk + j) * Dv + c];
+                    }
+                    out[((b * H + h) * Sq + i) * Dv + c] = acc;
+                }
+            }
+}
+
+/* Backward against central finite differences of the double forward. */
+static void backward_fd(int iter) {
+    int B = irand(1, 2), H = irand(1, 2), Sq = irand(1, 6), Sk = irand(1, 6), D = irand(1, 5), Dv = irand(1, 5);
+    int causal = irand(0, 2), use_mask = irand(0, 1), use_drop = irand(0, 2) == 0;
+    double scale = 0.7;
+    int nq = B * H * Sq * D, nk = B * H * Sk * D, nv = B * H * Sk * Dv, no = B * H * Sq * Dv;
+    float q[512], k[512], v[512], o[512], go[512], dq[512], dk[512], dv[512];
+    double qd[512], kd[512], vd[512], od[512], g[512];
+    uint8_t mask[16];
+    for (int i = 0; i < nq; i++) qd[i] = q[i] = frand();
+    for (int i = 0; i < nk; i++) kd[i] = k[i] = frand();
+    for (int i = 0; i < nv; i++) vd[i] = v[i] = frand();
+    for (int i = 0; i < no; i++) g[i] = go[i] = frand();
+    for (int i = 0; i < B * Sk; i++) mask[i] = irand(0, 3) == 0;
+    attn_generator gen;
+    attn_generator_seed(&gen, (uint64_t)iter + 1000);
+    attn_dropout drop;
+    memset(&drop, 0, sizeof drop);
+    if (use_drop) attn_dropout_begin(&gen, 0.4, (uint64_t)B * H * Sq * Sk, &drop);
+    attn_sdpa_desc d = {B, H, Sq, Sk, D, Dv, (float)scale, (attn_causal)causal, use_mask ? mask : NULL, Sk,
+                        ATTN_MASK_TRUE_MEANS_MASKED, use_drop ? &drop : NULL, ATTN_IMPL_REF};
+    attn_view vq = bhsd(q, H, Sq, D), vk = bhsd(k, H, Sk, D), vv = bhsd(v, H, Sk, Dv), vo = bhsd(o, H, Sq, Dv);
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
+    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, bhsd(go, H, Sq, Dv), NULL, bhsd(dq, H, Sq, D), bhsd(dk, H, Sk, D),
+                                bhsd(dv, H, Sk, Dv)));
+    double sc = (double)(float)scale;
+    struct {
+        double *x;
+        float *grad;
+        int n;
+        const char *name;
+    } t[3] = {{qd, dq, nq, "dq"}, {kd, dk, nk, "dk"}, {vd, dv, nv, "dv"}};
+    for (int a = 0; a < 3; a++) {
+        float num[512];
+        for (int e = 0; e < t[a].n; e++) {
+            double keepx = t[a].x[e], hstep = 1e-5, lp = 0, lm = 0;
+            t[a].x[e] = keepx + hstep;
+            oracle_d(B, H, Sq, Sk, D, Dv, sc, causal, use_mask ? mask : NULL, use_drop ? &drop : NULL, qd, kd, vd, od);
+            for (int i = 0; i < no; i++) lp += od[i] * g[i];
+            t[a].x[e] = keepx - hstep;
+            oracle_d(B, H, Sq, Sk, D, Dv, sc, causal, use_mask ? mask : NULL, use_drop ? &drop : NULL, qd, kd, vd, od);
+            for (int i = 0; i < no; i++) lm += od[i] * g[i];
+            t[a].x[e] = keepx;
+            num[e] = (float)((lp - lm) / (2 * hstep));
+        }
+        char label[128];
+        snprintf(label, sizeof label, "backward FD iter %d %s (B%d H%d Sq%d Sk%d D%d Dv%d causal%d mask%d drop%d)",
+                 iter, t[a].name, B, H, Sq, Sk, D, Dv, causal, use_mask, use_drop);
+        tu_allclose(label, t[a].grad, num, (size_t)t[a].n, 1e-4, 1e-6);
+    }
+    attn_dropout_end(&drop);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     for (int it = 0; it < 300; it++) random_case(it);
     fully_masked_rows();
     bad_args();
     nan_propagates();
+    for (int it = 0; it < 200; it++) backward_fd(it);
     return tu_finish("test_sdpa_ref");
 }

@@ -286,6 +286,7 @@ void attn_layer_free(attn_layer *l) {
         free(l->t[i].grad);
     }
     free(l->t);
+    attn_layer_cache_clear(&l->cache);
     free(l);
 }
 

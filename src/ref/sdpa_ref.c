@@ -94,6 +94,79 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     return ATTN_OK;
 }
 
+/* Backward, one (b, h) at a time:
+ *   P = softmax(S), Pd = P * keep * scale_drop, O = Pd V
+ *   dV = Pd^T dO;  dPd = dO V^T;  dP = dPd * keep * scale_drop
+ *   dS = P * (dP - rowsum(P * dP));  dQ = scale dS K;  dK = scale dS^T Q
+ * rowsum(P * dP) equals dO . O, computed here from the recomputed P. */
+attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                   attn_view dq, attn_view dk, attn_view dv) {
+    size_t nsk = (size_t)(d->Sk ? d->Sk : 1), D = (size_t)d->D, Dv = (size_t)d->Dv;
+    size_t nkd, nvd;
+    if (attn_mul_size(nsk, D, &nkd) || attn_mul_size(nsk, Dv, &nvd)) return ATTN_E_OVERFLOW;
+    double *p = malloc(nsk * sizeof *p), *dp = malloc(nsk * sizeof *dp);
+    double *gk = malloc(nkd * sizeof *gk), *gv = malloc(nvd * sizeof *gv), *gq = malloc(D * sizeof *gq);
+    uint8_t *keep = malloc(nsk);
+    attn_status st = ATTN_OK;
+    if (!p || !dp || !gk || !gv || !gq || !keep) st = ATTN_E_NOMEM;
+    for (int64_t b = 0; st == ATTN_OK && b < d->B; b++)
+        for (int64_t h = 0; h < d->H; h++) {
+            for (size_t t = 0; t < nkd; t++) gk[t] = 0.0;
+            for (size_t t = 0; t < nvd; t++) gv[t] = 0.0;
+            for (int64_t i = 0; i < d->Sq; i++) {
+                int64_t nvis = row_scores(d, q, k, b, h, i, p);
+                row_softmax(p, d->Sk, nvis);
+                if (d->dropout) {
+                    uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
+                    attn_dropout_mask_range(d->dropout, base, (size_t)d->Sk, keep);
+                }
+                const float *go = row_of(dout, b, h, i);
+                double dsum = 0.0;
+                for (int64_t j = 0; j < d->Sk; j++) {
+                    double kd = d->dropout ? (keep[j] ? (double)d->dropout->scale : 0.0) : 1.0;
+                    if (p[j] == 0.0 || kd == 0.0) { /* masked or dropped: no gradient flows */
+                        dp[j] = 0.0;
+                        continue;
+                    }
+                    const float *vj = row_of(v, b, h, j);
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < d->Dv; c++) {
+                        acc += (double)go[c] * vj[c];
+                        gv[(size_t)j * Dv + (size_t)c] += p[j] * kd * go[c];
+                    }
+                    dp[j] = acc * kd;
+                    dsum += p[j] * dp[j];
+                }
+                const float *qi = row_of(q, b, h, i);
+                for (size_t c = 0; c < D; c++) gq[c] = 0.0;
+                for (int64_t j = 0; j < d->Sk; j++) {
+                    if (p[j] == 0.0) continue;
+                    double ds = p[j] * (dp[j] - dsum) * (double)d->scale;
+                    const float *kj = row_of(k, b, h, j);
+                    for (size_t c = 0; c < D; c++) {
+                        gq[c] += ds * kj[c];
+                        gk[(size_t)j * D + c] += ds * qi[c];
+                    }
+                }
+                float *o = dq.data + b * dq.stride_b + h * dq.stride_h + i * dq.stride_s;
+                for (size_t c = 0; c < D; c++) o[c] = (float)gq[c];
+            }
+            for (int64_t j = 0; j < d->Sk; j++) {
+                float *ok = dk.data + b * dk.stride_b + h * dk.stride_h + j * dk.stride_s;
+                float *ov = dv.data + b * dv.stride_b + h * dv.stride_h + j * dv.stride_s;
+                for (size_t c = 0; c < D; c++) ok[c] = (float)gk[(size_t)j * D + c];
+                for (size_t c = 0; c < Dv; c++) ov[c] = (float)gv[(size_t)j * Dv + c];
+            }
+        }
+    free(p);
+    free(dp);
+    free(gk);
+    free(gv);
+    free(gq);
+    free(keep);
+    return st;
+}
+
 attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
                                   float *weights) {
     attn_view none = {0};

@@ -63,8 +63,10 @@ def save_st(path, tensors):
 
 
 def softmax_rows(attn):
-    """softmax over the last dim; rows with every key masked give zeros."""
-    return torch.softmax(attn, dim=-1).nan_to_num(0.0)
+    """softmax over the last dim; rows with every key masked give zeros (and
+    zero gradients, with no NaN anywhere in backward)."""
+    dead = torch.isneginf(attn).all(dim=-1, keepdim=True)
+    return torch.softmax(attn.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
 
 
 # --------------------------------------------------------------------------
@@ -353,15 +355,34 @@ def padding_mask(B, S, rng, style):
     return m
 
 
+def fwd_bwd(m, args, seed):
+    """torch.manual_seed(seed); out = m(*args); out.backward(grad_out).
+    Returns out and the gradients under the names `attn run --grad` writes."""
+    args = [a.detach().clone().requires_grad_(True) if a.is_floating_point() else a for a in args]
+    m.zero_grad()
+    torch.manual_seed(seed)
+    out = m(*args)
+    g = torch.randn(out.shape)
+    out.backward(g)
+    grads = {"grad_out": g, "grad_x": args[0].grad.detach().clone()}
+    if len(args) > 1 and args[1].is_floating_point():
+        grads["grad_y"] = args[1].grad.detach().clone()
+    for name, prm in m.named_parameters():
+        grads["grad." + name] = prm.grad.detach().clone() if prm.grad is not None else torch.zeros_like(prm)
+    return out.detach(), grads
+
+
 class Gen:
     def __init__(self, outdir):
         self.outdir = outdir
         self.manifest = []
 
-    def case(self, name, kind, module, inputs, out, heads=1, train=0, seed=0, p=0.0, pout=0.0, ctx=0):
+    def case(self, name, kind, module, inputs, out, heads=1, train=0, seed=0, p=0.0, pout=0.0, ctx=0, grads=None):
         save_st(os.path.join(self.outdir, name + ".weights.safetensors"), module.state_dict())
-        io = dict(inputs)
-        io["out"] = out
+        io = {k: v.detach() for k, v in inputs.items()}
+        io["out"] = out.detach()
+        if grads:
+            io.update(grads)
         save_st(os.path.join(self.outdir, name + ".io.safetensors"), io)
         self.manifest.append(
             "case=%s kind=%s heads=%d train=%d seed=%d flavor=%s dropout=%r out_dropout=%r ctx=%d"
@@ -402,10 +423,14 @@ def gen_layers(g, rng):
     for i, (B, S, C, three_d) in enumerate([(1, 6, 3, False), (1, 1, 5, False), (3, 7, 4, True), (2, 1, 8, True),
                                             (2, 33, 16, True)]):
         x = torch.rand(B, S, C) * 2 - 1
-        out = simple_attention(x)
         if not three_d:
-            x, out = x[0], out[0]
-        g.case("simple_%d" % i, "simple", nn.Module(), {"x": x}, out)
+            x = x[0]
+
+        class Simple(nn.Module):
+            def forward(self, x):
+                return simple_attention(x)
+        out, grads = fwd_bwd(Simple(), (x,), 0)
+        g.case("simple_%d" % i, "simple", nn.Module(), {"x": x}, out, grads=grads)
     # sa_v1 / sa_v2
     for kind in ("sa_v1", "sa_v2"):
         shapes = [(1, 6, 3, 2, False, False), (1, 1, 4, 3, False, True), (2, 9, 5, 7, True, True),
@@ -416,9 +441,9 @@ def gen_layers(g, rng):
             torch.manual_seed(1000 + i)
             m = SelfAttention_v1(C, O) if kind == "sa_v1" else SelfAttention_v2(C, O, qkv_bias=bias)
             x = torch.randn(B, S, C)
-            with torch.no_grad():
-                out = m(x if three_d else x[0])
-            g.case("%s_%d" % (kind, i), kind, m, {"x": x if three_d else x[0]}, out)
+            xin = x if three_d else x[0]
+            out, grads = fwd_bwd(m, (xin,), 0)
+            g.case("%s_%d" % (kind, i), kind, m, {"x": xin}, out, grads=grads)
 
 
 def gen_layers_all(g, rng):
@@ -428,12 +453,10 @@ def gen_layers_all(g, rng):
     def run(kind, m, inputs, heads=1, train=0, p=0.0, pout=0.0, ctx=0, args=()):
         seed = rng.randint(0, 10000) if train else 0
         m.train(bool(train))
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            out = m(*args)
+        out, grads = fwd_bwd(m, args, seed)
         name = "%s_%s%d" % (kind, "train_" if train else "", cid[0])
         cid[0] += 1
-        g.case(name, kind, m, inputs, out, heads=heads, train=train, seed=seed, p=p, pout=pout, ctx=ctx)
+        g.case(name, kind, m, inputs, out, heads=heads, train=train, seed=seed, p=p, pout=pout, ctx=ctx, grads=grads)
 
     Ss = [1, 2, 7, 16, 33, 63, 65, 129]
     for train in (0, 1):

@@ -71,7 +71,7 @@ static void usage(FILE *f) {
             "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
             "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
             "       [--train --seed N] [--torch-flavor auto|mkl|nomkl] [--impl auto|ref|fast]\n"
-            "       [--threads N]\n"
+            "       [--threads N] [--grad]\n"
             "                       run one layer on tensors from safetensors files\n"
             "  version              print the library version\n"
             "\n"

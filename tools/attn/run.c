@@ -2,7 +2,10 @@
  *
  * Input file:  x (S, C) or (B, S, C); y for cross (same rank and batch);
  *              mask (B, Sk) BOOL or U8, true = masked ((Sk) accepted for 2-D x).
- * Output file: out, (S, W) or (B, S, W). Written atomically. */
+ *              grad_out (shape of out) with --grad.
+ * Output file: out, (S, W) or (B, S, W); with --grad also grad_x, grad_y
+ *              (cross) and grad.<state_dict key> for every parameter.
+ *              Written atomically. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -172,16 +175,12 @@ int cmd_run(int argc, char **argv) {
         cli_error("%s needs --weights W.safetensors", o.module);
         return EXIT_USAGE;
     }
-    if (o.grad) {
-        cli_error("--grad: backward is not implemented yet in this version");
-        return 1;
-    }
     if (o.threads > 0) cli_set_threads((int)o.threads);
 
     int rc = 1;
     attn_st_file *wf = NULL, *inf = NULL;
     attn_layer *layer = NULL;
-    float *x = NULL, *y = NULL, *out = NULL;
+    float *x = NULL, *y = NULL, *out = NULL, *gout = NULL, *gx = NULL, *gy = NULL;
     uint8_t *mask = NULL;
     attn_st_writer *w = NULL;
     attn_status st;
@@ -296,6 +295,45 @@ int cmd_run(int argc, char **argv) {
         cli_error("cannot build output: %s", attn_status_string(st));
         goto done;
     }
+    if (o.grad) {
+        int gnd;
+        int64_t gs[ATTN_MAX_DIMS];
+        if (!read_float(inf, o.input, "grad_out", &gnd, gs, &gout)) goto done;
+        int same = gnd == xnd;
+        for (int i = 0; same && i < gnd; i++) same = gs[i] == (xnd == 3 ? os : os + 1)[i];
+        if (!same) {
+            cli_error("%s: grad_out must have the shape of out, (%s%lld, %lld)", o.input, xnd == 3 ? "B, " : "",
+                      (long long)S, (long long)W);
+            goto done;
+        }
+        gx = malloc((size_t)(B * S * C) * sizeof(float));
+        gy = y ? malloc((size_t)(B * Sk * C) * sizeof(float)) : NULL;
+        if (!gx || (y && !gy)) {
+            cli_error("out of memory");
+            goto done;
+        }
+        attn_layer_zero_grad(layer);
+        attn_backward_args ba = {gout, gx, gy};
+        if ((st = attn_layer_backward(layer, &ba)) != ATTN_OK) {
+            cli_error("%s backward failed: %s", o.module, attn_status_string(st));
+            goto done;
+        }
+        int64_t xsh[3] = {B, S, C}, ysh[3] = {B, Sk, C};
+        st = attn_st_writer_add(w, "grad_x", ATTN_DTYPE_F32, xnd, xnd == 3 ? xsh : xsh + 1, gx);
+        if (!st && gy) st = attn_st_writer_add(w, "grad_y", ATTN_DTYPE_F32, xnd, xnd == 3 ? ysh : ysh + 1, gy);
+        for (int i = 0; !st && i < attn_layer_tensor_count(layer); i++) {
+            attn_tensor_info t;
+            attn_layer_tensor(layer, i, &t);
+            if (t.is_buffer) continue;
+            char name[128];
+            snprintf(name, sizeof name, "grad.%s", t.name);
+            st = attn_st_writer_add(w, name, ATTN_DTYPE_F32, t.ndim, t.shape, t.grad);
+        }
+        if (st) {
+            cli_error("cannot build output: %s", attn_status_string(st));
+            goto done;
+        }
+    }
     if ((st = attn_st_writer_save(w, o.output)) != ATTN_OK) {
         cli_error("cannot write output '%s': %s", o.output, attn_status_string(st));
         goto done;
@@ -309,6 +347,9 @@ done:
     free(x);
     free(y);
     free(out);
+    free(gout);
+    free(gx);
+    free(gy);
     free(mask);
     return rc;
 }

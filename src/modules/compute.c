@@ -1,0 +1,464 @@
+/* Forward and backward of every seed layer.
+ *
+ * Every layer is the same pipeline with different wiring:
+ *   x (B,S,C) --projections (CBLAS)--> q, k, v in row buffers
+ *     --core SDPA per group--> ctx (B,S,H*hd) (or straight into out)
+ *     --optional output projection + output dropout--> out (B,S,W)
+ * A group is one SDPA call with one attention-dropout call: the whole layer
+ * for Raschka's mha and the Warner layers, one head at a time for the
+ * wrapper and nanoGPT (separate modules, separate nn.Dropout calls), so the
+ * random draws come in the seed classes' order.
+ *
+ * The forward leaves its buffers in l->cache; backward runs the same wiring
+ * in reverse with gradient buffers of identical layout. */
+#include "layer_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void attn_layer_cache_clear(layer_cache *c) {
+    for (int b = 0; b < BUF_COUNT; b++) free(c->buf[b]);
+    for (int g = 0; g < c->ngroups; g++) attn_dropout_end(&c->drops[g]);
+    attn_dropout_end(&c->out_drop);
+    free(c->drops);
+    free(c->groups);
+    free(c->mask);
+    memset(c, 0, sizeof *c);
+}
+
+static const float *T(const attn_layer *l, const char *fmt, long long h) {
+    char name[LAYER_NAME_MAX];
+    snprintf(name, sizeof name, fmt, h);
+    layer_tensor *t = attn_layer_find(l, name);
+    return t ? t->data : NULL;
+}
+static float *G(const attn_layer *l, const char *fmt, long long h) {
+    char name[LAYER_NAME_MAX];
+    snprintf(name, sizeof name, fmt, h);
+    layer_tensor *t = attn_layer_find(l, name);
+    return t ? t->grad : NULL;
+}
+
+static operand op(int buf, int64_t col, int64_t row) {
+    operand o = {buf, col, row};
+    return o;
+}
+
+static attn_view opview(float *const *bufs, operand o, int64_t S, int64_t hd) {
+    attn_view v = {bufs[o.buf] + o.col, S * o.row, hd, o.row};
+    return v;
+}
+
+/* ---- wiring ---------------------------------------------------------------- */
+
+/* Buffer widths per token row, the number of groups, and each group's operands. */
+typedef struct wiring {
+    int64_t w[BUF_COUNT]; /* row length of Q, K, V, CTX (0 = unused) */
+    int ngroups;
+    double p_attn;
+    int has_out_proj;
+} wiring;
+
+static int64_t head_count_groups(const attn_layer_config *c) {
+    return (c->kind == ATTN_LAYER_MHA_WRAPPER || c->kind == ATTN_LAYER_GPT_MHA) ? c->num_heads : 1;
+}
+
+static void wire(const attn_layer *l, wiring *w, sdpa_group *g /* ngroups entries, or NULL */) {
+    const attn_layer_config *c = &l->cfg;
+    int64_t C = c->d_in, O = c->d_out, H = c->num_heads;
+    memset(w, 0, sizeof *w);
+    w->ngroups = (int)head_count_groups(c);
+    w->p_attn = c->dropout;
+    switch (c->kind) {
+    case ATTN_LAYER_SIMPLE:
+        w->p_attn = 0.0;
+        if (g) g[0] = (sdpa_group){op(BUF_X, 0, C), op(BUF_X, 0, C), op(BUF_X, 0, C), op(BUF_OUT, 0, C), 1, C};
+        break;
+    case ATTN_LAYER_SA_V1:
+    case ATTN_LAYER_SA_V2:
+    case ATTN_LAYER_CAUSAL:
+        if (c->kind != ATTN_LAYER_CAUSAL) w->p_attn = 0.0;
+        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = O;
+        if (g) g[0] = (sdpa_group){op(BUF_Q, 0, O), op(BUF_K, 0, O), op(BUF_V, 0, O), op(BUF_OUT, 0, O), 1, O};
+        break;
+    case ATTN_LAYER_MHA_WRAPPER: /* head h: columns [h*O, (h+1)*O) of every buffer and of out */
+        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = H * O;
+        for (int64_t h = 0; g && h < H; h++)
+            g[h] = (sdpa_group){op(BUF_Q, h * O, H * O), op(BUF_K, h * O, H * O), op(BUF_V, h * O, H * O),
+                                op(BUF_OUT, h * O, H * O), 1, O};
+        break;
+    case ATTN_LAYER_MHA:
+        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = O;
+        w->has_out_proj = 1;
+        if (g) g[0] = (sdpa_group){op(BUF_Q, 0, O), op(BUF_K, 0, O), op(BUF_V, 0, O), op(BUF_CTX, 0, O), H, O / H};
+        break;
+    case ATTN_LAYER_GPT_MHA: {
+        int64_t hs = C / H;
+        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = C;
+        w->has_out_proj = 1;
+        for (int64_t h = 0; g && h < H; h++)
+            g[h] = (sdpa_group){op(BUF_Q, h * hs, C), op(BUF_K, h * hs, C), op(BUF_V, h * hs, C),
+                                op(BUF_CTX, h * hs, C), 1, hs};
+        break;
+    }
+    case ATTN_LAYER_SINGLE_HEAD: {
+        int64_t hs = C / 4;
+        w->p_attn = 0.0;
+        w->w[BUF_Q] = 3 * hs;
+        w->w[BUF_CTX] = hs;
+        w->has_out_proj = 1;
+        if (g)
+            g[0] = (sdpa_group){op(BUF_Q, 0, 3 * hs), op(BUF_Q, hs, 3 * hs), op(BUF_Q, 2 * hs, 3 * hs),
+                                op(BUF_CTX, 0, hs), 1, hs};
+        break;
+    }
+    case ATTN_LAYER_FUSED_MHA:
+    case ATTN_LAYER_BIDIRECTIONAL:
+    case ATTN_LAYER_CAUSAL_MHA: /* Wqkv(x) reshaped (B,S,3,H,C/H): q, k, v are column blocks */
+        w->w[BUF_Q] = 3 * C;
+        w->w[BUF_CTX] = C;
+        w->has_out_proj = 1;
+        if (g)
+            g[0] = (sdpa_group){op(BUF_Q, 0, 3 * C), op(BUF_Q, C, 3 * C), op(BUF_Q, 2 * C, 3 * C), op(BUF_CTX, 0, C),
+                                H, C / H};
+        break;
+    case ATTN_LAYER_CROSS: /* q = Wq(x); Wkv(y) reshaped (B,Sk,2,H,C/H) */
+        w->w[BUF_Q] = C;
+        w->w[BUF_K] = 2 * C;
+        w->w[BUF_CTX] = C;
+        w->has_out_proj = 1;
+        if (g) g[0] = (sdpa_group){op(BUF_Q, 0, C), op(BUF_K, 0, 2 * C), op(BUF_K, C, 2 * C), op(BUF_CTX, 0, C), H, C / H};
+        break;
+    default: break;
+    }
+}
+
+static float layer_scale(const attn_layer_config *c) {
+    switch (c->kind) {
+    case ATTN_LAYER_SIMPLE: return 1.0f;
+    case ATTN_LAYER_SA_V1:
+    case ATTN_LAYER_SA_V2:
+    case ATTN_LAYER_CAUSAL:
+    case ATTN_LAYER_MHA_WRAPPER: return attn_default_scale(c->d_out);
+    case ATTN_LAYER_MHA: return attn_default_scale(c->d_out / c->num_heads);
+    case ATTN_LAYER_GPT_MHA: return (float)pow((double)c->d_in, -0.5); /* the seed's C**-0.5, C = n_embd */
+    case ATTN_LAYER_SINGLE_HEAD: return attn_default_scale(c->d_in / 4);
+    default: return attn_default_scale(c->d_in / c->num_heads);
+    }
+}
+
+static void group_desc(const layer_cache *c, const sdpa_group *g, const attn_dropout *drop, attn_sdpa_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->B = c->B;
+    d->H = g->H;
+    d->Sq = c->S;
+    d->Sk = c->Sk;
+    d->D = d->Dv = g->hd;
+    d->scale = c->scale;
+    d->causal = c->causal;
+    d->impl = c->impl;
+    if (c->mask) {
+        d->key_mask = c->mask;
+        d->key_mask_stride_b = c->Sk;
+        d->key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
+    }
+    d->dropout = (drop && drop->p > 0.0) ? drop : NULL;
+}
+
+/* ---- forward ----------------------------------------------------------------- */
+
+static attn_status check_args(const attn_layer *l, const attn_forward_args *a) {
+    const attn_layer_config *c = &l->cfg;
+    if (!a->x || !a->out) return ATTN_E_INVALID;
+    if (a->B < 1 || a->S < 1 || a->B > INT32_MAX || a->S > INT32_MAX) return ATTN_E_SHAPE;
+    if (c->kind == ATTN_LAYER_CROSS) {
+        if (!a->y) return ATTN_E_INVALID;
+        if (a->Sk < 1 || a->Sk > INT32_MAX) return ATTN_E_SHAPE;
+    }
+    if (a->mask && !attn_kind_takes_mask(c->kind)) return ATTN_E_INVALID;
+    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
+    int64_t Sk = c->kind == ATTN_LAYER_CROSS ? a->Sk : a->S;
+    if (c->context_length > 0 && attn_kind_is_causal(c->kind) && (a->S > c->context_length || Sk > c->context_length))
+        return ATTN_E_CONTEXT;
+    if (a->train && (c->dropout > 0.0 || c->out_dropout > 0.0) && !a->gen) return ATTN_E_INVALID;
+    size_t n;
+    int64_t width = 3 * c->d_in + 3 * c->d_out * c->num_heads;
+    if (attn_mul3_size((size_t)a->B, (size_t)(a->S > Sk ? a->S : Sk), (size_t)width, &n) ||
+        n > (SIZE_MAX / sizeof(float)) / 8)
+        return ATTN_E_OVERFLOW;
+    return ATTN_OK;
+}
+
+static attn_status alloc_buf(layer_cache *c, int b, size_t n, const float *src) {
+    c->len[b] = n;
+    if (!n) return ATTN_OK;
+    c->buf[b] = malloc(n * sizeof(float));
+    if (!c->buf[b]) return ATTN_E_NOMEM;
+    if (src) memcpy(c->buf[b], src, n * sizeof(float));
+    return ATTN_OK;
+}
+
+/* q, k, v projections into the cache buffers. */
+static void project(const attn_layer *l, layer_cache *c) {
+    const attn_layer_config *cf = &l->cfg;
+    int64_t C = cf->d_in, O = cf->d_out, H = cf->num_heads, M = c->B * c->S, Mk = c->B * c->Sk;
+    float *x = c->buf[BUF_X], *q = c->buf[BUF_Q], *k = c->buf[BUF_K], *v = c->buf[BUF_V];
+    switch (cf->kind) {
+    case ATTN_LAYER_SA_V1:
+        attn_matmul_fwd(x, C, T(l, "W_query", 0), q, O, M, C, O);
+        attn_matmul_fwd(x, C, T(l, "W_key", 0), k, O, M, C, O);
+        attn_matmul_fwd(x, C, T(l, "W_value", 0), v, O, M, C, O);
+        break;
+    case ATTN_LAYER_SA_V2:
+    case ATTN_LAYER_CAUSAL:
+    case ATTN_LAYER_MHA:
+        attn_linear_fwd(x, C, T(l, "W_query.weight", 0), T(l, "W_query.bias", 0), q, O, M, C, O);
+        attn_linear_fwd(x, C, T(l, "W_key.weight", 0), T(l, "W_key.bias", 0), k, O, M, C, O);
+        attn_linear_fwd(x, C, T(l, "W_value.weight", 0), T(l, "W_value.bias", 0), v, O, M, C, O);
+        break;
+    case ATTN_LAYER_MHA_WRAPPER:
+        for (long long h = 0; h < H; h++) {
+            attn_linear_fwd(x, C, T(l, "heads.%lld.W_query.weight", h), T(l, "heads.%lld.W_query.bias", h), q + h * O,
+                            H * O, M, C, O);
+            attn_linear_fwd(x, C, T(l, "heads.%lld.W_key.weight", h), T(l, "heads.%lld.W_key.bias", h), k + h * O,
+                            H * O, M, C, O);
+            attn_linear_fwd(x, C, T(l, "heads.%lld.W_value.weight", h), T(l, "heads.%lld.W_value.bias", h), v + h * O,
+                            H * O, M, C, O);
+        }
+        break;
+    case ATTN_LAYER_GPT_MHA:
+        for (long long h = 0, hs = C / H; h < H; h++) {
+            attn_linear_fwd(x, C, T(l, "heads.%lld.query.weight", h), T(l, "heads.%lld.query.bias", h), q + h * hs, C,
+                            M, C, hs);
+            attn_linear_fwd(x, C, T(l, "heads.%lld.key.weight", h), T(l, "heads.%lld.key.bias", h), k + h * hs, C, M,
+                            C, hs);
+            attn_linear_fwd(x, C, T(l, "heads.%lld.value.weight", h), T(l, "heads.%lld.value.bias", h), v + h * hs, C,
+                            M, C, hs);
+        }
+        break;
+    case ATTN_LAYER_SINGLE_HEAD:
+        attn_linear_fwd(x, C, T(l, "Wqkv.weight", 0), T(l, "Wqkv.bias", 0), q, 3 * (C / 4), M, C, 3 * (C / 4));
+        break;
+    case ATTN_LAYER_FUSED_MHA:
+    case ATTN_LAYER_BIDIRECTIONAL:
+    case ATTN_LAYER_CAUSAL_MHA:
+        attn_linear_fwd(x, C, T(l, "Wqkv.weight", 0), T(l, "Wqkv.bias", 0), q, 3 * C, M, C, 3 * C);
+        break;
+    case ATTN_LAYER_CROSS:
+        attn_linear_fwd(x, C, T(l, "Wq.weight", 0), T(l, "Wq.bias", 0), q, C, M, C, C);
+        attn_linear_fwd(c->buf[BUF_Y], C, T(l, "Wkv.weight", 0), T(l, "Wkv.bias", 0), k, 2 * C, Mk, C, 2 * C);
+        break;
+    default: break;
+    }
+}
+
+static const char *out_proj_name(attn_layer_kind k) {
+    return k == ATTN_LAYER_MHA ? "out_proj" : k == ATTN_LAYER_GPT_MHA ? "proj" : "Wo";
+}
+
+attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
+    if (!l || !a) return ATTN_E_INVALID;
+    attn_status st = check_args(l, a);
+    if (st) return st;
+    const attn_layer_config *cf = &l->cfg;
+    layer_cache *c = &l->cache;
+    attn_layer_cache_clear(c);
+    c->B = a->B;
+    c->S = a->S;
+    c->Sk = cf->kind == ATTN_LAYER_CROSS ? a->Sk : a->S;
+    c->train = a->train;
+    c->impl = a->impl;
+    c->scale = layer_scale(cf);
+    c->causal = attn_kind_is_causal(cf->kind) ? (cf->causal_align ? cf->causal_align : ATTN_CAUSAL_TOP_LEFT)
+                                              : ATTN_CAUSAL_NONE;
+    int64_t M = c->B * c->S, Mk = c->B * c->Sk, C = cf->d_in, W = attn_layer_out_width(l);
+    wiring w;
+    wire(l, &w, NULL);
+    c->ngroups = w.ngroups;
+    c->groups = calloc((size_t)w.ngroups, sizeof *c->groups);
+    c->drops = calloc((size_t)w.ngroups, sizeof *c->drops);
+    if (!c->groups || !c->drops) st = ATTN_E_NOMEM;
+    if (!st) wire(l, &w, c->groups);
+    if (!st) st = alloc_buf(c, BUF_X, (size_t)(M * C), a->x);
+    if (!st && a->y) st = alloc_buf(c, BUF_Y, (size_t)(Mk * C), a->y);
+    if (!st) st = alloc_buf(c, BUF_Q, (size_t)(M * w.w[BUF_Q]), NULL);
+    if (!st) st = alloc_buf(c, BUF_K, (size_t)(Mk * w.w[BUF_K]), NULL);
+    if (!st) st = alloc_buf(c, BUF_V, (size_t)(Mk * w.w[BUF_V]), NULL);
+    if (!st) st = alloc_buf(c, BUF_CTX, (size_t)(M * w.w[BUF_CTX]), NULL);
+    if (!st && a->mask) {
+        c->mask = malloc((size_t)(c->B * c->Sk));
+        if (!c->mask) st = ATTN_E_NOMEM;
+        else memcpy(c->mask, a->mask, (size_t)(c->B * c->Sk));
+    }
+    if (st) goto fail;
+    project(l, c);
+    float *bufs[BUF_COUNT];
+    memcpy(bufs, c->buf, sizeof bufs);
+    bufs[BUF_OUT] = a->out;
+    for (int gi = 0; gi < c->ngroups && !st; gi++) {
+        const sdpa_group *g = &c->groups[gi];
+        if (a->train && w.p_attn > 0.0) {
+            const int64_t dims[4] = {c->B, g->H, c->S, c->Sk};
+            size_t n;
+            if (attn_numel(4, dims, &n)) st = ATTN_E_OVERFLOW;
+            else st = attn_dropout_begin(a->gen, w.p_attn, n, &c->drops[gi]);
+            if (st) break;
+        }
+        attn_sdpa_desc d;
+        group_desc(c, g, &c->drops[gi], &d);
+        st = attn_sdpa_forward(&d, opview(bufs, g->q, c->S, g->hd), opview(bufs, g->k, c->Sk, g->hd),
+                               opview(bufs, g->v, c->Sk, g->hd), opview(bufs, g->o, c->S, g->hd), NULL);
+    }
+    if (st) goto fail;
+    if (w.has_out_proj) {
+        const char *pn = out_proj_name(cf->kind);
+        char wn[32], bn[32];
+        snprintf(wn, sizeof wn, "%s.weight", pn);
+        snprintf(bn, sizeof bn, "%s.bias", pn);
+        attn_linear_fwd(c->buf[BUF_CTX], w.w[BUF_CTX], T(l, wn, 0), T(l, bn, 0), a->out, W, M, w.w[BUF_CTX], W);
+        if (a->train && cf->out_dropout > 0.0 && cf->kind != ATTN_LAYER_MHA && cf->kind != ATTN_LAYER_SINGLE_HEAD) {
+            st = attn_dropout_begin(a->gen, cf->out_dropout, (uint64_t)(M * W), &c->out_drop);
+            if (!st) st = attn_dropout_apply(&c->out_drop, a->out, a->out);
+            if (st) goto fail;
+        }
+    }
+    c->valid = 1;
+    return ATTN_OK;
+fail:
+    attn_layer_cache_clear(c);
+    return st;
+}
+
+/* ---- backward ---------------------------------------------------------------- */
+
+void attn_layer_zero_grad(attn_layer *l) {
+    if (!l) return;
+    for (int i = 0; i < l->n; i++)
+        if (l->t[i].grad) memset(l->t[i].grad, 0, l->t[i].numel * sizeof(float));
+}
+
+/* Projections backward: parameter grads (+=) and dx, dy (written). */
+static void project_bwd(attn_layer *l, layer_cache *c, float *const *gb, float *dx, float *dy) {
+    const attn_layer_config *cf = &l->cfg;
+    int64_t C = cf->d_in, O = cf->d_out, H = cf->num_heads, M = c->B * c->S, Mk = c->B * c->Sk;
+    const float *x = c->buf[BUF_X];
+    switch (cf->kind) {
+    case ATTN_LAYER_SIMPLE: /* q = k = v = x */
+        for (int64_t i = 0; dx && i < M * C; i++) dx[i] = gb[BUF_Q][i] + gb[BUF_K][i] + gb[BUF_V][i];
+        break;
+    case ATTN_LAYER_SA_V1:
+        attn_matmul_bwd(x, C, T(l, "W_query", 0), gb[BUF_Q], O, dx, C, 0, G(l, "W_query", 0), M, C, O);
+        attn_matmul_bwd(x, C, T(l, "W_key", 0), gb[BUF_K], O, dx, C, 1, G(l, "W_key", 0), M, C, O);
+        attn_matmul_bwd(x, C, T(l, "W_value", 0), gb[BUF_V], O, dx, C, 1, G(l, "W_value", 0), M, C, O);
+        break;
+    case ATTN_LAYER_SA_V2:
+    case ATTN_LAYER_CAUSAL:
+    case ATTN_LAYER_MHA: {
+        static const char *const nm[3] = {"W_query", "W_key", "W_value"};
+        for (int i = 0; i < 3; i++) {
+            char wn[32], bn[32];
+            snprintf(wn, sizeof wn, "%s.weight", nm[i]);
+            snprintf(bn, sizeof bn, "%s.bias", nm[i]);
+            attn_linear_bwd(x, C, T(l, wn, 0), gb[BUF_Q + i], O, dx, C, i > 0, G(l, wn, 0), G(l, bn, 0), M, C, O);
+        }
+        break;
+    }
+    case ATTN_LAYER_MHA_WRAPPER:
+    case ATTN_LAYER_GPT_MHA: {
+        int wrap = cf->kind == ATTN_LAYER_MHA_WRAPPER;
+        int64_t hs = wrap ? O : C / H, row = wrap ? H * O : C;
+        static const char *const wn[3] = {"heads.%lld.W_query.weight", "heads.%lld.W_key.weight",
+                                          "heads.%lld.W_value.weight"};
+        static const char *const bn[3] = {"heads.%lld.W_query.bias", "heads.%lld.W_key.bias", "heads.%lld.W_value.bias"};
+        static const char *const gw[3] = {"heads.%lld.query.weight", "heads.%lld.key.weight", "heads.%lld.value.weight"};
+        static const char *const gbn[3] = {"heads.%lld.query.bias", "heads.%lld.key.bias", "heads.%lld.value.bias"};
+        for (long long h = 0; h < H; h++)
+            for (int i = 0; i < 3; i++) {
+                const char *w = wrap ? wn[i] : gw[i], *b = wrap ? bn[i] : gbn[i];
+                attn_linear_bwd(x, C, T(l, w, h), gb[BUF_Q + i] + h * hs, row, dx, C, h > 0 || i > 0, G(l, w, h),
+                                G(l, b, h), M, C, hs);
+            }
+        break;
+    }
+    case ATTN_LAYER_SINGLE_HEAD:
+        attn_linear_bwd(x, C, T(l, "Wqkv.weight", 0), gb[BUF_Q], 3 * (C / 4), dx, C, 0, G(l, "Wqkv.weight", 0),
+                        G(l, "Wqkv.bias", 0), M, C, 3 * (C / 4));
+        break;
+    case ATTN_LAYER_FUSED_MHA:
+    case ATTN_LAYER_BIDIRECTIONAL:
+    case ATTN_LAYER_CAUSAL_MHA:
+        attn_linear_bwd(x, C, T(l, "Wqkv.weight", 0), gb[BUF_Q], 3 * C, dx, C, 0, G(l, "Wqkv.weight", 0),
+                        G(l, "Wqkv.bias", 0), M, C, 3 * C);
+        break;
+    case ATTN_LAYER_CROSS:
+        attn_linear_bwd(x, C, T(l, "Wq.weight", 0), gb[BUF_Q], C, dx, C, 0, G(l, "Wq.weight", 0), G(l, "Wq.bias", 0), M,
+                        C, C);
+        attn_linear_bwd(c->buf[BUF_Y], C, T(l, "Wkv.weight", 0), gb[BUF_K], 2 * C, dy, C, 0, G(l, "Wkv.weight", 0),
+                        G(l, "Wkv.bias", 0), Mk, C, 2 * C);
+        break;
+    default: break;
+    }
+}
+
+attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a) {
+    if (!l || !a || !a->dout) return ATTN_E_INVALID;
+    layer_cache *c = &l->cache;
+    if (!c->valid) return ATTN_E_STATE;
+    const attn_layer_config *cf = &l->cfg;
+    wiring w;
+    wire(l, &w, NULL);
+    int64_t M = c->B * c->S, W = attn_layer_out_width(l), C = cf->d_in;
+    attn_status st = ATTN_OK;
+    float *gb[BUF_COUNT] = {0};
+    float *dpre = NULL;
+    /* gradient buffers mirror the forward buffers; simple gets separate q/k/v */
+    for (int b = BUF_Q; b <= BUF_CTX && !st; b++) {
+        size_t n = c->len[b];
+        if (cf->kind == ATTN_LAYER_SIMPLE && b != BUF_CTX) n = (size_t)(M * C);
+        if (n && !(gb[b] = calloc(n, sizeof(float)))) st = ATTN_E_NOMEM;
+    }
+    if (st) goto done;
+    if (w.has_out_proj) {
+        const char *pn = out_proj_name(cf->kind);
+        char wn[32], bn[32];
+        snprintf(wn, sizeof wn, "%s.weight", pn);
+        snprintf(bn, sizeof bn, "%s.bias", pn);
+        const float *dy = a->dout;
+        if (c->out_drop.p > 0.0) { /* d(out_pre) = dout * keep * scale: the forward's mask */
+            dpre = malloc((size_t)(M * W) * sizeof(float));
+            if (!dpre) {
+                st = ATTN_E_NOMEM;
+                goto done;
+            }
+            attn_dropout_apply(&c->out_drop, a->dout, dpre);
+            dy = dpre;
+        }
+        attn_linear_bwd(c->buf[BUF_CTX], w.w[BUF_CTX], T(l, wn, 0), dy, W, gb[BUF_CTX], w.w[BUF_CTX], 0, G(l, wn, 0),
+                        G(l, bn, 0), M, w.w[BUF_CTX], W);
+    }
+    float *fw[BUF_COUNT], *bw[BUF_COUNT];
+    memcpy(fw, c->buf, sizeof fw);
+    memcpy(bw, gb, sizeof bw);
+    fw[BUF_OUT] = NULL;
+    bw[BUF_OUT] = (float *)a->dout;
+    for (int gi = 0; gi < c->ngroups && !st; gi++) {
+        const sdpa_group *g = &c->groups[gi];
+        attn_sdpa_desc d;
+        group_desc(c, g, &c->drops[gi], &d);
+        sdpa_group gg = *g;
+        if (cf->kind == ATTN_LAYER_SIMPLE) { /* x used thrice: one gradient buffer per use */
+            gg.q.buf = BUF_Q, gg.k.buf = BUF_K, gg.v.buf = BUF_V;
+        }
+        attn_view dout = opview(bw, g->o, c->S, g->hd);
+        st = attn_sdpa_backward(&d, opview(fw, g->q, c->S, g->hd), opview(fw, g->k, c->Sk, g->hd),
+                                opview(fw, g->v, c->Sk, g->hd), dout, dout, NULL, opview(bw, gg.q, c->S, g->hd),
+                                opview(bw, gg.k, c->Sk, g->hd), opview(bw, gg.v, c->Sk, g->hd));
+    }
+    if (!st) project_bwd(l, c, gb, a->dx, a->dy);
+done:
+    for (int b = 0; b < BUF_COUNT; b++) free(gb[b]);
+    free(dpre);
+    return st;
+}
