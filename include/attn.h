@@ -350,6 +350,46 @@ ATTN_API attn_status attn_layer_backward(attn_layer *l, const attn_backward_args
 /* Set every parameter gradient to zero. */
 ATTN_API void attn_layer_zero_grad(attn_layer *l);
 
+/* ------------------------------------------------------------------------ */
+/* Optimizers (torch.optim.SGD and torch.optim.AdamW semantics)               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_optim_kind { ATTN_OPTIM_SGD = 0, ATTN_OPTIM_ADAMW = 1 } attn_optim_kind;
+
+typedef struct attn_optim_config {
+    attn_optim_kind kind;
+    double lr;           /* default 1e-3 (both) */
+    double weight_decay; /* SGD: L2 added to the gradient (default 0); AdamW: decoupled (default 1e-2) */
+    int maximize;        /* default 0 */
+    /* SGD */
+    double momentum;  /* default 0 */
+    double dampening; /* default 0 */
+    int nesterov;     /* default 0; needs momentum > 0 and dampening == 0 */
+    /* AdamW */
+    double beta1, beta2; /* defaults 0.9, 0.999 */
+    double eps;          /* default 1e-8 */
+} attn_optim_config;
+
+typedef struct attn_optim attn_optim;
+
+/* PyTorch's defaults for the kind. */
+ATTN_API void attn_optim_config_default(attn_optim_config *c, attn_optim_kind kind);
+ATTN_API attn_status attn_optim_create(const attn_optim_config *c, attn_optim **out);
+ATTN_API void attn_optim_free(attn_optim *o);
+/* Register a parameter (n floats at data, gradient at grad); the name keys
+ * the saved state. The optimizer does not own the memory. */
+ATTN_API attn_status attn_optim_add_param(attn_optim *o, const char *name, float *data, float *grad, size_t n);
+/* Register every trainable parameter of a layer, names prefixed by prefix
+ * (may be NULL or ""), e.g. "attn." + "Wqkv.weight". */
+ATTN_API attn_status attn_optim_add_layer(attn_optim *o, attn_layer *l, const char *prefix);
+/* One optimizer.step() over every registered parameter. */
+ATTN_API attn_status attn_optim_step(attn_optim *o);
+/* Save / load the optimizer state (step counts, momentum buffers, Adam
+ * moments) as safetensors: "<name>.step", "<name>.momentum_buffer",
+ * "<name>.exp_avg", "<name>.exp_avg_sq". Load requires the same parameters. */
+ATTN_API attn_status attn_optim_save(const attn_optim *o, const char *path);
+ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -518,12 +518,51 @@ def gen_layers_all(g, rng):
                 run("cross", m, {"x": x, "y": y}, heads=H, train=train, p=pa, pout=po, ctx=ctxc, args=(x, y))
 
 
+def gen_optim(outdir):
+    """Three steps of each optimizer configuration on a fixed parameter set."""
+    t = {}
+    lines = []
+    configs = [
+        ("sgd_plain", "sgd", dict(lr=0.1)),
+        ("sgd_momentum", "sgd", dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+        ("sgd_nesterov", "sgd", dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.001)),
+        ("sgd_maximize", "sgd", dict(lr=0.02, momentum=0.5, maximize=True)),
+        ("adamw_default", "adamw", dict()),
+        ("adamw_custom", "adamw", dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+        ("adamw_maximize", "adamw", dict(lr=0.003, maximize=True, weight_decay=0.0)),
+    ]
+    torch.manual_seed(4242)
+    p0 = [torch.randn(7, 5), torch.randn(13)]
+    grads = [[torch.randn_like(p) for p in p0] for _ in range(3)]
+    for i, p in enumerate(p0):
+        t["p%d.init" % i] = p
+        for s_ in range(3):
+            t["p%d.grad%d" % (i, s_)] = grads[s_][i]
+    for name, kind, kw in configs:
+        params = [nn.Parameter(p.clone()) for p in p0]
+        opt = (torch.optim.SGD if kind == "sgd" else torch.optim.AdamW)(params, **kw)
+        for s_ in range(3):
+            for p, g in zip(params, grads[s_]):
+                p.grad = g.clone()
+            opt.step()
+        for i, p in enumerate(params):
+            t["%s.p%d" % (name, i)] = p.detach()
+        opts = dict(kw)
+        if "betas" in opts:
+            opts["beta1"], opts["beta2"] = opts.pop("betas")
+        lines.append("name=%s kind=%s %s" % (name, kind, " ".join("%s=%r" % (k, float(v)) for k, v in opts.items())))
+    save_st(os.path.join(outdir, "optim.safetensors"), t)
+    with open(os.path.join(outdir, "optim_manifest.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     os.makedirs(outdir, exist_ok=True)
     torch.manual_seed(0)
     rng = random.Random(0)
     gen_rng(outdir)
+    gen_optim(outdir)
     g = Gen(outdir)
     gen_layers(g, rng)
     gen_layers_all(g, rng)

@@ -24,5 +24,6 @@ void cli_set_threads(int n);
 
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

@@ -73,6 +73,9 @@ static void usage(FILE *f) {
             "       [--train --seed N] [--torch-flavor auto|mkl|nomkl] [--impl auto|ref|fast]\n"
             "       [--threads N] [--grad]\n"
             "                       run one layer on tensors from safetensors files\n"
+            "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
+            "                       train a small attention model to reverse sequences;\n"
+            "                       the last line is 'accuracy X' on held-out sequences\n"
             "  version              print the library version\n"
             "\n"
             "modules: simple sa_v1 sa_v2 causal mha_wrapper mha gpt_mha single_head\n"
@@ -88,6 +91,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("attn %s\n", attn_version());
         return 0;

@@ -1,0 +1,268 @@
+/* torch.optim.SGD and torch.optim.AdamW (PyTorch 1.13-2.x single-tensor
+ * algorithms, amsgrad off), float32 state, scalars in double as Python
+ * computes them. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct oparam {
+    char *name;
+    float *data, *grad;
+    size_t n;
+    float *buf1, *buf2; /* SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq */
+    int has_buf1;       /* SGD momentum buffer exists (created on the first step) */
+    double step;
+} oparam;
+
+struct attn_optim {
+    attn_optim_config cfg;
+    int n, cap;
+    oparam *p;
+};
+
+void attn_optim_config_default(attn_optim_config *c, attn_optim_kind kind) {
+    if (!c) return;
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->lr = 1e-3;
+    c->beta1 = 0.9;
+    c->beta2 = 0.999;
+    c->eps = 1e-8;
+    c->weight_decay = kind == ATTN_OPTIM_ADAMW ? 1e-2 : 0.0;
+}
+
+attn_status attn_optim_create(const attn_optim_config *c, attn_optim **out) {
+    if (!c || !out) return ATTN_E_INVALID;
+    *out = NULL;
+    if (c->kind != ATTN_OPTIM_SGD && c->kind != ATTN_OPTIM_ADAMW) return ATTN_E_INVALID;
+    if (!(c->lr >= 0.0) || !isfinite(c->lr) || !(c->weight_decay >= 0.0)) return ATTN_E_INVALID;
+    if (c->kind == ATTN_OPTIM_SGD) {
+        if (!(c->momentum >= 0.0) || !isfinite(c->dampening)) return ATTN_E_INVALID;
+        if (c->nesterov && (c->momentum <= 0.0 || c->dampening != 0.0)) return ATTN_E_INVALID;
+    } else {
+        if (!(c->beta1 >= 0.0 && c->beta1 < 1.0) || !(c->beta2 >= 0.0 && c->beta2 < 1.0) || !(c->eps >= 0.0))
+            return ATTN_E_INVALID;
+    }
+    attn_optim *o = calloc(1, sizeof *o);
+    if (!o) return ATTN_E_NOMEM;
+    o->cfg = *c;
+    *out = o;
+    return ATTN_OK;
+}
+
+void attn_optim_free(attn_optim *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) {
+        free(o->p[i].name);
+        free(o->p[i].buf1);
+        free(o->p[i].buf2);
+    }
+    free(o->p);
+    free(o);
+}
+
+attn_status attn_optim_add_param(attn_optim *o, const char *name, float *data, float *grad, size_t n) {
+    if (!o || !name || !name[0] || (n && (!data || !grad))) return ATTN_E_INVALID;
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->p[i].name, name) || (n && o->p[i].data == data)) return ATTN_E_INVALID;
+    if (n > SIZE_MAX / sizeof(float)) return ATTN_E_OVERFLOW;
+    if (o->n == o->cap) {
+        int nc = o->cap ? 2 * o->cap : 16;
+        oparam *np = realloc(o->p, (size_t)nc * sizeof *np);
+        if (!np) return ATTN_E_NOMEM;
+        o->p = np;
+        o->cap = nc;
+    }
+    oparam *p = &o->p[o->n];
+    memset(p, 0, sizeof *p);
+    p->name = strdup(name);
+    p->buf1 = calloc(n ? n : 1, sizeof(float));
+    p->buf2 = o->cfg.kind == ATTN_OPTIM_ADAMW ? calloc(n ? n : 1, sizeof(float)) : NULL;
+    if (!p->name || !p->buf1 || (o->cfg.kind == ATTN_OPTIM_ADAMW && !p->buf2)) {
+        free(p->name);
+        free(p->buf1);
+        free(p->buf2);
+        return ATTN_E_NOMEM;
+    }
+    p->data = data;
+    p->grad = grad;
+    p->n = n;
+    o->n++;
+    return ATTN_OK;
+}
+
+attn_status attn_optim_add_layer(attn_optim *o, attn_layer *l, const char *prefix) {
+    if (!o || !l) return ATTN_E_INVALID;
+    for (int i = 0; i < attn_layer_tensor_count(l); i++) {
+        attn_tensor_info t;
+        attn_layer_tensor(l, i, &t);
+        if (t.is_buffer) continue;
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", t.name);
+        size_t n;
+        if (attn_numel(t.ndim, t.shape, &n)) return ATTN_E_OVERFLOW;
+        attn_status st = attn_optim_add_param(o, name, t.data, t.grad, n);
+        if (st) return st;
+    }
+    return ATTN_OK;
+}
+
+/* SGD (torch.optim.sgd._single_tensor_sgd):
+ *   d = g (+ wd * p); buf = d on the first step, else momentum * buf + (1 - dampening) * d;
+ *   d = nesterov ? d + momentum * buf : buf; p -= lr * d */
+static void sgd_step(const attn_optim_config *c, oparam *p) {
+    float wd = (float)c->weight_decay, mom = (float)c->momentum, damp = (float)(1.0 - c->dampening);
+    float nlr = (float)-c->lr;
+    int first = !p->has_buf1;
+    for (size_t i = 0; i < p->n; i++) {
+        float g = c->maximize ? -p->grad[i] : p->grad[i];
+        if (wd != 0.0f) g = fmaf(wd, p->data[i], g);
+        if (mom != 0.0f) {
+            float b = first ? g : fmaf(damp, g, p->buf1[i] * mom);
+            p->buf1[i] = b;
+            g = c->nesterov ? fmaf(mom, b, g) : b;
+        }
+        p->data[i] = fmaf(nlr, g, p->data[i]);
+    }
+    if (mom != 0.0f) p->has_buf1 = 1;
+}
+
+/* AdamW (torch.optim.adamw._single_tensor_adamw):
+ *   p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ *   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
+static void adamw_step(const attn_optim_config *c, oparam *p) {
+    p->step += 1.0;
+    double bc1 = 1.0 - pow(c->beta1, p->step), bc2 = 1.0 - pow(c->beta2, p->step);
+    float decay = (float)(1.0 - c->lr * c->weight_decay);
+    float b1 = (float)c->beta1, ob1 = (float)(1.0 - c->beta1), b2 = (float)c->beta2, ob2 = (float)(1.0 - c->beta2);
+    float step_size = (float)(c->lr / bc1), bc2s = (float)sqrt(bc2), eps = (float)c->eps;
+    for (size_t i = 0; i < p->n; i++) {
+        float g = c->maximize ? -p->grad[i] : p->grad[i];
+        float x = p->data[i] * decay;
+        /* operation order of torch's vectorized kernels: add with alpha is an
+         * fma, addcmul is self + (value * t1) * t2, addcdiv self + (value * t1) / t2 */
+        float m = fmaf(ob1, g, p->buf1[i] * b1);
+        float v = p->buf2[i] * b2 + (ob2 * g) * g;
+        p->buf1[i] = m;
+        p->buf2[i] = v;
+        float denom = sqrtf(v) / bc2s + eps;
+        p->data[i] = x + (-step_size * m) / denom;
+    }
+}
+
+attn_status attn_optim_step(attn_optim *o) {
+    if (!o) return ATTN_E_INVALID;
+    for (int i = 0; i < o->n; i++) {
+        if (o->cfg.kind == ATTN_OPTIM_SGD) {
+            o->p[i].step += 1.0;
+            sgd_step(&o->cfg, &o->p[i]);
+        } else {
+            adamw_step(&o->cfg, &o->p[i]);
+        }
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_optim_save(const attn_optim *o, const char *path) {
+    if (!o || !path) return ATTN_E_INVALID;
+    attn_st_writer *w;
+    attn_status st = attn_st_writer_new(&w);
+    char name[300];
+    for (int i = 0; !st && i < o->n; i++) {
+        const oparam *p = &o->p[i];
+        int64_t one = 1, n = (int64_t)p->n;
+        float stepf = (float)p->step;
+        snprintf(name, sizeof name, "%s.step", p->name);
+        st = attn_st_writer_add(w, name, ATTN_DTYPE_F32, 1, &one, &stepf);
+        if (!st && o->cfg.kind == ATTN_OPTIM_SGD && p->has_buf1) {
+            snprintf(name, sizeof name, "%s.momentum_buffer", p->name);
+            st = attn_st_writer_add(w, name, ATTN_DTYPE_F32, 1, &n, p->buf1);
+        }
+        if (!st && o->cfg.kind == ATTN_OPTIM_ADAMW) {
+            snprintf(name, sizeof name, "%s.exp_avg", p->name);
+            st = attn_st_writer_add(w, name, ATTN_DTYPE_F32, 1, &n, p->buf1);
+            snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
+            if (!st) st = attn_st_writer_add(w, name, ATTN_DTYPE_F32, 1, &n, p->buf2);
+        }
+    }
+    if (!st) st = attn_st_writer_save(w, path);
+    attn_st_writer_free(w);
+    return st;
+}
+
+/* Read "<name><suffix>" of exactly n floats; ATTN_E_NOT_FOUND if absent. */
+static attn_status read_state(const attn_st_file *f, const char *name, const char *suffix, float *dst, size_t n) {
+    char key[300];
+    snprintf(key, sizeof key, "%s%s", name, suffix);
+    int nd;
+    int64_t sh[ATTN_MAX_DIMS];
+    attn_status st = attn_st_info(f, key, NULL, &nd, sh);
+    if (st) return st;
+    size_t m;
+    if (attn_numel(nd, sh, &m) || m != n) return ATTN_E_SHAPE;
+    return attn_st_read_f32(f, key, dst, n);
+}
+
+attn_status attn_optim_load(attn_optim *o, const char *path) {
+    if (!o || !path) return ATTN_E_INVALID;
+    attn_st_file *f;
+    attn_status st = attn_st_open(path, &f);
+    if (st) return st;
+    /* validate everything before changing any state */
+    size_t expected = 0;
+    for (int i = 0; !st && i < o->n; i++) {
+        float stepf;
+        st = read_state(f, o->p[i].name, ".step", &stepf, 1);
+        if (!st && (!(stepf >= 0.0f) || stepf != floorf(stepf))) st = ATTN_E_FORMAT;
+        expected++;
+        if (!st && o->cfg.kind == ATTN_OPTIM_ADAMW) expected += 2;
+    }
+    if (!st && o->cfg.kind == ATTN_OPTIM_SGD) {
+        for (int i = 0; i < o->n; i++) {
+            char key[300];
+            snprintf(key, sizeof key, "%s.momentum_buffer", o->p[i].name);
+            expected += attn_st_info(f, key, NULL, NULL, NULL) == ATTN_OK;
+        }
+    }
+    if (!st && (size_t)attn_st_count(f) != expected) st = ATTN_E_FORMAT; /* unknown entries */
+    float *tmp1 = NULL, *tmp2 = NULL;
+    for (int i = 0; !st && i < o->n; i++) {
+        oparam *p = &o->p[i];
+        tmp1 = malloc((p->n ? p->n : 1) * sizeof(float));
+        tmp2 = malloc((p->n ? p->n : 1) * sizeof(float));
+        if (!tmp1 || !tmp2) st = ATTN_E_NOMEM;
+        int has1 = 0;
+        if (!st && o->cfg.kind == ATTN_OPTIM_ADAMW) {
+            st = read_state(f, p->name, ".exp_avg", tmp1, p->n);
+            if (!st) st = read_state(f, p->name, ".exp_avg_sq", tmp2, p->n);
+            has1 = 1;
+        } else if (!st) {
+            attn_status s1 = read_state(f, p->name, ".momentum_buffer", tmp1, p->n);
+            if (s1 == ATTN_OK) has1 = 1;
+            else if (s1 != ATTN_E_NOT_FOUND) st = s1;
+        }
+        free(tmp1);
+        free(tmp2);
+        tmp1 = tmp2 = NULL;
+        (void)has1;
+    }
+    /* all valid: now apply */
+    for (int i = 0; !st && i < o->n; i++) {
+        oparam *p = &o->p[i];
+        float stepf;
+        read_state(f, p->name, ".step", &stepf, 1);
+        p->step = stepf;
+        if (o->cfg.kind == ATTN_OPTIM_ADAMW) {
+            read_state(f, p->name, ".exp_avg", p->buf1, p->n);
+            read_state(f, p->name, ".exp_avg_sq", p->buf2, p->n);
+        } else {
+            p->has_buf1 = read_state(f, p->name, ".momentum_buffer", p->buf1, p->n) == ATTN_OK;
+            if (!p->has_buf1) memset(p->buf1, 0, (p->n ? p->n : 1) * sizeof(float));
+        }
+    }
+    attn_st_close(f);
+    return st;
+}
