@@ -50,6 +50,11 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                                    attn_view dq, attn_view dk, attn_view dv);
 attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
                                   float *weights);
+/* Fused tiled path (src/core/flash.c). Same contracts. */
+attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                               float *lse);
+attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                                attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
 /* Validation shared by every SDPA entry point. */
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                             int need_v);

@@ -34,7 +34,7 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc "$tmp/x.c" -o "$tmp/x" $(pkg-config --cflags --libs attn)
 LD_LIBRARY_PATH="$libdir" "$tmp/x"
 # static linking through pkg-config --static
-cc "$tmp/x.c" -o "$tmp/xs" $(pkg-config --cflags attn) "$libdir/libattn.a" $(pkg-config --libs-only-l --static attn | sed 's/-lattn//')
+cc "$tmp/x.c" -o "$tmp/xs" $(pkg-config --cflags attn) "$libdir/libattn.a" $(pkg-config --libs --static attn | sed "s/-lattn//")
 "$tmp/xs"
 # CMake package
 mkdir -p "$tmp/cm"

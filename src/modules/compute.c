@@ -25,6 +25,7 @@ void attn_layer_cache_clear(layer_cache *c) {
     free(c->drops);
     free(c->groups);
     free(c->mask);
+    free(c->lse);
     memset(c, 0, sizeof *c);
 }
 
@@ -74,20 +75,21 @@ static void wire(const attn_layer *l, wiring *w, sdpa_group *g /* ngroups entrie
     switch (c->kind) {
     case ATTN_LAYER_SIMPLE:
         w->p_attn = 0.0;
-        if (g) g[0] = (sdpa_group){op(BUF_X, 0, C), op(BUF_X, 0, C), op(BUF_X, 0, C), op(BUF_OUT, 0, C), 1, C};
+        w->w[BUF_CTX] = C;
+        if (g) g[0] = (sdpa_group){op(BUF_X, 0, C), op(BUF_X, 0, C), op(BUF_X, 0, C), op(BUF_CTX, 0, C), 1, C};
         break;
     case ATTN_LAYER_SA_V1:
     case ATTN_LAYER_SA_V2:
     case ATTN_LAYER_CAUSAL:
         if (c->kind != ATTN_LAYER_CAUSAL) w->p_attn = 0.0;
-        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = O;
-        if (g) g[0] = (sdpa_group){op(BUF_Q, 0, O), op(BUF_K, 0, O), op(BUF_V, 0, O), op(BUF_OUT, 0, O), 1, O};
+        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = O;
+        if (g) g[0] = (sdpa_group){op(BUF_Q, 0, O), op(BUF_K, 0, O), op(BUF_V, 0, O), op(BUF_CTX, 0, O), 1, O};
         break;
     case ATTN_LAYER_MHA_WRAPPER: /* head h: columns [h*O, (h+1)*O) of every buffer and of out */
-        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = H * O;
+        w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = H * O;
         for (int64_t h = 0; g && h < H; h++)
             g[h] = (sdpa_group){op(BUF_Q, h * O, H * O), op(BUF_K, h * O, H * O), op(BUF_V, h * O, H * O),
-                                op(BUF_OUT, h * O, H * O), 1, O};
+                                op(BUF_CTX, h * O, H * O), 1, O};
         break;
     case ATTN_LAYER_MHA:
         w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = O;
@@ -168,6 +170,12 @@ static void group_desc(const layer_cache *c, const sdpa_group *g, const attn_dro
 }
 
 /* ---- forward ----------------------------------------------------------------- */
+
+static size_t lse_offset(const layer_cache *c, int gi) {
+    size_t off = 0;
+    for (int g = 0; g < gi; g++) off += (size_t)(c->B * c->groups[g].H * c->S);
+    return off;
+}
 
 static attn_status check_args(const attn_layer *l, const attn_forward_args *a) {
     const attn_layer_config *c = &l->cfg;
@@ -287,6 +295,12 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     if (!st) st = alloc_buf(c, BUF_K, (size_t)(Mk * w.w[BUF_K]), NULL);
     if (!st) st = alloc_buf(c, BUF_V, (size_t)(Mk * w.w[BUF_V]), NULL);
     if (!st) st = alloc_buf(c, BUF_CTX, (size_t)(M * w.w[BUF_CTX]), NULL);
+    if (!st) { /* log-sum-exp of every group's rows, kept for the fused backward */
+        int64_t heads = 0;
+        for (int gi = 0; gi < c->ngroups; gi++) heads += c->groups[gi].H;
+        c->lse = malloc((size_t)(heads * c->B * c->S) * sizeof(float));
+        if (!c->lse) st = ATTN_E_NOMEM;
+    }
     if (!st && a->mask) {
         c->mask = malloc((size_t)(c->B * c->Sk));
         if (!c->mask) st = ATTN_E_NOMEM;
@@ -309,9 +323,11 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
         attn_sdpa_desc d;
         group_desc(c, g, &c->drops[gi], &d);
         st = attn_sdpa_forward(&d, opview(bufs, g->q, c->S, g->hd), opview(bufs, g->k, c->Sk, g->hd),
-                               opview(bufs, g->v, c->Sk, g->hd), opview(bufs, g->o, c->S, g->hd), NULL);
+                               opview(bufs, g->v, c->Sk, g->hd), opview(bufs, g->o, c->S, g->hd),
+                               c->lse + lse_offset(c, gi));
     }
     if (st) goto fail;
+    if (!w.has_out_proj) memcpy(a->out, c->buf[BUF_CTX], c->len[BUF_CTX] * sizeof(float));
     if (w.has_out_proj) {
         const char *pn = out_proj_name(cf->kind);
         char wn[32], bn[32];
@@ -332,6 +348,8 @@ fail:
 }
 
 /* ---- backward ---------------------------------------------------------------- */
+
+static const float *lse_at(const layer_cache *c, int gi) { return c->lse + lse_offset(c, gi); }
 
 void attn_layer_zero_grad(attn_layer *l) {
     if (!l) return;
@@ -415,7 +433,7 @@ attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a) {
     float *dpre = NULL;
     /* gradient buffers mirror the forward buffers; simple gets separate q/k/v */
     for (int b = BUF_Q; b <= BUF_CTX && !st; b++) {
-        size_t n = c->len[b];
+        size_t n = (b == BUF_CTX && !w.has_out_proj) ? 0 : c->len[b];
         if (cf->kind == ATTN_LAYER_SIMPLE && b != BUF_CTX) n = (size_t)(M * C);
         if (n && !(gb[b] = calloc(n, sizeof(float)))) st = ATTN_E_NOMEM;
     }
@@ -441,8 +459,7 @@ attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a) {
     float *fw[BUF_COUNT], *bw[BUF_COUNT];
     memcpy(fw, c->buf, sizeof fw);
     memcpy(bw, gb, sizeof bw);
-    fw[BUF_OUT] = NULL;
-    bw[BUF_OUT] = (float *)a->dout;
+    if (!w.has_out_proj) bw[BUF_CTX] = (float *)a->dout; /* the SDPA output is the layer output */
     for (int gi = 0; gi < c->ngroups && !st; gi++) {
         const sdpa_group *g = &c->groups[gi];
         attn_sdpa_desc d;
@@ -451,9 +468,9 @@ attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a) {
         if (cf->kind == ATTN_LAYER_SIMPLE) { /* x used thrice: one gradient buffer per use */
             gg.q.buf = BUF_Q, gg.k.buf = BUF_K, gg.v.buf = BUF_V;
         }
-        attn_view dout = opview(bw, g->o, c->S, g->hd);
         st = attn_sdpa_backward(&d, opview(fw, g->q, c->S, g->hd), opview(fw, g->k, c->Sk, g->hd),
-                                opview(fw, g->v, c->Sk, g->hd), dout, dout, NULL, opview(bw, gg.q, c->S, g->hd),
+                                opview(fw, g->v, c->Sk, g->hd), opview(fw, g->o, c->S, g->hd),
+                                opview(bw, g->o, c->S, g->hd), lse_at(c, gi), opview(bw, gg.q, c->S, g->hd),
                                 opview(bw, gg.k, c->Sk, g->hd), opview(bw, gg.v, c->Sk, g->hd));
     }
     if (!st) project_bwd(l, c, gb, a->dx, a->dy);

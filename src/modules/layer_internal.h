@@ -41,6 +41,7 @@ typedef struct layer_cache {
     float *buf[BUF_COUNT]; /* BUF_OUT unused (the caller owns out) */
     size_t len[BUF_COUNT]; /* element counts */
     uint8_t *mask;         /* (B, Sk) copy, true = masked */
+    float *lse;            /* per group (B, H_g, S) log-sum-exp from the forward */
     int ngroups;
     sdpa_group *groups;
     attn_dropout *drops; /* one per group (p = 0 when not training) */

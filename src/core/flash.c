@@ -1,0 +1,397 @@
+/* Fused, tiled SDPA forward and backward (FlashAttention-2 on the CPU).
+ *
+ * Forward, per work item (b, h, block of BR query rows):
+ *   for each block of BC keys that some row of the block can see:
+ *     S = Q K^T                    (gemm_6x16 on a packed K^T panel)
+ *     mask (causal, padding, keys past Sk) with -inf
+ *     online softmax per row: m' = max(m, scale*max S); P = exp(scale*S - m');
+ *       l = l * exp(m - m') + sum P;  O *= exp(m - m')   (rescale only if m moved)
+ *     dropout on P (keep decisions from the PyTorch stream, never materialized
+ *       for MKL; the normalizer l uses the undropped P, as torch does)
+ *     O += P V                     (gemm_6x16 on the packed V panel)
+ *   out = O / l, lse = m + log l; a row that saw no key gives 0 and lse -inf.
+ * Extra memory: packed K^T and V (B*H*Sk*D each) plus per-thread tiles.
+ *
+ * Backward, per head (b, h), key blocks outer, query blocks inner:
+ *   P = exp(scale*S - lse), Pd = P * dropout, Di = dO . O (per row)
+ *   dV += Pd^T dO;  dP = dO V^T * dropout;  dS = P (dP - Di) scale
+ *   dK += dS^T Q;   dQ += dS K
+ * dQ accumulates in a per-head buffer in a fixed order, dK/dV per key block:
+ * no atomics, and every output element is computed by one thread in one
+ * order, so results are bitwise identical for any thread count.
+ *
+ * Threads: work items are claimed dynamically (largest first for causal
+ * masks), OpenMP. Tile buffers are allocated once per thread per call. */
+#include "../kernels/kernels.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define BR 48 /* query rows per tile: a multiple of 6 (gemm_6x16 rows) */
+#define BC 96 /* keys per tile: a multiple of 6 and 16 (it is M and N of the tile GEMMs) */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Last key (exclusive) visible to query row i, ignoring the padding mask. */
+static int64_t key_end(const attn_sdpa_desc *d, int64_t i) {
+    if (d->causal == ATTN_CAUSAL_NONE) return d->Sk;
+    int64_t off = d->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? d->Sk - d->Sq : 0;
+    int64_t e = i + off + 1;
+    return e < 0 ? 0 : e > d->Sk ? d->Sk : e;
+}
+
+/* C (M x N) (+)= A (M x K) B (K x N) with M % 6 == 0 and N % 16 == 0. */
+static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    for (int64_t j = 0; j < N; j += 16)
+        for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+}
+
+/* dst (cols x rows) = src (rows x cols)^T */
+static void transpose(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst, int64_t ldd) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 8)
+        for (int64_t c = 0; c < cols; c++)
+            for (int64_t r = r0; r < r0 + 8 && r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
+}
+
+/* Additive key mask for batch row b: 0 where visible, -inf where masked or
+ * past Sk. Returns 1 if any key is masked (0: the mask can be skipped). */
+static int key_mask_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t SkP) {
+    int any = 0;
+    for (int64_t j = 0; j < SkP; j++) {
+        int vis = j < d->Sk;
+        if (vis && d->key_mask) {
+            int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
+            vis = d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? !t : t;
+        }
+        add[j] = vis ? 0.0f : -INFINITY;
+        any |= !vis;
+    }
+    return any;
+}
+
+/* Mask a score tile: keys past the causal limit and masked keys to -inf.
+ * Rows r < rows are query i0 + r; columns are keys j0 .. j0 + BC. */
+static void mask_tile(const attn_sdpa_desc *d, float *S, int64_t rows, int64_t i0, int64_t j0, const float *add,
+                      int use_add) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = S + r * BC;
+        if (use_add)
+            for (int64_t c = 0; c < BC; c++) s[c] += add[j0 + c];
+        int64_t lim = key_end(d, i0 + r) - j0;
+        for (int64_t c = lim < 0 ? 0 : lim; c < BC; c++) s[c] = -INFINITY;
+    }
+}
+
+/* Does the tile (rows i0.., keys j0..j0+BC) need masking at all? */
+static int tile_needs_mask(const attn_sdpa_desc *d, int64_t i0, int64_t j0, int any_add) {
+    return any_add || j0 + BC > d->Sk || key_end(d, i0) < j0 + BC;
+}
+
+/* Pack K^T (D x SkP) and V (SkP x DvP) of one head, zero-padded. */
+static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
+                    float *KT, float *Vp) {
+    for (int64_t j = 0; j < SkP; j++) {
+        const float *kr = j < d->Sk ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
+        const float *vr = j < d->Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
+        for (int64_t c = 0; c < d->D; c++) KT[c * SkP + j] = kr ? kr[c] : 0.0f;
+        for (int64_t c = 0; c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
+    }
+}
+
+/* Pack rows i0..i0+rows of a (B,H,S,n) view into a (BR x ldp) tile, zero
+ * padded, negated when neg (for negative scales). */
+static void pack_rows(attn_view t, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n, int64_t ldp, float *dst,
+                      float sign) {
+    for (int64_t r = 0; r < BR; r++) {
+        const float *src = r < rows ? t.data + b * t.stride_b + h * t.stride_h + (i0 + r) * t.stride_s : NULL;
+        for (int64_t c = 0; c < ldp; c++) dst[r * ldp + c] = (src && c < n) ? sign * src[c] : 0.0f;
+    }
+}
+
+/* Apply dropout to rows of a tile: T[r][c] *= keep(b,h,i0+r,j0+c) ? scale : 0. */
+static void dropout_tile(const attn_sdpa_desc *d, float *Tt, int64_t rows, int64_t b, int64_t h, int64_t i0,
+                         int64_t j0, uint8_t *keep) {
+    int64_t cols = d->Sk - j0 < BC ? d->Sk - j0 : BC;
+    float sc = d->dropout->scale;
+    for (int64_t r = 0; r < rows; r++) {
+        uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i0 + r) * d->Sk + j0);
+        attn_dropout_mask_range(d->dropout, base, (size_t)cols, keep);
+        float *t = Tt + r * BC;
+        for (int64_t c = 0; c < cols; c++) t[c] *= keep[c] ? sc : 0.0f;
+    }
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+typedef struct work {
+    int64_t b, h, blk, cost;
+} work;
+
+static int cmp_cost_desc(const void *a, const void *b) {
+    const work *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
+    if (x->b != y->b) return x->b < y->b ? -1 : 1;
+    if (x->h != y->h) return x->h < y->h ? -1 : 1;
+    return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                               float *lse) {
+    const attn_kernel_table *kt = attn_kernels();
+    int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
+    if (B * H * Sq == 0) return ATTN_OK;
+    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
+    size_t head_kt, head_v, npanel, nwork;
+    if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
+        attn_mul3_size((size_t)(B * H), head_kt + head_v, sizeof(float), &npanel) ||
+        attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
+        return ATTN_E_OVERFLOW;
+    float *panels = malloc(npanel);
+    work *items = malloc(nwork * sizeof *items);
+    if (!panels || !items) {
+        free(panels);
+        free(items);
+        return ATTN_E_NOMEM;
+    }
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    /* pack every head's K^T and V once (read-only afterwards) */
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        float *KT = panels + (size_t)bh * (head_kt + head_v);
+        pack_kv(d, k, v, bh / H, bh % H, SkP, DvP, KT, KT + head_kt);
+    }
+    size_t nw = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t blk = 0; blk < nqb; blk++) {
+                int64_t i1 = (blk + 1) * BR < Sq ? (blk + 1) * BR : Sq;
+                items[nw++] = (work){b, h, blk, key_end(d, i1 - 1)};
+            }
+    if (d->causal != ATTN_CAUSAL_NONE) qsort(items, nw, sizeof *items, cmp_cost_desc);
+    attn_status st = ATTN_OK;
+#pragma omp parallel
+    {
+        float *Qp = malloc((size_t)(BR * D) * sizeof(float));
+        float *S = malloc((size_t)(BR * BC) * sizeof(float));
+        float *O = malloc((size_t)(BR * DvP) * sizeof(float));
+        float *add = malloc((size_t)SkP * sizeof(float));
+        float *m = malloc(BR * sizeof(float)), *l = malloc(BR * sizeof(float));
+        uint8_t *keep = malloc(BC);
+        int ok = Qp && S && O && add && m && l && keep;
+        if (!ok) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+        int64_t last_b = -1;
+        int any_add = 0;
+#pragma omp for schedule(dynamic, 1)
+        for (size_t w = 0; w < nw; w++) {
+            if (!ok) continue;
+            int64_t b = items[w].b, h = items[w].h, i0 = items[w].blk * BR;
+            int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+            if (b != last_b) {
+                any_add = key_mask_row(d, b, add, SkP);
+                last_b = b;
+            }
+            const float *KT = panels + (size_t)(b * H + h) * (head_kt + head_v), *Vp = KT + head_kt;
+            pack_rows(q, b, h, i0, rows, D, D, Qp, sign);
+            memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
+            for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+            int64_t kend = key_end(d, i0 + rows - 1);
+            for (int64_t j0 = 0; j0 < kend; j0 += BC) {
+                tile_gemm(kt, BR, BC, D, Qp, D, KT + j0, SkP, S, BC, 0);
+                if (tile_needs_mask(d, i0, j0, any_add)) mask_tile(d, S, rows, i0, j0, add, any_add);
+                for (int64_t r = 0; r < rows; r++) {
+                    float *s = S + r * BC;
+                    float mt = kt->max_row(s, BC) * scale;
+                    float mn = mt > m[r] ? mt : m[r];
+                    if (mn == -INFINITY) { /* nothing visible yet: P = 0 */
+                        memset(s, 0, BC * sizeof(float));
+                        continue;
+                    }
+                    /* m moved: rescale the running sum and output by exp(m_old - m_new) */
+                    float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+                    float sum = kt->exp_row(s, s, BC, scale, mn);
+                    l[r] = l[r] * alpha + sum;
+                    if (alpha != 1.0f) kt->scale_row(O + r * DvP, DvP, alpha);
+                    m[r] = mn;
+                }
+                for (int64_t r = rows; r < BR; r++) memset(S + r * BC, 0, BC * sizeof(float));
+                if (d->dropout) dropout_tile(d, S, rows, b, h, i0, j0, keep);
+                tile_gemm(kt, BR, DvP, BC, S, BC, Vp + j0 * DvP, DvP, O, DvP, 1);
+            }
+            for (int64_t r = 0; r < rows; r++) {
+                float *o = out.data + b * out.stride_b + h * out.stride_h + (i0 + r) * out.stride_s;
+                if (l[r] == 0.0f) { /* no visible key: zeros, lse -inf */
+                    memset(o, 0, (size_t)Dv * sizeof(float));
+                    if (lse) lse[(b * H + h) * Sq + i0 + r] = -INFINITY;
+                    continue;
+                }
+                float inv = 1.0f / l[r];
+                for (int64_t c = 0; c < Dv; c++) o[c] = O[r * DvP + c] * inv;
+                if (lse) lse[(b * H + h) * Sq + i0 + r] = m[r] + logf(l[r]);
+            }
+        }
+        free(Qp);
+        free(S);
+        free(O);
+        free(add);
+        free(m);
+        free(l);
+        free(keep);
+    }
+    free(panels);
+    free(items);
+    return st;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* Log-sum-exp per row when the caller has none (a forward without PV). */
+static void head_lse(const attn_kernel_table *kt, const attn_sdpa_desc *d, int64_t b, int64_t h, attn_view q,
+                     const float *KT, int64_t SkP, const float *add, int any_add, float sign, float scale, float *Qp,
+                     float *S, float *lse) {
+    for (int64_t i0 = 0; i0 < d->Sq; i0 += BR) {
+        int64_t rows = d->Sq - i0 < BR ? d->Sq - i0 : BR;
+        pack_rows(q, b, h, i0, rows, d->D, d->D, Qp, sign);
+        float m[BR], l[BR];
+        for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+        int64_t kend = key_end(d, i0 + rows - 1);
+        for (int64_t j0 = 0; j0 < kend; j0 += BC) {
+            tile_gemm(kt, BR, BC, d->D, Qp, d->D, KT + j0, SkP, S, BC, 0);
+            if (tile_needs_mask(d, i0, j0, any_add)) mask_tile(d, S, rows, i0, j0, add, any_add);
+            for (int64_t r = 0; r < rows; r++) {
+                float mt = kt->max_row(S + r * BC, BC) * scale, mn = mt > m[r] ? mt : m[r];
+                if (mn == -INFINITY) continue;
+                float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+                l[r] = l[r] * alpha + kt->exp_row(S + r * BC, S + r * BC, BC, scale, mn);
+                m[r] = mn;
+            }
+        }
+        for (int64_t r = 0; r < rows; r++) lse[i0 + r] = l[r] == 0.0f ? -INFINITY : m[r] + logf(l[r]);
+    }
+}
+
+attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                                attn_view dout, const float *lse_in, attn_view dq, attn_view dk, attn_view dv) {
+    const attn_kernel_table *kt = attn_kernels();
+    int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
+    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC), SqP = round_up(Sq > 0 ? Sq : 1, BR);
+    int64_t DP = round_up(D, 16), DvP = round_up(Dv, 16);
+    size_t need;
+    if (attn_mul3_size((size_t)SkP, (size_t)(2 * DP + 2 * DvP), sizeof(float), &need) ||
+        attn_mul3_size((size_t)SqP, (size_t)DP, sizeof(float), &need))
+        return ATTN_E_OVERFLOW;
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    attn_status st = ATTN_OK;
+#pragma omp parallel
+    {
+        /* per-thread, per-call buffers (no allocation inside the loops) */
+        float *KT = malloc((size_t)(D * SkP) * sizeof(float));      /* K^T (D x SkP)      for S = Q K^T  */
+        float *Kp = malloc((size_t)(SkP * DP) * sizeof(float));     /* K   (SkP x DP)     for dQ = dS K  */
+        float *VT = malloc((size_t)(Dv * SkP) * sizeof(float));     /* V^T (Dv x SkP)     for dP = dO V^T */
+        float *dQ = malloc((size_t)(SqP * DP) * sizeof(float));     /* dQ accumulator     */
+        float *lse = malloc((size_t)SqP * sizeof(float)), *Di = malloc((size_t)SqP * sizeof(float));
+        float *add = malloc((size_t)SkP * sizeof(float));
+        float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
+        float *P = malloc((size_t)(BR * BC) * sizeof(float)), *dS = malloc((size_t)(BR * BC) * sizeof(float));
+        float *T = malloc((size_t)(BC * BR) * sizeof(float));       /* transposed tile */
+        float *Pd = malloc((size_t)(BR * BC) * sizeof(float));      /* dropped-out P */
+        float *dKb = malloc((size_t)(BC * DP) * sizeof(float)), *dVb = malloc((size_t)(BC * DvP) * sizeof(float));
+        uint8_t *keep = malloc(BC);
+        int ok = KT && Kp && VT && dQ && lse && Di && add && Qp && dOp && P && dS && T && Pd && dKb && dVb && keep;
+        if (!ok) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t bh = 0; bh < B * H; bh++) {
+            if (!ok) continue;
+            int64_t b = bh / H, h = bh % H;
+            int any_add = key_mask_row(d, b, add, SkP);
+            for (int64_t j = 0; j < SkP; j++) {
+                const float *kr = j < Sk ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
+                const float *vr = j < Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
+                for (int64_t c = 0; c < DP; c++) {
+                    float x = (kr && c < D) ? kr[c] : 0.0f;
+                    if (c < D) KT[c * SkP + j] = x;
+                    Kp[j * DP + c] = x;
+                }
+                for (int64_t c = 0; c < Dv; c++) VT[c * SkP + j] = vr ? vr[c] : 0.0f;
+            }
+            if (lse_in) {
+                for (int64_t i = 0; i < Sq; i++) lse[i] = lse_in[bh * Sq + i];
+            } else {
+                head_lse(kt, d, b, h, q, KT, SkP, add, any_add, sign, scale, Qp, P, lse);
+            }
+            for (int64_t i = 0; i < Sq; i++) {
+                const float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
+                const float *g = dout.data + b * dout.stride_b + h * dout.stride_h + i * dout.stride_s;
+                Di[i] = kt->dot_row(o, g, Dv);
+            }
+            memset(dQ, 0, (size_t)(SqP * DP) * sizeof(float));
+            for (int64_t j0 = 0; j0 < Sk; j0 += BC) {
+                memset(dKb, 0, (size_t)(BC * DP) * sizeof(float));
+                memset(dVb, 0, (size_t)(BC * DvP) * sizeof(float));
+                for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
+                    int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+                    if (key_end(d, i0 + rows - 1) <= j0) continue; /* every row of the block is before this key block */
+                    pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
+                    pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
+                    /* P = exp(scale S - lse) */
+                    tile_gemm(kt, BR, BC, D, Qp, DP, KT + j0, SkP, P, BC, 0);
+                    if (tile_needs_mask(d, i0, j0, any_add)) mask_tile(d, P, rows, i0, j0, add, any_add);
+                    for (int64_t r = 0; r < BR; r++) {
+                        float li = r < rows ? lse[i0 + r] : -INFINITY;
+                        if (li == -INFINITY) memset(P + r * BC, 0, BC * sizeof(float));
+                        else kt->exp_row(P + r * BC, P + r * BC, BC, scale, li);
+                    }
+                    /* dP = dO V^T */
+                    tile_gemm(kt, BR, BC, Dv, dOp, DvP, VT + j0, SkP, dS, BC, 0);
+                    /* dV += Pd^T dO with Pd = P * keep * s; dP *= keep * s */
+                    const float *pd = P;
+                    if (d->dropout) {
+                        memcpy(Pd, P, (size_t)(BR * BC) * sizeof(float));
+                        dropout_tile(d, Pd, rows, b, h, i0, j0, keep);
+                        dropout_tile(d, dS, rows, b, h, i0, j0, keep);
+                        pd = Pd;
+                    }
+                    transpose(pd, BR, BC, BC, T, BR);
+                    tile_gemm(kt, BC, DvP, BR, T, BR, dOp, DvP, dVb, DvP, 1);
+                    /* dS = P (dP - Di) scale; P is zero where masked */
+                    for (int64_t r = 0; r < rows; r++) {
+                        float di = Di[i0 + r], *ds = dS + r * BC;
+                        const float *p = P + r * BC;
+                        for (int64_t c = 0; c < BC; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
+                    }
+                    for (int64_t r = rows; r < BR; r++) memset(dS + r * BC, 0, BC * sizeof(float));
+                    /* dK += dS^T Q (Q unnegated: d->scale carries the sign) */
+                    transpose(dS, BR, BC, BC, T, BR);
+                    if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
+                    tile_gemm(kt, BC, DP, BR, T, BR, Qp, DP, dKb, DP, 1);
+                    /* dQ += dS K */
+                    tile_gemm(kt, BR, DP, BC, dS, BC, Kp + j0 * DP, DP, dQ + i0 * DP, DP, 1);
+                }
+                for (int64_t j = j0; j < j0 + BC && j < Sk; j++) {
+                    float *gk = dk.data + b * dk.stride_b + h * dk.stride_h + j * dk.stride_s;
+                    float *gv = dv.data + b * dv.stride_b + h * dv.stride_h + j * dv.stride_s;
+                    memcpy(gk, dKb + (j - j0) * DP, (size_t)D * sizeof(float));
+                    memcpy(gv, dVb + (j - j0) * DvP, (size_t)Dv * sizeof(float));
+                }
+            }
+            for (int64_t i = 0; i < Sq; i++) {
+                float *gq = dq.data + b * dq.stride_b + h * dq.stride_h + i * dq.stride_s;
+                memcpy(gq, dQ + i * DP, (size_t)D * sizeof(float));
+            }
+        }
+        free(KT), free(Kp), free(VT), free(dQ), free(lse), free(Di), free(add);
+        free(Qp), free(dOp), free(P), free(dS), free(T), free(Pd), free(dKb), free(dVb), free(keep);
+    }
+    return st;
+}

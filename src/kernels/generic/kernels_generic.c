@@ -1,0 +1,66 @@
+/* Portable C kernels (the reference implementation of kernels.h's contract,
+ * used on CPUs without AVX2/FMA and when ATTN_ISA=generic). */
+#include "../kernels.h"
+
+#include <math.h>
+
+static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                      int acc) {
+    float c[6][16];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 16; j++) c[i][j] = acc ? C[i * ldc + j] : 0.0f;
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        for (int i = 0; i < 6; i++) {
+            float a = A[i * lda + k];
+            for (int j = 0; j < 16; j++) c[i][j] += a * b[j];
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 16; j++) C[i * ldc + j] = c[i][j];
+}
+
+/* Cephes-style expf: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2). */
+static float exp_cephes(float x) {
+    if (x < -87.33654f) return 0.0f;
+    if (x > 88.3762626647949f) x = 88.3762626647949f;
+    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    return ldexpf(y, (int)n);
+}
+
+static float exp_row(const float *x, float *y, int64_t n, float scale, float m) {
+    float lane[8] = {0};
+    for (int64_t j = 0; j < n; j++) {
+        float e = exp_cephes(x[j] * scale - m);
+        y[j] = e;
+        lane[j & 7] += e;
+    }
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+static float max_row(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static void scale_row(float *x, int64_t n, float a) {
+    for (int64_t j = 0; j < n; j++) x[j] *= a;
+}
+
+static float dot_row(const float *x, const float *y, int64_t n) {
+    float lane[8] = {0};
+    for (int64_t j = 0; j < n; j++) lane[j & 7] += x[j] * y[j];
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, exp_row, max_row, scale_row, dot_row};

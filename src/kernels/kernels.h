@@ -1,0 +1,43 @@
+/* SIMD primitives for the fused SDPA driver (src/core/flash.c).
+ *
+ * Contract (both implementations):
+ *   gemm_6x16   C[6 x 16] = (acc ? C : 0) + A[6 x K] * B[K x 16]
+ *               A rows are lda floats apart, B rows ldb apart, C rows ldc
+ *               apart. No alignment required. K >= 0.
+ *   exp_row     y[j] = exp(x[j] * scale - m) for j < n, returns the sum of
+ *               the y[j] (accumulated in float lanes of 8, then pairwise).
+ *               x = -INFINITY (a masked score) gives exactly 0; arguments
+ *               below -87.3 flush to 0. Relative error a few ulp.
+ *   max_row     max of x[0..n), -INFINITY for n == 0; NaN-propagating is not
+ *               guaranteed (NaN rows are handled by the driver's checks).
+ *   scale_row   x[j] *= a for j < n.
+ *   dot_row     sum_j x[j] * y[j] (lanes of 8, then pairwise).
+ * The driver pads tiles so that gemm_6x16 never needs edge handling.
+ * Kernels never allocate and never fail. */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include <stdint.h>
+
+typedef struct attn_kernel_table {
+    const char *name;
+    void (*gemm_6x16)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                      int acc);
+    float (*exp_row)(const float *x, float *y, int64_t n, float scale, float m);
+    float (*max_row)(const float *x, int64_t n);
+    void (*scale_row)(float *x, int64_t n, float a);
+    float (*dot_row)(const float *x, const float *y, int64_t n);
+} attn_kernel_table;
+
+extern const attn_kernel_table attn_kernels_generic;
+#if defined(__x86_64__) || defined(__i386__)
+extern const attn_kernel_table attn_kernels_avx2;
+#define ATTN_HAVE_AVX2_BUILD 1
+#endif
+
+/* The table for this CPU, chosen once: AVX2+FMA when the CPU has them, the
+ * portable C kernels otherwise or when the environment variable ATTN_ISA is
+ * "generic". */
+const attn_kernel_table *attn_kernels(void);
+
+#endif
