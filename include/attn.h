@@ -167,6 +167,11 @@ typedef struct attn_sdpa_desc {
     attn_impl impl;
 } attn_sdpa_desc;
 
+/* Name of the SIMD kernels the fused path uses on this CPU: "avx2" or
+ * "generic" (set ATTN_ISA=generic in the environment to force the portable
+ * kernels). */
+ATTN_API const char *attn_kernel_name(void);
+
 /* 1/sqrt(D) as PyTorch computes it for layers that divide by sqrt(d). */
 ATTN_API float attn_default_scale(int64_t D);
 

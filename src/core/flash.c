@@ -1,7 +1,7 @@
 /* Fused, tiled SDPA forward and backward (FlashAttention-2 on the CPU).
  *
  * Forward, per work item (b, h, block of BR query rows):
- *   for each block of BC keys that some row of the block can see:
+ *   for each block of BC_F keys that some row of the block can see:
  *     S = Q K^T                    (gemm_6x16 on a packed K^T panel)
  *     mask (causal, padding, keys past Sk) with -inf
  *     online softmax per row: m' = max(m, scale*max S); P = exp(scale*S - m');
@@ -32,8 +32,17 @@
 #include <omp.h>
 #endif
 
-#define BR 48 /* query rows per tile: a multiple of 6 (gemm_6x16 rows) */
-#define BC 96 /* keys per tile: a multiple of 6 and 16 (it is M and N of the tile GEMMs) */
+/* Tile sizes. Query rows: a multiple of 6 (gemm_6x16 rows). Keys: forward, a
+ * multiple of 16 (N of S = Q K^T); backward, also a multiple of 6 (M of the
+ * transposed tiles), so 48k. A 48 x 128 score tile is 24 KiB: it stays in L1
+ * with a 16-column panel of K^T or V. */
+#ifndef BR
+#define BR 48 /* query rows per tile, forward and backward */
+#endif
+#ifndef BC_F
+#define BC_F 128 /* keys per forward tile */
+#endif
+#define BC_B 96  /* keys per backward tile */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -59,13 +68,14 @@ static void transpose(const float *src, int64_t rows, int64_t cols, int64_t lds,
             for (int64_t r = r0; r < r0 + 8 && r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
 }
 
-/* Additive key mask for batch row b: 0 where visible, -inf where masked or
- * past Sk. Returns 1 if any key is masked (0: the mask can be skipped). */
+/* Additive key mask for batch row b: 0 where visible, -inf where the padding
+ * mask hides the key (keys past Sk are cut by mask_tile's limit instead).
+ * Returns 1 if the padding mask hides any key (0: the pass can be skipped). */
 static int key_mask_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t SkP) {
     int any = 0;
     for (int64_t j = 0; j < SkP; j++) {
-        int vis = j < d->Sk;
-        if (vis && d->key_mask) {
+        int vis = 1;
+        if (j < d->Sk && d->key_mask) {
             int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
             vis = d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? !t : t;
         }
@@ -75,31 +85,38 @@ static int key_mask_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t 
     return any;
 }
 
-/* Mask a score tile: keys past the causal limit and masked keys to -inf.
- * Rows r < rows are query i0 + r; columns are keys j0 .. j0 + BC. */
-static void mask_tile(const attn_sdpa_desc *d, float *S, int64_t rows, int64_t i0, int64_t j0, const float *add,
-                      int use_add) {
+/* Mask a score tile (rows x bc, row stride ld): keys past the causal limit
+ * or past Sk, and keys the padding mask hides, to -inf. Row r is query i0 + r,
+ * column c is key j0 + c. */
+static void mask_tile(const attn_sdpa_desc *d, float *S, int64_t ld, int64_t bc, int64_t rows, int64_t i0, int64_t j0,
+                      const float *add, int use_add) {
     for (int64_t r = 0; r < rows; r++) {
-        float *s = S + r * BC;
+        float *s = S + r * ld;
         if (use_add)
-            for (int64_t c = 0; c < BC; c++) s[c] += add[j0 + c];
+            for (int64_t c = 0; c < bc; c++) s[c] += add[j0 + c];
         int64_t lim = key_end(d, i0 + r) - j0;
-        for (int64_t c = lim < 0 ? 0 : lim; c < BC; c++) s[c] = -INFINITY;
+        for (int64_t c = lim < 0 ? 0 : lim; c < bc; c++) s[c] = -INFINITY;
     }
 }
 
-/* Does the tile (rows i0.., keys j0..j0+BC) need masking at all? */
-static int tile_needs_mask(const attn_sdpa_desc *d, int64_t i0, int64_t j0, int any_add) {
-    return any_add || j0 + BC > d->Sk || key_end(d, i0) < j0 + BC;
+/* Does the tile (rows from i0, keys j0 .. j0 + bc) need masking at all? */
+static int tile_needs_mask(const attn_sdpa_desc *d, int64_t bc, int64_t i0, int64_t j0, int any_add) {
+    return any_add || j0 + bc > d->Sk || key_end(d, i0) < j0 + bc;
 }
 
-/* Pack K^T (D x SkP) and V (SkP x DvP) of one head, zero-padded. */
+/* Row stride of a transposed (D x SkP) panel: SkP plus one cache line, so
+ * that the rows a microkernel walks do not all map to the same L1 sets when
+ * SkP * 4 is a multiple of 4 KiB (S = 2048, 4096, ...). */
+static int64_t panel_ld(int64_t SkP) { return SkP + 16; }
+
+/* Pack K^T (D x SkP, row stride panel_ld) and V (SkP x DvP) of one head, zero-padded. */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
                     float *KT, float *Vp) {
+    int64_t ldk = panel_ld(SkP);
     for (int64_t j = 0; j < SkP; j++) {
         const float *kr = j < d->Sk ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
         const float *vr = j < d->Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
-        for (int64_t c = 0; c < d->D; c++) KT[c * SkP + j] = kr ? kr[c] : 0.0f;
+        for (int64_t c = 0; c < d->D; c++) KT[c * ldk + j] = kr ? kr[c] : 0.0f;
         for (int64_t c = 0; c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
     }
 }
@@ -114,15 +131,16 @@ static void pack_rows(attn_view t, int64_t b, int64_t h, int64_t i0, int64_t row
     }
 }
 
-/* Apply dropout to rows of a tile: T[r][c] *= keep(b,h,i0+r,j0+c) ? scale : 0. */
-static void dropout_tile(const attn_sdpa_desc *d, float *Tt, int64_t rows, int64_t b, int64_t h, int64_t i0,
-                         int64_t j0, uint8_t *keep) {
-    int64_t cols = d->Sk - j0 < BC ? d->Sk - j0 : BC;
+/* Apply dropout to rows x bc of a tile (row stride ld):
+ * T[r][c] *= keep(b, h, i0 + r, j0 + c) ? scale : 0. */
+static void dropout_tile(const attn_sdpa_desc *d, float *Tt, int64_t ld, int64_t bc, int64_t rows, int64_t b,
+                         int64_t h, int64_t i0, int64_t j0, uint8_t *keep) {
+    int64_t cols = d->Sk - j0 < bc ? d->Sk - j0 : bc;
     float sc = d->dropout->scale;
     for (int64_t r = 0; r < rows; r++) {
         uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i0 + r) * d->Sk + j0);
         attn_dropout_mask_range(d->dropout, base, (size_t)cols, keep);
-        float *t = Tt + r * BC;
+        float *t = Tt + r * ld;
         for (int64_t c = 0; c < cols; c++) t[c] *= keep[c] ? sc : 0.0f;
     }
 }
@@ -133,11 +151,13 @@ typedef struct work {
     int64_t b, h, blk, cost;
 } work;
 
-static int cmp_cost_desc(const void *a, const void *b) {
+/* Causal order: head by head (K/V panel locality), each head's most
+ * expensive query blocks first, so the cheap ones even out the threads' ends. */
+static int cmp_causal(const void *a, const void *b) {
     const work *x = a, *y = b;
-    if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
     if (x->b != y->b) return x->b < y->b ? -1 : 1;
     if (x->h != y->h) return x->h < y->h ? -1 : 1;
+    if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
     return x->blk < y->blk ? -1 : x->blk > y->blk;
 }
 
@@ -146,9 +166,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
     if (B * H * Sq == 0) return ATTN_OK;
-    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
+    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_F), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
     size_t head_kt, head_v, npanel, nwork;
-    if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
+    if (attn_mul_size((size_t)panel_ld(SkP), (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
         attn_mul3_size((size_t)(B * H), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
         return ATTN_E_OVERFLOW;
@@ -173,16 +193,16 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 int64_t i1 = (blk + 1) * BR < Sq ? (blk + 1) * BR : Sq;
                 items[nw++] = (work){b, h, blk, key_end(d, i1 - 1)};
             }
-    if (d->causal != ATTN_CAUSAL_NONE) qsort(items, nw, sizeof *items, cmp_cost_desc);
+    if (d->causal != ATTN_CAUSAL_NONE) qsort(items, nw, sizeof *items, cmp_causal);
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * D) * sizeof(float));
-        float *S = malloc((size_t)(BR * BC) * sizeof(float));
+        float *S = malloc((size_t)(BR * BC_F) * sizeof(float));
         float *O = malloc((size_t)(BR * DvP) * sizeof(float));
         float *add = malloc((size_t)SkP * sizeof(float));
         float *m = malloc(BR * sizeof(float)), *l = malloc(BR * sizeof(float));
-        uint8_t *keep = malloc(BC);
+        uint8_t *keep = malloc(BC_F);
         int ok = Qp && S && O && add && m && l && keep;
         if (!ok) {
 #pragma omp atomic write
@@ -204,27 +224,29 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
             int64_t kend = key_end(d, i0 + rows - 1);
-            for (int64_t j0 = 0; j0 < kend; j0 += BC) {
-                tile_gemm(kt, BR, BC, D, Qp, D, KT + j0, SkP, S, BC, 0);
-                if (tile_needs_mask(d, i0, j0, any_add)) mask_tile(d, S, rows, i0, j0, add, any_add);
+            for (int64_t j0 = 0; j0 < kend; j0 += BC_F) {
+                /* the block's last tile is trimmed to the keys some row can see (the causal diagonal) */
+                int64_t nc = kend - j0 < BC_F ? round_up(kend - j0, 16) : BC_F;
+                tile_gemm(kt, BR, nc, D, Qp, D, KT + j0, panel_ld(SkP), S, BC_F, 0);
+                if (tile_needs_mask(d, nc, i0, j0, any_add)) mask_tile(d, S, BC_F, nc, rows, i0, j0, add, any_add);
                 for (int64_t r = 0; r < rows; r++) {
-                    float *s = S + r * BC;
-                    float mt = kt->max_row(s, BC) * scale;
+                    float *s = S + r * BC_F;
+                    float mt = kt->max_row(s, nc) * scale;
                     float mn = mt > m[r] ? mt : m[r];
                     if (mn == -INFINITY) { /* nothing visible yet: P = 0 */
-                        memset(s, 0, BC * sizeof(float));
+                        memset(s, 0, (size_t)nc * sizeof(float));
                         continue;
                     }
                     /* m moved: rescale the running sum and output by exp(m_old - m_new) */
                     float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
-                    float sum = kt->exp_row(s, s, BC, scale, mn);
+                    float sum = kt->exp_row(s, s, nc, scale, mn);
                     l[r] = l[r] * alpha + sum;
                     if (alpha != 1.0f) kt->scale_row(O + r * DvP, DvP, alpha);
                     m[r] = mn;
                 }
-                for (int64_t r = rows; r < BR; r++) memset(S + r * BC, 0, BC * sizeof(float));
-                if (d->dropout) dropout_tile(d, S, rows, b, h, i0, j0, keep);
-                tile_gemm(kt, BR, DvP, BC, S, BC, Vp + j0 * DvP, DvP, O, DvP, 1);
+                for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
+                if (d->dropout) dropout_tile(d, S, BC_F, nc, rows, b, h, i0, j0, keep);
+                tile_gemm(kt, BR, DvP, nc, S, BC_F, Vp + j0 * DvP, DvP, O, DvP, 1);
             }
             for (int64_t r = 0; r < rows; r++) {
                 float *o = out.data + b * out.stride_b + h * out.stride_h + (i0 + r) * out.stride_s;
@@ -263,14 +285,14 @@ static void head_lse(const attn_kernel_table *kt, const attn_sdpa_desc *d, int64
         float m[BR], l[BR];
         for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
         int64_t kend = key_end(d, i0 + rows - 1);
-        for (int64_t j0 = 0; j0 < kend; j0 += BC) {
-            tile_gemm(kt, BR, BC, d->D, Qp, d->D, KT + j0, SkP, S, BC, 0);
-            if (tile_needs_mask(d, i0, j0, any_add)) mask_tile(d, S, rows, i0, j0, add, any_add);
+        for (int64_t j0 = 0; j0 < kend; j0 += BC_B) {
+            tile_gemm(kt, BR, BC_B, d->D, Qp, d->D, KT + j0, panel_ld(SkP), S, BC_B, 0);
+            if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, S, BC_B, BC_B, rows, i0, j0, add, any_add);
             for (int64_t r = 0; r < rows; r++) {
-                float mt = kt->max_row(S + r * BC, BC) * scale, mn = mt > m[r] ? mt : m[r];
+                float mt = kt->max_row(S + r * BC_B, BC_B) * scale, mn = mt > m[r] ? mt : m[r];
                 if (mn == -INFINITY) continue;
                 float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
-                l[r] = l[r] * alpha + kt->exp_row(S + r * BC, S + r * BC, BC, scale, mn);
+                l[r] = l[r] * alpha + kt->exp_row(S + r * BC_B, S + r * BC_B, BC_B, scale, mn);
                 m[r] = mn;
             }
         }
@@ -282,7 +304,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                                 attn_view dout, const float *lse_in, attn_view dq, attn_view dk, attn_view dv) {
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
-    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC), SqP = round_up(Sq > 0 ? Sq : 1, BR);
+    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_B), SqP = round_up(Sq > 0 ? Sq : 1, BR);
     int64_t DP = round_up(D, 16), DvP = round_up(Dv, 16);
     size_t need;
     if (attn_mul3_size((size_t)SkP, (size_t)(2 * DP + 2 * DvP), sizeof(float), &need) ||
@@ -293,18 +315,19 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
 #pragma omp parallel
     {
         /* per-thread, per-call buffers (no allocation inside the loops) */
-        float *KT = malloc((size_t)(D * SkP) * sizeof(float));      /* K^T (D x SkP)      for S = Q K^T  */
+        int64_t ldk = panel_ld(SkP);
+        float *KT = malloc((size_t)(D * ldk) * sizeof(float));      /* K^T (D x SkP)      for S = Q K^T  */
         float *Kp = malloc((size_t)(SkP * DP) * sizeof(float));     /* K   (SkP x DP)     for dQ = dS K  */
-        float *VT = malloc((size_t)(Dv * SkP) * sizeof(float));     /* V^T (Dv x SkP)     for dP = dO V^T */
+        float *VT = malloc((size_t)(Dv * ldk) * sizeof(float));     /* V^T (Dv x SkP)     for dP = dO V^T */
         float *dQ = malloc((size_t)(SqP * DP) * sizeof(float));     /* dQ accumulator     */
         float *lse = malloc((size_t)SqP * sizeof(float)), *Di = malloc((size_t)SqP * sizeof(float));
         float *add = malloc((size_t)SkP * sizeof(float));
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
-        float *P = malloc((size_t)(BR * BC) * sizeof(float)), *dS = malloc((size_t)(BR * BC) * sizeof(float));
-        float *T = malloc((size_t)(BC * BR) * sizeof(float));       /* transposed tile */
-        float *Pd = malloc((size_t)(BR * BC) * sizeof(float));      /* dropped-out P */
-        float *dKb = malloc((size_t)(BC * DP) * sizeof(float)), *dVb = malloc((size_t)(BC * DvP) * sizeof(float));
-        uint8_t *keep = malloc(BC);
+        float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
+        float *T = malloc((size_t)(BC_B * BR) * sizeof(float));       /* transposed tile */
+        float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));      /* dropped-out P */
+        float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
+        uint8_t *keep = malloc(BC_B);
         int ok = KT && Kp && VT && dQ && lse && Di && add && Qp && dOp && P && dS && T && Pd && dKb && dVb && keep;
         if (!ok) {
 #pragma omp atomic write
@@ -320,10 +343,10 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                 const float *vr = j < Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
                 for (int64_t c = 0; c < DP; c++) {
                     float x = (kr && c < D) ? kr[c] : 0.0f;
-                    if (c < D) KT[c * SkP + j] = x;
+                    if (c < D) KT[c * ldk + j] = x;
                     Kp[j * DP + c] = x;
                 }
-                for (int64_t c = 0; c < Dv; c++) VT[c * SkP + j] = vr ? vr[c] : 0.0f;
+                for (int64_t c = 0; c < Dv; c++) VT[c * ldk + j] = vr ? vr[c] : 0.0f;
             }
             if (lse_in) {
                 for (int64_t i = 0; i < Sq; i++) lse[i] = lse_in[bh * Sq + i];
@@ -336,49 +359,49 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                 Di[i] = kt->dot_row(o, g, Dv);
             }
             memset(dQ, 0, (size_t)(SqP * DP) * sizeof(float));
-            for (int64_t j0 = 0; j0 < Sk; j0 += BC) {
-                memset(dKb, 0, (size_t)(BC * DP) * sizeof(float));
-                memset(dVb, 0, (size_t)(BC * DvP) * sizeof(float));
+            for (int64_t j0 = 0; j0 < Sk; j0 += BC_B) {
+                memset(dKb, 0, (size_t)(BC_B * DP) * sizeof(float));
+                memset(dVb, 0, (size_t)(BC_B * DvP) * sizeof(float));
                 for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
                     int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
                     if (key_end(d, i0 + rows - 1) <= j0) continue; /* every row of the block is before this key block */
                     pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
                     pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                     /* P = exp(scale S - lse) */
-                    tile_gemm(kt, BR, BC, D, Qp, DP, KT + j0, SkP, P, BC, 0);
-                    if (tile_needs_mask(d, i0, j0, any_add)) mask_tile(d, P, rows, i0, j0, add, any_add);
+                    tile_gemm(kt, BR, BC_B, D, Qp, DP, KT + j0, ldk, P, BC_B, 0);
+                    if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, P, BC_B, BC_B, rows, i0, j0, add, any_add);
                     for (int64_t r = 0; r < BR; r++) {
                         float li = r < rows ? lse[i0 + r] : -INFINITY;
-                        if (li == -INFINITY) memset(P + r * BC, 0, BC * sizeof(float));
-                        else kt->exp_row(P + r * BC, P + r * BC, BC, scale, li);
+                        if (li == -INFINITY) memset(P + r * BC_B, 0, BC_B * sizeof(float));
+                        else kt->exp_row(P + r * BC_B, P + r * BC_B, BC_B, scale, li);
                     }
                     /* dP = dO V^T */
-                    tile_gemm(kt, BR, BC, Dv, dOp, DvP, VT + j0, SkP, dS, BC, 0);
+                    tile_gemm(kt, BR, BC_B, Dv, dOp, DvP, VT + j0, ldk, dS, BC_B, 0);
                     /* dV += Pd^T dO with Pd = P * keep * s; dP *= keep * s */
                     const float *pd = P;
                     if (d->dropout) {
-                        memcpy(Pd, P, (size_t)(BR * BC) * sizeof(float));
-                        dropout_tile(d, Pd, rows, b, h, i0, j0, keep);
-                        dropout_tile(d, dS, rows, b, h, i0, j0, keep);
+                        memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
+                        dropout_tile(d, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
+                        dropout_tile(d, dS, BC_B, BC_B, rows, b, h, i0, j0, keep);
                         pd = Pd;
                     }
-                    transpose(pd, BR, BC, BC, T, BR);
-                    tile_gemm(kt, BC, DvP, BR, T, BR, dOp, DvP, dVb, DvP, 1);
+                    transpose(pd, BR, BC_B, BC_B, T, BR);
+                    tile_gemm(kt, BC_B, DvP, BR, T, BR, dOp, DvP, dVb, DvP, 1);
                     /* dS = P (dP - Di) scale; P is zero where masked */
                     for (int64_t r = 0; r < rows; r++) {
-                        float di = Di[i0 + r], *ds = dS + r * BC;
-                        const float *p = P + r * BC;
-                        for (int64_t c = 0; c < BC; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
+                        float di = Di[i0 + r], *ds = dS + r * BC_B;
+                        const float *p = P + r * BC_B;
+                        for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
                     }
-                    for (int64_t r = rows; r < BR; r++) memset(dS + r * BC, 0, BC * sizeof(float));
+                    for (int64_t r = rows; r < BR; r++) memset(dS + r * BC_B, 0, BC_B * sizeof(float));
                     /* dK += dS^T Q (Q unnegated: d->scale carries the sign) */
-                    transpose(dS, BR, BC, BC, T, BR);
+                    transpose(dS, BR, BC_B, BC_B, T, BR);
                     if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
-                    tile_gemm(kt, BC, DP, BR, T, BR, Qp, DP, dKb, DP, 1);
+                    tile_gemm(kt, BC_B, DP, BR, T, BR, Qp, DP, dKb, DP, 1);
                     /* dQ += dS K */
-                    tile_gemm(kt, BR, DP, BC, dS, BC, Kp + j0 * DP, DP, dQ + i0 * DP, DP, 1);
+                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + j0 * DP, DP, dQ + i0 * DP, DP, 1);
                 }
-                for (int64_t j = j0; j < j0 + BC && j < Sk; j++) {
+                for (int64_t j = j0; j < j0 + BC_B && j < Sk; j++) {
                     float *gk = dk.data + b * dk.stride_b + h * dk.stride_h + j * dk.stride_s;
                     float *gv = dv.data + b * dv.stride_b + h * dv.stride_h + j * dv.stride_s;
                     memcpy(gk, dKb + (j - j0) * DP, (size_t)D * sizeof(float));

@@ -2,6 +2,8 @@
  * "generic"), the portable kernels otherwise. */
 #include "kernels.h"
 
+#include "attn.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,3 +26,5 @@ const attn_kernel_table *attn_kernels(void) {
     }
     return t;
 }
+
+const char *attn_kernel_name(void) { return attn_kernels()->name; }

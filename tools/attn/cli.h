@@ -25,5 +25,6 @@ void cli_set_threads(int n);
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -76,6 +76,9 @@ static void usage(FILE *f) {
             "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
             "                       train a small attention model to reverse sequences;\n"
             "                       the last line is 'accuracy X' on held-out sequences\n"
+            "  bench [--batch B] [--heads H] [--seq S] [--kv-seq S2] [--head-dim D] [--causal]\n"
+            "        [--backward] [--impl fast|ref] [--threads N] [--json] [--min-time SEC]\n"
+            "                       time the core SDPA next to OpenBLAS sgemm (GFLOP/s)\n"
             "  version              print the library version\n"
             "\n"
             "modules: simple sa_v1 sa_v2 causal mha_wrapper mha gpt_mha single_head\n"
@@ -92,6 +95,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("attn %s\n", attn_version());
         return 0;

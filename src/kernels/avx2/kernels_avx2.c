@@ -44,11 +44,12 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
     _mm256_storeu_ps(C + 5 * ldc, c50), _mm256_storeu_ps(C + 5 * ldc + 8, c51);
 }
 
-/* Cephes expf on 8 lanes; -inf and x < -87.3 give 0. */
+/* Cephes expf on 8 lanes; -inf and x < -87.3 give 0, NaN stays NaN (the
+ * clamps keep a NaN operand second). */
 static inline __m256 exp8(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626647949f);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);

@@ -1,0 +1,200 @@
+/* attn bench: time the core SDPA (forward, or backward) and OpenBLAS sgemm in
+ * the same run. FLOPs: forward 4*B*H*Sq*Sk*D (halved when causal), backward
+ * 2.5x that; sgemm 2*N^3. Reports the median time of the timed repetitions. */
+#include "cli.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds of fn over repetitions: one warm-up, then until min_time
+ * seconds have passed (at least 3 and at most 50 repetitions; 1 when a single
+ * call takes longer than min_time). */
+typedef int (*bench_fn)(void *ctx);
+static double time_median(bench_fn fn, void *ctx, double min_time, int *reps_out) {
+    double t0 = now();
+    if (fn(ctx)) return -1.0;
+    double first = now() - t0;
+    double ts[50];
+    int reps = 0;
+    double start = now();
+    do {
+        double a = now();
+        if (fn(ctx)) return -1.0;
+        ts[reps++] = now() - a;
+    } while (reps < 50 && (reps < 3 || now() - start < min_time) && !(first > min_time && reps >= 1));
+    qsort(ts, (size_t)reps, sizeof ts[0], cmp_d);
+    *reps_out = reps;
+    return ts[reps / 2];
+}
+
+typedef struct sg_ctx {
+    int n;
+    float *a, *b, *c;
+} sg_ctx;
+
+static int run_sgemm(void *p) {
+    sg_ctx *s = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->n, s->n, s->n, 1.0f, s->a, s->n, s->b, s->n, 0.0f, s->c,
+                s->n);
+    return 0;
+}
+
+typedef struct sd_ctx {
+    attn_sdpa_desc d;
+    attn_view q, k, v, o, go, dq, dk, dv;
+    float *lse;
+    int backward;
+} sd_ctx;
+
+static int run_sdpa(void *p) {
+    sd_ctx *s = p;
+    attn_status st = s->backward ? attn_sdpa_backward(&s->d, s->q, s->k, s->v, s->o, s->go, s->lse, s->dq, s->dk, s->dv)
+                                 : attn_sdpa_forward(&s->d, s->q, s->k, s->v, s->o, s->lse);
+    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    return st != ATTN_OK;
+}
+
+static float *frand_buf(size_t n, uint32_t seed) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) return NULL;
+    uint32_t x = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (float)((x >> 8) * (1.0 / 16777216.0)) - 0.5f;
+    }
+    return p;
+}
+
+int cmd_bench(int argc, char **argv) {
+    int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048;
+    int causal = 0, backward = 0, json = 0;
+    attn_impl impl = ATTN_IMPL_FAST;
+    double min_time = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t *dst = NULL, lo = 1, hi = 1 << 24;
+        if (!strcmp(a, "--causal")) causal = 1;
+        else if (!strcmp(a, "--backward")) backward = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--batch")) dst = &B;
+        else if (!strcmp(a, "--heads")) dst = &H;
+        else if (!strcmp(a, "--seq")) dst = &S;
+        else if (!strcmp(a, "--kv-seq")) dst = &Sk;
+        else if (!strcmp(a, "--head-dim")) dst = &D, hi = 4096;
+        else if (!strcmp(a, "--threads")) dst = &threads, hi = 1024;
+        else if (!strcmp(a, "--sgemm-n")) dst = &sgemm_n, lo = 0, hi = 8192;
+        else if (!strcmp(a, "--impl")) {
+            if (!v || (strcmp(v, "fast") && strcmp(v, "ref") && strcmp(v, "auto"))) {
+                cli_error("--impl must be fast, ref or auto");
+                return EXIT_USAGE;
+            }
+            impl = !strcmp(v, "ref") ? ATTN_IMPL_REF : !strcmp(v, "auto") ? ATTN_IMPL_AUTO : ATTN_IMPL_FAST;
+            i++;
+        } else if (!strcmp(a, "--min-time")) {
+            char *end;
+            min_time = v ? strtod(v, &end) : -1.0;
+            if (!v || *end || !(min_time >= 0.0 && min_time <= 600.0)) {
+                cli_error("--min-time must be seconds in [0, 600]");
+                return EXIT_USAGE;
+            }
+            i++;
+        } else {
+            cli_error("unknown option '%s'", a);
+            return EXIT_USAGE;
+        }
+        if (dst) {
+            if (!v || !cli_parse_i64(v, lo, hi, dst)) {
+                cli_error("%s needs an integer in [%lld, %lld]", a, (long long)lo, (long long)hi);
+                return EXIT_USAGE;
+            }
+            i++;
+        }
+    }
+    if (!Sk) Sk = S;
+    if (threads > 0) cli_set_threads((int)threads);
+    int nthreads = omp_get_max_threads();
+
+    /* sgemm reference point, same threads */
+    double sg_gflops = 0.0, sg_ms = 0.0;
+    if (sgemm_n > 0) {
+        size_t n2 = (size_t)(sgemm_n * sgemm_n);
+        sg_ctx sg = {(int)sgemm_n, frand_buf(n2, 1), frand_buf(n2, 2), frand_buf(n2, 3)};
+        if (!sg.a || !sg.b || !sg.c) {
+            cli_error("bench: out of memory");
+            return 1;
+        }
+        int reps;
+        double t = time_median(run_sgemm, &sg, min_time, &reps);
+        sg_ms = t * 1e3;
+        sg_gflops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n / t * 1e-9;
+        free(sg.a), free(sg.b), free(sg.c);
+    }
+
+    size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * H * Sk * D), nl = (size_t)(B * H * S);
+    sd_ctx c;
+    memset(&c, 0, sizeof c);
+    c.d = (attn_sdpa_desc){B, H, S, Sk, D, D, attn_default_scale(D), causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
+                           NULL, 0, 0, NULL, impl};
+    float *q = frand_buf(nq, 4), *k = frand_buf(nk, 5), *v = frand_buf(nk, 6), *o = frand_buf(nq, 7);
+    float *go = backward ? frand_buf(nq, 8) : NULL, *dq = backward ? frand_buf(nq, 9) : NULL;
+    float *dk = backward ? frand_buf(nk, 10) : NULL, *dvv = backward ? frand_buf(nk, 11) : NULL;
+    c.lse = malloc(nl * sizeof(float));
+    if (!q || !k || !v || !o || !c.lse || (backward && (!go || !dq || !dk || !dvv))) {
+        cli_error("bench: out of memory for B=%lld H=%lld S=%lld D=%lld", (long long)B, (long long)H, (long long)S,
+                  (long long)D);
+        return 1;
+    }
+    attn_view vq = {q, H * S * D, S * D, D}, vk = {k, H * Sk * D, Sk * D, D}, vv = {v, H * Sk * D, Sk * D, D};
+    attn_view vo = {o, H * S * D, S * D, D};
+    c.q = vq, c.k = vk, c.v = vv, c.o = vo;
+    if (backward) {
+        attn_view vgo = {go, H * S * D, S * D, D}, vdq = {dq, H * S * D, S * D, D};
+        attn_view vdk = {dk, H * Sk * D, Sk * D, D}, vdv = {dvv, H * Sk * D, Sk * D, D};
+        c.go = vgo, c.dq = vdq, c.dk = vdk, c.dv = vdv;
+        if (run_sdpa(&c)) return 1; /* forward once: out and lse for backward */
+    }
+    c.backward = backward;
+    int reps = 0;
+    double t = time_median(run_sdpa, &c, min_time, &reps);
+    if (t < 0) return 1;
+    double flops = 4.0 * (double)B * (double)H * (double)S * (double)Sk * (double)D;
+    if (causal) flops *= 0.5;
+    if (backward) flops *= 2.5;
+    double gflops = flops / t * 1e-9;
+    const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
+    if (json) {
+        printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Sq\": %lld, "
+               "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
+               "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
+               "\"ratio_to_sgemm\": %.3f}\n",
+               backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
+               (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps,
+               t * 1e3, gflops, (long long)sgemm_n, sg_ms, sg_gflops, sg_gflops > 0 ? gflops / sg_gflops : 0.0);
+    } else {
+        printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s, %d threads: %.3f ms, %.1f GFLOP/s",
+               backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
+               (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", nthreads, t * 1e3,
+               gflops);
+        if (sgemm_n > 0)
+            printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, gflops / sg_gflops);
+        printf("\n");
+    }
+    free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse);
+    return 0;
+}
