@@ -12,7 +12,7 @@ BUILD ?= build
 CMAKE_TYPE ?= Release
 endif
 
-.PHONY: all deps configure build demo test clean install format
+.PHONY: all deps configure build demo test clean install format fuzz
 
 all: build
 
@@ -38,5 +38,14 @@ install: build
 format:
 	clang-format -i include/*.h src/*.h src/*/*.c src/*/*.h tools/attn/*.c tools/attn/*.h tests/*.c tests/*.h
 
+# A short libFuzzer run of the safetensors/weights loader (clang, ASan+UBSan).
+FUZZ_TIME ?= 60
+fuzz:
+	@sh scripts/deps.sh clang libclang-rt-14-dev
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DATTN_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_safetensors
+	@mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
+	./build-fuzz/tests/fuzz_safetensors build-fuzz/corpus -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz

@@ -2,7 +2,8 @@
 # Install the system packages libattn needs, only those that are missing.
 # Debian/Ubuntu (apt-get); elsewhere prints what is needed.
 set -e
-PKGS="build-essential cmake pkg-config libopenblas-dev libcjson-dev"
+# usage: deps.sh [EXTRA_PACKAGE...]   (make fuzz adds clang and its runtimes)
+PKGS="build-essential cmake pkg-config libopenblas-dev libcjson-dev $*"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

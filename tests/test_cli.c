@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 static const char *attn;
-static char golden[1024];
+static char golden[400];
 
 /* Run attn with args; returns exit code, stderr captured in err. */
 static int run(const char *args, char *err, size_t errlen) {
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     tu_init(argc, argv);
     if (argc < 3) return 2;
     attn = argv[2];
-    snprintf(golden, sizeof golden, "%s/golden", tu_srcdir);
+    if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
     char err[4096], a[3072];
 
     /* usage errors: exit 2 */
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
     /* the dropout stream follows --torch-flavor, or $ATTN_TORCH_FLAVOR under auto */
     const char *base = "run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --train --seed 3 "
                        "--dropout 0.5";
-    char c1[1024];
+    char c1[2048];
     snprintf(c1, sizeof c1, "%s --torch-flavor mkl --output cli_f1.safetensors", base);
     CHECK(run(c1, err, sizeof err) == 0, "mkl run: %s", err);
     snprintf(c1, sizeof c1, "%s --torch-flavor nomkl --output cli_f2.safetensors", base);
@@ -181,6 +181,18 @@ int main(int argc, char **argv) {
     unsetenv("ATTN_TORCH_FLAVOR");
     CHECK(system("cmp -s cli_f1.safetensors cli_f3.safetensors") == 0, "auto with ATTN_TORCH_FLAVOR=mkl is mkl");
     CHECK(system("cmp -s cli_f1.safetensors cli_f2.safetensors") != 0, "mkl and nomkl streams differ");
+    /* --threads 1 and --threads 2 give byte-identical files (forward, dropout and gradients) */
+    char gsrc[1100];
+    snprintf(gsrc, sizeof gsrc,
+             "run cross --heads 3 --weights %s/cross_44.weights.safetensors --input %s/cross_44.io.safetensors "
+             "--train --seed 5 --dropout 0.3 --grad",
+             golden, golden);
+    snprintf(c1, sizeof c1, "%s --threads 1 --output cli_t1.safetensors", gsrc);
+    CHECK(run(c1, err, sizeof err) == 0, "--threads 1 run: %s", err);
+    snprintf(c1, sizeof c1, "%s --threads 2 --output cli_t2.safetensors", gsrc);
+    CHECK(run(c1, err, sizeof err) == 0, "--threads 2 run: %s", err);
+    CHECK(system("cmp -s cli_t1.safetensors cli_t2.safetensors") == 0, "--threads 1 and 2 outputs are bitwise equal");
+    expect_fail("bad thread count", "run causal --weights w --input x --threads 0", 2, "--threads");
     expect_fail("bad flavor", "run causal --weights w --input x --torch-flavor intel", 2, "--torch-flavor");
     return tu_finish("test_cli");
 }

@@ -15,6 +15,19 @@ attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, a
                             int need_v) {
     if (!d) return ATTN_E_INVALID;
     if (d->B < 0 || d->H < 0 || d->Sq < 0 || d->Sk < 0 || d->D < 1 || (need_v && d->Dv < 1)) return ATTN_E_SHAPE;
+    /* each dimension fits an int (BLAS, tiles); every product is checked */
+    if (d->B > INT32_MAX || d->H > INT32_MAX || d->Sq > INT32_MAX || d->Sk > INT32_MAX || d->D > INT32_MAX ||
+        d->Dv > INT32_MAX)
+        return ATTN_E_SHAPE;
+    {
+        size_t n;
+        const int64_t sq[4] = {d->B, d->H, d->Sq, d->D > d->Dv ? d->D : d->Dv};
+        const int64_t sk[4] = {d->B, d->H, d->Sk, d->D > d->Dv ? d->D : d->Dv};
+        const int64_t ss[4] = {d->B, d->H, d->Sq, d->Sk};
+        if (attn_numel(4, sq, &n) || n > SIZE_MAX / 16 || attn_numel(4, sk, &n) || n > SIZE_MAX / 16 ||
+            attn_numel(4, ss, &n))
+            return ATTN_E_OVERFLOW;
+    }
     if (d->causal < ATTN_CAUSAL_NONE || d->causal > ATTN_CAUSAL_BOTTOM_RIGHT) return ATTN_E_INVALID;
     if (d->impl < ATTN_IMPL_AUTO || d->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
     if (!isfinite(d->scale)) return ATTN_E_INVALID;

@@ -42,6 +42,7 @@ static void mt_twist(attn_generator *g) {
 }
 
 uint32_t attn_generator_next32(attn_generator *g) {
+    if (!g) return 0;
     if (g->index >= MT_N) mt_twist(g);
     uint32_t y = g->mt[g->index++];
     y ^= (y >> 11);
