@@ -10,10 +10,7 @@
 #include <string.h>
 
 static uint32_t lcg = 99u;
-static float frand(void) {
-    lcg = lcg * 1664525u + 1013904223u;
-    return (float)((lcg >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static float frand(void) { return tu_frand(&lcg); }
 
 typedef struct result {
     float *out, *dx, *dy, *grads;

@@ -12,14 +12,8 @@
 #include <string.h>
 
 static uint32_t lcg = 4242u;
-static float frand(void) {
-    lcg = lcg * 1664525u + 1013904223u;
-    return (float)((lcg >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-static int irand(int lo, int hi) {
-    lcg = lcg * 1664525u + 1013904223u;
-    return lo + (int)((lcg >> 8) % (uint32_t)(hi - lo + 1));
-}
+static float frand(void) { return tu_frand(&lcg); }
+static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
 
 typedef struct cas {
     int B, H, Sq, Sk, D, Dv, causal, mask, polarity_keep, drop, nomkl;

@@ -11,10 +11,7 @@
 #include <string.h>
 
 static uint32_t lcg = 777u;
-static float frand(void) {
-    lcg = lcg * 1664525u + 1013904223u;
-    return (float)((lcg >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static float frand(void) { return tu_frand(&lcg); }
 
 typedef struct setup {
     attn_layer *l;
@@ -56,7 +53,7 @@ static void fd_check(setup *s, const char *label, float *p, const float *ana, si
     CHECK(!bad, "%s gradient disagrees with finite differences", label);
 }
 
-static void check_kind(attn_layer_kind kind, int train) {
+static void check_kind(attn_layer_kind kind, int train, attn_causal align) {
     setup s;
     memset(&s, 0, sizeof s);
     s.B = 2, s.S = 5, s.C = 8, s.Sk = kind == ATTN_LAYER_CROSS ? 4 : 5, s.train = train;
@@ -77,6 +74,7 @@ static void check_kind(attn_layer_kind kind, int train) {
                            : 0;
     c.dropout = train ? 0.3 : 0.0;
     c.out_dropout = train ? 0.2 : 0.0;
+    c.causal_align = align;
     CHECK_OK(attn_layer_create(&c, &s.l));
     if (!s.l) return;
     attn_generator g;
@@ -127,8 +125,42 @@ static void check_kind(attn_layer_kind kind, int train) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     for (int k = 0; k < ATTN_LAYER_KIND_COUNT; k++) {
-        check_kind((attn_layer_kind)k, 0);
-        check_kind((attn_layer_kind)k, 1);
+        check_kind((attn_layer_kind)k, 0, ATTN_CAUSAL_TOP_LEFT);
+        check_kind((attn_layer_kind)k, 1, ATTN_CAUSAL_TOP_LEFT);
+    }
+    /* cross-attention with bottom-right alignment (the C API's option) */
+    check_kind(ATTN_LAYER_CROSS, 0, ATTN_CAUSAL_BOTTOM_RIGHT);
+    check_kind(ATTN_LAYER_CROSS, 1, ATTN_CAUSAL_BOTTOM_RIGHT);
+    {
+        /* Sq = 5 > Sk = 4, bottom-right: query 0 sees no key, so its context is
+         * zero and its output is Wo's bias; top-left: query 0 sees key 0 */
+        attn_layer_config c;
+        attn_layer_config_default(&c, ATTN_LAYER_CROSS, 8, 8, 2);
+        attn_layer *l2;
+        CHECK_OK(attn_layer_create(&c, &l2));
+        attn_generator g;
+        attn_generator_seed(&g, 3);
+        attn_layer_init(l2, &g);
+        float x[5 * 8], y[4 * 8], out[5 * 8], bias[8];
+        for (int i = 0; i < 40; i++) x[i] = frand();
+        for (int i = 0; i < 32; i++) y[i] = frand();
+        for (int i = 0; i < attn_layer_tensor_count(l2); i++) {
+            attn_tensor_info t;
+            attn_layer_tensor(l2, i, &t);
+            if (!strcmp(t.name, "Wo.bias")) memcpy(bias, t.data, sizeof bias);
+        }
+        attn_forward_args a = {x, 1, 5, y, 4, NULL, 0, NULL, ATTN_IMPL_AUTO, out};
+        CHECK_OK(attn_layer_forward(l2, &a));
+        CHECK(memcmp(out, bias, sizeof bias) != 0, "top-left: query 0 sees key 0");
+        attn_layer_free(l2);
+        c.causal_align = ATTN_CAUSAL_BOTTOM_RIGHT;
+        CHECK_OK(attn_layer_create(&c, &l2));
+        attn_generator_seed(&g, 3);
+        attn_layer_init(l2, &g);
+        CHECK_OK(attn_layer_forward(l2, &a));
+        CHECK(memcmp(out, bias, sizeof bias) == 0, "bottom-right: query 0 sees nothing, output = Wo.bias");
+        CHECK(memcmp(out + 8, bias, sizeof bias) != 0, "bottom-right: query 1 sees key 0");
+        attn_layer_free(l2);
     }
     /* backward before any forward */
     attn_layer_config c;

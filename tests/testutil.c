@@ -53,3 +53,13 @@ int tu_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, tu_checks - tu_failures, tu_failures);
     return tu_failures ? 1 : 0;
 }
+
+float tu_frand(uint32_t *state) {
+    *state = *state * 1664525u + 1013904223u;
+    return (float)((*state >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+int tu_irand(uint32_t *state, int lo, int hi) {
+    *state = *state * 1664525u + 1013904223u;
+    return lo + (int)((*state >> 8) % (uint32_t)(hi - lo + 1));
+}

@@ -5,6 +5,7 @@
 #include "attn.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern int tu_failures, tu_checks;
@@ -29,6 +30,9 @@ int tu_allclose(const char *label, const float *a, const float *b, size_t n, dou
 /* Bitwise equality. */
 int tu_equal(const char *label, const float *a, const float *b, size_t n);
 void tu_init(int argc, char **argv);
+/* Small deterministic LCG for test data: uniform in [-1, 1) and in [lo, hi]. */
+float tu_frand(uint32_t *state);
+int tu_irand(uint32_t *state, int lo, int hi);
 /* Prints "N passed, N failed" and returns the exit code. */
 int tu_finish(const char *name);
 
