@@ -1,6 +1,8 @@
 /* attn bench: time the core SDPA (forward, or backward) and OpenBLAS sgemm in
  * the same run. FLOPs: forward 4*B*H*Sq*Sk*D (halved when causal), backward
- * 2.5x that; sgemm 2*N^3. Reports the median time of the timed repetitions. */
+ * 2.5x that; sgemm 2*N^3. The SDPA and sgemm are timed in alternating pairs
+ * (the machine's speed drifts); reported: the median time of each and the
+ * median of the per-pair GFLOP/s ratios. */
 #include "cli.h"
 
 #include <cblas.h>
@@ -20,27 +22,6 @@ static double now(void) {
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-/* Median seconds of fn over repetitions: one warm-up, then until min_time
- * seconds have passed (at least 3 and at most 50 repetitions; 1 when a single
- * call takes longer than min_time). */
-typedef int (*bench_fn)(void *ctx);
-static double time_median(bench_fn fn, void *ctx, double min_time, int *reps_out) {
-    double t0 = now();
-    if (fn(ctx)) return -1.0;
-    double first = now() - t0;
-    double ts[50];
-    int reps = 0;
-    double start = now();
-    do {
-        double a = now();
-        if (fn(ctx)) return -1.0;
-        ts[reps++] = now() - a;
-    } while (reps < 50 && (reps < 3 || now() - start < min_time) && !(first > min_time && reps >= 1));
-    qsort(ts, (size_t)reps, sizeof ts[0], cmp_d);
-    *reps_out = reps;
-    return ts[reps / 2];
 }
 
 typedef struct sg_ctx {
@@ -130,20 +111,16 @@ int cmd_bench(int argc, char **argv) {
     if (threads > 0) cli_set_threads((int)threads);
     int nthreads = omp_get_max_threads();
 
-    /* sgemm reference point, same threads */
-    double sg_gflops = 0.0, sg_ms = 0.0;
+    /* sgemm reference point, same threads, timed in alternation with the
+     * SDPA so both see the same machine (this VM's speed drifts) */
+    sg_ctx sg = {(int)sgemm_n, NULL, NULL, NULL};
     if (sgemm_n > 0) {
         size_t n2 = (size_t)(sgemm_n * sgemm_n);
-        sg_ctx sg = {(int)sgemm_n, frand_buf(n2, 1), frand_buf(n2, 2), frand_buf(n2, 3)};
+        sg.a = frand_buf(n2, 1), sg.b = frand_buf(n2, 2), sg.c = frand_buf(n2, 3);
         if (!sg.a || !sg.b || !sg.c) {
             cli_error("bench: out of memory");
             return 1;
         }
-        int reps;
-        double t = time_median(run_sgemm, &sg, min_time, &reps);
-        sg_ms = t * 1e3;
-        sg_gflops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n / t * 1e-9;
-        free(sg.a), free(sg.b), free(sg.c);
     }
 
     size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * H * Sk * D), nl = (size_t)(B * H * S);
@@ -170,13 +147,34 @@ int cmd_bench(int argc, char **argv) {
         if (run_sdpa(&c)) return 1; /* forward once: out and lse for backward */
     }
     c.backward = backward;
-    int reps = 0;
-    double t = time_median(run_sdpa, &c, min_time, &reps);
-    if (t < 0) return 1;
     double flops = 4.0 * (double)B * (double)H * (double)S * (double)Sk * (double)D;
     if (causal) flops *= 0.5;
     if (backward) flops *= 2.5;
-    double gflops = flops / t * 1e-9;
+    double sg_flops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n;
+    /* warm-up both, then pairs (sdpa, sgemm) until min_time: medians of each
+     * and the median of the per-pair ratios */
+    if (run_sdpa(&c) || (sgemm_n > 0 && run_sgemm(&sg))) return 1;
+    double ts[64], tg[64], rt[64];
+    int reps = 0;
+    double start = now();
+    do {
+        double a = now();
+        if (run_sdpa(&c)) return 1;
+        ts[reps] = now() - a;
+        tg[reps] = 0.0;
+        if (sgemm_n > 0) {
+            a = now();
+            run_sgemm(&sg);
+            tg[reps] = now() - a;
+        }
+        rt[reps] = sgemm_n > 0 ? (flops / ts[reps]) / (sg_flops / tg[reps]) : 0.0;
+        reps++;
+    } while (reps < 64 && (reps < 3 || now() - start < min_time));
+    qsort(ts, (size_t)reps, sizeof ts[0], cmp_d);
+    qsort(tg, (size_t)reps, sizeof tg[0], cmp_d);
+    qsort(rt, (size_t)reps, sizeof rt[0], cmp_d);
+    double t = ts[reps / 2], gflops = flops / t * 1e-9, ratio = rt[reps / 2];
+    double sg_ms = tg[reps / 2] * 1e3, sg_gflops = sgemm_n > 0 ? sg_flops / tg[reps / 2] * 1e-9 : 0.0;
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json) {
         printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Sq\": %lld, "
@@ -185,16 +183,17 @@ int cmd_bench(int argc, char **argv) {
                "\"ratio_to_sgemm\": %.3f}\n",
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
                (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps,
-               t * 1e3, gflops, (long long)sgemm_n, sg_ms, sg_gflops, sg_gflops > 0 ? gflops / sg_gflops : 0.0);
+               t * 1e3, gflops, (long long)sgemm_n, sg_ms, sg_gflops, ratio);
     } else {
         printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s, %d threads: %.3f ms, %.1f GFLOP/s",
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
                (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", nthreads, t * 1e3,
                gflops);
         if (sgemm_n > 0)
-            printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, gflops / sg_gflops);
+            printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, ratio);
         printf("\n");
     }
     free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse);
+    free(sg.a), free(sg.b), free(sg.c);
     return 0;
 }

@@ -20,6 +20,7 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
         c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
     }
     const float *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda, *a4 = A + 4 * lda, *a5 = A + 5 * lda;
+#pragma GCC unroll 4
     for (int64_t k = 0; k < K; k++) {
         __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
         __m256 a;
