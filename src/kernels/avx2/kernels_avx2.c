@@ -46,13 +46,16 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
 }
 
 /* Cephes expf on 8 lanes; -inf and x < -87.3 give 0, NaN stays NaN (the
- * clamps keep a NaN operand second). */
+ * clamps keep a NaN operand second). n = round(x log2 e) comes from the
+ * 1.5 * 2^23 "magic" addition, whose low mantissa bits are n: shifting them
+ * into the exponent field builds 2^n without a float-to-int conversion. */
 static inline __m256 exp8(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626647949f);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic);
+    __m256 n = _mm256_sub_ps(t, magic);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     __m256 y = _mm256_set1_ps(1.9875691500e-4f);
@@ -62,7 +65,7 @@ static inline __m256 exp8(__m256 x) {
     y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
     y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(127 << 23));
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
     return _mm256_andnot_ps(under, y);
 }
