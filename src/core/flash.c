@@ -12,13 +12,13 @@
  *   out = O / l, lse = m + log l; a row that saw no key gives 0 and lse -inf.
  * Extra memory: packed K^T and V (B*H*Sk*D each) plus per-thread tiles.
  *
- * Backward, per head (b, h), key blocks outer, query blocks inner:
+ * Backward, per (head, key chunk), key blocks outer, query blocks inner:
  *   P = exp(scale*S - lse), Pd = P * dropout, Di = dO . O (per row)
  *   dV += Pd^T dO;  dP = dO V^T * dropout;  dS = P (dP - Di) scale
  *   dK += dS^T Q;   dQ += dS K
- * dQ accumulates in a per-head buffer in a fixed order, dK/dV per key block:
- * no atomics, and every output element is computed by one thread in one
- * order, so results are bitwise identical for any thread count.
+ * dQ accumulates per chunk and the chunks are summed in order, dK/dV per key
+ * block: no atomics, and every output element is computed by one thread in
+ * one order, so results are bitwise identical for any thread count.
  *
  * Threads: work items are claimed dynamically (largest first for causal
  * masks), OpenMP. Tile buffers are allocated once per thread per call. */
@@ -275,91 +275,133 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* Log-sum-exp per row when the caller has none (a forward without PV). */
-static void head_lse(const attn_kernel_table *kt, const attn_sdpa_desc *d, int64_t b, int64_t h, attn_view q,
-                     const float *KT, int64_t SkP, const float *add, int any_add, float sign, float scale, float *Qp,
-                     float *S, float *lse) {
+/* Key chunks of the backward: a head's key blocks are split into nchunk
+ * ranges of about equal work so that few heads still keep every core busy.
+ * nchunk depends only on the shape (never on the thread count): each chunk
+ * writes its own dQ partial and the partials are summed in chunk order, so
+ * results stay bitwise identical for any number of threads. */
+#define BWD_MIN_ITEMS 4
+
+typedef struct bwd_chunk {
+    int64_t kb0, kb1; /* key blocks [kb0, kb1) */
+} bwd_chunk;
+
+/* query blocks that see key block kb */
+static int64_t kb_cost(const attn_sdpa_desc *d, int64_t kb) {
+    int64_t n = 0;
     for (int64_t i0 = 0; i0 < d->Sq; i0 += BR) {
         int64_t rows = d->Sq - i0 < BR ? d->Sq - i0 : BR;
-        pack_rows(q, b, h, i0, rows, d->D, d->D, Qp, sign);
-        float m[BR], l[BR];
-        for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
-        int64_t kend = key_end(d, i0 + rows - 1);
-        for (int64_t j0 = 0; j0 < kend; j0 += BC_B) {
-            tile_gemm(kt, BR, BC_B, d->D, Qp, d->D, KT + j0, panel_ld(SkP), S, BC_B, 0);
-            if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, S, BC_B, BC_B, rows, i0, j0, add, any_add);
-            for (int64_t r = 0; r < rows; r++) {
-                float mt = kt->max_row(S + r * BC_B, BC_B) * scale, mn = mt > m[r] ? mt : m[r];
-                if (mn == -INFINITY) continue;
-                float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
-                l[r] = l[r] * alpha + kt->exp_row(S + r * BC_B, S + r * BC_B, BC_B, scale, mn);
-                m[r] = mn;
-            }
-        }
-        for (int64_t r = 0; r < rows; r++) lse[i0 + r] = l[r] == 0.0f ? -INFINITY : m[r] + logf(l[r]);
+        n += key_end(d, i0 + rows - 1) > kb * BC_B;
     }
+    return n;
+}
+
+static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk, bwd_chunk *ch) {
+    int64_t total = 0;
+    for (int64_t kb = 0; kb < nkb; kb++) total += kb_cost(d, kb);
+    int64_t c = 0, acc = 0, start = 0;
+    for (int64_t kb = 0; kb < nkb && c < nchunk - 1; kb++) {
+        acc += kb_cost(d, kb);
+        if (acc * nchunk >= total * (c + 1)) {
+            ch[c++] = (bwd_chunk){start, kb + 1};
+            start = kb + 1;
+        }
+    }
+    if (start < nkb) ch[c++] = (bwd_chunk){start, nkb};
+    return c;
 }
 
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse_in, attn_view dq, attn_view dk, attn_view dv) {
     const attn_kernel_table *kt = attn_kernels();
-    int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
-    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_B), SqP = round_up(Sq > 0 ? Sq : 1, BR);
-    int64_t DP = round_up(D, 16), DvP = round_up(Dv, 16);
-    size_t need;
-    if (attn_mul3_size((size_t)SkP, (size_t)(2 * DP + 2 * DvP), sizeof(float), &need) ||
-        attn_mul3_size((size_t)SqP, (size_t)DP, sizeof(float), &need))
+    int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
+    if (BH * Sq == 0) return ATTN_OK;
+    if (Sk == 0) { /* nothing visible anywhere: zero gradients */
+        for (int64_t bh = 0; bh < BH; bh++)
+            for (int64_t i = 0; i < Sq; i++)
+                memset(dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s, 0,
+                       (size_t)D * sizeof(float));
+        return ATTN_OK;
+    }
+    int64_t SqP = round_up(Sq, BR), DP = round_up(D, 16), DvP = round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B;
+    int64_t want = (BWD_MIN_ITEMS + BH - 1) / BH, nchunk = want < nkb ? want : nkb;
+    bwd_chunk ch[BWD_MIN_ITEMS];
+    nchunk = split_chunks(d, nkb, nchunk, ch);
+    int64_t maxkb = 0;
+    for (int64_t c = 0; c < nchunk; c++) maxkb = ch[c].kb1 - ch[c].kb0 > maxkb ? ch[c].kb1 - ch[c].kb0 : maxkb;
+    int64_t LP = maxkb * BC_B, ldk = panel_ld(LP); /* keys per chunk, padded */
+    size_t nparts, nlse, need;
+    if (attn_mul3_size((size_t)(BH * nchunk), (size_t)SqP, (size_t)DP, &nparts) ||
+        attn_mul_size((size_t)BH, (size_t)Sq, &nlse) || attn_mul3_size((size_t)ldk, (size_t)(2 * DP + 2 * DvP), 4, &need))
         return ATTN_E_OVERFLOW;
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
-    attn_status st = ATTN_OK;
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f;
+    /* dQ partials (one per head and chunk), and the lse if the caller has none */
+    float *parts = malloc(nparts * sizeof(float));
+    float *lse_own = NULL, *out_tmp = NULL;
+    attn_status st = parts ? ATTN_OK : ATTN_E_NOMEM;
+    if (!st && !lse_in) { /* recompute lse with a forward (dropout does not change it) */
+        size_t no;
+        if (attn_mul_size(nlse, (size_t)Dv, &no)) st = ATTN_E_OVERFLOW;
+        lse_own = st ? NULL : malloc(nlse * sizeof(float));
+        out_tmp = st ? NULL : malloc(no * sizeof(float));
+        if (!st && (!lse_own || !out_tmp)) st = ATTN_E_NOMEM;
+        attn_view vt = {out_tmp, H * Sq * Dv, Sq * Dv, Dv};
+        if (!st) st = attn_flash_forward(d, q, k, v, vt, lse_own);
+        free(out_tmp);
+        lse_in = lse_own;
+    }
+    if (st) {
+        free(parts);
+        free(lse_own);
+        return st;
+    }
 #pragma omp parallel
     {
         /* per-thread, per-call buffers (no allocation inside the loops) */
-        int64_t ldk = panel_ld(SkP);
-        float *KT = malloc((size_t)(D * ldk) * sizeof(float));      /* K^T (D x SkP)      for S = Q K^T  */
-        float *Kp = malloc((size_t)(SkP * DP) * sizeof(float));     /* K   (SkP x DP)     for dQ = dS K  */
-        float *VT = malloc((size_t)(Dv * ldk) * sizeof(float));     /* V^T (Dv x SkP)     for dP = dO V^T */
-        float *dQ = malloc((size_t)(SqP * DP) * sizeof(float));     /* dQ accumulator     */
-        float *lse = malloc((size_t)SqP * sizeof(float)), *Di = malloc((size_t)SqP * sizeof(float));
-        float *add = malloc((size_t)SkP * sizeof(float));
+        float *KT = malloc((size_t)(D * ldk) * sizeof(float));  /* K^T (D x keys)  for S = Q K^T   */
+        float *Kp = malloc((size_t)(LP * DP) * sizeof(float));  /* K   (keys x DP) for dQ = dS K   */
+        float *VT = malloc((size_t)(Dv * ldk) * sizeof(float)); /* V^T (Dv x keys) for dP = dO V^T */
+        float *Di = malloc((size_t)SqP * sizeof(float));
+        float *add = malloc((size_t)(nkb * BC_B) * sizeof(float));
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
-        float *T = malloc((size_t)(BC_B * BR) * sizeof(float));       /* transposed tile */
-        float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));      /* dropped-out P */
+        float *T = malloc((size_t)(BC_B * BR) * sizeof(float));  /* transposed tile */
+        float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float)); /* dropped-out P */
         float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
         uint8_t *keep = malloc(BC_B);
-        int ok = KT && Kp && VT && dQ && lse && Di && add && Qp && dOp && P && dS && T && Pd && dKb && dVb && keep;
+        int ok = KT && Kp && VT && Di && add && Qp && dOp && P && dS && T && Pd && dKb && dVb && keep;
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
         }
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t bh = 0; bh < B * H; bh++) {
+        for (int64_t item = 0; item < BH * nchunk; item++) {
             if (!ok) continue;
-            int64_t b = bh / H, h = bh % H;
-            int any_add = key_mask_row(d, b, add, SkP);
-            for (int64_t j = 0; j < SkP; j++) {
-                const float *kr = j < Sk ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
-                const float *vr = j < Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
+            int64_t bh = item / nchunk, b = bh / H, h = bh % H, cidx = item % nchunk;
+            int64_t k0 = ch[cidx].kb0 * BC_B, k1 = ch[cidx].kb1 * BC_B < Sk ? ch[cidx].kb1 * BC_B : Sk;
+            int any_add = key_mask_row(d, b, add, nkb * BC_B);
+            /* pack this chunk's keys: local index jl = j - k0 */
+            for (int64_t jl = 0; jl < LP; jl++) {
+                int64_t j = k0 + jl;
+                const float *kr = j < k1 ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
+                const float *vr = j < k1 ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
                 for (int64_t c = 0; c < DP; c++) {
                     float x = (kr && c < D) ? kr[c] : 0.0f;
-                    if (c < D) KT[c * ldk + j] = x;
-                    Kp[j * DP + c] = x;
+                    if (c < D) KT[c * ldk + jl] = x;
+                    Kp[jl * DP + c] = x;
                 }
-                for (int64_t c = 0; c < Dv; c++) VT[c * ldk + j] = vr ? vr[c] : 0.0f;
+                for (int64_t c = 0; c < Dv; c++) VT[c * ldk + jl] = vr ? vr[c] : 0.0f;
             }
-            if (lse_in) {
-                for (int64_t i = 0; i < Sq; i++) lse[i] = lse_in[bh * Sq + i];
-            } else {
-                head_lse(kt, d, b, h, q, KT, SkP, add, any_add, sign, scale, Qp, P, lse);
-            }
+            const float *lse = lse_in + bh * Sq;
             for (int64_t i = 0; i < Sq; i++) {
                 const float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
                 const float *g = dout.data + b * dout.stride_b + h * dout.stride_h + i * dout.stride_s;
                 Di[i] = kt->dot_row(o, g, Dv);
             }
+            float *dQ = parts + (size_t)item * (size_t)(SqP * DP);
             memset(dQ, 0, (size_t)(SqP * DP) * sizeof(float));
-            for (int64_t j0 = 0; j0 < Sk; j0 += BC_B) {
+            for (int64_t j0 = k0; j0 < k1; j0 += BC_B) {
+                int64_t jl0 = j0 - k0;
                 memset(dKb, 0, (size_t)(BC_B * DP) * sizeof(float));
                 memset(dVb, 0, (size_t)(BC_B * DvP) * sizeof(float));
                 for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
@@ -368,15 +410,15 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
                     pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                     /* P = exp(scale S - lse) */
-                    tile_gemm(kt, BR, BC_B, D, Qp, DP, KT + j0, ldk, P, BC_B, 0);
+                    tile_gemm(kt, BR, BC_B, D, Qp, DP, KT + jl0, ldk, P, BC_B, 0);
                     if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, P, BC_B, BC_B, rows, i0, j0, add, any_add);
                     for (int64_t r = 0; r < BR; r++) {
                         float li = r < rows ? lse[i0 + r] : -INFINITY;
                         if (li == -INFINITY) memset(P + r * BC_B, 0, BC_B * sizeof(float));
-                        else kt->exp_row(P + r * BC_B, P + r * BC_B, BC_B, scale, li);
+                        else kt->exp_row(P + r * BC_B, P + r * BC_B, BC_B, fabsf(d->scale), li);
                     }
                     /* dP = dO V^T */
-                    tile_gemm(kt, BR, BC_B, Dv, dOp, DvP, VT + j0, ldk, dS, BC_B, 0);
+                    tile_gemm(kt, BR, BC_B, Dv, dOp, DvP, VT + jl0, ldk, dS, BC_B, 0);
                     /* dV += Pd^T dO with Pd = P * keep * s; dP *= keep * s */
                     const float *pd = P;
                     if (d->dropout) {
@@ -399,7 +441,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
                     tile_gemm(kt, BC_B, DP, BR, T, BR, Qp, DP, dKb, DP, 1);
                     /* dQ += dS K */
-                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + j0 * DP, DP, dQ + i0 * DP, DP, 1);
+                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + jl0 * DP, DP, dQ + i0 * DP, DP, 1);
                 }
                 for (int64_t j = j0; j < j0 + BC_B && j < Sk; j++) {
                     float *gk = dk.data + b * dk.stride_b + h * dk.stride_h + j * dk.stride_s;
@@ -408,13 +450,24 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     memcpy(gv, dVb + (j - j0) * DvP, (size_t)Dv * sizeof(float));
                 }
             }
-            for (int64_t i = 0; i < Sq; i++) {
-                float *gq = dq.data + b * dq.stride_b + h * dq.stride_h + i * dq.stride_s;
-                memcpy(gq, dQ + i * DP, (size_t)D * sizeof(float));
+        }
+        free(KT), free(Kp), free(VT), free(Di), free(add);
+        free(Qp), free(dOp), free(P), free(dS), free(T), free(Pd), free(dKb), free(dVb), free(keep);
+        /* dQ = sum of the chunk partials, in chunk order */
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < BH * Sq; row++) {
+            if (st) continue;
+            int64_t bh = row / Sq, i = row % Sq;
+            float *gq = dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s;
+            const float *p0 = parts + ((size_t)(bh * nchunk) * (size_t)SqP + (size_t)i) * (size_t)DP;
+            for (int64_t c = 0; c < D; c++) gq[c] = p0[c];
+            for (int64_t cc = 1; cc < nchunk; cc++) {
+                const float *pc = p0 + (size_t)cc * (size_t)(SqP * DP);
+                for (int64_t c = 0; c < D; c++) gq[c] += pc[c];
             }
         }
-        free(KT), free(Kp), free(VT), free(dQ), free(lse), free(Di), free(add);
-        free(Qp), free(dOp), free(P), free(dS), free(T), free(Pd), free(dKb), free(dVb), free(keep);
     }
+    free(parts);
+    free(lse_own);
     return st;
 }
