@@ -36,7 +36,7 @@ install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
 format:
-	clang-format -i include/*.h src/*.h src/*/*.c src/*/*.h tools/attn/*.c tools/attn/*.h tests/*.c tests/*.h
+	clang-format -i include/*.h src/*.h src/*/*.c src/*/*.h src/kernels/*/*.c tools/attn/*.c tools/attn/*.h tests/*.c tests/*.h tests/fuzz/*.c examples/*.c
 
 # A short libFuzzer run of the safetensors/weights loader (clang, ASan+UBSan).
 FUZZ_TIME ?= 60

@@ -9,7 +9,10 @@ int main(void) {
     cfg.context_length = 6;
     attn_layer *layer;
     attn_status st = attn_layer_create(&cfg, &layer);
-    if (st != ATTN_OK) { fprintf(stderr, "%s\n", attn_status_string(st)); return 1; }
+    if (st != ATTN_OK) {
+        fprintf(stderr, "%s\n", attn_status_string(st));
+        return 1;
+    }
     attn_generator gen;
     attn_generator_seed(&gen, 123);
     attn_layer_init(layer, &gen);

@@ -54,18 +54,18 @@ ATTN_API const char *attn_version(void);
 /* ------------------------------------------------------------------------ */
 typedef enum attn_status {
     ATTN_OK = 0,
-    ATTN_E_INVALID = 1,     /* invalid argument (NULL pointer, bad enum, bad probability) */
-    ATTN_E_SHAPE = 2,       /* inconsistent or unsupported shapes */
-    ATTN_E_NOMEM = 3,       /* allocation failed */
-    ATTN_E_OVERFLOW = 4,    /* a size computation would overflow */
-    ATTN_E_IO = 5,          /* reading or writing a file failed */
-    ATTN_E_FORMAT = 6,      /* malformed file (safetensors header, offsets, ...) */
-    ATTN_E_NOT_FOUND = 7,   /* a named tensor is missing */
-    ATTN_E_DTYPE = 8,       /* unsupported or unexpected dtype */
-    ATTN_E_CONTEXT = 9,     /* sequence longer than the layer's context length */
+    ATTN_E_INVALID = 1,      /* invalid argument (NULL pointer, bad enum, bad probability) */
+    ATTN_E_SHAPE = 2,        /* inconsistent or unsupported shapes */
+    ATTN_E_NOMEM = 3,        /* allocation failed */
+    ATTN_E_OVERFLOW = 4,     /* a size computation would overflow */
+    ATTN_E_IO = 5,           /* reading or writing a file failed */
+    ATTN_E_FORMAT = 6,       /* malformed file (safetensors header, offsets, ...) */
+    ATTN_E_NOT_FOUND = 7,    /* a named tensor is missing */
+    ATTN_E_DTYPE = 8,        /* unsupported or unexpected dtype */
+    ATTN_E_CONTEXT = 9,      /* sequence longer than the layer's context length */
     ATTN_E_UNSUPPORTED = 10, /* valid request this build or path cannot serve */
-    ATTN_E_BUFFER = 11,     /* a persistent buffer (mask/tril) has unexpected contents */
-    ATTN_E_STATE = 12       /* call out of order (e.g. backward before forward) */
+    ATTN_E_BUFFER = 11,      /* a persistent buffer (mask/tril) has unexpected contents */
+    ATTN_E_STATE = 12        /* call out of order (e.g. backward before forward) */
 } attn_status;
 
 /* A short static English description of a status; never NULL. */
@@ -109,12 +109,12 @@ ATTN_API attn_status attn_linear_init(attn_generator *g, float *weight, float *b
  * attn_dropout_begin, which draws from the generator exactly what PyTorch's
  * dropout draws; p == 0 draws nothing. */
 typedef struct attn_dropout {
-    double p;           /* drop probability in [0, 1] (double, as torch passes it) */
-    float scale;        /* kept values are multiplied by this: 1.0f / (float)(1 - p) */
-    uint32_t flavor;    /* attn_torch_flavor */
-    uint32_t mcg_seed;  /* MKL: x0 of the MCG31 stream */
-    uint8_t *keep;      /* NOMKL: materialized keep mask of n bytes (owned) */
-    uint64_t n;         /* number of elements of the dropped tensor */
+    double p;          /* drop probability in [0, 1] (double, as torch passes it) */
+    float scale;       /* kept values are multiplied by this: 1.0f / (float)(1 - p) */
+    uint32_t flavor;   /* attn_torch_flavor */
+    uint32_t mcg_seed; /* MKL: x0 of the MCG31 stream */
+    uint8_t *keep;     /* NOMKL: materialized keep mask of n bytes (owned) */
+    uint64_t n;        /* number of elements of the dropped tensor */
 } attn_dropout;
 
 ATTN_API attn_status attn_dropout_begin(attn_generator *g, double p, uint64_t n, attn_dropout *out);
@@ -138,7 +138,7 @@ typedef enum attn_causal {
 } attn_causal;
 
 typedef enum attn_mask_polarity {
-    ATTN_MASK_UNSET = 0,          /* invalid when a mask is given: polarity must be explicit */
+    ATTN_MASK_UNSET = 0,             /* invalid when a mask is given: polarity must be explicit */
     ATTN_MASK_TRUE_MEANS_MASKED = 1, /* seed convention: true = padding, ignored */
     ATTN_MASK_TRUE_MEANS_KEEP = 2    /* true = attend to this key */
 } attn_mask_polarity;
@@ -158,12 +158,12 @@ typedef struct attn_view {
 
 typedef struct attn_sdpa_desc {
     int64_t B, H, Sq, Sk, D, Dv;
-    float scale;                     /* scores = scale * q.k; see attn_default_scale */
+    float scale; /* scores = scale * q.k; see attn_default_scale */
     attn_causal causal;
-    const uint8_t *key_mask;         /* (B, Sk) padding mask, or NULL */
-    int64_t key_mask_stride_b;       /* elements between batch rows of key_mask */
+    const uint8_t *key_mask;   /* (B, Sk) padding mask, or NULL */
+    int64_t key_mask_stride_b; /* elements between batch rows of key_mask */
     attn_mask_polarity key_mask_polarity;
-    const attn_dropout *dropout;     /* on the attention weights (B,H,Sq,Sk), or NULL */
+    const attn_dropout *dropout; /* on the attention weights (B,H,Sq,Sk), or NULL */
     attn_impl impl;
 } attn_sdpa_desc;
 
@@ -180,8 +180,8 @@ ATTN_API float attn_default_scale(int64_t D);
  *   lse (B,H,Sq) contiguous, optional: log-sum-exp of the scaled, masked
  *   scores per row (-INFINITY for a row with no visible key).
  * A query row with no visible key gives a zero output row. */
-ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
-                                       attn_view out, float *lse);
+ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                                       float *lse);
 
 /* Backward of attn_sdpa_forward with the same descriptor (same masks, scale
  * and dropout: the dropout keep decisions are regenerated, not stored).
@@ -189,9 +189,8 @@ ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, att
  *   (not accumulated). out is the forward output; lse may be NULL (the
  *   reference recomputes the probabilities). Rows with no visible key get
  *   zero gradients. */
-ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
-                                        attn_view out, attn_view dout, const float *lse, attn_view dq, attn_view dk,
-                                        attn_view dv);
+ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+                                        attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
 
 /* Inspection (reference path, O(Sq*Sk) memory): the materialized
  *   scores  (B,H,Sq,Sk): scale * q.k with masked entries = -INFINITY
@@ -275,14 +274,14 @@ ATTN_API attn_status attn_layer_kind_parse(const char *name, attn_layer_kind *ou
 
 typedef struct attn_layer_config {
     attn_layer_kind kind;
-    int64_t d_in;           /* C: input width (n_embd, hidden_size) */
-    int64_t d_out;          /* projected width per module (see docs/LAYERS.md) */
-    int64_t num_heads;      /* heads (1 for single-head layers) */
-    int64_t context_length; /* size of mask/tril buffers; 0 = unlimited where allowed */
-    int qkv_bias;           /* q/k/v (or Wqkv / Wq / Wkv) projections have a bias */
-    int out_bias;           /* output projection has a bias */
-    double dropout;         /* dropout on attention weights */
-    double out_dropout;      /* dropout on the output (gpt_mha, Warner layers) */
+    int64_t d_in;             /* C: input width (n_embd, hidden_size) */
+    int64_t d_out;            /* projected width per module (see docs/LAYERS.md) */
+    int64_t num_heads;        /* heads (1 for single-head layers) */
+    int64_t context_length;   /* size of mask/tril buffers; 0 = unlimited where allowed */
+    int qkv_bias;             /* q/k/v (or Wqkv / Wq / Wkv) projections have a bias */
+    int out_bias;             /* output projection has a bias */
+    double dropout;           /* dropout on attention weights */
+    double out_dropout;       /* dropout on the output (gpt_mha, Warner layers) */
     attn_causal causal_align; /* cross / any causal layer: TOP_LEFT (default when 0) */
 } attn_layer_config;
 
@@ -313,33 +312,33 @@ ATTN_API attn_status attn_layer_init(attn_layer *l, attn_generator *g);
 /* Parameters and persistent buffers, in state_dict order. */
 ATTN_API int attn_layer_tensor_count(const attn_layer *l);
 typedef struct attn_tensor_info {
-    const char *name;  /* state_dict key */
+    const char *name; /* state_dict key */
     int ndim;
     int64_t shape[ATTN_MAX_DIMS];
-    int is_buffer;     /* 1 for mask/tril buffers (not trainable) */
-    float *data;       /* owned by the layer */
-    float *grad;       /* gradient (parameters only; NULL for buffers) */
+    int is_buffer; /* 1 for mask/tril buffers (not trainable) */
+    float *data;   /* owned by the layer */
+    float *grad;   /* gradient (parameters only; NULL for buffers) */
 } attn_tensor_info;
 ATTN_API attn_status attn_layer_tensor(const attn_layer *l, int i, attn_tensor_info *out);
 /* Save parameters and persistent buffers as a safetensors state_dict. */
 ATTN_API attn_status attn_layer_save(const attn_layer *l, const char *path);
 
 typedef struct attn_forward_args {
-    const float *x;          /* (B, S, C) */
+    const float *x; /* (B, S, C) */
     int64_t B, S;
-    const float *y;          /* cross only: (B, Sk, C) */
-    int64_t Sk;              /* cross only */
-    const uint8_t *mask;     /* (B, Sk) padding mask, true = masked (seed convention), or NULL */
-    int train;               /* 1: dropout on (needs gen); 0: eval */
-    attn_generator *gen;     /* the torch default generator in force before forward */
-    attn_impl impl;          /* SDPA path */
-    float *out;              /* (B, S, d_out_total), see attn_layer_out_width */
+    const float *y;      /* cross only: (B, Sk, C) */
+    int64_t Sk;          /* cross only */
+    const uint8_t *mask; /* (B, Sk) padding mask, true = masked (seed convention), or NULL */
+    int train;           /* 1: dropout on (needs gen); 0: eval */
+    attn_generator *gen; /* the torch default generator in force before forward */
+    attn_impl impl;      /* SDPA path */
+    float *out;          /* (B, S, d_out_total), see attn_layer_out_width */
 } attn_forward_args;
 
 typedef struct attn_backward_args {
-    const float *dout;       /* (B, S, W): gradient of the loss w.r.t. the last forward's out */
-    float *dx;               /* (B, S, C): gradient w.r.t. x, WRITTEN; may be NULL */
-    float *dy;               /* cross only: (B, Sk, C) gradient w.r.t. y, WRITTEN; may be NULL */
+    const float *dout; /* (B, S, W): gradient of the loss w.r.t. the last forward's out */
+    float *dx;         /* (B, S, C): gradient w.r.t. x, WRITTEN; may be NULL */
+    float *dy;         /* cross only: (B, Sk, C) gradient w.r.t. y, WRITTEN; may be NULL */
 } attn_backward_args;
 
 /* Width of the output's last dimension. */

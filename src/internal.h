@@ -48,16 +48,14 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
                                   float *lse);
 attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                    attn_view dq, attn_view dk, attn_view dv);
-attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
-                                  float *weights);
+attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores, float *weights);
 /* Fused tiled path (src/core/flash.c). Same contracts. */
 attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                float *lse);
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
 /* Validation shared by every SDPA entry point. */
-attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
-                            int need_v);
+attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v);
 /* Is key j visible to query i of batch b? */
 static inline int attn_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {
     if (d->causal == ATTN_CAUSAL_TOP_LEFT && j > i) return 0;

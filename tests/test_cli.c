@@ -134,28 +134,32 @@ int main(int argc, char **argv) {
     expect_fail("longer than context", "run causal --weights cli_causal.safetensors --input cli_in_long.safetensors", 1,
                 "context length");
     make_causal_weights("cli_causal_bad.safetensors", 4, 3, 5, 1, NULL);
-    expect_fail("corrupted mask buffer", "run causal --weights cli_causal_bad.safetensors --input cli_in_ok.safetensors",
-                1, "mask");
+    expect_fail("corrupted mask buffer",
+                "run causal --weights cli_causal_bad.safetensors --input cli_in_ok.safetensors", 1, "mask");
     make_causal_weights("cli_causal_extra.safetensors", 4, 3, 5, 0, "W_bogus");
     expect_fail("unexpected tensor", "run causal --weights cli_causal_extra.safetensors --input cli_in_ok.safetensors",
                 1, "unexpected tensor 'W_bogus'");
-    snprintf(a, sizeof a, "run fused_mha --heads 3 --weights %s/fused_mha_5.weights.safetensors --input %s/fused_mha_5.io.safetensors",
-             golden, golden);
+    snprintf(
+        a, sizeof a,
+        "run fused_mha --heads 3 --weights %s/fused_mha_5.weights.safetensors --input %s/fused_mha_5.io.safetensors",
+        golden, golden);
     expect_fail("heads do not divide the width", a, 1, "divisible");
     make_input("cli_in_mask.safetensors", 2, 5, 4, 1);
     expect_fail("mask for a layer without one",
                 "run causal --weights cli_causal.safetensors --input cli_in_mask.safetensors", 1, "padding mask");
 
     /* an output path that cannot be written */
-    CHECK(run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output /nonexistent-dir/o.safetensors",
+    CHECK(run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output "
+              "/nonexistent-dir/o.safetensors",
               err, sizeof err) == 1,
           "unwritable output: %s", err);
     CHECK(strstr(err, "cannot write output"), "unwritable output message: %s", err);
 
     /* success replaces the output atomically and leaves no temp file */
     write_file("cli_out.safetensors", "sentinel");
-    int rc = run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output cli_out.safetensors",
-                 err, sizeof err);
+    int rc =
+        run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output cli_out.safetensors",
+            err, sizeof err);
     CHECK(rc == 0, "valid run exits 0: %s", err);
     attn_st_file *f = NULL;
     CHECK_OK(attn_st_open("cli_out.safetensors", &f));

@@ -41,7 +41,8 @@ static result run(attn_layer_kind kind, int threads) {
     if (attn_layer_create(&c, &l) != ATTN_OK) return r;
     attn_layer_init(l, &g);
     int64_t W = attn_layer_out_width(l);
-    r.nout = (size_t)(B * S * W), r.nx = (size_t)(B * S * C), r.ny = kind == ATTN_LAYER_CROSS ? (size_t)(B * Sk * C) : 0;
+    r.nout = (size_t)(B * S * W), r.nx = (size_t)(B * S * C),
+    r.ny = kind == ATTN_LAYER_CROSS ? (size_t)(B * Sk * C) : 0;
     lcg = 99u;
     float *x = malloc(r.nx * 4), *y = r.ny ? malloc(r.ny * 4) : NULL, *go = malloc(r.nout * 4);
     for (size_t i = 0; i < r.nx; i++) x[i] = frand();

@@ -51,10 +51,19 @@ static void run_case(const cas *c, int idx) {
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (c->drop) CHECK_OK(attn_dropout_begin(&g, 0.25, (uint64_t)nl * c->Sk, &drop));
-    attn_sdpa_desc d = {c->B, c->H, c->Sq, c->Sk, c->D, c->Dv, c->scale, (attn_causal)c->causal,
-                        c->mask ? mask : NULL, c->Sk,
+    attn_sdpa_desc d = {c->B,
+                        c->H,
+                        c->Sq,
+                        c->Sk,
+                        c->D,
+                        c->Dv,
+                        c->scale,
+                        (attn_causal)c->causal,
+                        c->mask ? mask : NULL,
+                        c->Sk,
                         c->polarity_keep ? ATTN_MASK_TRUE_MEANS_KEEP : ATTN_MASK_TRUE_MEANS_MASKED,
-                        c->drop ? &drop : NULL, ATTN_IMPL_REF};
+                        c->drop ? &drop : NULL,
+                        ATTN_IMPL_REF};
     attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->H, c->Sk, c->D), vv = bhsd(v, c->H, c->Sk, c->Dv);
     attn_view vo1 = bhsd(o1, c->H, c->Sq, c->Dv), vo2 = bhsd(o2, c->H, c->Sq, c->Dv), vg = bhsd(go, c->H, c->Sq, c->Dv);
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo1, l1));
@@ -62,14 +71,15 @@ static void run_case(const cas *c, int idx) {
                                 bhsd(dk1, c->H, c->Sk, c->D), bhsd(dv1, c->H, c->Sk, c->Dv)));
     d.impl = ATTN_IMPL_FAST;
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo2, l2));
-    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo2, vg, l2, bhsd(dq2, c->H, c->Sq, c->D),
-                                bhsd(dk2, c->H, c->Sk, c->D), bhsd(dv2, c->H, c->Sk, c->Dv)));
+    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo2, vg, l2, bhsd(dq2, c->H, c->Sq, c->D), bhsd(dk2, c->H, c->Sk, c->D),
+                                bhsd(dv2, c->H, c->Sk, c->Dv)));
     CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo2, vg, NULL, bhsd(dq3, c->H, c->Sq, c->D),
                                 bhsd(dk3, c->H, c->Sk, c->D), bhsd(dv3, c->H, c->Sk, c->Dv)));
     char label[200];
-    int n = snprintf(label, sizeof label, "case %d B%d H%d Sq%d Sk%d D%d Dv%d causal%d mask%d keep%d drop%d nomkl%d scale%g",
-                     idx, c->B, c->H, c->Sq, c->Sk, c->D, c->Dv, c->causal, c->mask, c->polarity_keep, c->drop,
-                     c->nomkl, (double)c->scale);
+    int n =
+        snprintf(label, sizeof label,
+                 "case %d B%d H%d Sq%d Sk%d D%d Dv%d causal%d mask%d keep%d drop%d nomkl%d scale%g", idx, c->B, c->H,
+                 c->Sq, c->Sk, c->D, c->Dv, c->causal, c->mask, c->polarity_keep, c->drop, c->nomkl, (double)c->scale);
     (void)n;
     char l2b[240];
     snprintf(l2b, sizeof l2b, "%s out", label);
@@ -93,8 +103,8 @@ static void run_case(const cas *c, int idx) {
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo1, l1));
-    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo1, vg, l1, bhsd(dq1, c->H, c->Sq, c->D),
-                                bhsd(dk1, c->H, c->Sk, c->D), bhsd(dv1, c->H, c->Sk, c->Dv)));
+    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo1, vg, l1, bhsd(dq1, c->H, c->Sq, c->D), bhsd(dk1, c->H, c->Sk, c->D),
+                                bhsd(dv1, c->H, c->Sk, c->Dv)));
     omp_set_num_threads(nt > 1 ? nt : 2);
     snprintf(l2b, sizeof l2b, "%s out 1 vs 2 threads", label);
     tu_equal(l2b, o1, o2, no);
@@ -117,8 +127,18 @@ int main(int argc, char **argv) {
     for (int causal = 0; causal < 3; causal++)
         for (int mask = 0; mask < 2; mask++)
             for (int t = 0; t < 6; t++) {
-                cas c = {irand(1, 3), irand(1, 3), S_odd[irand(0, 11)], S_odd[irand(0, 11)], D_odd[irand(0, 10)], 0,
-                         causal, mask, irand(0, 1), t % 3 == 0, t % 2, 0.0f};
+                cas c = {irand(1, 3),
+                         irand(1, 3),
+                         S_odd[irand(0, 11)],
+                         S_odd[irand(0, 11)],
+                         D_odd[irand(0, 10)],
+                         0,
+                         causal,
+                         mask,
+                         irand(0, 1),
+                         t % 3 == 0,
+                         t % 2,
+                         0.0f};
                 c.Dv = irand(0, 1) ? c.D : D_odd[irand(0, 10)];
                 if (t == 5) c.Sk = c.Sq; /* square */
                 c.scale = (t == 4 ? -0.7f : 1.0f) / sqrtf((float)c.D);

@@ -30,16 +30,26 @@ static int parse_line(const char *line, gcase *c) {
         *eq = 0;
         const char *k = tok, *v = eq + 1;
         fields++;
-        if (!strcmp(k, "case")) snprintf(c->name, sizeof c->name, "%s", v);
-        else if (!strcmp(k, "kind")) snprintf(c->kind, sizeof c->kind, "%s", v);
-        else if (!strcmp(k, "flavor")) snprintf(c->flavor, sizeof c->flavor, "%s", v);
-        else if (!strcmp(k, "heads")) c->heads = atoi(v);
-        else if (!strcmp(k, "train")) c->train = atoi(v);
-        else if (!strcmp(k, "seed")) c->seed = atoi(v);
-        else if (!strcmp(k, "ctx")) c->ctx = atoi(v);
-        else if (!strcmp(k, "dropout")) c->dropout = atof(v);
-        else if (!strcmp(k, "out_dropout")) c->out_dropout = atof(v);
-        else fields--;
+        if (!strcmp(k, "case"))
+            snprintf(c->name, sizeof c->name, "%s", v);
+        else if (!strcmp(k, "kind"))
+            snprintf(c->kind, sizeof c->kind, "%s", v);
+        else if (!strcmp(k, "flavor"))
+            snprintf(c->flavor, sizeof c->flavor, "%s", v);
+        else if (!strcmp(k, "heads"))
+            c->heads = atoi(v);
+        else if (!strcmp(k, "train"))
+            c->train = atoi(v);
+        else if (!strcmp(k, "seed"))
+            c->seed = atoi(v);
+        else if (!strcmp(k, "ctx"))
+            c->ctx = atoi(v);
+        else if (!strcmp(k, "dropout"))
+            c->dropout = atof(v);
+        else if (!strcmp(k, "out_dropout"))
+            c->out_dropout = atof(v);
+        else
+            fields--;
     }
     return fields >= 9;
 }
@@ -68,8 +78,10 @@ static void compare_grads(const char *cname, const char *via, const attn_st_file
         size_t n;
         float *want = read_all(io, name, &nd, sh, &n);
         const float *got = NULL;
-        if (!strcmp(name, "grad_x") && n == xn) got = gx;
-        else if (!strcmp(name, "grad_y") && n == yn) got = gy;
+        if (!strcmp(name, "grad_x") && n == xn)
+            got = gx;
+        else if (!strcmp(name, "grad_y") && n == yn)
+            got = gy;
         else if (!strncmp(name, "grad.", 5)) {
             nparams++;
             for (int t = 0; t < attn_layer_tensor_count(l); t++) {
@@ -167,8 +179,8 @@ static void run_cli(const gcase *c, const char *attn, const char *wpath, const c
     snprintf(outpath, sizeof outpath, "golden_cli_%s.safetensors", c->name);
     int n = snprintf(cmd, sizeof cmd, "'%s' run %s --weights '%s' --input '%s' --output '%s'", attn, c->kind, wpath,
                      iopath, outpath);
-    if (c->heads > 1 || !strcmp(c->kind, "mha") || !strcmp(c->kind, "fused_mha") ||
-        !strcmp(c->kind, "bidirectional") || !strcmp(c->kind, "causal_mha") || !strcmp(c->kind, "cross"))
+    if (c->heads > 1 || !strcmp(c->kind, "mha") || !strcmp(c->kind, "fused_mha") || !strcmp(c->kind, "bidirectional") ||
+        !strcmp(c->kind, "causal_mha") || !strcmp(c->kind, "cross"))
         n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --heads %d", c->heads);
     if (c->ctx) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --context-length %d", c->ctx);
     n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --dropout %.9g --out-dropout %.9g --torch-flavor %s", c->dropout,

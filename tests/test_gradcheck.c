@@ -45,8 +45,7 @@ static void fd_check(setup *s, const char *label, float *p, const float *ana, si
         p[i] = keep;
         double num = (lp - lm) / (2 * h), a = ana[i];
         if (!(fabs(num - a) <= 2e-3 + 2e-2 * fabs(a))) {
-            if (!bad)
-                fprintf(stderr, "FD MISMATCH %s[%zu]: analytic %.6g numeric %.6g\n", label, i, a, num);
+            if (!bad) fprintf(stderr, "FD MISMATCH %s[%zu]: analytic %.6g numeric %.6g\n", label, i, a, num);
             bad = 1;
         }
     }
@@ -91,7 +90,7 @@ static void check_kind(attn_layer_kind kind, int train, attn_causal align) {
     }
     if (kind == ATTN_LAYER_BIDIRECTIONAL || kind == ATTN_LAYER_CAUSAL_MHA || kind == ATTN_LAYER_CROSS) {
         s.mask = calloc((size_t)(s.B * s.Sk), 1);
-        s.mask[s.Sk - 1] = 1;        /* batch 0: right padding */
+        s.mask[s.Sk - 1] = 1;                /* batch 0: right padding */
         s.mask[s.Sk] = s.mask[s.Sk + 1] = 1; /* batch 1: left padding (fully-masked causal rows) */
     }
     float *dx = calloc(nx, 4), *dy = s.y ? calloc(ny, 4) : NULL;

@@ -23,17 +23,28 @@ static int parse_cfg(char *line, char *name, attn_optim_config *c) {
         if (!eq) continue;
         *eq = 0;
         const char *k = tok, *v = eq + 1;
-        if (!strcmp(k, "name")) strcpy(name, v), ok++;
-        else if (!strcmp(k, "kind")) attn_optim_config_default(c, strcmp(v, "sgd") ? ATTN_OPTIM_ADAMW : ATTN_OPTIM_SGD), ok++;
-        else if (!strcmp(k, "lr")) c->lr = atof(v);
-        else if (!strcmp(k, "momentum")) c->momentum = atof(v);
-        else if (!strcmp(k, "dampening")) c->dampening = atof(v);
-        else if (!strcmp(k, "weight_decay")) c->weight_decay = atof(v);
-        else if (!strcmp(k, "nesterov")) c->nesterov = atof(v) != 0.0;
-        else if (!strcmp(k, "maximize")) c->maximize = atof(v) != 0.0;
-        else if (!strcmp(k, "beta1")) c->beta1 = atof(v);
-        else if (!strcmp(k, "beta2")) c->beta2 = atof(v);
-        else if (!strcmp(k, "eps")) c->eps = atof(v);
+        if (!strcmp(k, "name"))
+            strcpy(name, v), ok++;
+        else if (!strcmp(k, "kind"))
+            attn_optim_config_default(c, strcmp(v, "sgd") ? ATTN_OPTIM_ADAMW : ATTN_OPTIM_SGD), ok++;
+        else if (!strcmp(k, "lr"))
+            c->lr = atof(v);
+        else if (!strcmp(k, "momentum"))
+            c->momentum = atof(v);
+        else if (!strcmp(k, "dampening"))
+            c->dampening = atof(v);
+        else if (!strcmp(k, "weight_decay"))
+            c->weight_decay = atof(v);
+        else if (!strcmp(k, "nesterov"))
+            c->nesterov = atof(v) != 0.0;
+        else if (!strcmp(k, "maximize"))
+            c->maximize = atof(v) != 0.0;
+        else if (!strcmp(k, "beta1"))
+            c->beta1 = atof(v);
+        else if (!strcmp(k, "beta2"))
+            c->beta2 = atof(v);
+        else if (!strcmp(k, "eps"))
+            c->eps = atof(v);
     }
     return ok == 2;
 }

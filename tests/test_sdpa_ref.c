@@ -25,7 +25,8 @@ static void oracle(int B, int H, int Sq, int Sk, int D, int Dv, float scale, int
                     if (causal == 2 && j > i + Sk - Sq) vis = 0;
                     double s = 0;
                     for (int c = 0; c < D; c++)
-                        s += (double)q[(((size_t)b * H + h) * Sq + i) * D + c] * k[(((size_t)b * H + h) * Sk + j) * D + c];
+                        s += (double)q[(((size_t)b * H + h) * Sq + i) * D + c] *
+                             k[(((size_t)b * H + h) * Sk + j) * D + c];
                     w[j] = vis ? s * scale : -INFINITY;
                     if (w[j] > mx) mx = w[j];
                 }
@@ -74,9 +75,19 @@ static void random_case(int iter) {
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (use_drop) CHECK_OK(attn_dropout_begin(&g, 0.3, (uint64_t)B * H * Sq * Sk, &drop));
-    attn_sdpa_desc d = {B, H, Sq, Sk, D, Dv, scale, (attn_causal)causal, use_mask ? mask_api : NULL, Sk,
+    attn_sdpa_desc d = {B,
+                        H,
+                        Sq,
+                        Sk,
+                        D,
+                        Dv,
+                        scale,
+                        (attn_causal)causal,
+                        use_mask ? mask_api : NULL,
+                        Sk,
                         polarity_keep ? ATTN_MASK_TRUE_MEANS_KEEP : ATTN_MASK_TRUE_MEANS_MASKED,
-                        use_drop ? &drop : NULL, ATTN_IMPL_REF};
+                        use_drop ? &drop : NULL,
+                        ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_forward(&d, bhsd(q, H, Sq, D), bhsd(k, H, Sk, D), bhsd(v, H, Sk, Dv), bhsd(o, H, Sq, Dv), l));
     oracle(B, H, Sq, Sk, D, Dv, scale, causal, use_mask ? mask : NULL, use_drop ? &drop : NULL, q, k, v, ow, lw);
     char label[160];
@@ -102,7 +113,8 @@ static void random_case(int iter) {
             }
         }
     attn_view vq = {qs, (int64_t)Sq * H * D, D, (int64_t)H * D}, vk = {ks, (int64_t)Sk * H * D, D, (int64_t)H * D};
-    attn_view vv = {vs, (int64_t)Sk * H * Dv, Dv, (int64_t)H * Dv}, vo = {os, (int64_t)Sq * H * Dv, Dv, (int64_t)H * Dv};
+    attn_view vv = {vs, (int64_t)Sk * H * Dv, Dv, (int64_t)H * Dv},
+              vo = {os, (int64_t)Sq * H * Dv, Dv, (int64_t)H * Dv};
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
     int same = 1;
     for (int b = 0; b < B; b++)
@@ -132,15 +144,15 @@ static void fully_masked_rows(void) {
     CHECK(isfinite(l[2]), "row 2 sees key 0");
     /* a padding mask that hides every key of a batch row */
     uint8_t all[Sk] = {1, 1, 1};
-    attn_sdpa_desc d2 = {1, 1, Sq, Sk, D, D, 0.5f, ATTN_CAUSAL_NONE, all, Sk, ATTN_MASK_TRUE_MEANS_MASKED, NULL,
-                         ATTN_IMPL_REF};
+    attn_sdpa_desc d2 = {
+        1, 1, Sq, Sk, D, D, 0.5f, ATTN_CAUSAL_NONE, all, Sk, ATTN_MASK_TRUE_MEANS_MASKED, NULL, ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_forward(&d2, vq, vk, vv, vo, l));
     for (int i = 0; i < Sq * D; i++) CHECK(o[i] == 0.0f, "all keys masked gives zeros");
     /* left padding + top-left causal: row 0 sees only key 0, which is padding */
     uint8_t left[Sk] = {1, 0, 0};
     float w[Sq * Sk];
-    attn_sdpa_desc d3 = {1, 1, Sk, Sk, D, D, 0.5f, ATTN_CAUSAL_TOP_LEFT, left, Sk, ATTN_MASK_TRUE_MEANS_MASKED, NULL,
-                         ATTN_IMPL_REF};
+    attn_sdpa_desc d3 = {
+        1, 1, Sk, Sk, D, D, 0.5f, ATTN_CAUSAL_TOP_LEFT, left, Sk, ATTN_MASK_TRUE_MEANS_MASKED, NULL, ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_weights(&d3, vq, vk, NULL, w));
     CHECK(w[0] == 0.0f && w[1] == 0.0f && w[2] == 0.0f, "row 0 weights are zero");
     CHECK(fabsf(w[3 + 1] - 1.0f) < 1e-6f, "row 1 attends key 1 only");
@@ -184,9 +196,11 @@ static void oracle_d(int B, int H, int Sq, int Sk, int D, int Dv, double scale, 
             for (int i = 0; i < Sq; i++) {
                 double mx = -INFINITY;
                 for (int j = 0; j < Sk; j++) {
-                    int vis = !(mask && mask[b * Sk + j]) && !(causal == 1 && j > i) && !(causal == 2 && j > i + Sk - Sq);
+                    int vis =
+                        !(mask && mask[b * Sk + j]) && !(causal == 1 && j > i) && !(causal == 2 && j > i + Sk - Sq);
                     double s = 0;
-                    for (int c = 0; c < D; c++) s += q[((b * H + h) * Sq + i) * D + c] * k[((b * H + h) * Sk + j) * D + c];
+                    for (int c = 0; c < D; c++)
+                        s += q[((b * H + h) * Sq + i) * D + c] * k[((b * H + h) * Sk + j) * D + c];
                     w[j] = vis ? s * scale : -INFINITY;
                     if (w[j] > mx) mx = w[j];
                 }
@@ -196,7 +210,9 @@ static void oracle_d(int B, int H, int Sq, int Sk, int D, int Dv, double scale, 
                     double acc = 0;
                     for (int j = 0; j < Sk; j++) {
                         double pj = sum > 0 ? w[j] / sum : 0.0;
-                        if (drop) pj *= attn_dropout_keep(drop, (uint64_t)(((b * H + h) * Sq + i) * Sk + j)) ? drop->scale : 0.0;
+                        if (drop)
+                            pj *= attn_dropout_keep(drop, (uint64_t)(((b * H + h) * Sq + i) * Sk + j)) ? drop->scale
+                                                                                                       : 0.0;
                         acc += pj * v[((b * H + h) * Sk + j) * Dv + c];
                     }
                     out[((b * H + h) * Sq + i) * Dv + c] = acc;
@@ -223,8 +239,19 @@ static void backward_fd(int iter) {
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (use_drop) attn_dropout_begin(&gen, 0.4, (uint64_t)B * H * Sq * Sk, &drop);
-    attn_sdpa_desc d = {B, H, Sq, Sk, D, Dv, (float)scale, (attn_causal)causal, use_mask ? mask : NULL, Sk,
-                        ATTN_MASK_TRUE_MEANS_MASKED, use_drop ? &drop : NULL, ATTN_IMPL_REF};
+    attn_sdpa_desc d = {B,
+                        H,
+                        Sq,
+                        Sk,
+                        D,
+                        Dv,
+                        (float)scale,
+                        (attn_causal)causal,
+                        use_mask ? mask : NULL,
+                        Sk,
+                        ATTN_MASK_TRUE_MEANS_MASKED,
+                        use_drop ? &drop : NULL,
+                        ATTN_IMPL_REF};
     attn_view vq = bhsd(q, H, Sq, D), vk = bhsd(k, H, Sk, D), vv = bhsd(v, H, Sk, Dv), vo = bhsd(o, H, Sq, Dv);
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
     CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, bhsd(go, H, Sq, Dv), NULL, bhsd(dq, H, Sq, D), bhsd(dk, H, Sk, D),

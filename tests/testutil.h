@@ -16,7 +16,7 @@ extern const char *tu_srcdir; /* tests/ source directory (argv[1]) */
         tu_checks++;                                                                                                   \
         if (!(cond)) {                                                                                                 \
             tu_failures++;                                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                                   \
             fprintf(stderr, __VA_ARGS__);                                                                              \
             fputc('\n', stderr);                                                                                       \
         }                                                                                                              \

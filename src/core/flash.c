@@ -42,7 +42,7 @@
 #ifndef BC_F
 #define BC_F 128 /* keys per forward tile */
 #endif
-#define BC_B 96  /* keys per backward tile */
+#define BC_B 96 /* keys per backward tile */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -133,8 +133,8 @@ static void pack_rows(attn_view t, int64_t b, int64_t h, int64_t i0, int64_t row
 
 /* Apply dropout to rows x bc of a tile (row stride ld):
  * T[r][c] *= keep(b, h, i0 + r, j0 + c) ? scale : 0. */
-static void dropout_tile(const attn_sdpa_desc *d, float *Tt, int64_t ld, int64_t bc, int64_t rows, int64_t b,
-                         int64_t h, int64_t i0, int64_t j0, uint8_t *keep) {
+static void dropout_tile(const attn_sdpa_desc *d, float *Tt, int64_t ld, int64_t bc, int64_t rows, int64_t b, int64_t h,
+                         int64_t i0, int64_t j0, uint8_t *keep) {
     int64_t cols = d->Sk - j0 < bc ? d->Sk - j0 : bc;
     float sc = d->dropout->scale;
     for (int64_t r = 0; r < rows; r++) {
@@ -332,7 +332,8 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     int64_t LP = maxkb * BC_B, ldk = panel_ld(LP); /* keys per chunk, padded */
     size_t nparts, nlse, need;
     if (attn_mul3_size((size_t)(BH * nchunk), (size_t)SqP, (size_t)DP, &nparts) ||
-        attn_mul_size((size_t)BH, (size_t)Sq, &nlse) || attn_mul3_size((size_t)ldk, (size_t)(2 * DP + 2 * DvP), 4, &need))
+        attn_mul_size((size_t)BH, (size_t)Sq, &nlse) ||
+        attn_mul3_size((size_t)ldk, (size_t)(2 * DP + 2 * DvP), 4, &need))
         return ATTN_E_OVERFLOW;
     float sign = d->scale < 0.0f ? -1.0f : 1.0f;
     /* dQ partials (one per head and chunk), and the lse if the caller has none */
@@ -411,11 +412,14 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                     /* P = exp(scale S - lse) */
                     tile_gemm(kt, BR, BC_B, D, Qp, DP, KT + jl0, ldk, P, BC_B, 0);
-                    if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, P, BC_B, BC_B, rows, i0, j0, add, any_add);
+                    if (tile_needs_mask(d, BC_B, i0, j0, any_add))
+                        mask_tile(d, P, BC_B, BC_B, rows, i0, j0, add, any_add);
                     for (int64_t r = 0; r < BR; r++) {
                         float li = r < rows ? lse[i0 + r] : -INFINITY;
-                        if (li == -INFINITY) memset(P + r * BC_B, 0, BC_B * sizeof(float));
-                        else kt->exp_row(P + r * BC_B, P + r * BC_B, BC_B, fabsf(d->scale), li);
+                        if (li == -INFINITY)
+                            memset(P + r * BC_B, 0, BC_B * sizeof(float));
+                        else
+                            kt->exp_row(P + r * BC_B, P + r * BC_B, BC_B, fabsf(d->scale), li);
                     }
                     /* dP = dO V^T */
                     tile_gemm(kt, BR, BC_B, Dv, dOp, DvP, VT + jl0, ldk, dS, BC_B, 0);

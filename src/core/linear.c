@@ -29,8 +29,8 @@ static void par_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t m0 = blk * ROWS, mc = M - m0 < ROWS ? M - m0 : ROWS;
         const float *a = ta == CblasNoTrans ? A + m0 * lda : A + m0; /* rows of op(A) */
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)mc, (int)N, (int)K, 1.0f, a, (int)lda, B, (int)ldb, beta,
-                    C + m0 * ldc, (int)ldc);
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)mc, (int)N, (int)K, 1.0f, a, (int)lda, B, (int)ldb, beta, C + m0 * ldc,
+                    (int)ldc);
     }
 }
 

@@ -11,8 +11,7 @@ float attn_default_scale(int64_t D) {
 
 static int view_ok(attn_view t) { return t.data != NULL; }
 
-attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
-                            int need_v) {
+attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v) {
     if (!d) return ATTN_E_INVALID;
     if (d->B < 0 || d->H < 0 || d->Sq < 0 || d->Sk < 0 || d->D < 1 || (need_v && d->Dv < 1)) return ATTN_E_SHAPE;
     /* each dimension fits an int (BLAS, tiles); every product is checked */

@@ -96,10 +96,14 @@ static attn_status parse_entry(const cJSON *item, size_t data_len, st_entry *e) 
     if (!cJSON_IsObject(item)) return ATTN_E_FORMAT;
     const cJSON *dt = NULL, *sh = NULL, *off = NULL;
     for (const cJSON *c = item->child; c; c = c->next) {
-        if (strcmp(c->string, "dtype") == 0 && !dt) dt = c;
-        else if (strcmp(c->string, "shape") == 0 && !sh) sh = c;
-        else if (strcmp(c->string, "data_offsets") == 0 && !off) off = c;
-        else return ATTN_E_FORMAT; /* unknown or duplicate key */
+        if (strcmp(c->string, "dtype") == 0 && !dt)
+            dt = c;
+        else if (strcmp(c->string, "shape") == 0 && !sh)
+            sh = c;
+        else if (strcmp(c->string, "data_offsets") == 0 && !off)
+            off = c;
+        else
+            return ATTN_E_FORMAT; /* unknown or duplicate key */
     }
     if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off)) return ATTN_E_FORMAT;
     e->dtype = dtype_parse(dt->valuestring);
@@ -240,9 +244,7 @@ attn_status attn_st_open(const char *path, attn_st_file **out) {
 
 int attn_st_count(const attn_st_file *f) { return f ? f->count : 0; }
 
-const char *attn_st_name(const attn_st_file *f, int i) {
-    return (f && i >= 0 && i < f->count) ? f->e[i].name : NULL;
-}
+const char *attn_st_name(const attn_st_file *f, int i) { return (f && i >= 0 && i < f->count) ? f->e[i].name : NULL; }
 
 static const st_entry *find(const attn_st_file *f, const char *name) {
     for (int i = 0; i < f->count; i++)
@@ -355,8 +357,8 @@ void attn_st_writer_free(attn_st_writer *w) {
     free(w);
 }
 
-attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype, int ndim,
-                               const int64_t *shape, const void *data) {
+attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype, int ndim, const int64_t *shape,
+                               const void *data) {
     if (!w || !name || !name[0] || strcmp(name, "__metadata__") == 0) return ATTN_E_INVALID;
     if (ndim < 0 || ndim > ATTN_MAX_DIMS || (ndim && !shape)) return ATTN_E_INVALID;
     if (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BOOL && dtype != ATTN_DTYPE_U8) return ATTN_E_DTYPE;

@@ -88,8 +88,12 @@ static void wire(const attn_layer *l, wiring *w, sdpa_group *g /* ngroups entrie
     case ATTN_LAYER_MHA_WRAPPER: /* head h: columns [h*O, (h+1)*O) of every buffer and of out */
         w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = H * O;
         for (int64_t h = 0; g && h < H; h++)
-            g[h] = (sdpa_group){op(BUF_Q, h * O, H * O), op(BUF_K, h * O, H * O), op(BUF_V, h * O, H * O),
-                                op(BUF_CTX, h * O, H * O), 1, O};
+            g[h] = (sdpa_group){op(BUF_Q, h * O, H * O),
+                                op(BUF_K, h * O, H * O),
+                                op(BUF_V, h * O, H * O),
+                                op(BUF_CTX, h * O, H * O),
+                                1,
+                                O};
         break;
     case ATTN_LAYER_MHA:
         w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = O;
@@ -101,8 +105,8 @@ static void wire(const attn_layer *l, wiring *w, sdpa_group *g /* ngroups entrie
         w->w[BUF_Q] = w->w[BUF_K] = w->w[BUF_V] = w->w[BUF_CTX] = C;
         w->has_out_proj = 1;
         for (int64_t h = 0; g && h < H; h++)
-            g[h] = (sdpa_group){op(BUF_Q, h * hs, C), op(BUF_K, h * hs, C), op(BUF_V, h * hs, C),
-                                op(BUF_CTX, h * hs, C), 1, hs};
+            g[h] = (sdpa_group){
+                op(BUF_Q, h * hs, C), op(BUF_K, h * hs, C), op(BUF_V, h * hs, C), op(BUF_CTX, h * hs, C), 1, hs};
         break;
     }
     case ATTN_LAYER_SINGLE_HEAD: {
@@ -112,8 +116,8 @@ static void wire(const attn_layer *l, wiring *w, sdpa_group *g /* ngroups entrie
         w->w[BUF_CTX] = hs;
         w->has_out_proj = 1;
         if (g)
-            g[0] = (sdpa_group){op(BUF_Q, 0, 3 * hs), op(BUF_Q, hs, 3 * hs), op(BUF_Q, 2 * hs, 3 * hs),
-                                op(BUF_CTX, 0, hs), 1, hs};
+            g[0] = (sdpa_group){
+                op(BUF_Q, 0, 3 * hs), op(BUF_Q, hs, 3 * hs), op(BUF_Q, 2 * hs, 3 * hs), op(BUF_CTX, 0, hs), 1, hs};
         break;
     }
     case ATTN_LAYER_FUSED_MHA:
@@ -123,15 +127,16 @@ static void wire(const attn_layer *l, wiring *w, sdpa_group *g /* ngroups entrie
         w->w[BUF_CTX] = C;
         w->has_out_proj = 1;
         if (g)
-            g[0] = (sdpa_group){op(BUF_Q, 0, 3 * C), op(BUF_Q, C, 3 * C), op(BUF_Q, 2 * C, 3 * C), op(BUF_CTX, 0, C),
-                                H, C / H};
+            g[0] = (sdpa_group){
+                op(BUF_Q, 0, 3 * C), op(BUF_Q, C, 3 * C), op(BUF_Q, 2 * C, 3 * C), op(BUF_CTX, 0, C), H, C / H};
         break;
     case ATTN_LAYER_CROSS: /* q = Wq(x); Wkv(y) reshaped (B,Sk,2,H,C/H) */
         w->w[BUF_Q] = C;
         w->w[BUF_K] = 2 * C;
         w->w[BUF_CTX] = C;
         w->has_out_proj = 1;
-        if (g) g[0] = (sdpa_group){op(BUF_Q, 0, C), op(BUF_K, 0, 2 * C), op(BUF_K, C, 2 * C), op(BUF_CTX, 0, C), H, C / H};
+        if (g)
+            g[0] = (sdpa_group){op(BUF_Q, 0, C), op(BUF_K, 0, 2 * C), op(BUF_K, C, 2 * C), op(BUF_CTX, 0, C), H, C / H};
         break;
     default: break;
     }
@@ -240,8 +245,8 @@ static void project(const attn_layer *l, layer_cache *c) {
         for (long long h = 0, hs = C / H; h < H; h++) {
             attn_linear_fwd(x, C, T(l, "heads.%lld.query.weight", h), T(l, "heads.%lld.query.bias", h), q + h * hs, C,
                             M, C, hs);
-            attn_linear_fwd(x, C, T(l, "heads.%lld.key.weight", h), T(l, "heads.%lld.key.bias", h), k + h * hs, C, M,
-                            C, hs);
+            attn_linear_fwd(x, C, T(l, "heads.%lld.key.weight", h), T(l, "heads.%lld.key.bias", h), k + h * hs, C, M, C,
+                            hs);
             attn_linear_fwd(x, C, T(l, "heads.%lld.value.weight", h), T(l, "heads.%lld.value.bias", h), v + h * hs, C,
                             M, C, hs);
         }
@@ -279,8 +284,8 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     c->train = a->train;
     c->impl = a->impl;
     c->scale = layer_scale(cf);
-    c->causal = attn_kind_is_causal(cf->kind) ? (cf->causal_align ? cf->causal_align : ATTN_CAUSAL_TOP_LEFT)
-                                              : ATTN_CAUSAL_NONE;
+    c->causal =
+        attn_kind_is_causal(cf->kind) ? (cf->causal_align ? cf->causal_align : ATTN_CAUSAL_TOP_LEFT) : ATTN_CAUSAL_NONE;
     int64_t M = c->B * c->S, Mk = c->B * c->Sk, C = cf->d_in, W = attn_layer_out_width(l);
     wiring w;
     wire(l, &w, NULL);
@@ -303,8 +308,10 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     }
     if (!st && a->mask) {
         c->mask = malloc((size_t)(c->B * c->Sk));
-        if (!c->mask) st = ATTN_E_NOMEM;
-        else memcpy(c->mask, a->mask, (size_t)(c->B * c->Sk));
+        if (!c->mask)
+            st = ATTN_E_NOMEM;
+        else
+            memcpy(c->mask, a->mask, (size_t)(c->B * c->Sk));
     }
     if (st) goto fail;
     project(l, c);
@@ -316,8 +323,10 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
         if (a->train && w.p_attn > 0.0) {
             const int64_t dims[4] = {c->B, g->H, c->S, c->Sk};
             size_t n;
-            if (attn_numel(4, dims, &n)) st = ATTN_E_OVERFLOW;
-            else st = attn_dropout_begin(a->gen, w.p_attn, n, &c->drops[gi]);
+            if (attn_numel(4, dims, &n))
+                st = ATTN_E_OVERFLOW;
+            else
+                st = attn_dropout_begin(a->gen, w.p_attn, n, &c->drops[gi]);
             if (st) break;
         }
         attn_sdpa_desc d;
@@ -389,8 +398,10 @@ static void project_bwd(attn_layer *l, layer_cache *c, float *const *gb, float *
         int64_t hs = wrap ? O : C / H, row = wrap ? H * O : C;
         static const char *const wn[3] = {"heads.%lld.W_query.weight", "heads.%lld.W_key.weight",
                                           "heads.%lld.W_value.weight"};
-        static const char *const bn[3] = {"heads.%lld.W_query.bias", "heads.%lld.W_key.bias", "heads.%lld.W_value.bias"};
-        static const char *const gw[3] = {"heads.%lld.query.weight", "heads.%lld.key.weight", "heads.%lld.value.weight"};
+        static const char *const bn[3] = {"heads.%lld.W_query.bias", "heads.%lld.W_key.bias",
+                                          "heads.%lld.W_value.bias"};
+        static const char *const gw[3] = {"heads.%lld.query.weight", "heads.%lld.key.weight",
+                                          "heads.%lld.value.weight"};
         static const char *const gbn[3] = {"heads.%lld.query.bias", "heads.%lld.key.bias", "heads.%lld.value.bias"};
         for (long long h = 0; h < H; h++)
             for (int i = 0; i < 3; i++) {

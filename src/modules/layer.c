@@ -16,8 +16,8 @@
 #include <string.h>
 
 static const char *const kind_names[ATTN_LAYER_KIND_COUNT] = {
-    "simple",      "sa_v1",     "sa_v2",         "causal",     "mha_wrapper", "mha",
-    "gpt_mha",     "single_head", "fused_mha",   "bidirectional", "causal_mha", "cross",
+    "simple",  "sa_v1",       "sa_v2",     "causal",        "mha_wrapper", "mha",
+    "gpt_mha", "single_head", "fused_mha", "bidirectional", "causal_mha",  "cross",
 };
 
 const char *attn_layer_kind_name(attn_layer_kind k) {
@@ -222,7 +222,8 @@ static attn_status check_config(const attn_layer_config *c, char *detail, size_t
         set_detail(detail, dl, "dropout probabilities must be in [0, 1]");
         return ATTN_E_INVALID;
     }
-    if (c->causal_align != 0 && c->causal_align != ATTN_CAUSAL_TOP_LEFT && c->causal_align != ATTN_CAUSAL_BOTTOM_RIGHT) {
+    if (c->causal_align != 0 && c->causal_align != ATTN_CAUSAL_TOP_LEFT &&
+        c->causal_align != ATTN_CAUSAL_BOTTOM_RIGHT) {
         set_detail(detail, dl, "invalid causal alignment");
         return ATTN_E_INVALID;
     }

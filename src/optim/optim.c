@@ -241,8 +241,10 @@ attn_status attn_optim_load(attn_optim *o, const char *path) {
             has1 = 1;
         } else if (!st) {
             attn_status s1 = read_state(f, p->name, ".momentum_buffer", tmp1, p->n);
-            if (s1 == ATTN_OK) has1 = 1;
-            else if (s1 != ATTN_E_NOT_FOUND) st = s1;
+            if (s1 == ATTN_OK)
+                has1 = 1;
+            else if (s1 != ATTN_E_NOT_FOUND)
+                st = s1;
         }
         free(tmp1);
         free(tmp2);

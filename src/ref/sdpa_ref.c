@@ -167,8 +167,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     return st;
 }
 
-attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
-                                  float *weights) {
+attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores, float *weights) {
     attn_view none = {0};
     attn_status st = attn_sdpa_check(d, q, k, none, none, 0);
     if (st != ATTN_OK) return st;

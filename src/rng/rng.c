@@ -14,8 +14,7 @@
 void attn_generator_seed(attn_generator *g, uint64_t seed) {
     if (!g) return;
     g->mt[0] = (uint32_t)(seed & 0xffffffffu);
-    for (uint32_t j = 1; j < MT_N; j++)
-        g->mt[j] = 1812433253u * (g->mt[j - 1] ^ (g->mt[j - 1] >> 30)) + j;
+    for (uint32_t j = 1; j < MT_N; j++) g->mt[j] = 1812433253u * (g->mt[j - 1] ^ (g->mt[j - 1] >> 30)) + j;
     g->index = MT_N;
     g->flavor = ATTN_TORCH_MKL;
 }
@@ -76,8 +75,7 @@ attn_status attn_uniform(attn_generator *g, float *out, size_t n, double a, doub
 
 attn_status attn_rand(attn_generator *g, float *out, size_t n) { return attn_uniform(g, out, n, 0.0, 1.0); }
 
-attn_status attn_linear_init(attn_generator *g, float *weight, float *bias, int64_t in_features,
-                             int64_t out_features) {
+attn_status attn_linear_init(attn_generator *g, float *weight, float *bias, int64_t in_features, int64_t out_features) {
     if (!g || !weight || in_features <= 0 || out_features <= 0) return ATTN_E_INVALID;
     size_t n;
     if (attn_mul_size((size_t)in_features, (size_t)out_features, &n)) return ATTN_E_OVERFLOW;

@@ -70,16 +70,26 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *dst = NULL, lo = 1, hi = 1 << 24;
-        if (!strcmp(a, "--causal")) causal = 1;
-        else if (!strcmp(a, "--backward")) backward = 1;
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--batch")) dst = &B;
-        else if (!strcmp(a, "--heads")) dst = &H;
-        else if (!strcmp(a, "--seq")) dst = &S;
-        else if (!strcmp(a, "--kv-seq")) dst = &Sk;
-        else if (!strcmp(a, "--head-dim")) dst = &D, hi = 4096;
-        else if (!strcmp(a, "--threads")) dst = &threads, hi = 1024;
-        else if (!strcmp(a, "--sgemm-n")) dst = &sgemm_n, lo = 0, hi = 8192;
+        if (!strcmp(a, "--causal"))
+            causal = 1;
+        else if (!strcmp(a, "--backward"))
+            backward = 1;
+        else if (!strcmp(a, "--json"))
+            json = 1;
+        else if (!strcmp(a, "--batch"))
+            dst = &B;
+        else if (!strcmp(a, "--heads"))
+            dst = &H;
+        else if (!strcmp(a, "--seq"))
+            dst = &S;
+        else if (!strcmp(a, "--kv-seq"))
+            dst = &Sk;
+        else if (!strcmp(a, "--head-dim"))
+            dst = &D, hi = 4096;
+        else if (!strcmp(a, "--threads"))
+            dst = &threads, hi = 1024;
+        else if (!strcmp(a, "--sgemm-n"))
+            dst = &sgemm_n, lo = 0, hi = 8192;
         else if (!strcmp(a, "--impl")) {
             if (!v || (strcmp(v, "fast") && strcmp(v, "ref") && strcmp(v, "auto"))) {
                 cli_error("--impl must be fast, ref or auto");
@@ -126,8 +136,9 @@ int cmd_bench(int argc, char **argv) {
     size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * H * Sk * D), nl = (size_t)(B * H * S);
     sd_ctx c;
     memset(&c, 0, sizeof c);
-    c.d = (attn_sdpa_desc){B, H, S, Sk, D, D, attn_default_scale(D), causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
-                           NULL, 0, 0, NULL, impl};
+    c.d = (attn_sdpa_desc){
+        B,    H, S, Sk,   D,   D, attn_default_scale(D), causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
+        NULL, 0, 0, NULL, impl};
     float *q = frand_buf(nq, 4), *k = frand_buf(nk, 5), *v = frand_buf(nk, 6), *o = frand_buf(nq, 7);
     float *go = backward ? frand_buf(nq, 8) : NULL, *dq = backward ? frand_buf(nq, 9) : NULL;
     float *dk = backward ? frand_buf(nk, 10) : NULL, *dvv = backward ? frand_buf(nk, 11) : NULL;
@@ -189,8 +200,7 @@ int cmd_bench(int argc, char **argv) {
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
                (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", nthreads, t * 1e3,
                gflops);
-        if (sgemm_n > 0)
-            printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, ratio);
+        if (sgemm_n > 0) printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, ratio);
         printf("\n");
     }
     free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse);

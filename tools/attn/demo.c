@@ -43,7 +43,9 @@ static size_t numel(const T *t) {
     for (int i = 0; i < t->nd; i++) n *= (size_t)t->sh[i];
     return n;
 }
-static void show(const char *prefix, const T *t, const char *suffix) { tp_print(stdout, prefix, t->d, t->nd, t->sh, suffix); }
+static void show(const char *prefix, const T *t, const char *suffix) {
+    tp_print(stdout, prefix, t->d, t->nd, t->sh, suffix);
+}
 static void show_size(const char *prefix, const T *t) { tp_print_size(stdout, prefix, t->nd, t->sh); }
 static void step(const char *text) { printf("\n>>> %s\n", text); }
 
@@ -158,8 +160,10 @@ static T layer_run(attn_layer_kind kind, int64_t d_in, int64_t d_out, int64_t he
     o = x->nd == 3 ? mk(3, B, S, W) : mk(2, S, W, 0);
     attn_forward_args a = {x->d, B, S, NULL, 0, NULL, 0, &g, ATTN_IMPL_REF, o.d};
     check(attn_layer_forward(l, &a), "layer forward");
-    if (keep) *keep = l;
-    else attn_layer_free(l);
+    if (keep)
+        *keep = l;
+    else
+        attn_layer_free(l);
     return o;
 }
 
@@ -549,8 +553,8 @@ static T run_cfg(const attn_layer_config *c, uint64_t init_seed, const T *x, con
     check(attn_layer_init(l, &g), "layer init");
     o = mk(3, x->sh[0], x->sh[1], attn_layer_out_width(l));
     attn_generator_seed(&g, fwd_seed);
-    attn_forward_args a = {x->d, x->sh[0], x->sh[1], y ? y->d : NULL, y ? y->sh[1] : 0, mask, train, &g,
-                           ATTN_IMPL_REF, o.d};
+    attn_forward_args a = {x->d, x->sh[0], x->sh[1], y ? y->d : NULL, y ? y->sh[1] : 0,
+                           mask, train,    &g,       ATTN_IMPL_REF,   o.d};
     check(attn_layer_forward(l, &a), "layer forward");
     attn_layer_free(l);
     return o;

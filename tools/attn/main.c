@@ -42,10 +42,14 @@ int cli_parse_prob(const char *s, double *out) {
 
 int cli_parse_flavor(const char *s, attn_torch_flavor *out) {
     if (!s) return 0;
-    if (!strcmp(s, "auto")) *out = cli_default_flavor();
-    else if (!strcmp(s, "mkl")) *out = ATTN_TORCH_MKL;
-    else if (!strcmp(s, "nomkl")) *out = ATTN_TORCH_NOMKL;
-    else return 0;
+    if (!strcmp(s, "auto"))
+        *out = cli_default_flavor();
+    else if (!strcmp(s, "mkl"))
+        *out = ATTN_TORCH_MKL;
+    else if (!strcmp(s, "nomkl"))
+        *out = ATTN_TORCH_NOMKL;
+    else
+        return 0;
     return 1;
 }
 
@@ -63,27 +67,26 @@ void cli_set_threads(int n) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: attn <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  demo                 walk through the seed notebooks (every printed tensor)\n"
-            "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
-            "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
-            "       [--train --seed N] [--torch-flavor auto|mkl|nomkl] [--impl auto|ref|fast]\n"
-            "       [--threads N] [--grad]\n"
-            "                       run one layer on tensors from safetensors files\n"
-            "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
-            "                       train a small attention model to reverse sequences;\n"
-            "                       the last line is 'accuracy X' on held-out sequences\n"
-            "  bench [--batch B] [--heads H] [--seq S] [--kv-seq S2] [--head-dim D] [--causal]\n"
-            "        [--backward] [--impl fast|ref] [--threads N] [--json] [--min-time SEC]\n"
-            "                       time the core SDPA next to OpenBLAS sgemm (GFLOP/s)\n"
-            "  version              print the library version\n"
-            "\n"
-            "modules: simple sa_v1 sa_v2 causal mha_wrapper mha gpt_mha single_head\n"
-            "         fused_mha bidirectional causal_mha cross\n"
-            "see README.md and docs/CLI.md\n");
+    fprintf(f, "usage: attn <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  demo                 walk through the seed notebooks (every printed tensor)\n"
+               "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
+               "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
+               "       [--train --seed N] [--torch-flavor auto|mkl|nomkl] [--impl auto|ref|fast]\n"
+               "       [--threads N] [--grad]\n"
+               "                       run one layer on tensors from safetensors files\n"
+               "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
+               "                       train a small attention model to reverse sequences;\n"
+               "                       the last line is 'accuracy X' on held-out sequences\n"
+               "  bench [--batch B] [--heads H] [--seq S] [--kv-seq S2] [--head-dim D] [--causal]\n"
+               "        [--backward] [--impl fast|ref] [--threads N] [--json] [--min-time SEC]\n"
+               "                       time the core SDPA next to OpenBLAS sgemm (GFLOP/s)\n"
+               "  version              print the library version\n"
+               "\n"
+               "modules: simple sa_v1 sa_v2 causal mha_wrapper mha gpt_mha single_head\n"
+               "         fused_mha bidirectional causal_mha cross\n"
+               "see README.md and docs/CLI.md\n");
 }
 
 int main(int argc, char **argv) {

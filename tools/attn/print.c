@@ -35,9 +35,12 @@ static void fmt_init(fmt *F, const float *v, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(v[i]) || v[i] == 0.0f) continue;
         int len;
-        if (F->sci_mode) len = snprintf(buf, sizeof buf, "%.4e", (double)v[i]);
-        else if (F->int_mode) len = snprintf(buf, sizeof buf, "%.0f", (double)v[i]) + 1;
-        else len = snprintf(buf, sizeof buf, "%.4f", (double)v[i]);
+        if (F->sci_mode)
+            len = snprintf(buf, sizeof buf, "%.4e", (double)v[i]);
+        else if (F->int_mode)
+            len = snprintf(buf, sizeof buf, "%.0f", (double)v[i]) + 1;
+        else
+            len = snprintf(buf, sizeof buf, "%.4f", (double)v[i]);
         if (len > F->width) F->width = len;
     }
 }
@@ -45,11 +48,16 @@ static void fmt_init(fmt *F, const float *v, size_t n) {
 static void fmt_value(const fmt *F, float x, char *out, size_t cap) {
     char buf[64];
     double v = x;
-    if (isnan(v)) snprintf(buf, sizeof buf, "nan");
-    else if (isinf(v)) snprintf(buf, sizeof buf, "%s", v < 0 ? "-inf" : "inf");
-    else if (F->sci_mode) snprintf(buf, sizeof buf, "%.4e", v);
-    else if (F->int_mode) snprintf(buf, sizeof buf, "%.0f.", v);
-    else snprintf(buf, sizeof buf, "%.4f", v);
+    if (isnan(v))
+        snprintf(buf, sizeof buf, "nan");
+    else if (isinf(v))
+        snprintf(buf, sizeof buf, "%s", v < 0 ? "-inf" : "inf");
+    else if (F->sci_mode)
+        snprintf(buf, sizeof buf, "%.4e", v);
+    else if (F->int_mode)
+        snprintf(buf, sizeof buf, "%.0f.", v);
+    else
+        snprintf(buf, sizeof buf, "%.4f", v);
     int pad = F->width - (int)strlen(buf);
     snprintf(out, cap, "%*s%s", pad > 0 ? pad : 0, "", buf);
 }
@@ -85,8 +93,10 @@ typedef struct src {
 } src;
 
 static void elem_str(const fmt *F, const src *S, size_t i, char *val, size_t cap) {
-    if (S->bd) snprintf(val, cap, "%5s", S->bd[i] ? "True" : "False");
-    else fmt_value(F, S->fd[i], val, cap);
+    if (S->bd)
+        snprintf(val, cap, "%5s", S->bd[i] ? "True" : "False");
+    else
+        fmt_value(F, S->fd[i], val, cap);
 }
 
 static void tensor_str(sbuf *b, const fmt *F, const src *S, size_t off, int ndim, const int64_t *shape, int indent) {

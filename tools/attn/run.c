@@ -71,8 +71,10 @@ static int parse(int argc, char **argv, run_opts *o) {
                 cli_error("%s must be a probability in [0, 1], got '%s'", a, v);
                 return 0;
             }
-            if (!strcmp(a, "--dropout")) o->dropout = p;
-            else o->out_dropout = p, o->has_out_dropout = 1;
+            if (!strcmp(a, "--dropout"))
+                o->dropout = p;
+            else
+                o->out_dropout = p, o->has_out_dropout = 1;
         } else if (!strcmp(a, "--seed")) {
             NEED_VALUE;
             if (!cli_parse_i64(v, 0, INT64_MAX, &o->seed)) {
@@ -88,9 +90,12 @@ static int parse(int argc, char **argv, run_opts *o) {
             }
         } else if (!strcmp(a, "--impl")) {
             NEED_VALUE;
-            if (!strcmp(v, "auto")) o->impl = ATTN_IMPL_AUTO;
-            else if (!strcmp(v, "ref")) o->impl = ATTN_IMPL_REF;
-            else if (!strcmp(v, "fast")) o->impl = ATTN_IMPL_FAST;
+            if (!strcmp(v, "auto"))
+                o->impl = ATTN_IMPL_AUTO;
+            else if (!strcmp(v, "ref"))
+                o->impl = ATTN_IMPL_REF;
+            else if (!strcmp(v, "fast"))
+                o->impl = ATTN_IMPL_FAST;
             else {
                 cli_error("--impl must be auto, ref or fast, got '%s'", v);
                 return 0;
@@ -256,8 +261,8 @@ int cmd_run(int argc, char **argv) {
     const attn_layer_config *lc = attn_layer_get_config(layer);
     if (o.has_ctx && lc->context_length > 0 && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS &&
         lc->context_length != o.context_length) {
-        cli_error("--context-length %lld disagrees with the %lld x %lld mask buffer in '%s'", (long long)o.context_length,
-                  (long long)lc->context_length, (long long)lc->context_length, o.weights);
+        cli_error("--context-length %lld disagrees with the %lld x %lld mask buffer in '%s'",
+                  (long long)o.context_length, (long long)lc->context_length, (long long)lc->context_length, o.weights);
         goto done;
     }
     if (o.has_heads && lc->num_heads != o.heads) {

@@ -83,8 +83,8 @@ static attn_status model_init(model *m, int64_t n, int64_t C, int64_t H, int64_t
 }
 
 static void model_free(model *m) {
-    float *p[] = {m->tok, m->pos, m->head_w, m->head_b, m->gtok, m->gpos, m->ghead_w, m->ghead_b,
-                  m->h0, m->a, m->h1, m->logits, m->dlogits, m->dh1, m->dh0};
+    float *p[] = {m->tok, m->pos, m->head_w, m->head_b, m->gtok,    m->gpos, m->ghead_w, m->ghead_b,
+                  m->h0,  m->a,   m->h1,     m->logits, m->dlogits, m->dh1,  m->dh0};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     attn_layer_free(m->attn);
 }
@@ -211,13 +211,20 @@ int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *dst = NULL, lo = 1, hi = 1000000;
-        if (!strcmp(a, "--steps")) dst = &steps;
-        else if (!strcmp(a, "--seed")) dst = &seed, lo = 0, hi = INT64_MAX;
-        else if (!strcmp(a, "--length")) dst = &n, hi = 64;
-        else if (!strcmp(a, "--width")) dst = &C, hi = 4096;
-        else if (!strcmp(a, "--heads")) dst = &H, hi = 64;
-        else if (!strcmp(a, "--batch")) dst = &B, hi = 4096;
-        else if (!strcmp(a, "--threads")) dst = &threads, hi = 1024;
+        if (!strcmp(a, "--steps"))
+            dst = &steps;
+        else if (!strcmp(a, "--seed"))
+            dst = &seed, lo = 0, hi = INT64_MAX;
+        else if (!strcmp(a, "--length"))
+            dst = &n, hi = 64;
+        else if (!strcmp(a, "--width"))
+            dst = &C, hi = 4096;
+        else if (!strcmp(a, "--heads"))
+            dst = &H, hi = 64;
+        else if (!strcmp(a, "--batch"))
+            dst = &B, hi = 4096;
+        else if (!strcmp(a, "--threads"))
+            dst = &threads, hi = 1024;
         else if (!strcmp(a, "--lr") || !strcmp(a, "--save")) {
             if (!v) {
                 cli_error("option %s needs a value", a);
