@@ -138,15 +138,17 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
     char detail[256];
     attn_status st = attn_layer_load_ex(&cfg, wf, &l, detail, sizeof detail);
     CHECK(st == ATTN_OK, "%s: load: %s (%s)", c->name, attn_status_string(st), detail);
-    if (l && x && want) {
+    /* both paths: the fused default and the reference */
+    for (int impl = ATTN_IMPL_AUTO; l && x && want && impl <= ATTN_IMPL_REF; impl++) {
+        const char *via = impl == ATTN_IMPL_REF ? "library, ref" : "library, fast";
         float *out = calloc(on, sizeof *out);
         attn_generator g;
         attn_generator_seed(&g, (uint64_t)c->seed);
         attn_generator_set_flavor(&g, strcmp(c->flavor, "mkl") ? ATTN_TORCH_NOMKL : ATTN_TORCH_MKL);
-        attn_forward_args a = {x, B, S, y, Sk, mask, c->train, &g, ATTN_IMPL_AUTO, out};
+        attn_forward_args a = {x, B, S, y, Sk, mask, c->train, &g, (attn_impl)impl, out};
         CHECK_OK(attn_layer_forward(l, &a));
         char label[128];
-        snprintf(label, sizeof label, "%s out (library)", c->name);
+        snprintf(label, sizeof label, "%s out (%s)", c->name, via);
         tu_allclose(label, out, want, on, RTOL, ATOL);
         free(out);
         int gnd;
@@ -158,7 +160,7 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
             attn_layer_zero_grad(l);
             attn_backward_args ba = {gout, gx, gy};
             CHECK_OK(attn_layer_backward(l, &ba));
-            compare_grads(c->name, "library", io, l, gx, gy, xn, yn);
+            compare_grads(c->name, via, io, l, gx, gy, xn, yn);
             free(gx);
             free(gy);
             free(gout);
