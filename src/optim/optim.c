@@ -193,16 +193,25 @@ attn_status attn_optim_save(const attn_optim *o, const char *path) {
     return st;
 }
 
-/* Read "<name><suffix>" of exactly n floats; ATTN_E_NOT_FOUND if absent. */
-static attn_status read_state(const attn_st_file *f, const char *name, const char *suffix, float *dst, size_t n) {
+/* Is "<name><suffix>" a float tensor of exactly n elements? ATTN_E_NOT_FOUND if absent. */
+static attn_status check_state(const attn_st_file *f, const char *name, const char *suffix, size_t n) {
     char key[300];
     snprintf(key, sizeof key, "%s%s", name, suffix);
+    attn_dtype dt;
     int nd;
     int64_t sh[ATTN_MAX_DIMS];
-    attn_status st = attn_st_info(f, key, NULL, &nd, sh);
+    attn_status st = attn_st_info(f, key, &dt, &nd, sh);
     if (st) return st;
     size_t m;
     if (attn_numel(nd, sh, &m) || m != n) return ATTN_E_SHAPE;
+    return (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F64)
+               ? ATTN_OK
+               : ATTN_E_DTYPE;
+}
+
+static attn_status read_state(const attn_st_file *f, const char *name, const char *suffix, float *dst, size_t n) {
+    char key[300];
+    snprintf(key, sizeof key, "%s%s", name, suffix);
     return attn_st_read_f32(f, key, dst, n);
 }
 
@@ -211,53 +220,33 @@ attn_status attn_optim_load(attn_optim *o, const char *path) {
     attn_st_file *f;
     attn_status st = attn_st_open(path, &f);
     if (st) return st;
-    /* validate everything before changing any state */
+    /* validate every entry (presence, shape, dtype, integral step, nothing
+     * unknown) before changing any state */
+    int adam = o->cfg.kind == ATTN_OPTIM_ADAMW;
     size_t expected = 0;
     for (int i = 0; !st && i < o->n; i++) {
-        float stepf;
-        st = read_state(f, o->p[i].name, ".step", &stepf, 1);
+        const oparam *p = &o->p[i];
+        float stepf = 0.0f;
+        st = check_state(f, p->name, ".step", 1);
+        if (!st) st = read_state(f, p->name, ".step", &stepf, 1);
         if (!st && (!(stepf >= 0.0f) || stepf != floorf(stepf))) st = ATTN_E_FORMAT;
-        expected++;
-        if (!st && o->cfg.kind == ATTN_OPTIM_ADAMW) expected += 2;
-    }
-    if (!st && o->cfg.kind == ATTN_OPTIM_SGD) {
-        for (int i = 0; i < o->n; i++) {
-            char key[300];
-            snprintf(key, sizeof key, "%s.momentum_buffer", o->p[i].name);
-            expected += attn_st_info(f, key, NULL, NULL, NULL) == ATTN_OK;
+        if (!st && adam) st = check_state(f, p->name, ".exp_avg", p->n);
+        if (!st && adam) st = check_state(f, p->name, ".exp_avg_sq", p->n);
+        if (!st && !adam) {
+            attn_status s1 = check_state(f, p->name, ".momentum_buffer", p->n);
+            if (s1 == ATTN_OK) expected++;
+            else if (s1 != ATTN_E_NOT_FOUND) st = s1;
         }
+        expected += adam ? 3 : 1;
     }
     if (!st && (size_t)attn_st_count(f) != expected) st = ATTN_E_FORMAT; /* unknown entries */
-    float *tmp1 = NULL, *tmp2 = NULL;
-    for (int i = 0; !st && i < o->n; i++) {
-        oparam *p = &o->p[i];
-        tmp1 = malloc((p->n ? p->n : 1) * sizeof(float));
-        tmp2 = malloc((p->n ? p->n : 1) * sizeof(float));
-        if (!tmp1 || !tmp2) st = ATTN_E_NOMEM;
-        int has1 = 0;
-        if (!st && o->cfg.kind == ATTN_OPTIM_ADAMW) {
-            st = read_state(f, p->name, ".exp_avg", tmp1, p->n);
-            if (!st) st = read_state(f, p->name, ".exp_avg_sq", tmp2, p->n);
-            has1 = 1;
-        } else if (!st) {
-            attn_status s1 = read_state(f, p->name, ".momentum_buffer", tmp1, p->n);
-            if (s1 == ATTN_OK)
-                has1 = 1;
-            else if (s1 != ATTN_E_NOT_FOUND)
-                st = s1;
-        }
-        free(tmp1);
-        free(tmp2);
-        tmp1 = tmp2 = NULL;
-        (void)has1;
-    }
     /* all valid: now apply */
     for (int i = 0; !st && i < o->n; i++) {
         oparam *p = &o->p[i];
         float stepf;
         read_state(f, p->name, ".step", &stepf, 1);
         p->step = stepf;
-        if (o->cfg.kind == ATTN_OPTIM_ADAMW) {
+        if (adam) {
             read_state(f, p->name, ".exp_avg", p->buf1, p->n);
             read_state(f, p->name, ".exp_avg_sq", p->buf2, p->n);
         } else {
