@@ -1,8 +1,8 @@
 /* attn bench: time the core SDPA (forward, or backward) and OpenBLAS sgemm in
  * the same run. FLOPs: forward 4*B*H*Sq*Sk*D (halved when causal), backward
- * 2.5x that; sgemm 2*N^3. The SDPA and sgemm are timed in alternating pairs
+ * 2.5x that; sgemm 2*N^3. The SDPA and sgemm are timed in alternating rounds
  * (the machine's speed drifts); reported: the median time of each and the
- * median of the per-pair GFLOP/s ratios. */
+ * median over rounds of the GFLOP/s ratio. */
 #include "cli.h"
 
 #include <cblas.h>
@@ -162,30 +162,48 @@ int cmd_bench(int argc, char **argv) {
     if (causal) flops *= 0.5;
     if (backward) flops *= 2.5;
     double sg_flops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n;
-    /* warm-up both, then pairs (sdpa, sgemm) until min_time: medians of each
-     * and the median of the per-pair ratios */
-    if (run_sdpa(&c) || (sgemm_n > 0 && run_sgemm(&sg))) return 1;
-    double ts[64], tg[64], rt[64];
-    int reps = 0;
-    double start = now();
+    /* rounds of (warm-up + repetitions of the SDPA, warm-up + repetitions of
+     * sgemm): each round's ratio compares the two at nearly the same moment;
+     * the warm-up after each switch lets the other thread pool go idle */
+    double ts[256], tg[256], rt[16];
+    int ns = 0, ng = 0, rounds = 0;
+    double start = now(), slice = min_time / 4.0;
     do {
-        double a = now();
+        double a, rs[64], rg[64];
+        int ks = 0, kg = 0;
         if (run_sdpa(&c)) return 1;
-        ts[reps] = now() - a;
-        tg[reps] = 0.0;
-        if (sgemm_n > 0) {
+        double t0 = now();
+        do {
             a = now();
+            if (run_sdpa(&c)) return 1;
+            rs[ks++] = now() - a;
+        } while (ks < 64 && (ks < 2 || now() - t0 < slice));
+        if (sgemm_n > 0) {
             run_sgemm(&sg);
-            tg[reps] = now() - a;
+            t0 = now();
+            do {
+                a = now();
+                run_sgemm(&sg);
+                rg[kg++] = now() - a;
+            } while (kg < 64 && (kg < 2 || now() - t0 < slice));
         }
-        rt[reps] = sgemm_n > 0 ? (flops / ts[reps]) / (sg_flops / tg[reps]) : 0.0;
-        reps++;
-    } while (reps < 64 && (reps < 3 || now() - start < min_time));
-    qsort(ts, (size_t)reps, sizeof ts[0], cmp_d);
-    qsort(tg, (size_t)reps, sizeof tg[0], cmp_d);
-    qsort(rt, (size_t)reps, sizeof rt[0], cmp_d);
-    double t = ts[reps / 2], gflops = flops / t * 1e-9, ratio = rt[reps / 2];
-    double sg_ms = tg[reps / 2] * 1e3, sg_gflops = sgemm_n > 0 ? sg_flops / tg[reps / 2] * 1e-9 : 0.0;
+        qsort(rs, (size_t)ks, sizeof rs[0], cmp_d);
+        for (int i2 = 0; i2 < ks && ns < 256; i2++) ts[ns++] = rs[i2];
+        if (kg) {
+            qsort(rg, (size_t)kg, sizeof rg[0], cmp_d);
+            for (int i2 = 0; i2 < kg && ng < 256; i2++) tg[ng++] = rg[i2];
+            rt[rounds] = (flops / rs[ks / 2]) / (sg_flops / rg[kg / 2]);
+        } else {
+            rt[rounds] = 0.0;
+        }
+        rounds++;
+    } while (rounds < 16 && (rounds < 2 || now() - start < min_time));
+    qsort(ts, (size_t)ns, sizeof ts[0], cmp_d);
+    qsort(tg, (size_t)ng, sizeof tg[0], cmp_d);
+    qsort(rt, (size_t)rounds, sizeof rt[0], cmp_d);
+    int reps = ns;
+    double t = ts[ns / 2], gflops = flops / t * 1e-9, ratio = rt[rounds / 2];
+    double sg_ms = ng ? tg[ng / 2] * 1e3 : 0.0, sg_gflops = ng ? sg_flops / tg[ng / 2] * 1e-9 : 0.0;
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json) {
         printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Sq\": %lld, "
