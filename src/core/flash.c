@@ -61,11 +61,11 @@ static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t
         for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
-/* dst (cols x rows) = src (rows x cols)^T */
-static void transpose(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst, int64_t ldd) {
-    for (int64_t r0 = 0; r0 < rows; r0 += 8)
-        for (int64_t c = 0; c < cols; c++)
-            for (int64_t r = r0; r < r0 + 8 && r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
+/* C (M x N) (+)= A^T (M x K) B (K x N), A stored (K x M) row-major, M % 6 == 0, N % 16 == 0. */
+static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    for (int64_t j = 0; j < N; j += 16)
+        for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
 /* Additive key mask for batch row b: 0 where visible, -inf where the padding
@@ -366,11 +366,10 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
         float *add = malloc((size_t)(nkb * BC_B) * sizeof(float));
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
-        float *T = malloc((size_t)(BC_B * BR) * sizeof(float));  /* transposed tile */
         float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float)); /* dropped-out P */
         float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
         uint8_t *keep = malloc(BC_B);
-        int ok = KT && Kp && VT && Di && add && Qp && dOp && P && dS && T && Pd && dKb && dVb && keep;
+        int ok = KT && Kp && VT && Di && add && Qp && dOp && P && dS && Pd && dKb && dVb && keep;
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -431,8 +430,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                         dropout_tile(d, dS, BC_B, BC_B, rows, b, h, i0, j0, keep);
                         pd = Pd;
                     }
-                    transpose(pd, BR, BC_B, BC_B, T, BR);
-                    tile_gemm(kt, BC_B, DvP, BR, T, BR, dOp, DvP, dVb, DvP, 1);
+                    tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVb, DvP, 1);
                     /* dS = P (dP - Di) scale; P is zero where masked */
                     for (int64_t r = 0; r < rows; r++) {
                         float di = Di[i0 + r], *ds = dS + r * BC_B;
@@ -441,9 +439,8 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     }
                     for (int64_t r = rows; r < BR; r++) memset(dS + r * BC_B, 0, BC_B * sizeof(float));
                     /* dK += dS^T Q (Q unnegated: d->scale carries the sign) */
-                    transpose(dS, BR, BC_B, BC_B, T, BR);
                     if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
-                    tile_gemm(kt, BC_B, DP, BR, T, BR, Qp, DP, dKb, DP, 1);
+                    tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qp, DP, dKb, DP, 1);
                     /* dQ += dS K */
                     tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + jl0 * DP, DP, dQ + i0 * DP, DP, 1);
                 }
@@ -456,7 +453,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
             }
         }
         free(KT), free(Kp), free(VT), free(Di), free(add);
-        free(Qp), free(dOp), free(P), free(dS), free(T), free(Pd), free(dKb), free(dVb), free(keep);
+        free(Qp), free(dOp), free(P), free(dS), free(Pd), free(dKb), free(dVb), free(keep);
         /* dQ = sum of the chunk partials, in chunk order */
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < BH * Sq; row++) {

@@ -4,6 +4,8 @@
  *   gemm_6x16   C[6 x 16] = (acc ? C : 0) + A[6 x K] * B[K x 16]
  *               A rows are lda floats apart, B rows ldb apart, C rows ldc
  *               apart. No alignment required. K >= 0.
+ *   gemm_6x16_tn  the same with A stored transposed: A(i, k) at A[k * lda + i]
+ *               (so C = A^T B for a row-major A), no transpose copy needed.
  *   exp_row     y[j] = exp(x[j] * scale - m) for j < n, returns the sum of
  *               the y[j] (accumulated in float lanes of 8, then pairwise).
  *               x = -INFINITY (a masked score) gives exactly 0; arguments
@@ -23,6 +25,8 @@ typedef struct attn_kernel_table {
     const char *name;
     void (*gemm_6x16)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                       int acc);
+    void (*gemm_6x16_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                         int acc);
     float (*exp_row)(const float *x, float *y, int64_t n, float scale, float m);
     float (*max_row)(const float *x, int64_t n);
     void (*scale_row)(float *x, int64_t n, float a);

@@ -20,6 +20,20 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
         for (int j = 0; j < 16; j++) C[i * ldc + j] = c[i][j];
 }
 
+static void gemm_6x16_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                         int acc) {
+    float c[6][16];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 16; j++) c[i][j] = acc ? C[i * ldc + j] : 0.0f;
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb, *a = A + k * lda;
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 16; j++) c[i][j] += a[i] * b[j];
+    }
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 16; j++) C[i * ldc + j] = c[i][j];
+}
+
 /* Cephes-style expf: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2). */
 static float exp_cephes(float x) {
     if (x < -87.33654f) return 0.0f;
@@ -63,4 +77,4 @@ static float dot_row(const float *x, const float *y, int64_t n) {
     return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, exp_row, max_row, scale_row, dot_row};
+const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row, max_row, scale_row, dot_row};
