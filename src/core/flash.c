@@ -111,13 +111,13 @@ static int64_t panel_ld(int64_t SkP) { return SkP + 16; }
 
 /* Pack K^T (D x SkP, row stride panel_ld) and V (SkP x DvP) of one head, zero-padded. */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
-                    float *KT, float *Vp) {
+                    float *KT, float *Vp /* NULL: V is used in place */) {
     int64_t ldk = panel_ld(SkP);
     for (int64_t j = 0; j < SkP; j++) {
         const float *kr = j < d->Sk ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
         const float *vr = j < d->Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
         for (int64_t c = 0; c < d->D; c++) KT[c * ldk + j] = kr ? kr[c] : 0.0f;
-        for (int64_t c = 0; c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
+        for (int64_t c = 0; Vp && c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
     }
 }
 
@@ -167,8 +167,11 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
     if (B * H * Sq == 0) return ATTN_OK;
     int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_F), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
-    size_t head_kt, head_v, npanel, nwork;
-    if (attn_mul_size((size_t)panel_ld(SkP), (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
+    /* V rows are used in place when Dv is a multiple of 16 (the N of the PV tile) */
+    int v_direct = Dv % 16 == 0;
+    size_t head_kt, head_v = 0, npanel, nwork;
+    if (attn_mul_size((size_t)panel_ld(SkP), (size_t)D, &head_kt) ||
+        (!v_direct && attn_mul_size((size_t)SkP, (size_t)DvP, &head_v)) ||
         attn_mul3_size((size_t)(B * H), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
         return ATTN_E_OVERFLOW;
@@ -184,7 +187,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < B * H; bh++) {
         float *KT = panels + (size_t)bh * (head_kt + head_v);
-        pack_kv(d, k, v, bh / H, bh % H, SkP, DvP, KT, KT + head_kt);
+        pack_kv(d, k, v, bh / H, bh % H, SkP, DvP, KT, v_direct ? NULL : KT + head_kt);
     }
     size_t nw = 0;
     for (int64_t b = 0; b < B; b++)
@@ -220,6 +223,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 last_b = b;
             }
             const float *KT = panels + (size_t)(b * H + h) * (head_kt + head_v), *Vp = KT + head_kt;
+            int64_t ldv = DvP;
+            if (v_direct) Vp = v.data + b * v.stride_b + h * v.stride_h, ldv = v.stride_s;
             pack_rows(q, b, h, i0, rows, D, D, Qp, sign);
             memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -246,7 +251,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 }
                 for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
                 if (d->dropout) dropout_tile(d, S, BC_F, nc, rows, b, h, i0, j0, keep);
-                tile_gemm(kt, BR, DvP, nc, S, BC_F, Vp + j0 * DvP, DvP, O, DvP, 1);
+                /* keys past Sk have P = 0: stop the PV reduction at Sk (in-place V has no padding rows) */
+                int64_t kv = Sk - j0 < nc ? Sk - j0 : nc;
+                tile_gemm(kt, BR, DvP, kv, S, BC_F, Vp + j0 * ldv, ldv, O, DvP, 1);
             }
             for (int64_t r = 0; r < rows; r++) {
                 float *o = out.data + b * out.stride_b + h * out.stride_h + (i0 + r) * out.stride_s;
