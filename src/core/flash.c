@@ -43,6 +43,7 @@
 #define BC_F 128 /* keys per forward tile */
 #endif
 #define BC_B 96 /* keys per backward tile */
+#define LAZY_MAX 8.0f /* forward: how far a row max may outgrow the reference max before rescaling */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -237,17 +238,24 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 for (int64_t r = 0; r < rows; r++) {
                     float *s = S + r * BC_F;
                     float mt = kt->max_row(s, nc) * scale;
-                    float mn = mt > m[r] ? mt : m[r];
-                    if (mn == -INFINITY) { /* nothing visible yet: P = 0 */
+                    if (mt == -INFINITY && m[r] == -INFINITY) { /* nothing visible yet: P = 0 */
                         memset(s, 0, (size_t)nc * sizeof(float));
                         continue;
                     }
-                    /* m moved: rescale the running sum and output by exp(m_old - m_new) */
-                    float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
-                    float sum = kt->exp_row(s, s, nc, scale, mn);
-                    l[r] = l[r] * alpha + sum;
-                    if (alpha != 1.0f) kt->scale_row(O + r * DvP, DvP, alpha);
-                    m[r] = mn;
+                    /* Lazy rescaling: the reference max m only moves when the
+                     * tile's max exceeds it by more than LAZY_MAX (P is then at
+                     * most e^LAZY_MAX, far from float overflow). When it moves,
+                     * rescale the running sum and output by exp(m_old - m_new). */
+                    if (mt > m[r] + LAZY_MAX || m[r] == -INFINITY) {
+                        float mn = mt > m[r] ? mt : m[r];
+                        if (m[r] != -INFINITY) {
+                            float alpha = expf(m[r] - mn);
+                            l[r] *= alpha;
+                            kt->scale_row(O + r * DvP, DvP, alpha);
+                        }
+                        m[r] = mn;
+                    }
+                    l[r] += kt->exp_row(s, s, nc, scale, m[r]);
                 }
                 for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
                 if (d->dropout) dropout_tile(d, S, BC_F, nc, rows, b, h, i0, j0, keep);
