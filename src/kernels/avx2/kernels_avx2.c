@@ -5,9 +5,12 @@
 #include <immintrin.h>
 #include <math.h>
 
-/* C[6x16] (+)= A[6xK] B[Kx16]: 12 accumulators, 6 broadcasts and 2 loads per k. */
-static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
-                      int acc) {
+/* C[6x16] (+)= A[6xK] B[Kx16]: 12 accumulators, 6 broadcasts and 2 loads per
+ * k. A(i, k) is at A[i * rs + k * cs]: (lda, 1) for a row-major A, (1, lda)
+ * for a transposed one. */
+static inline __attribute__((always_inline)) void gemm_6x16_strided(int64_t K, const float *A, int64_t rs, int64_t cs,
+                                                                    const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                                    int acc) {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (acc) {
         c00 = _mm256_loadu_ps(C + 0 * ldc), c01 = _mm256_loadu_ps(C + 0 * ldc + 8);
@@ -19,22 +22,22 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
     } else {
         c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
     }
-    const float *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda, *a4 = A + 4 * lda, *a5 = A + 5 * lda;
+    const float *a0 = A, *a1 = A + rs, *a2 = A + 2 * rs, *a3 = A + 3 * rs, *a4 = A + 4 * rs, *a5 = A + 5 * rs;
 #pragma GCC unroll 4
     for (int64_t k = 0; k < K; k++) {
         __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
         __m256 a;
-        a = _mm256_broadcast_ss(a0 + k);
+        a = _mm256_broadcast_ss(a0 + k * cs);
         c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(a1 + k);
+        a = _mm256_broadcast_ss(a1 + k * cs);
         c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(a2 + k);
+        a = _mm256_broadcast_ss(a2 + k * cs);
         c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(a3 + k);
+        a = _mm256_broadcast_ss(a3 + k * cs);
         c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(a4 + k);
+        a = _mm256_broadcast_ss(a4 + k * cs);
         c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(a5 + k);
+        a = _mm256_broadcast_ss(a5 + k * cs);
         c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
     }
     _mm256_storeu_ps(C + 0 * ldc, c00), _mm256_storeu_ps(C + 0 * ldc + 8, c01);
@@ -45,43 +48,15 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
     _mm256_storeu_ps(C + 5 * ldc, c50), _mm256_storeu_ps(C + 5 * ldc + 8, c51);
 }
 
-/* As gemm_6x16 with A transposed: the 6 values of step k are A[k * lda + 0..5]. */
-static void gemm_6x16_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+/* the two contract entries, each a specialization of the strided kernel */
+static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                       int acc) {
-    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
-    if (acc) {
-        c00 = _mm256_loadu_ps(C + 0 * ldc), c01 = _mm256_loadu_ps(C + 0 * ldc + 8);
-        c10 = _mm256_loadu_ps(C + 1 * ldc), c11 = _mm256_loadu_ps(C + 1 * ldc + 8);
-        c20 = _mm256_loadu_ps(C + 2 * ldc), c21 = _mm256_loadu_ps(C + 2 * ldc + 8);
-        c30 = _mm256_loadu_ps(C + 3 * ldc), c31 = _mm256_loadu_ps(C + 3 * ldc + 8);
-        c40 = _mm256_loadu_ps(C + 4 * ldc), c41 = _mm256_loadu_ps(C + 4 * ldc + 8);
-        c50 = _mm256_loadu_ps(C + 5 * ldc), c51 = _mm256_loadu_ps(C + 5 * ldc + 8);
-    } else {
-        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
-    }
-#pragma GCC unroll 4
-    for (int64_t k = 0; k < K; k++) {
-        __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
-        __m256 a;
-        a = _mm256_broadcast_ss(A + k * lda + 0);
-        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(A + k * lda + 1);
-        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(A + k * lda + 2);
-        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(A + k * lda + 3);
-        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(A + k * lda + 4);
-        c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(A + k * lda + 5);
-        c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
-    }
-    _mm256_storeu_ps(C + 0 * ldc, c00), _mm256_storeu_ps(C + 0 * ldc + 8, c01);
-    _mm256_storeu_ps(C + 1 * ldc, c10), _mm256_storeu_ps(C + 1 * ldc + 8, c11);
-    _mm256_storeu_ps(C + 2 * ldc, c20), _mm256_storeu_ps(C + 2 * ldc + 8, c21);
-    _mm256_storeu_ps(C + 3 * ldc, c30), _mm256_storeu_ps(C + 3 * ldc + 8, c31);
-    _mm256_storeu_ps(C + 4 * ldc, c40), _mm256_storeu_ps(C + 4 * ldc + 8, c41);
-    _mm256_storeu_ps(C + 5 * ldc, c50), _mm256_storeu_ps(C + 5 * ldc + 8, c51);
+    gemm_6x16_strided(K, A, lda, 1, B, ldb, C, ldc, acc);
+}
+
+static void gemm_6x16_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                         int acc) {
+    gemm_6x16_strided(K, A, 1, lda, B, ldb, C, ldc, acc);
 }
 
 /* Cephes expf on 8 lanes; -inf and x < -87.3 give 0, NaN stays NaN (the

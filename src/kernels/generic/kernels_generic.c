@@ -4,15 +4,16 @@
 
 #include <math.h>
 
-static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
-                      int acc) {
+/* C[6x16] (+)= A[6xK] B[Kx16] with A(i, k) at A[i * rs + k * cs]. */
+static void gemm_6x16_strided(int64_t K, const float *A, int64_t rs, int64_t cs, const float *B, int64_t ldb, float *C,
+                              int64_t ldc, int acc) {
     float c[6][16];
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < 16; j++) c[i][j] = acc ? C[i * ldc + j] : 0.0f;
     for (int64_t k = 0; k < K; k++) {
         const float *b = B + k * ldb;
         for (int i = 0; i < 6; i++) {
-            float a = A[i * lda + k];
+            float a = A[i * rs + k * cs];
             for (int j = 0; j < 16; j++) c[i][j] += a * b[j];
         }
     }
@@ -20,18 +21,14 @@ static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, in
         for (int j = 0; j < 16; j++) C[i * ldc + j] = c[i][j];
 }
 
+static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                      int acc) {
+    gemm_6x16_strided(K, A, lda, 1, B, ldb, C, ldc, acc);
+}
+
 static void gemm_6x16_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                          int acc) {
-    float c[6][16];
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 16; j++) c[i][j] = acc ? C[i * ldc + j] : 0.0f;
-    for (int64_t k = 0; k < K; k++) {
-        const float *b = B + k * ldb, *a = A + k * lda;
-        for (int i = 0; i < 6; i++)
-            for (int j = 0; j < 16; j++) c[i][j] += a[i] * b[j];
-    }
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 16; j++) C[i * ldc + j] = c[i][j];
+    gemm_6x16_strided(K, A, 1, lda, B, ldb, C, ldc, acc);
 }
 
 /* Cephes-style expf: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2). */
