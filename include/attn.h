@@ -186,9 +186,9 @@ ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, att
 /* Backward of attn_sdpa_forward with the same descriptor (same masks, scale
  * and dropout: the dropout keep decisions are regenerated, not stored).
  *   dout (B,H,Sq,Dv) -> dq (B,H,Sq,D), dk (B,H,Sk,D), dv (B,H,Sk,Dv): WRITTEN
- *   (not accumulated). out is the forward output; lse may be NULL (the
- *   reference recomputes the probabilities). Rows with no visible key get
- *   zero gradients. */
+ *   (not accumulated). out is the forward output (the fused path needs it for
+ *   rowsum(dout * out)); lse is the forward's log-sum-exp, or NULL to have
+ *   it recomputed. Rows with no visible key get zero gradients. */
 ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                         attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
 
