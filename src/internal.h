@@ -28,6 +28,13 @@ int attn_numel(int ndim, const int64_t *shape, size_t *out);
 /* Fill keep[0..len) with the dropout keep decisions of flat elements
  * start..start+len (row-major over the dropped tensor). */
 void attn_dropout_mask_range(const attn_dropout *d, uint64_t start, size_t len, uint8_t *keep);
+/* MKL stream internals for the tiled kernels: x of element i, and T such that
+ * element i is kept iff x_i < T (exactly PyTorch's x / (2^31 - 1) < 1 - p). */
+uint32_t attn_dropout_mcg_at(const attn_dropout *d, uint64_t i);
+uint32_t attn_dropout_mcg_threshold(const attn_dropout *d);
+/* a^k mod (2^31 - 1) (k elements ahead in the stream) and x * y mod (2^31 - 1) */
+uint32_t attn_mcg_jump(uint64_t k);
+uint32_t attn_mcg_mul(uint32_t x, uint32_t y);
 
 /* Dense projections through CBLAS (src/core/linear.c), row-major, explicit
  * leading dimensions:

@@ -2,6 +2,8 @@
  * init and both dropout streams, against values PyTorch produced
  * (golden/rng.safetensors from gen_golden.py, and the masks the seed
  * notebooks print, which came from an MKL build). */
+#include "internal.h"
+#include "kernels/kernels.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -147,6 +149,30 @@ static void test_dropout_edges(void) {
     CHECK(g.flavor == ATTN_TORCH_MKL, "manual_seed resets the flavor to the default (MKL)");
 }
 
+/* The tiled kernels' MKL stream (threshold compare, 8 lanes) equals
+ * attn_dropout_keep element by element, on both kernel tables. */
+static void test_dropout_kernels(void) {
+    static const double ps[] = {0.5, 0.1, 0.25, 1e-9, 0.999999, 0.3333333333};
+    const attn_kernel_table *tables[2] = {&attn_kernels_generic, attn_kernels()};
+    for (int t = 0; t < 2; t++)
+        for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+            attn_generator g;
+            attn_generator_seed(&g, 1000 + pi);
+            attn_dropout d;
+            CHECK_OK(attn_dropout_begin(&g, ps[pi], 1ull << 40, &d));
+            uint32_t thr = attn_dropout_mcg_threshold(&d);
+            float row[203];
+            int bad = 0;
+            for (uint64_t start = 0; start < (1ull << 40); start = start * 7 + 12345) {
+                for (int j = 0; j < 203; j++) row[j] = 1.0f;
+                tables[t]->dropout_mcg(row, 203, attn_dropout_mcg_at(&d, start), thr, d.scale);
+                for (int j = 0; j < 203; j++)
+                    bad += (row[j] != 0.0f) != attn_dropout_keep(&d, start + (uint64_t)j);
+            }
+            CHECK(bad == 0, "%s kernel: %d keep decisions differ for p = %g", tables[t]->name, bad, ps[pi]);
+        }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     char path[1024];
@@ -159,6 +185,7 @@ int main(int argc, char **argv) {
     }
     test_dropout_mkl_seed();
     test_dropout_edges();
+    test_dropout_kernels();
     attn_st_close(golden);
     return tu_finish("test_rng");
 }

@@ -134,15 +134,40 @@ static void pack_rows(attn_view t, int64_t b, int64_t h, int64_t i0, int64_t row
 
 /* Apply dropout to rows x bc of a tile (row stride ld):
  * T[r][c] *= keep(b, h, i0 + r, j0 + c) ? scale : 0. */
-static void dropout_tile(const attn_sdpa_desc *d, float *Tt, int64_t ld, int64_t bc, int64_t rows, int64_t b, int64_t h,
-                         int64_t i0, int64_t j0, uint8_t *keep) {
+/* The MKL stream's constants for one call: keep iff x < thr; a^Sk steps one
+ * row down (the rows of a (B, H, Sq, Sk) tensor are Sk elements apart). */
+typedef struct mcg_consts {
+    int on;
+    uint32_t thr, row_step;
+} mcg_consts;
+
+static mcg_consts mcg_setup(const attn_sdpa_desc *d) {
+    mcg_consts m = {0, 0, 0};
+    const attn_dropout *dr = d->dropout;
+    if (dr && !dr->keep && dr->p > 0.0 && dr->p < 1.0) {
+        m.on = 1;
+        m.thr = attn_dropout_mcg_threshold(dr);
+        m.row_step = attn_mcg_jump((uint64_t)d->Sk);
+    }
+    return m;
+}
+
+static void dropout_tile(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, float *Tt,
+                         int64_t ld, int64_t bc, int64_t rows, int64_t b, int64_t h, int64_t i0, int64_t j0,
+                         uint8_t *keep) {
     int64_t cols = d->Sk - j0 < bc ? d->Sk - j0 : bc;
-    float sc = d->dropout->scale;
-    for (int64_t r = 0; r < rows; r++) {
-        uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i0 + r) * d->Sk + j0);
-        attn_dropout_mask_range(d->dropout, base, (size_t)cols, keep);
+    const attn_dropout *dr = d->dropout;
+    uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i0) * d->Sk + j0);
+    if (mc->on) { /* MKL stream: generated in the tile (one jump per tile, one multiply per row) */
+        uint32_t x = attn_dropout_mcg_at(dr, base);
+        for (int64_t r = 0; r < rows; r++, x = attn_mcg_mul(x, mc->row_step))
+            kt->dropout_mcg(Tt + r * ld, cols, x, mc->thr, dr->scale);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++, base += (uint64_t)d->Sk) {
+        attn_dropout_mask_range(dr, base, (size_t)cols, keep);
         float *t = Tt + r * ld;
-        for (int64_t c = 0; c < cols; c++) t[c] *= keep[c] ? sc : 0.0f;
+        for (int64_t c = 0; c < cols; c++) t[c] *= keep[c] ? dr->scale : 0.0f;
     }
 }
 
@@ -184,6 +209,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         return ATTN_E_NOMEM;
     }
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    const mcg_consts mc = mcg_setup(d);
     /* pack every head's K^T and V once (read-only afterwards) */
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < B * H; bh++) {
@@ -258,7 +284,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                     l[r] += kt->exp_row(s, s, nc, scale, m[r]);
                 }
                 for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
-                if (d->dropout) dropout_tile(d, S, BC_F, nc, rows, b, h, i0, j0, keep);
+                if (d->dropout) dropout_tile(kt, d, &mc, S, BC_F, nc, rows, b, h, i0, j0, keep);
                 /* keys past Sk have P = 0: stop the PV reduction at Sk (in-place V has no padding rows) */
                 int64_t kv = Sk - j0 < nc ? Sk - j0 : nc;
                 tile_gemm(kt, BR, DvP, kv, S, BC_F, Vp + j0 * ldv, ldv, O, DvP, 1);
@@ -351,6 +377,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
         attn_mul3_size((size_t)ldk, (size_t)(2 * DP + 2 * DvP), 4, &need))
         return ATTN_E_OVERFLOW;
     float sign = d->scale < 0.0f ? -1.0f : 1.0f;
+    const mcg_consts mc = mcg_setup(d);
     /* dQ partials (one per head and chunk), and the lse if the caller has none */
     float *parts = malloc(nparts * sizeof(float));
     float *lse_own = NULL, *out_tmp = NULL;
@@ -441,8 +468,8 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     const float *pd = P;
                     if (d->dropout) {
                         memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
-                        dropout_tile(d, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
-                        dropout_tile(d, dS, BC_B, BC_B, rows, b, h, i0, j0, keep);
+                        dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
+                        dropout_tile(kt, d, &mc, dS, BC_B, BC_B, rows, b, h, i0, j0, keep);
                         pd = Pd;
                     }
                     tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVb, DvP, 1);

@@ -10,6 +10,9 @@
  *               the y[j] (accumulated in float lanes of 8, then pairwise).
  *               x = -INFINITY (a masked score) gives exactly 0; arguments
  *               below -87.3 flush to 0. Relative error a few ulp.
+ *   dropout_mcg t[j] *= (x_j < thr) ? scale : 0 for j < n, where x_0 = x and
+ *               x_{j+1} = x_j * 1132489760 mod (2^31 - 1): PyTorch's MKL
+ *               dropout stream from element x onward (1 <= x < 2^31 - 1).
  *   max_row     max of x[0..n), -INFINITY for n == 0; NaN-propagating is not
  *               guaranteed (NaN rows are handled by the driver's checks).
  *   scale_row   x[j] *= a for j < n.
@@ -28,6 +31,7 @@ typedef struct attn_kernel_table {
     void (*gemm_6x16_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                          int acc);
     float (*exp_row)(const float *x, float *y, int64_t n, float scale, float m);
+    void (*dropout_mcg)(float *t, int64_t n, uint32_t x, uint32_t thr, float scale);
     float (*max_row)(const float *x, int64_t n);
     void (*scale_row)(float *x, int64_t n, float a);
     float (*dot_row)(const float *x, const float *y, int64_t n);

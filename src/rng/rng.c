@@ -146,6 +146,22 @@ static int mcg_keep_x(uint32_t x, double p) {
     return u < 1.0 - p;
 }
 
+uint32_t attn_dropout_mcg_at(const attn_dropout *d, uint64_t i) { return mulmod31(d->mcg_seed, powmod31(MCG31_A, i)); }
+
+uint32_t attn_mcg_jump(uint64_t k) { return powmod31(MCG31_A, k); }
+uint32_t attn_mcg_mul(uint32_t x, uint32_t y) { return mulmod31(x, y); }
+
+uint32_t attn_dropout_mcg_threshold(const attn_dropout *d) {
+    /* the smallest x with x / m >= 1 - p, found around the estimate so that
+     * "x < T" is exactly the double comparison mcg_keep_x makes */
+    double kp = 1.0 - d->p;
+    int64_t t = (int64_t)(kp * (double)MCG31_M);
+    if (t < 0) t = 0;
+    while (t > 0 && mcg_keep_x((uint32_t)(t - 1), d->p) == 0) t--;
+    while (t <= (int64_t)MCG31_M && mcg_keep_x((uint32_t)t, d->p)) t++;
+    return (uint32_t)t;
+}
+
 int attn_dropout_keep(const attn_dropout *d, uint64_t i) {
     if (!d || d->p == 0.0) return 1;
     if (d->p == 1.0) return 0;

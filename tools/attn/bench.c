@@ -66,7 +66,7 @@ int cmd_bench(int argc, char **argv) {
     int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048;
     int causal = 0, backward = 0, json = 0;
     attn_impl impl = ATTN_IMPL_FAST;
-    double min_time = 1.0;
+    double min_time = 1.0, p_drop = 0.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *dst = NULL, lo = 1, hi = 1 << 24;
@@ -96,6 +96,12 @@ int cmd_bench(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             impl = !strcmp(v, "ref") ? ATTN_IMPL_REF : !strcmp(v, "auto") ? ATTN_IMPL_AUTO : ATTN_IMPL_FAST;
+            i++;
+        } else if (!strcmp(a, "--dropout")) {
+            if (!v || !cli_parse_prob(v, &p_drop)) {
+                cli_error("--dropout must be a probability in [0, 1]");
+                return EXIT_USAGE;
+            }
             i++;
         } else if (!strcmp(a, "--min-time")) {
             char *end;
@@ -139,6 +145,17 @@ int cmd_bench(int argc, char **argv) {
     c.d = (attn_sdpa_desc){
         B,    H, S, Sk,   D,   D, attn_default_scale(D), causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
         NULL, 0, 0, NULL, impl};
+    attn_dropout drop;
+    memset(&drop, 0, sizeof drop);
+    if (p_drop > 0.0) { /* the MKL stream (random access, generated inside the tiles) */
+        attn_generator gen;
+        attn_generator_seed(&gen, 0);
+        if (attn_dropout_begin(&gen, p_drop, (uint64_t)nl * (uint64_t)Sk, &drop) != ATTN_OK) {
+            cli_error("bench: dropout setup failed");
+            return 1;
+        }
+        c.d.dropout = &drop;
+    }
     float *q = frand_buf(nq, 4), *k = frand_buf(nk, 5), *v = frand_buf(nk, 6), *o = frand_buf(nq, 7);
     float *go = backward ? frand_buf(nq, 8) : NULL, *dq = backward ? frand_buf(nq, 9) : NULL;
     float *dk = backward ? frand_buf(nk, 10) : NULL, *dvv = backward ? frand_buf(nk, 11) : NULL;

@@ -114,6 +114,51 @@ static float exp_row(const float *x, float *y, int64_t n, float scale, float m) 
     return hsum8(acc);
 }
 
+/* 4 lanes of x * c mod (2^31 - 1), x and c in the low 32 bits of 64-bit lanes */
+static inline __m256i mulmod_m31_4(__m256i x, __m256i c) {
+    const __m256i m = _mm256_set1_epi64x(0x7fffffff);
+    __m256i p = _mm256_mul_epu32(x, c);
+    __m256i t = _mm256_add_epi64(_mm256_and_si256(p, m), _mm256_srli_epi64(p, 31));
+    __m256i ge = _mm256_cmpgt_epi64(t, _mm256_sub_epi64(m, _mm256_set1_epi64x(1)));
+    return _mm256_sub_epi64(t, _mm256_and_si256(ge, m));
+}
+
+static uint32_t mulmod_m31(uint32_t x, uint32_t y) {
+    uint64_t p = (uint64_t)x * y;
+    uint32_t t = (uint32_t)((p & 0x7fffffffu) + (p >> 31));
+    return t >= 0x7fffffffu ? t - 0x7fffffffu : t;
+}
+
+/* 8 stream elements per step: lanes hold x_j .. x_{j+7} (even lanes in one
+ * register, odd in another) and advance by a^8. */
+static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float scale) {
+    uint32_t xs[8], a8 = 1;
+    for (int i = 0; i < 8; i++) {
+        xs[i] = x;
+        x = mulmod_m31(x, 1132489760u);
+        a8 = mulmod_m31(a8, 1132489760u);
+    }
+    __m256i ev = _mm256_setr_epi64x(xs[0], xs[2], xs[4], xs[6]), od = _mm256_setr_epi64x(xs[1], xs[3], xs[5], xs[7]);
+    const __m256i c8 = _mm256_set1_epi64x(a8), vthr = _mm256_set1_epi32((int)thr);
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        /* interleave even and odd lanes back into element order x_j .. x_{j+7} */
+        __m256i xv = _mm256_or_si256(ev, _mm256_slli_epi64(od, 32));
+        __m256i keep = _mm256_cmpgt_epi32(vthr, xv); /* x < thr (both < 2^31) */
+        __m256 f = _mm256_and_ps(_mm256_castsi256_ps(keep), vs);
+        _mm256_storeu_ps(t + j, _mm256_mul_ps(_mm256_loadu_ps(t + j), f));
+        ev = mulmod_m31_4(ev, c8);
+        od = mulmod_m31_4(od, c8);
+    }
+    if (j < n) {
+        uint32_t rest[8];
+        __m256i xv = _mm256_or_si256(ev, _mm256_slli_epi64(od, 32));
+        _mm256_storeu_si256((__m256i *)rest, xv);
+        for (int64_t i = 0; j + i < n; i++) t[j + i] *= rest[i] < thr ? scale : 0.0f;
+    }
+}
+
 static float max_row(const float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
     int64_t j = 0;
@@ -142,4 +187,4 @@ static float dot_row(const float *x, const float *y, int64_t n) {
     return r;
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2", gemm_6x16, gemm_6x16_tn, exp_row, max_row, scale_row, dot_row};
+const attn_kernel_table attn_kernels_avx2 = {"avx2", gemm_6x16, gemm_6x16_tn, exp_row, dropout_mcg, max_row, scale_row, dot_row};
