@@ -37,6 +37,14 @@ typedef struct attn_kernel_table {
     float (*dot_row)(const float *x, const float *y, int64_t n);
 } attn_kernel_table;
 
+/* x * y mod (2^31 - 1) for x, y < 2^31: fold the 62-bit product (2^31 = 1).
+ * Shared by both tables' dropout_mcg. */
+static inline uint32_t attn_m31_mul(uint32_t x, uint32_t y) {
+    uint64_t p = (uint64_t)x * y;
+    uint32_t t = (uint32_t)((p & 0x7fffffffu) + (p >> 31));
+    return t >= 0x7fffffffu ? t - 0x7fffffffu : t;
+}
+
 extern const attn_kernel_table attn_kernels_generic;
 #if defined(__x86_64__) || defined(__i386__)
 extern const attn_kernel_table attn_kernels_avx2;

@@ -144,27 +144,37 @@ static T dropout(attn_generator *g, double p, const T *in) {
 }
 
 /* Create a seed layer, init it under torch.manual_seed(seed), run it on x. */
-static T layer_run(attn_layer_kind kind, int64_t d_in, int64_t d_out, int64_t heads, int64_t ctx, uint64_t seed,
-                   const T *x, attn_layer **keep) {
-    attn_layer_config c;
-    attn_layer_config_default(&c, kind, d_in, d_out, heads);
-    c.context_length = ctx;
+/* Run a layer created with config c, initialized under torch.manual_seed(init_seed),
+ * forward under torch.manual_seed(fwd_seed) (which matters only when train);
+ * x is (S, C) or (B, S, C). Keeps the layer in *keep if asked. */
+static T run_cfg(const attn_layer_config *c, uint64_t init_seed, const T *x, const T *y, const uint8_t *mask, int train,
+                 uint64_t fwd_seed, attn_layer **keep) {
     attn_layer *l = NULL;
     attn_generator g;
-    attn_generator_seed(&g, seed);
+    attn_generator_seed(&g, init_seed);
     T o = mk(0, 0, 0, 0);
-    check(attn_layer_create(&c, &l), "layer create");
+    check(attn_layer_create(c, &l), "layer create");
     if (!l) return o;
     check(attn_layer_init(l, &g), "layer init");
     int64_t B = x->nd == 3 ? x->sh[0] : 1, S = x->sh[x->nd - 2], W = attn_layer_out_width(l);
     o = x->nd == 3 ? mk(3, B, S, W) : mk(2, S, W, 0);
-    attn_forward_args a = {x->d, B, S, NULL, 0, NULL, 0, &g, ATTN_IMPL_REF, o.d};
+    attn_generator_seed(&g, fwd_seed);
+    attn_forward_args a = {x->d, B, S, y ? y->d : NULL, y ? y->sh[1] : 0, mask, train, &g, ATTN_IMPL_REF, o.d};
     check(attn_layer_forward(l, &a), "layer forward");
     if (keep)
         *keep = l;
     else
         attn_layer_free(l);
     return o;
+}
+
+/* A seed layer with its default config, initialized under torch.manual_seed(seed), in eval mode. */
+static T layer_run(attn_layer_kind kind, int64_t d_in, int64_t d_out, int64_t heads, int64_t ctx, uint64_t seed,
+                   const T *x, attn_layer **keep) {
+    attn_layer_config c;
+    attn_layer_config_default(&c, kind, d_in, d_out, heads);
+    c.context_length = ctx;
+    return run_cfg(&c, seed, x, NULL, NULL, 0, 0, keep);
 }
 
 static T param(const attn_layer *l, const char *name) {
@@ -541,25 +551,6 @@ static void seed_003(void) {
 
 /* ---- seeds 001 and 004: the other layers on a small example ------------- */
 
-/* Run a layer created with config c, initialized under torch.manual_seed(init_seed). */
-static T run_cfg(const attn_layer_config *c, uint64_t init_seed, const T *x, const T *y, const uint8_t *mask, int train,
-                 uint64_t fwd_seed) {
-    attn_layer *l = NULL;
-    attn_generator g;
-    attn_generator_seed(&g, init_seed);
-    T o = mk(0, 0, 0, 0);
-    check(attn_layer_create(c, &l), "layer create");
-    if (!l) return o;
-    check(attn_layer_init(l, &g), "layer init");
-    o = mk(3, x->sh[0], x->sh[1], attn_layer_out_width(l));
-    attn_generator_seed(&g, fwd_seed);
-    attn_forward_args a = {x->d, x->sh[0], x->sh[1], y ? y->d : NULL, y ? y->sh[1] : 0,
-                           mask, train,    &g,       ATTN_IMPL_REF,   o.d};
-    check(attn_layer_forward(l, &a), "layer forward");
-    attn_layer_free(l);
-    return o;
-}
-
 /* (B, Sq, Sk) "masked" matrix (True = hidden) of a causal and/or padding mask */
 static void show_hidden(const char *prefix, int64_t B, int64_t Sq, int64_t Sk, int causal, const uint8_t *pad) {
     uint8_t m[2 * 8 * 8];
@@ -590,20 +581,20 @@ static void seeds_001_004(void) {
     show_hidden("", 1, 5, 5, 1, NULL);
     attn_layer_config_default(&c, ATTN_LAYER_GPT_MHA, 8, 8, 2);
     c.context_length = 5;
-    T o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0);
+    T o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, NULL);
     show("eval, torch.manual_seed(0) init: ", &o, "grad_fn=<ViewBackward0>");
     c.dropout = c.out_dropout = 0.2;
-    o = run_cfg(&c, 0, &x, NULL, NULL, 1, 42);
+    o = run_cfg(&c, 0, &x, NULL, NULL, 1, 42, NULL);
     show("train, dropout=0.2, torch.manual_seed(42) before forward: ", &o, "grad_fn=<MulBackward0>");
 
     step("seed 004: SingleHeadAttention(hidden_size=8): head size 8 // 4 = 2, no mask");
     attn_layer_config_default(&c, ATTN_LAYER_SINGLE_HEAD, 8, 8, 1);
-    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0);
+    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, NULL);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     step("seed 004: MultiHeadAttetion(hidden_size=8, num_heads=2), eval");
     attn_layer_config_default(&c, ATTN_LAYER_FUSED_MHA, 8, 8, 2);
-    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0);
+    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, NULL);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     uint8_t pad[10] = {0, 0, 0, 1, 1, /* batch 0: right padding */ 1, 1, 0, 0, 0 /* batch 1: left padding */};
@@ -613,7 +604,7 @@ static void seeds_001_004(void) {
     printf("every query ignores the padded keys (True = hidden):\n");
     show_hidden("", 2, 5, 5, 0, pad);
     attn_layer_config_default(&c, ATTN_LAYER_BIDIRECTIONAL, 8, 8, 2);
-    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0);
+    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, NULL);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     step("seed 004: CausalAttention(8, 2, context_size=5): causal OR padding, nothing mutated");
@@ -622,7 +613,7 @@ static void seeds_001_004(void) {
            "so their output is Wo's bias alone, never NaN.\n");
     attn_layer_config_default(&c, ATTN_LAYER_CAUSAL_MHA, 8, 8, 2);
     c.context_length = 5;
-    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0);
+    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, NULL);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     step("seed 004: CausalCrossAttention(8, 2, context_size=5): x (2, 5, 8) attends to y (2, 3, 8)");
@@ -634,7 +625,7 @@ static void seeds_001_004(void) {
     show_hidden("", 1, 5, 3, 1, NULL);
     attn_layer_config_default(&c, ATTN_LAYER_CROSS, 8, 8, 2);
     c.context_length = 5;
-    o = run_cfg(&c, 0, &x, &y, NULL, 0, 0);
+    o = run_cfg(&c, 0, &x, &y, NULL, 0, 0, NULL);
     show("", &o, "grad_fn=<ViewBackward0>");
 }
 

@@ -123,20 +123,14 @@ static inline __m256i mulmod_m31_4(__m256i x, __m256i c) {
     return _mm256_sub_epi64(t, _mm256_and_si256(ge, m));
 }
 
-static uint32_t mulmod_m31(uint32_t x, uint32_t y) {
-    uint64_t p = (uint64_t)x * y;
-    uint32_t t = (uint32_t)((p & 0x7fffffffu) + (p >> 31));
-    return t >= 0x7fffffffu ? t - 0x7fffffffu : t;
-}
-
 /* 8 stream elements per step: lanes hold x_j .. x_{j+7} (even lanes in one
  * register, odd in another) and advance by a^8. */
 static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float scale) {
     uint32_t xs[8], a8 = 1;
     for (int i = 0; i < 8; i++) {
         xs[i] = x;
-        x = mulmod_m31(x, 1132489760u);
-        a8 = mulmod_m31(a8, 1132489760u);
+        x = attn_m31_mul(x, 1132489760u);
+        a8 = attn_m31_mul(a8, 1132489760u);
     }
     __m256i ev = _mm256_setr_epi64x(xs[0], xs[2], xs[4], xs[6]), od = _mm256_setr_epi64x(xs[1], xs[3], xs[5], xs[7]);
     const __m256i c8 = _mm256_set1_epi64x(a8), vthr = _mm256_set1_epi32((int)thr);
@@ -187,4 +181,5 @@ static float dot_row(const float *x, const float *y, int64_t n) {
     return r;
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2", gemm_6x16, gemm_6x16_tn, exp_row, dropout_mcg, max_row, scale_row, dot_row};
+const attn_kernel_table attn_kernels_avx2 = {"avx2",      gemm_6x16, gemm_6x16_tn, exp_row,
+                                             dropout_mcg, max_row,   scale_row,    dot_row};

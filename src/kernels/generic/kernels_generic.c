@@ -58,17 +58,10 @@ static float exp_row(const float *x, float *y, int64_t n, float scale, float m) 
     return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-/* x * y mod (2^31 - 1) for x, y < 2^31: fold the 62-bit product (2^31 = 1). */
-static uint32_t mulmod_m31(uint32_t x, uint32_t y) {
-    uint64_t p = (uint64_t)x * y;
-    uint32_t t = (uint32_t)((p & 0x7fffffffu) + (p >> 31));
-    return t >= 0x7fffffffu ? t - 0x7fffffffu : t;
-}
-
 static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float scale) {
     for (int64_t j = 0; j < n; j++) {
         t[j] *= x < thr ? scale : 0.0f;
-        x = mulmod_m31(x, 1132489760u);
+        x = attn_m31_mul(x, 1132489760u);
     }
 }
 
@@ -88,4 +81,5 @@ static float dot_row(const float *x, const float *y, int64_t n) {
     return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row, dropout_mcg, max_row, scale_row, dot_row};
+const attn_kernel_table attn_kernels_generic = {"generic",   gemm_6x16, gemm_6x16_tn, exp_row,
+                                                dropout_mcg, max_row,   scale_row,    dot_row};
