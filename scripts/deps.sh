@@ -3,7 +3,11 @@
 # Debian/Ubuntu (apt-get); elsewhere prints what is needed.
 set -e
 # usage: deps.sh [EXTRA_PACKAGE...]   (make fuzz adds clang and its runtimes)
-PKGS="build-essential cmake pkg-config libopenblas-dev libcjson-dev $*"
+# libgfortran-N-dev (N = gcc's major version): `pkg-config --static openblas`
+# links -lgfortran, so static programs need the Fortran runtime's .so link.
+GCCV=$(gcc -dumpversion 2>/dev/null | cut -d. -f1)
+FORTRAN_DEV=${GCCV:+libgfortran-$GCCV-dev}
+PKGS="build-essential cmake pkg-config libopenblas-dev ${FORTRAN_DEV:-gfortran} libcjson-dev $*"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,13 +1,37 @@
+#define _GNU_SOURCE /* nftw flags, realpath, mkdtemp; before any header */
 #include "testutil.h"
 
+#include <ftw.h>
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int tu_failures, tu_checks;
 const char *tu_srcdir = ".";
+static char scratch[PATH_MAX];
 
+/* Arguments that name existing files become absolute, then the test moves
+ * into a fresh directory of its own under $TMPDIR (removed by tu_finish):
+ * whatever a test writes never lands in the source tree, wherever it is run. */
 void tu_init(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        char *abs = realpath(argv[i], NULL);
+        if (abs) argv[i] = abs; /* kept for the life of the test */
+    }
     if (argc > 1) tu_srcdir = argv[1];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(scratch, sizeof scratch, "%s/attn-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(scratch) || chdir(scratch) != 0) {
+        fprintf(stderr, "cannot create a scratch directory under %s\n", tmp && *tmp ? tmp : "/tmp");
+        exit(2);
+    }
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
 }
 
 int tu_allclose(const char *label, const float *a, const float *b, size_t n, double rtol, double atol) {
@@ -51,6 +75,7 @@ int tu_equal(const char *label, const float *a, const float *b, size_t n) {
 
 int tu_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, tu_checks - tu_failures, tu_failures);
+    if (scratch[0] && chdir("/") == 0) nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return tu_failures ? 1 : 0;
 }
 

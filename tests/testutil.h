@@ -29,6 +29,8 @@ extern const char *tu_srcdir; /* tests/ source directory (argv[1]) */
 int tu_allclose(const char *label, const float *a, const float *b, size_t n, double rtol, double atol);
 /* Bitwise equality. */
 int tu_equal(const char *label, const float *a, const float *b, size_t n);
+/* argv[1] is the tests/ source directory. Makes path arguments absolute and
+ * moves the test into a private scratch directory under $TMPDIR. */
 void tu_init(int argc, char **argv);
 /* Small deterministic LCG for test data: uniform in [-1, 1) and in [lo, hi]. */
 float tu_frand(uint32_t *state);

@@ -13,12 +13,10 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_prob(const char *s, double *out);
-/* "auto", "mkl" or "nomkl" -> flavor ("auto" = cli_default_flavor()). */
+/* "mkl" or "nomkl" -> flavor. The default of every command is
+ * ATTN_TORCH_MKL (the seeds' and PyTorch's x86 wheels' dropout stream); it
+ * never depends on what is installed on the machine. */
 int cli_parse_flavor(const char *s, attn_torch_flavor *out);
-/* The dropout stream of the PyTorch on this machine: $ATTN_TORCH_FLAVOR if set,
- * else nomkl when Debian's python3-torch (built without MKL) is installed,
- * else mkl (the x86 wheels that produced the seeds). */
-attn_torch_flavor cli_default_flavor(void);
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 

@@ -1,70 +1,9 @@
 /* attn: the libattn command-line tool. */
 #include "cli.h"
 
-#include <cblas.h>
-#include <errno.h>
-#include <math.h>
-#include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-void cli_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("attn: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
-int cli_parse_prob(const char *s, double *out) {
-    if (!s || !*s) return 0;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v >= 0.0 && v <= 1.0)) return 0;
-    *out = v;
-    return 1;
-}
-
-int cli_parse_flavor(const char *s, attn_torch_flavor *out) {
-    if (!s) return 0;
-    if (!strcmp(s, "auto"))
-        *out = cli_default_flavor();
-    else if (!strcmp(s, "mkl"))
-        *out = ATTN_TORCH_MKL;
-    else if (!strcmp(s, "nomkl"))
-        *out = ATTN_TORCH_NOMKL;
-    else
-        return 0;
-    return 1;
-}
-
-attn_torch_flavor cli_default_flavor(void) {
-    const char *env = getenv("ATTN_TORCH_FLAVOR");
-    if (env && !strcmp(env, "mkl")) return ATTN_TORCH_MKL;
-    if (env && !strcmp(env, "nomkl")) return ATTN_TORCH_NOMKL;
-    if (access("/usr/lib/python3/dist-packages/torch/__init__.py", F_OK) == 0) return ATTN_TORCH_NOMKL;
-    return ATTN_TORCH_MKL;
-}
-
-void cli_set_threads(int n) {
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: attn <command> [options]\n"
@@ -73,7 +12,7 @@ static void usage(FILE *f) {
                "  demo                 walk through the seed notebooks (every printed tensor)\n"
                "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
                "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
-               "       [--train --seed N] [--torch-flavor auto|mkl|nomkl] [--impl auto|ref|fast]\n"
+               "       [--train --seed N] [--torch-flavor mkl|nomkl] [--impl auto|ref|fast]\n"
                "       [--threads N] [--grad]\n"
                "                       run one layer on tensors from safetensors files\n"
                "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"

@@ -23,7 +23,7 @@ typedef struct run_opts {
 
 static int parse(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->flavor = cli_default_flavor();
+    o->flavor = ATTN_TORCH_MKL; /* one documented default, never inferred from the machine */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -103,7 +103,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (!strcmp(a, "--torch-flavor")) {
             NEED_VALUE;
             if (!cli_parse_flavor(v, &o->flavor)) {
-                cli_error("--torch-flavor must be auto, mkl or nomkl, got '%s'", v);
+                cli_error("--torch-flavor must be mkl or nomkl, got '%s'", v);
                 return 0;
             }
         } else if (!strcmp(a, "--train")) {

@@ -1,0 +1,55 @@
+/* Helpers shared by the attn subcommands: messages, strict parsing, threads. */
+#include "cli.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("attn: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+int cli_parse_prob(const char *s, double *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v >= 0.0 && v <= 1.0)) return 0;
+    *out = v;
+    return 1;
+}
+
+int cli_parse_flavor(const char *s, attn_torch_flavor *out) {
+    if (!s) return 0;
+    if (!strcmp(s, "mkl"))
+        *out = ATTN_TORCH_MKL;
+    else if (!strcmp(s, "nomkl"))
+        *out = ATTN_TORCH_NOMKL;
+    else
+        return 0;
+    return 1;
+}
+
+void cli_set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
