@@ -61,7 +61,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                                float *lse);
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
-/* Validation shared by every SDPA entry point. */
+/* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
+ * both the reference and the fused path). */
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v);
 /* Is key j visible to query i of batch b? */
 static inline int attn_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {

@@ -18,16 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void attn_layer_cache_clear(layer_cache *c) {
-    for (int b = 0; b < BUF_COUNT; b++) free(c->buf[b]);
-    for (int g = 0; g < c->ngroups; g++) attn_dropout_end(&c->drops[g]);
-    attn_dropout_end(&c->out_drop);
-    free(c->drops);
-    free(c->groups);
-    free(c->mask);
-    free(c->lse);
-    memset(c, 0, sizeof *c);
-}
 
 static const float *T(const attn_layer *l, const char *fmt, long long h) {
     char name[LAYER_NAME_MAX];

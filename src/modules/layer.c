@@ -34,15 +34,6 @@ attn_status attn_layer_kind_parse(const char *name, attn_layer_kind *out) {
     return ATTN_E_INVALID;
 }
 
-static int kind_has_buffer_mask(attn_layer_kind k) {
-    return k == ATTN_LAYER_CAUSAL || k == ATTN_LAYER_MHA_WRAPPER || k == ATTN_LAYER_MHA || k == ATTN_LAYER_GPT_MHA;
-}
-int attn_kind_is_causal(attn_layer_kind k) {
-    return kind_has_buffer_mask(k) || k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
-}
-int attn_kind_takes_mask(attn_layer_kind k) {
-    return k == ATTN_LAYER_BIDIRECTIONAL || k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
-}
 static int kind_warner(attn_layer_kind k) {
     return k == ATTN_LAYER_SINGLE_HEAD || k == ATTN_LAYER_FUSED_MHA || k == ATTN_LAYER_BIDIRECTIONAL ||
            k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
@@ -102,11 +93,6 @@ static attn_status add_tensor(attn_layer *l, const char *name, int ndim, int64_t
     return ATTN_OK;
 }
 
-layer_tensor *attn_layer_find(const attn_layer *l, const char *name) {
-    for (int i = 0; i < l->n; i++)
-        if (strcmp(l->t[i].name, name) == 0) return &l->t[i];
-    return NULL;
-}
 
 /* nn.Linear(in, out, bias) under prefix: prefix.weight (out,in) [prefix.bias (out)] */
 static attn_status add_linear(attn_layer *l, const char *prefix, int64_t in, int64_t out, int bias) {
@@ -231,7 +217,7 @@ static attn_status check_config(const attn_layer_config *c, char *detail, size_t
         set_detail(detail, dl, "context length must be in [0, 2^20]");
         return ATTN_E_SHAPE;
     }
-    if (kind_has_buffer_mask(c->kind) && c->context_length < 1) {
+    if (attn_kind_has_buffer_mask(c->kind) && c->context_length < 1) {
         set_detail(detail, dl, "%s needs a context length (its mask buffer size)", kind_names[c->kind]);
         return ATTN_E_SHAPE;
     }
@@ -349,8 +335,9 @@ int64_t attn_layer_out_width(const attn_layer *l) {
 
 static attn_status init_linear(attn_layer *l, attn_generator *g, const char *prefix) {
     char w[LAYER_NAME_MAX], b[LAYER_NAME_MAX];
-    snprintf(w, sizeof w, "%s.weight", prefix);
-    snprintf(b, sizeof b, "%s.bias", prefix);
+    if (snprintf(w, sizeof w, "%s.weight", prefix) >= (int)sizeof w ||
+        snprintf(b, sizeof b, "%s.bias", prefix) >= (int)sizeof b)
+        return ATTN_E_INVALID;
     layer_tensor *tw = attn_layer_find(l, w), *tb = attn_layer_find(l, b);
     if (!tw) return ATTN_E_NOT_FOUND;
     return attn_linear_init(g, tw->data, tb ? tb->data : NULL, tw->shape[1], tw->shape[0]);
@@ -518,7 +505,7 @@ static attn_status infer_config(attn_layer_config *c, const attn_st_file *f, cha
     snprintf(name, sizeof name, "%s.bias", wq);
     c->qkv_bias = st_has(f, name);
     c->out_bias = c->kind == ATTN_LAYER_MHA ? st_has(f, "out_proj.bias") : 1;
-    if (kind_has_buffer_mask(c->kind)) {
+    if (attn_kind_has_buffer_mask(c->kind)) {
         const char *mname = c->kind == ATTN_LAYER_MHA_WRAPPER ? "heads.0.mask" : "mask";
         if ((st = st_dims2(f, mname, &a2, &b2, detail, dl))) return st;
         c->context_length = a2;

@@ -55,9 +55,10 @@ struct attn_layer {
     layer_cache cache;
 };
 
+/* layer_common.c (shared by layer.c and compute.c) */
 void attn_layer_cache_clear(layer_cache *c);
-
 layer_tensor *attn_layer_find(const attn_layer *l, const char *name);
+int attn_kind_has_buffer_mask(attn_layer_kind k); /* mask/tril persistent buffer */
 int attn_kind_is_causal(attn_layer_kind k);
 int attn_kind_takes_mask(attn_layer_kind k);
 

@@ -1,0 +1,54 @@
+/* The SDPA semantics every path shares, below both the reference (src/ref)
+ * and the dispatcher/fused path (src/core): argument validation and the
+ * default scale. Visibility is in internal.h (attn_visible). Nothing here
+ * calls up into core, ref or modules. */
+#include "internal.h"
+
+#include <math.h>
+
+float attn_default_scale(int64_t D) {
+    /* Layers compute scores / sqrt(D) (Python double sqrt); multiplying by the
+     * float reciprocal is within 1 ulp of that. */
+    return D > 0 ? (float)(1.0 / sqrt((double)D)) : 0.0f;
+}
+
+static int view_ok(attn_view t) { return t.data != NULL; }
+
+attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v) {
+    if (!d) return ATTN_E_INVALID;
+    if (d->B < 0 || d->H < 0 || d->Sq < 0 || d->Sk < 0 || d->D < 1 || (need_v && d->Dv < 1)) return ATTN_E_SHAPE;
+    /* each dimension fits an int (BLAS, tiles); every product is checked */
+    if (d->B > INT32_MAX || d->H > INT32_MAX || d->Sq > INT32_MAX || d->Sk > INT32_MAX || d->D > INT32_MAX ||
+        d->Dv > INT32_MAX)
+        return ATTN_E_SHAPE;
+    {
+        size_t n;
+        const int64_t sq[4] = {d->B, d->H, d->Sq, d->D > d->Dv ? d->D : d->Dv};
+        const int64_t sk[4] = {d->B, d->H, d->Sk, d->D > d->Dv ? d->D : d->Dv};
+        const int64_t ss[4] = {d->B, d->H, d->Sq, d->Sk};
+        if (attn_numel(4, sq, &n) || n > SIZE_MAX / 16 || attn_numel(4, sk, &n) || n > SIZE_MAX / 16 ||
+            attn_numel(4, ss, &n))
+            return ATTN_E_OVERFLOW;
+    }
+    if (d->causal < ATTN_CAUSAL_NONE || d->causal > ATTN_CAUSAL_BOTTOM_RIGHT) return ATTN_E_INVALID;
+    if (d->impl < ATTN_IMPL_AUTO || d->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
+    if (!isfinite(d->scale)) return ATTN_E_INVALID;
+    int64_t rows = d->B * d->H * d->Sq;
+    if (rows > 0 && d->Sk > 0) {
+        if (!view_ok(q) || !view_ok(k)) return ATTN_E_INVALID;
+        if (need_v && (!view_ok(v) || !view_ok(out))) return ATTN_E_INVALID;
+    } else if (need_v && rows > 0 && !view_ok(out)) {
+        return ATTN_E_INVALID;
+    }
+    if (d->key_mask) {
+        if (d->key_mask_polarity != ATTN_MASK_TRUE_MEANS_MASKED && d->key_mask_polarity != ATTN_MASK_TRUE_MEANS_KEEP)
+            return ATTN_E_INVALID;
+    }
+    if (d->dropout) {
+        size_t n;
+        const int64_t dims[4] = {d->B, d->H, d->Sq, d->Sk};
+        if (attn_numel(4, dims, &n)) return ATTN_E_OVERFLOW;
+        if (d->dropout->n != (uint64_t)n && d->dropout->p > 0.0 && d->dropout->p < 1.0) return ATTN_E_SHAPE;
+    }
+    return ATTN_OK;
+}
