@@ -186,9 +186,13 @@ ATTN_API attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, att
 /* Backward of attn_sdpa_forward with the same descriptor (same masks, scale
  * and dropout: the dropout keep decisions are regenerated, not stored).
  *   dout (B,H,Sq,Dv) -> dq (B,H,Sq,D), dk (B,H,Sk,D), dv (B,H,Sk,Dv): WRITTEN
- *   (not accumulated). out is the forward output (the fused path needs it for
- *   rowsum(dout * out)); lse is the forward's log-sum-exp, or NULL to have
- *   it recomputed. Rows with no visible key get zero gradients. */
+ *   (not accumulated). Rows with no visible key get zero gradients.
+ *   out (the forward output) and lse (its log-sum-exp) may be given or left
+ *   empty ({0} / NULL): both paths recompute the softmax statistics they
+ *   need, because PyTorch's softmax backward, dS = P (dP - rowsum(P dP)),
+ *   only keeps float32 accuracy on peaked softmax when rowsum(P dP) is
+ *   formed from the very P and dP it is subtracted from (docs/SEMANTICS.md,
+ *   "Precision"). */
 ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                         attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
 

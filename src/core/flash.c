@@ -12,8 +12,10 @@
  *   out = O / l, lse = m + log l; a row that saw no key gives 0 and lse -inf.
  * Extra memory: packed K^T and V (B*H*Sk*D each) plus per-thread tiles.
  *
- * Backward, per (head, key chunk), key blocks outer, query blocks inner:
- *   P = exp(scale*S - lse), Pd = P * dropout, Di = dO . O (per row)
+ * Backward, first the row statistics (bwd_row_stats: m, l and
+ * Di = rowsum(P dP) from the same tiles), then per (head, key chunk), key
+ * blocks outer, query blocks inner:
+ *   P = exp(scale*S - m) / l, Pd = P * dropout
  *   dV += Pd^T dO;  dP = dO V^T * dropout;  dS = P (dP - Di) scale
  *   dK += dS^T Q;   dQ += dS K
  * dQ accumulates per chunk and the chunks are summed in order, dK/dV per key
@@ -352,8 +354,98 @@ static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk
     return c;
 }
 
+/* Row statistics of the backward, per query row i (one pass over its keys):
+ *   m_i  = max_j fl(scale * s_ij) over visible keys (the float row max)
+ *   l_i  = sum_j exp(fl(scale * s_ij) - m_i)
+ *   Di_i = sum_j P_ij dP_ij with P = exp(. - m_i) / l_i and dP = (dO V^T) * dropout
+ * computed from the very tiles (same kernels, same tile shapes, same masks)
+ * the main pass recomputes. This is PyTorch's softmax backward, dS = P (dP -
+ * rowsum(P dP)): when one key takes (almost) all the weight, dP_ij - Di_i
+ * cancels as exactly as it does in torch. FlashAttention's shortcut Di = dO.O
+ * and P = exp(s - lse) with a float lse cannot: their rounding does not cancel
+ * and peaked softmax (logits of 100-1000) lost up to 1000x the precision of
+ * float32 PyTorch (issue 9). The price is two more tile products (S and dP)
+ * per tile: the backward does 7 instead of 5. */
+typedef struct bwd_panels {
+    float *KT, *VT;     /* per head: K^T (D x ldk) and V^T (Dv x ldk), keys zero-padded */
+    int64_t ldk, per_h; /* row stride, floats per head */
+} bwd_panels;
+
+/* S tile (BR x BC_B) of query rows i0.. against keys j0.. from packed Q, masked. */
+static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *Qp, int64_t DP,
+                       const float *KT, int64_t ldk, float *S, int64_t rows, int64_t i0, int64_t j0, const float *add,
+                       int any_add) {
+    tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + j0, ldk, S, BC_B, 0);
+    if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, S, BC_B, BC_B, rows, i0, j0, add, any_add);
+}
+
+/* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
+static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, const float *dOp,
+                   int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h,
+                   int64_t i0, int64_t j0, uint8_t *keep) {
+    tile_gemm(kt, BR, BC_B, d->Dv, dOp, DvP, VT + j0, ldk, dP, BC_B, 0);
+    if (d->dropout) dropout_tile(kt, d, mc, dP, BC_B, BC_B, rows, b, h, i0, j0, keep);
+}
+
+static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc,
+                                 attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *il_out,
+                                 float *di_out) {
+    int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = round_up(d->D, 16), DvP = round_up(d->Dv, 16);
+    int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B;
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    attn_status st = ATTN_OK;
+#pragma omp parallel
+    {
+        float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
+        float *S = malloc((size_t)(BR * BC_B) * sizeof(float)), *dP = malloc((size_t)(BR * BC_B) * sizeof(float));
+        float *add = malloc((size_t)(nkb * BC_B) * sizeof(float));
+        uint8_t *keep = malloc(BC_B);
+        int ok = Qp && dOp && S && dP && add && keep;
+        if (!ok) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t item = 0; item < BH * nqb; item++) {
+            if (!ok) continue;
+            int64_t bh = item / nqb, b = bh / H, h = bh % H, i0 = (item % nqb) * BR;
+            int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+            int any_add = key_mask_row(d, b, add, nkb * BC_B);
+            const float *KT = pn->KT + bh * pn->per_h, *VT = pn->VT + bh * pn->per_h;
+            pack_rows(q, b, h, i0, rows, d->D, DP, Qp, sign);
+            pack_rows(dout, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
+            float m[BR], l[BR], acc[BR];
+            for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
+            int64_t kend = key_end(d, i0 + rows - 1);
+            for (int64_t j0 = 0; j0 < kend; j0 += BC_B) {
+                bwd_scores(kt, d, Qp, DP, KT, pn->ldk, S, rows, i0, j0, add, any_add);
+                bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, j0, keep);
+                for (int64_t r = 0; r < rows; r++) {
+                    float *sr = S + r * BC_B, mt = kt->max_row(sr, BC_B) * scale;
+                    if (mt == -INFINITY) continue; /* no visible key in this tile */
+                    if (mt > m[r]) { /* new row max: rescale what was summed against the old one */
+                        float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
+                        l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
+                    }
+                    l[r] += kt->exp_row(sr, sr, BC_B, scale, m[r]);
+                    acc[r] += kt->dot_row(sr, dP + r * BC_B, BC_B);
+                }
+            }
+            for (int64_t r = 0; r < rows; r++) {
+                size_t at = (size_t)(bh * Sq + i0 + r);
+                m_out[at] = m[r];
+                il_out[at] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* 0: the row sees no key, P = 0 */
+                di_out[at] = l[r] > 0.0f ? acc[r] / l[r] : 0.0f;
+            }
+        }
+        free(Qp), free(dOp), free(S), free(dP), free(add), free(keep);
+    }
+    return st;
+}
+
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse_in, attn_view dq, attn_view dk, attn_view dv) {
+    (void)out, (void)lse_in; /* the row statistics are recomputed (bwd_row_stats) */
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
     if (BH * Sq == 0) return ATTN_OK;
@@ -370,48 +462,51 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     nchunk = split_chunks(d, nkb, nchunk, ch);
     int64_t maxkb = 0;
     for (int64_t c = 0; c < nchunk; c++) maxkb = ch[c].kb1 - ch[c].kb0 > maxkb ? ch[c].kb1 - ch[c].kb0 : maxkb;
-    int64_t LP = maxkb * BC_B, ldk = panel_ld(LP); /* keys per chunk, padded */
-    size_t nparts, nlse, need;
+    int64_t LP = maxkb * BC_B; /* keys per chunk, padded */
+    bwd_panels pn = {NULL, NULL, panel_ld(nkb * BC_B), 0};
+    size_t nparts, nrows, npanel;
     if (attn_mul3_size((size_t)(BH * nchunk), (size_t)SqP, (size_t)DP, &nparts) ||
-        attn_mul_size((size_t)BH, (size_t)Sq, &nlse) ||
-        attn_mul3_size((size_t)ldk, (size_t)(2 * DP + 2 * DvP), 4, &need))
+        attn_mul_size((size_t)BH, (size_t)Sq, &nrows) ||
+        attn_mul_size((size_t)pn.ldk, (size_t)(D > Dv ? D : Dv), &npanel) ||
+        attn_mul3_size(npanel, (size_t)BH, 2 * sizeof(float), &npanel))
         return ATTN_E_OVERFLOW;
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f;
+    pn.per_h = pn.ldk * (D > Dv ? D : Dv);
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
     const mcg_consts mc = mcg_setup(d);
-    /* dQ partials (one per head and chunk), and the lse if the caller has none */
-    float *parts = malloc(nparts * sizeof(float));
-    float *lse_own = NULL, *out_tmp = NULL;
-    attn_status st = parts ? ATTN_OK : ATTN_E_NOMEM;
-    if (!st && !lse_in) { /* recompute lse with a forward (dropout does not change it) */
-        size_t no;
-        if (attn_mul_size(nlse, (size_t)Dv, &no)) st = ATTN_E_OVERFLOW;
-        lse_own = st ? NULL : malloc(nlse * sizeof(float));
-        out_tmp = st ? NULL : malloc(no * sizeof(float));
-        if (!st && (!lse_own || !out_tmp)) st = ATTN_E_NOMEM;
-        attn_view vt = {out_tmp, H * Sq * Dv, Sq * Dv, Dv};
-        if (!st) st = attn_flash_forward(d, q, k, v, vt, lse_own);
-        free(out_tmp);
-        lse_in = lse_own;
+    /* dQ partials (one per head and chunk), K^T / V^T panels, row statistics */
+    float *parts = malloc(nparts * sizeof(float)), *panels = malloc(npanel);
+    float *rowm = malloc(nrows * sizeof(float)), *rowil = malloc(nrows * sizeof(float));
+    float *rowdi = malloc(nrows * sizeof(float));
+    attn_status st = parts && panels && rowm && rowil && rowdi ? ATTN_OK : ATTN_E_NOMEM;
+    if (!st) {
+        pn.KT = panels, pn.VT = panels + (size_t)BH * (size_t)pn.per_h;
+#pragma omp parallel for schedule(static)
+        for (int64_t bh = 0; bh < BH; bh++) {
+            float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
+            for (int64_t j = 0; j < pn.ldk; j++) {
+                const float *kr = j < Sk ? k.data + (bh / H) * k.stride_b + (bh % H) * k.stride_h + j * k.stride_s : NULL;
+                const float *vr = j < Sk ? v.data + (bh / H) * v.stride_b + (bh % H) * v.stride_h + j * v.stride_s : NULL;
+                for (int64_t c = 0; c < D; c++) KT[c * pn.ldk + j] = kr ? kr[c] : 0.0f;
+                for (int64_t c = 0; c < Dv; c++) VT[c * pn.ldk + j] = vr ? vr[c] : 0.0f;
+            }
+        }
+        st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
     }
     if (st) {
-        free(parts);
-        free(lse_own);
+        free(parts), free(panels), free(rowm), free(rowil), free(rowdi);
         return st;
     }
 #pragma omp parallel
     {
         /* per-thread, per-call buffers (no allocation inside the loops) */
-        float *KT = malloc((size_t)(D * ldk) * sizeof(float));  /* K^T (D x keys)  for S = Q K^T   */
-        float *Kp = malloc((size_t)(LP * DP) * sizeof(float));  /* K   (keys x DP) for dQ = dS K   */
-        float *VT = malloc((size_t)(Dv * ldk) * sizeof(float)); /* V^T (Dv x keys) for dP = dO V^T */
-        float *Di = malloc((size_t)SqP * sizeof(float));
+        float *Kp = malloc((size_t)(LP * DP) * sizeof(float)); /* K (keys x DP) for dQ = dS K */
         float *add = malloc((size_t)(nkb * BC_B) * sizeof(float));
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
         float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float)); /* dropped-out P */
         float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
         uint8_t *keep = malloc(BC_B);
-        int ok = KT && Kp && VT && Di && add && Qp && dOp && P && dS && Pd && dKb && dVb && keep;
+        int ok = Kp && add && Qp && dOp && P && dS && Pd && dKb && dVb && keep;
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -422,24 +517,14 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
             int64_t bh = item / nchunk, b = bh / H, h = bh % H, cidx = item % nchunk;
             int64_t k0 = ch[cidx].kb0 * BC_B, k1 = ch[cidx].kb1 * BC_B < Sk ? ch[cidx].kb1 * BC_B : Sk;
             int any_add = key_mask_row(d, b, add, nkb * BC_B);
-            /* pack this chunk's keys: local index jl = j - k0 */
+            const float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
+            /* this chunk's K rows, local index jl = j - k0 */
             for (int64_t jl = 0; jl < LP; jl++) {
                 int64_t j = k0 + jl;
                 const float *kr = j < k1 ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
-                const float *vr = j < k1 ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
-                for (int64_t c = 0; c < DP; c++) {
-                    float x = (kr && c < D) ? kr[c] : 0.0f;
-                    if (c < D) KT[c * ldk + jl] = x;
-                    Kp[jl * DP + c] = x;
-                }
-                for (int64_t c = 0; c < Dv; c++) VT[c * ldk + jl] = vr ? vr[c] : 0.0f;
+                for (int64_t c = 0; c < DP; c++) Kp[jl * DP + c] = (kr && c < D) ? kr[c] : 0.0f;
             }
-            const float *lse = lse_in + bh * Sq;
-            for (int64_t i = 0; i < Sq; i++) {
-                const float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
-                const float *g = dout.data + b * dout.stride_b + h * dout.stride_h + i * dout.stride_s;
-                Di[i] = kt->dot_row(o, g, Dv);
-            }
+            const float *rm = rowm + bh * Sq, *ril = rowil + bh * Sq, *rdi = rowdi + bh * Sq;
             float *dQ = parts + (size_t)item * (size_t)(SqP * DP);
             memset(dQ, 0, (size_t)(SqP * DP) * sizeof(float));
             for (int64_t j0 = k0; j0 < k1; j0 += BC_B) {
@@ -451,31 +536,30 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     if (key_end(d, i0 + rows - 1) <= j0) continue; /* every row of the block is before this key block */
                     pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
                     pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
-                    /* P = exp(scale S - lse) */
-                    tile_gemm(kt, BR, BC_B, D, Qp, DP, KT + jl0, ldk, P, BC_B, 0);
-                    if (tile_needs_mask(d, BC_B, i0, j0, any_add))
-                        mask_tile(d, P, BC_B, BC_B, rows, i0, j0, add, any_add);
+                    /* P = exp(scale S - m) / l, the tiles of bwd_row_stats */
+                    bwd_scores(kt, d, Qp, DP, KT, pn.ldk, P, rows, i0, j0, add, any_add);
                     for (int64_t r = 0; r < BR; r++) {
-                        float li = r < rows ? lse[i0 + r] : -INFINITY;
-                        if (li == -INFINITY)
-                            memset(P + r * BC_B, 0, BC_B * sizeof(float));
-                        else
-                            kt->exp_row(P + r * BC_B, P + r * BC_B, BC_B, fabsf(d->scale), li);
+                        float *pr = P + r * BC_B;
+                        if (r >= rows || ril[i0 + r] == 0.0f) {
+                            memset(pr, 0, BC_B * sizeof(float));
+                            continue;
+                        }
+                        kt->exp_row(pr, pr, BC_B, scale, rm[i0 + r]);
+                        kt->scale_row(pr, BC_B, ril[i0 + r]);
                     }
-                    /* dP = dO V^T */
-                    tile_gemm(kt, BR, BC_B, Dv, dOp, DvP, VT + jl0, ldk, dS, BC_B, 0);
-                    /* dV += Pd^T dO with Pd = P * keep * s; dP *= keep * s */
+                    /* dP = dO V^T * dropout */
+                    bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dS, rows, b, h, i0, j0, keep);
+                    /* dV += Pd^T dO with Pd = P * keep * s */
                     const float *pd = P;
                     if (d->dropout) {
                         memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
                         dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
-                        dropout_tile(kt, d, &mc, dS, BC_B, BC_B, rows, b, h, i0, j0, keep);
                         pd = Pd;
                     }
                     tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVb, DvP, 1);
                     /* dS = P (dP - Di) scale; P is zero where masked */
                     for (int64_t r = 0; r < rows; r++) {
-                        float di = Di[i0 + r], *ds = dS + r * BC_B;
+                        float di = rdi[i0 + r], *ds = dS + r * BC_B;
                         const float *p = P + r * BC_B;
                         for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
                     }
@@ -494,7 +578,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                 }
             }
         }
-        free(KT), free(Kp), free(VT), free(Di), free(add);
+        free(Kp), free(add);
         free(Qp), free(dOp), free(P), free(dS), free(Pd), free(dKb), free(dVb), free(keep);
         /* dQ = sum of the chunk partials, in chunk order */
 #pragma omp for schedule(static)
@@ -510,7 +594,6 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
             }
         }
     }
-    free(parts);
-    free(lse_own);
+    free(parts), free(panels), free(rowm), free(rowil), free(rowdi);
     return st;
 }

@@ -20,6 +20,5 @@ attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k
     int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
     if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_backward(d, q, k, v, dout, dq, dk, dv);
-    if (!out.data && rows > 0) return ATTN_E_INVALID; /* the fused backward needs the forward output */
     return attn_flash_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
 }

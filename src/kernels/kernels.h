@@ -6,8 +6,12 @@
  *               apart. No alignment required. K >= 0.
  *   gemm_6x16_tn  the same with A stored transposed: A(i, k) at A[k * lda + i]
  *               (so C = A^T B for a row-major A), no transpose copy needed.
- *   exp_row     y[j] = exp(x[j] * scale - m) for j < n, returns the sum of
+ *   exp_row     y[j] = exp(fl(x[j] * scale) - m) for j < n, returns the sum of
  *               the y[j] (accumulated in float lanes of 8, then pairwise).
+ *               The scaled score is rounded before m is subtracted (no
+ *               fused multiply-subtract), as torch scales then subtracts the
+ *               row max: when m is the float row max of fl(x * scale), the
+ *               maximal element gives exactly exp(0) = 1.
  *               x = -INFINITY (a masked score) gives exactly 0; arguments
  *               below -87.3 flush to 0. Relative error a few ulp.
  *   dropout_mcg t[j] *= (x_j < thr) ? scale : 0 for j < n, where x_0 = x and

@@ -100,14 +100,14 @@ static float exp_row(const float *x, float *y, int64_t n, float scale, float m) 
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + j), vs, vm));
+        __m256 e = exp8(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), vm));
         _mm256_storeu_ps(y + j, e);
         acc = _mm256_add_ps(acc, e);
     }
     if (j < n) {
         __m256i mk = _mm256_castps_si256(tail_mask(n - j));
         __m256 v = _mm256_maskload_ps(x + j, mk);
-        __m256 e = _mm256_and_ps(exp8(_mm256_fmsub_ps(v, vs, vm)), _mm256_castsi256_ps(mk));
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_mul_ps(v, vs), vm)), _mm256_castsi256_ps(mk));
         _mm256_maskstore_ps(y + j, mk, e);
         acc = _mm256_add_ps(acc, e);
     }

@@ -1,5 +1,7 @@
 /* Portable C kernels (the reference implementation of kernels.h's contract,
- * used on CPUs without AVX2/FMA and when ATTN_ISA=generic). */
+ * used on CPUs without AVX2/FMA and when ATTN_ISA=generic). Built with
+ * -ffp-contract=off: every rounding is the one written here, so exp_row
+ * rounds the scaled score before subtracting m on every CPU. */
 #include "../kernels.h"
 
 #include <math.h>
