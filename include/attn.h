@@ -127,6 +127,19 @@ ATTN_API void attn_dropout_end(attn_dropout *d);
 /* Convenience: nn.Dropout(p) in train mode on n elements (begin/apply/end). */
 ATTN_API attn_status attn_dropout_tensor(attn_generator *g, double p, const float *in, float *out, size_t n);
 
+/* Element types of tensors in files and of a few descriptor fields. */
+typedef enum attn_dtype {
+    ATTN_DTYPE_INVALID = 0,
+    ATTN_DTYPE_F32 = 1,
+    ATTN_DTYPE_F16 = 2,
+    ATTN_DTYPE_BF16 = 3,
+    ATTN_DTYPE_F64 = 4,
+    ATTN_DTYPE_BOOL = 5,
+    ATTN_DTYPE_U8 = 6,
+    ATTN_DTYPE_I64 = 7,
+    ATTN_DTYPE_I32 = 8
+} attn_dtype;
+
 /* ------------------------------------------------------------------------ */
 /* Scaled dot-product attention (the core)                                   */
 /* ------------------------------------------------------------------------ */
@@ -156,6 +169,19 @@ typedef struct attn_view {
     int64_t stride_b, stride_h, stride_s;
 } attn_view;
 
+/* Which keys query row i of sequence b sees: the one definition every path
+ * (reference, fused, decode, ring) implements (docs/SEMANTICS.md).
+ *   Sk_b = seqlens_k ? seqlens_k[b] : Sk          keys that exist
+ *   off  = causal == TOP_LEFT ? 0 : Sk_b - Sq     where the last query sits
+ *   key j is visible iff  0 <= j < Sk_b
+ *     and (causal == NONE  or  j <= i + off)
+ *     and (!window  or  ((left < 0 or j >= i + off - left) and
+ *                        (right < 0 or j <= i + off + right)))
+ *     and the padding mask does not hide j.
+ * Score of a visible key: s = scale * q.k; then, if softcap > 0,
+ * s = softcap * tanh(s / softcap); then, with alibi_slopes,
+ * s += -slope_h * |i + off - j|. A row with no visible key gives out = 0,
+ * lse = -inf and zero gradients. */
 typedef struct attn_sdpa_desc {
     int64_t B, H, Sq, Sk, D, Dv;
     float scale; /* scores = scale * q.k; see attn_default_scale */
@@ -165,7 +191,22 @@ typedef struct attn_sdpa_desc {
     attn_mask_polarity key_mask_polarity;
     const attn_dropout *dropout; /* on the attention weights (B,H,Sq,Sk), or NULL */
     attn_impl impl;
+    /* ---- inference features (every field's zero value turns it off) ---- */
+    int64_t Hkv; /* key/value heads (GQA/MQA): k, v are (B, Hkv, Sk, .); query head
+                  * h reads kv head h / (H / Hkv). 0 means Hkv = H. H % Hkv == 0. */
+    const void *seqlens_k;      /* (B): keys j >= seqlens_k[b] do not exist for sequence b
+                                 * (0 <= seqlens_k[b] <= Sk), or NULL (all Sk keys) */
+    attn_dtype seqlens_k_dtype; /* ATTN_DTYPE_I32 or ATTN_DTYPE_I64 (0 means I64) */
+    int window;                 /* 1: the sliding window below applies */
+    int64_t window_left, window_right; /* -1 = unbounded on that side */
+    float softcap;              /* > 0: s = softcap * tanh(s / softcap), Gemma 2 */
+    const float *alibi_slopes;  /* (H) or NULL: s += -slope_h * |i + off - j| */
 } attn_sdpa_desc;
+
+/* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
+ * no dropout, Hkv = H, no window (left = right = -1). */
+ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+                                  int64_t Dv);
 
 /* Name of the SIMD kernels the fused path uses on this CPU: "avx2" or
  * "generic" (set ATTN_ISA=generic in the environment to force the portable
@@ -208,16 +249,6 @@ ATTN_API attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, att
 /* safetensors                                                               */
 /* ------------------------------------------------------------------------ */
 
-typedef enum attn_dtype {
-    ATTN_DTYPE_INVALID = 0,
-    ATTN_DTYPE_F32 = 1,
-    ATTN_DTYPE_F16 = 2,
-    ATTN_DTYPE_BF16 = 3,
-    ATTN_DTYPE_F64 = 4,
-    ATTN_DTYPE_BOOL = 5,
-    ATTN_DTYPE_U8 = 6,
-    ATTN_DTYPE_I64 = 7
-} attn_dtype;
 
 #define ATTN_MAX_DIMS 8
 

@@ -3,6 +3,7 @@
 #define ATTN_INTERNAL_H
 
 #include "attn.h"
+#include "base/sem.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -64,15 +65,4 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
 /* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
  * both the reference and the fused path). */
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v);
-/* Is key j visible to query i of batch b? */
-static inline int attn_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {
-    if (d->causal == ATTN_CAUSAL_TOP_LEFT && j > i) return 0;
-    if (d->causal == ATTN_CAUSAL_BOTTOM_RIGHT && j > i + (d->Sk - d->Sq)) return 0;
-    if (d->key_mask) {
-        int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
-        if (d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? t : !t) return 0;
-    }
-    return 1;
-}
-
 #endif

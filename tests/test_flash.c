@@ -51,19 +51,19 @@ static void run_case(const cas *c, int idx) {
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (c->drop) CHECK_OK(attn_dropout_begin(&g, 0.25, (uint64_t)nl * c->Sk, &drop));
-    attn_sdpa_desc d = {c->B,
-                        c->H,
-                        c->Sq,
-                        c->Sk,
-                        c->D,
-                        c->Dv,
-                        c->scale,
-                        (attn_causal)c->causal,
-                        c->mask ? mask : NULL,
-                        c->Sk,
-                        c->polarity_keep ? ATTN_MASK_TRUE_MEANS_KEEP : ATTN_MASK_TRUE_MEANS_MASKED,
-                        c->drop ? &drop : NULL,
-                        ATTN_IMPL_REF};
+    attn_sdpa_desc d = {.B = c->B,
+                        .H = c->H,
+                        .Sq = c->Sq,
+                        .Sk = c->Sk,
+                        .D = c->D,
+                        .Dv = c->Dv,
+                        .scale = c->scale,
+                        .causal = (attn_causal)c->causal,
+                        .key_mask = c->mask ? mask : NULL,
+                        .key_mask_stride_b = c->Sk,
+                        .key_mask_polarity = c->polarity_keep ? ATTN_MASK_TRUE_MEANS_KEEP : ATTN_MASK_TRUE_MEANS_MASKED,
+                        .dropout = c->drop ? &drop : NULL,
+                        .impl = ATTN_IMPL_REF};
     attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->H, c->Sk, c->D), vv = bhsd(v, c->H, c->Sk, c->Dv);
     attn_view vo1 = bhsd(o1, c->H, c->Sq, c->Dv), vo2 = bhsd(o2, c->H, c->Sq, c->Dv), vg = bhsd(go, c->H, c->Sq, c->Dv);
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo1, l1));

@@ -27,8 +27,8 @@ typedef struct prob {
 
 /* softmax attention forward and backward of one head, in double or float
  * (T), from the same float inputs: out (S,D), dq, dk, dv (S,D) */
-#define DEFINE_NAIVE(NAME, T, EXP, MAD)                                                                                     \
-    static void NAME(int S, int D, const float *q, const float *k, const float *v, const float *go, float scale,      \
+#define DEFINE_NAIVE(NAME, T, EXP, MAD)                                                                                \
+    static void NAME(int S, int D, const float *q, const float *k, const float *v, const float *go, float scale,       \
                      int causal, int pad, double *out, double *dq, double *dk, double *dv) {                           \
         T *P = calloc((size_t)S * S, sizeof(T)), *dP = calloc((size_t)S * S, sizeof(T));                               \
         for (int i = 0; i < S; i++) {                                                                                  \
@@ -36,7 +36,7 @@ typedef struct prob {
             for (int j = 0; j < S; j++) {                                                                              \
                 int vis = (!causal || j <= i) && j < S - pad;                                                          \
                 T s = 0;                                                                                               \
-                for (int c = 0; c < D; c++) s = MAD((T)q[i * D + c], (T)k[j * D + c], s);                                   \
+                for (int c = 0; c < D; c++) s = MAD((T)q[i * D + c], (T)k[j * D + c], s);                              \
                 s = vis ? s * (T)scale : (T)-INFINITY;                                                                 \
                 P[i * S + j] = s;                                                                                      \
                 if (s > m) m = s;                                                                                      \
@@ -50,25 +50,25 @@ typedef struct prob {
             for (int j = 0; j < S; j++) P[i * S + j] = sum > 0 ? P[i * S + j] / sum : 0;                               \
             for (int c = 0; c < D; c++) {                                                                              \
                 T o = 0;                                                                                               \
-                for (int j = 0; j < S; j++) o = MAD(P[i * S + j], (T)v[j * D + c], o);                                       \
+                for (int j = 0; j < S; j++) o = MAD(P[i * S + j], (T)v[j * D + c], o);                                 \
                 out[i * D + c] = (double)o;                                                                            \
             }                                                                                                          \
             T di = 0;                                                                                                  \
             for (int j = 0; j < S; j++) {                                                                              \
                 T g = 0;                                                                                               \
-                for (int c = 0; c < D; c++) g = MAD((T)go[i * D + c], (T)v[j * D + c], g);                                  \
+                for (int c = 0; c < D; c++) g = MAD((T)go[i * D + c], (T)v[j * D + c], g);                             \
                 dP[i * S + j] = g;                                                                                     \
                 di += P[i * S + j] * g;                                                                                \
             }                                                                                                          \
-            for (int j = 0; j < S; j++) dP[i * S + j] = P[i * S + j] * (dP[i * S + j] - di) * (T)scale;               \
+            for (int j = 0; j < S; j++) dP[i * S + j] = P[i * S + j] * (dP[i * S + j] - di) * (T)scale;                \
         }                                                                                                              \
         for (int i = 0; i < S; i++)                                                                                    \
             for (int c = 0; c < D; c++) {                                                                              \
                 T a = 0, b = 0, e = 0;                                                                                 \
                 for (int j = 0; j < S; j++) {                                                                          \
-                    a = MAD(dP[i * S + j], (T)k[j * D + c], a);                                                              \
-                    b = MAD(dP[j * S + i], (T)q[j * D + c], b);                                                              \
-                    e = MAD(P[j * S + i], (T)go[j * D + c], e);                                                              \
+                    a = MAD(dP[i * S + j], (T)k[j * D + c], a);                                                        \
+                    b = MAD(dP[j * S + i], (T)q[j * D + c], b);                                                        \
+                    e = MAD(P[j * S + i], (T)go[j * D + c], e);                                                        \
                 }                                                                                                      \
                 dq[i * D + c] = (double)a, dk[i * D + c] = (double)b, dv[i * D + c] = (double)e;                       \
             }                                                                                                          \
@@ -131,8 +131,19 @@ static void run(const prob *p, uint32_t seed, double *worst_ratio) {
     }
     const char *names[4] = {"out", "dq", "dk", "dv"};
     for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
-        attn_sdpa_desc d = {1, 1, S, S, D, D, scale, p->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
-                            p->pad ? mask : NULL, S, ATTN_MASK_TRUE_MEANS_MASKED, NULL, (attn_impl)impl};
+        attn_sdpa_desc d = {.B = 1,
+                            .H = 1,
+                            .Sq = S,
+                            .Sk = S,
+                            .D = D,
+                            .Dv = D,
+                            .scale = scale,
+                            .causal = p->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
+                            .key_mask = p->pad ? mask : NULL,
+                            .key_mask_stride_b = S,
+                            .key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED,
+                            .dropout = NULL,
+                            .impl = (attn_impl)impl};
         float *res[4];
         for (int t = 0; t < 4; t++) res[t] = malloc(n * 4);
         attn_view vq = {qkv[0], 0, 0, D}, vk = {qkv[1], 0, 0, D}, vv = {qkv[2], 0, 0, D}, vo = {res[0], 0, 0, D};
@@ -151,9 +162,11 @@ static void run(const prob *p, uint32_t seed, double *worst_ratio) {
             double bound = fmax(4.0 * e32, floor);
             double ratio = e / fmax(e32, floor / 4.0);
             if (ratio > *worst_ratio) *worst_ratio = ratio;
-            CHECK(e <= bound, "S=%d D=%d causal=%d pad=%d mult=%g seed=%u logit~%.0f %s %s: error %.3g > 4x float32 "
-                  "error %.3g (|ref| %.3g)", S, D, p->causal, p->pad, p->mult, seed, logit,
-                  impl == ATTN_IMPL_REF ? "ref" : "fast", names[t], e, e32, mag);
+            CHECK(e <= bound,
+                  "S=%d D=%d causal=%d pad=%d mult=%g seed=%u logit~%.0f %s %s: error %.3g > 4x float32 "
+                  "error %.3g (|ref| %.3g)",
+                  S, D, p->causal, p->pad, p->mult, seed, logit, impl == ATTN_IMPL_REF ? "ref" : "fast", names[t], e,
+                  e32, mag);
         }
         for (int t = 0; t < 4; t++) free(res[t]);
         free(lse);
@@ -166,7 +179,7 @@ static void run(const prob *p, uint32_t seed, double *worst_ratio) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     const prob probs[] = {
-        {6, 16, 0, 1.0, 0},  {6, 16, 0, 3.0, 0},  {6, 64, 0, 1.0, 0},   {6, 16, 1, 3.0, 0},  {6, 16, 0, 3.0, 2},
+        {6, 16, 0, 1.0, 0},  {6, 16, 0, 3.0, 0},  {6, 64, 0, 1.0, 0},   {6, 16, 1, 3.0, 0},   {6, 16, 0, 3.0, 2},
         {37, 16, 1, 2.0, 5}, {64, 32, 0, 2.0, 0}, {130, 64, 1, 1.0, 0}, {200, 16, 0, 4.0, 7}, {50, 8, 0, 0.2, 0},
     };
     double worst = 0;

@@ -75,19 +75,19 @@ static void random_case(int iter) {
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (use_drop) CHECK_OK(attn_dropout_begin(&g, 0.3, (uint64_t)B * H * Sq * Sk, &drop));
-    attn_sdpa_desc d = {B,
-                        H,
-                        Sq,
-                        Sk,
-                        D,
-                        Dv,
-                        scale,
-                        (attn_causal)causal,
-                        use_mask ? mask_api : NULL,
-                        Sk,
-                        polarity_keep ? ATTN_MASK_TRUE_MEANS_KEEP : ATTN_MASK_TRUE_MEANS_MASKED,
-                        use_drop ? &drop : NULL,
-                        ATTN_IMPL_REF};
+    attn_sdpa_desc d = {.B = B,
+                        .H = H,
+                        .Sq = Sq,
+                        .Sk = Sk,
+                        .D = D,
+                        .Dv = Dv,
+                        .scale = scale,
+                        .causal = (attn_causal)causal,
+                        .key_mask = use_mask ? mask_api : NULL,
+                        .key_mask_stride_b = Sk,
+                        .key_mask_polarity = polarity_keep ? ATTN_MASK_TRUE_MEANS_KEEP : ATTN_MASK_TRUE_MEANS_MASKED,
+                        .dropout = use_drop ? &drop : NULL,
+                        .impl = ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_forward(&d, bhsd(q, H, Sq, D), bhsd(k, H, Sk, D), bhsd(v, H, Sk, Dv), bhsd(o, H, Sq, Dv), l));
     oracle(B, H, Sq, Sk, D, Dv, scale, causal, use_mask ? mask : NULL, use_drop ? &drop : NULL, q, k, v, ow, lw);
     char label[160];
@@ -134,7 +134,19 @@ static void fully_masked_rows(void) {
     float q[Sq * D], k[Sk * D], v[Sk * D], o[Sq * D], l[Sq];
     for (int i = 0; i < Sq * D; i++) q[i] = frand();
     for (int i = 0; i < Sk * D; i++) k[i] = frand(), v[i] = frand();
-    attn_sdpa_desc d = {1, 1, Sq, Sk, D, D, 0.5f, ATTN_CAUSAL_BOTTOM_RIGHT, NULL, 0, 0, NULL, ATTN_IMPL_REF};
+    attn_sdpa_desc d = {.B = 1,
+                        .H = 1,
+                        .Sq = Sq,
+                        .Sk = Sk,
+                        .D = D,
+                        .Dv = D,
+                        .scale = 0.5f,
+                        .causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+                        .key_mask = NULL,
+                        .key_mask_stride_b = 0,
+                        .key_mask_polarity = 0,
+                        .dropout = NULL,
+                        .impl = ATTN_IMPL_REF};
     attn_view vq = {q, 0, 0, D}, vk = {k, 0, 0, D}, vv = {v, 0, 0, D}, vo = {o, 0, 0, D};
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, l));
     for (int i = 0; i < 2; i++) {
@@ -144,15 +156,37 @@ static void fully_masked_rows(void) {
     CHECK(isfinite(l[2]), "row 2 sees key 0");
     /* a padding mask that hides every key of a batch row */
     uint8_t all[Sk] = {1, 1, 1};
-    attn_sdpa_desc d2 = {
-        1, 1, Sq, Sk, D, D, 0.5f, ATTN_CAUSAL_NONE, all, Sk, ATTN_MASK_TRUE_MEANS_MASKED, NULL, ATTN_IMPL_REF};
+    attn_sdpa_desc d2 = {.B = 1,
+                         .H = 1,
+                         .Sq = Sq,
+                         .Sk = Sk,
+                         .D = D,
+                         .Dv = D,
+                         .scale = 0.5f,
+                         .causal = ATTN_CAUSAL_NONE,
+                         .key_mask = all,
+                         .key_mask_stride_b = Sk,
+                         .key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED,
+                         .dropout = NULL,
+                         .impl = ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_forward(&d2, vq, vk, vv, vo, l));
     for (int i = 0; i < Sq * D; i++) CHECK(o[i] == 0.0f, "all keys masked gives zeros");
     /* left padding + top-left causal: row 0 sees only key 0, which is padding */
     uint8_t left[Sk] = {1, 0, 0};
     float w[Sq * Sk];
-    attn_sdpa_desc d3 = {
-        1, 1, Sk, Sk, D, D, 0.5f, ATTN_CAUSAL_TOP_LEFT, left, Sk, ATTN_MASK_TRUE_MEANS_MASKED, NULL, ATTN_IMPL_REF};
+    attn_sdpa_desc d3 = {.B = 1,
+                         .H = 1,
+                         .Sq = Sk,
+                         .Sk = Sk,
+                         .D = D,
+                         .Dv = D,
+                         .scale = 0.5f,
+                         .causal = ATTN_CAUSAL_TOP_LEFT,
+                         .key_mask = left,
+                         .key_mask_stride_b = Sk,
+                         .key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED,
+                         .dropout = NULL,
+                         .impl = ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_weights(&d3, vq, vk, NULL, w));
     CHECK(w[0] == 0.0f && w[1] == 0.0f && w[2] == 0.0f, "row 0 weights are zero");
     CHECK(fabsf(w[3 + 1] - 1.0f) < 1e-6f, "row 1 attends key 1 only");
@@ -161,7 +195,19 @@ static void fully_masked_rows(void) {
 static void bad_args(void) {
     float x[4] = {0};
     attn_view v = {x, 0, 0, 2}, none = {0};
-    attn_sdpa_desc d = {1, 1, 2, 2, 2, 2, 1.0f, ATTN_CAUSAL_NONE, NULL, 0, 0, NULL, ATTN_IMPL_REF};
+    attn_sdpa_desc d = {.B = 1,
+                        .H = 1,
+                        .Sq = 2,
+                        .Sk = 2,
+                        .D = 2,
+                        .Dv = 2,
+                        .scale = 1.0f,
+                        .causal = ATTN_CAUSAL_NONE,
+                        .key_mask = NULL,
+                        .key_mask_stride_b = 0,
+                        .key_mask_polarity = 0,
+                        .dropout = NULL,
+                        .impl = ATTN_IMPL_REF};
     CHECK(attn_sdpa_forward(NULL, v, v, v, v, NULL) == ATTN_E_INVALID, "NULL desc");
     CHECK(attn_sdpa_forward(&d, none, v, v, v, NULL) == ATTN_E_INVALID, "NULL q");
     uint8_t m[2] = {0, 1};
@@ -181,7 +227,19 @@ static void bad_args(void) {
 static void nan_propagates(void) {
     float q[4] = {NAN, 1, 0, 1}, k[4] = {1, 0, 0, 1}, v[4] = {1, 2, 3, 4}, o[4];
     attn_view vq = {q, 0, 0, 2}, vk = {k, 0, 0, 2}, vv = {v, 0, 0, 2}, vo = {o, 0, 0, 2};
-    attn_sdpa_desc d = {1, 1, 2, 2, 2, 2, 1.0f, ATTN_CAUSAL_NONE, NULL, 0, 0, NULL, ATTN_IMPL_REF};
+    attn_sdpa_desc d = {.B = 1,
+                        .H = 1,
+                        .Sq = 2,
+                        .Sk = 2,
+                        .D = 2,
+                        .Dv = 2,
+                        .scale = 1.0f,
+                        .causal = ATTN_CAUSAL_NONE,
+                        .key_mask = NULL,
+                        .key_mask_stride_b = 0,
+                        .key_mask_polarity = 0,
+                        .dropout = NULL,
+                        .impl = ATTN_IMPL_REF};
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
     CHECK(isnan(o[0]) && isnan(o[1]), "NaN query row gives NaN output");
     CHECK(!isnan(o[2]) && !isnan(o[3]), "other rows unaffected");
@@ -239,19 +297,19 @@ static void backward_fd(int iter) {
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (use_drop) attn_dropout_begin(&gen, 0.4, (uint64_t)B * H * Sq * Sk, &drop);
-    attn_sdpa_desc d = {B,
-                        H,
-                        Sq,
-                        Sk,
-                        D,
-                        Dv,
-                        (float)scale,
-                        (attn_causal)causal,
-                        use_mask ? mask : NULL,
-                        Sk,
-                        ATTN_MASK_TRUE_MEANS_MASKED,
-                        use_drop ? &drop : NULL,
-                        ATTN_IMPL_REF};
+    attn_sdpa_desc d = {.B = B,
+                        .H = H,
+                        .Sq = Sq,
+                        .Sk = Sk,
+                        .D = D,
+                        .Dv = Dv,
+                        .scale = (float)scale,
+                        .causal = (attn_causal)causal,
+                        .key_mask = use_mask ? mask : NULL,
+                        .key_mask_stride_b = Sk,
+                        .key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED,
+                        .dropout = use_drop ? &drop : NULL,
+                        .impl = ATTN_IMPL_REF};
     attn_view vq = bhsd(q, H, Sq, D), vk = bhsd(k, H, Sk, D), vv = bhsd(v, H, Sk, Dv), vo = bhsd(o, H, Sq, Dv);
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
     CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, bhsd(go, H, Sq, Dv), NULL, bhsd(dq, H, Sq, D), bhsd(dk, H, Sk, D),

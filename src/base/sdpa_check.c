@@ -1,10 +1,12 @@
 /* The SDPA semantics every path shares, below both the reference (src/ref)
  * and the dispatcher/fused path (src/core): argument validation and the
- * default scale. Visibility is in internal.h (attn_visible). Nothing here
+ * default scale and a descriptor's defaults. Visibility and score modifiers
+ * are in sem.h. Nothing here
  * calls up into core, ref or modules. */
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 float attn_default_scale(int64_t D) {
     /* Layers compute scores / sqrt(D) (Python double sqrt); multiplying by the
@@ -13,6 +15,35 @@ float attn_default_scale(int64_t D) {
 }
 
 static int view_ok(attn_view t) { return t.data != NULL; }
+
+void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
+    if (!d) return;
+    memset(d, 0, sizeof *d);
+    d->B = B, d->H = H, d->Sq = Sq, d->Sk = Sk, d->D = D, d->Dv = Dv;
+    d->scale = attn_default_scale(D);
+    d->Hkv = H;
+    d->seqlens_k_dtype = ATTN_DTYPE_I64;
+    d->window_left = d->window_right = -1;
+}
+
+/* the inference fields: GQA, seqlens, window, softcap, ALiBi */
+static attn_status check_features(const attn_sdpa_desc *d) {
+    if (d->Hkv < 0 || (d->Hkv > 0 && (d->Hkv > d->H || d->H % d->Hkv != 0))) return ATTN_E_SHAPE;
+    if (d->seqlens_k) {
+        if (d->seqlens_k_dtype != 0 && d->seqlens_k_dtype != ATTN_DTYPE_I32 && d->seqlens_k_dtype != ATTN_DTYPE_I64)
+            return ATTN_E_DTYPE;
+        for (int64_t b = 0; b < d->B; b++) {
+            int64_t n = attn_sem_sk(d, b);
+            if (n < 0 || n > d->Sk) return ATTN_E_SHAPE;
+        }
+    }
+    if (d->window && (d->window_left < -1 || d->window_right < -1)) return ATTN_E_INVALID;
+    if (!(d->softcap >= 0.0f) || isinf(d->softcap)) return ATTN_E_INVALID;
+    if (d->alibi_slopes)
+        for (int64_t h = 0; h < d->H; h++)
+            if (!isfinite(d->alibi_slopes[h])) return ATTN_E_INVALID;
+    return ATTN_OK;
+}
 
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v) {
     if (!d) return ATTN_E_INVALID;
@@ -44,6 +75,8 @@ attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, a
         if (d->key_mask_polarity != ATTN_MASK_TRUE_MEANS_MASKED && d->key_mask_polarity != ATTN_MASK_TRUE_MEANS_KEEP)
             return ATTN_E_INVALID;
     }
+    attn_status st = check_features(d);
+    if (st != ATTN_OK) return st;
     if (d->dropout) {
         size_t n;
         const int64_t dims[4] = {d->B, d->H, d->Sq, d->Sk};

@@ -49,12 +49,30 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Last key (exclusive) visible to query row i, ignoring the padding mask. */
-static int64_t key_end(const attn_sdpa_desc *d, int64_t i) {
-    if (d->causal == ATTN_CAUSAL_NONE) return d->Sk;
-    int64_t off = d->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? d->Sk - d->Sq : 0;
-    int64_t e = i + off + 1;
-    return e < 0 ? 0 : e > d->Sk ? d->Sk : e;
+/* The visibility rule of one sequence (base/sem.h): keys that exist and the
+ * offset of the query rows on the key axis. Row ranges [lo, hi) are
+ * non-decreasing in the row, so a block's keys are [lo(first), hi(last)). */
+typedef struct seqc {
+    int64_t b, skb, off;
+} seqc;
+
+static seqc seq_of(const attn_sdpa_desc *d, int64_t b) {
+    int64_t skb = attn_sem_sk(d, b);
+    seqc s = {b, skb, attn_sem_off(d, skb)};
+    return s;
+}
+
+static void row_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i, int64_t *lo, int64_t *hi) {
+    attn_sem_range(d, s->skb, s->off, i, lo, hi);
+}
+
+/* keys [*lo, *hi) that some row of i0 .. i0 + rows - 1 may see */
+static void block_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi) {
+    int64_t a, e;
+    row_rng(d, s, i0, lo, &e);
+    row_rng(d, s, i0 + rows - 1, &a, hi);
+    if (*hi > s->skb) *hi = s->skb; /* an empty last row may report hi = lo beyond the keys */
+    if (*hi < *lo) *hi = *lo;
 }
 
 /* C (M x N) (+)= A (M x K) B (K x N) with M % 6 == 0 and N % 16 == 0. */
@@ -88,23 +106,46 @@ static int key_mask_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t 
     return any;
 }
 
-/* Mask a score tile (rows x bc, row stride ld): keys past the causal limit
- * or past Sk, and keys the padding mask hides, to -inf. Row r is query i0 + r,
- * column c is key j0 + c. */
-static void mask_tile(const attn_sdpa_desc *d, float *S, int64_t ld, int64_t bc, int64_t rows, int64_t i0, int64_t j0,
-                      const float *add, int use_add) {
+/* Mask a score tile (rows x bc, row stride ld): keys outside each row's
+ * range (causal, window, seqlens, past Sk) and keys the padding mask hides,
+ * to -inf. Row r is query i0 + r, column c is key j0 + c. */
+static void mask_tile(const attn_sdpa_desc *d, const seqc *sq, float *S, int64_t ld, int64_t bc, int64_t rows,
+                      int64_t i0, int64_t j0, const float *add, int use_add) {
     for (int64_t r = 0; r < rows; r++) {
         float *s = S + r * ld;
         if (use_add)
             for (int64_t c = 0; c < bc; c++) s[c] += add[j0 + c];
-        int64_t lim = key_end(d, i0 + r) - j0;
-        for (int64_t c = lim < 0 ? 0 : lim; c < bc; c++) s[c] = -INFINITY;
+        int64_t lo, hi;
+        row_rng(d, sq, i0 + r, &lo, &hi);
+        for (int64_t c = 0; c < bc && c < lo - j0; c++) s[c] = -INFINITY;
+        for (int64_t c = hi - j0 < 0 ? 0 : hi - j0; c < bc; c++) s[c] = -INFINITY;
     }
 }
 
 /* Does the tile (rows from i0, keys j0 .. j0 + bc) need masking at all? */
-static int tile_needs_mask(const attn_sdpa_desc *d, int64_t bc, int64_t i0, int64_t j0, int any_add) {
-    return any_add || j0 + bc > d->Sk || key_end(d, i0) < j0 + bc;
+static int tile_needs_mask(const attn_sdpa_desc *d, const seqc *sq, int64_t bc, int64_t i0, int64_t rows, int64_t j0,
+                           int any_add) {
+    int64_t lo_last, hi_last, lo_first, hi_first;
+    row_rng(d, sq, i0, &lo_first, &hi_first);
+    row_rng(d, sq, i0 + rows - 1, &lo_last, &hi_last);
+    return any_add || lo_last > j0 || hi_first < j0 + bc;
+}
+
+/* Score modifiers (attn.h): scale, then softcap, then ALiBi, on rows x nc of
+ * a raw q.k tile. Without modifiers the scale is folded into exp_row. */
+static int has_mods(const attn_sdpa_desc *d) { return d->softcap > 0.0f || d->alibi_slopes != NULL; }
+
+static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h, float *S,
+                       int64_t ld, int64_t nc, int64_t rows, int64_t i0, int64_t j0) {
+    float scale = fabsf(d->scale); /* Q was packed with the scale's sign */
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = S + r * ld;
+        if (d->softcap > 0.0f)
+            kt->softcap_row(s, nc, scale, d->softcap);
+        else
+            kt->scale_row(s, nc, scale);
+        if (d->alibi_slopes) kt->alibi_row(s, nc, d->alibi_slopes[h], (float)(i0 + r + sq->off - j0));
+    }
 }
 
 /* Row stride of a transposed (D x SkP) panel: SkP plus one cache line, so
@@ -193,14 +234,15 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                                float *lse) {
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
+    int64_t Hkv = d->Hkv > 0 ? d->Hkv : H;
     if (B * H * Sq == 0) return ATTN_OK;
     int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_F), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
     /* V rows are used in place when Dv is a multiple of 16 (the N of the PV tile) */
-    int v_direct = Dv % 16 == 0;
+    int v_direct = Dv % 16 == 0, mods = has_mods(d);
     size_t head_kt, head_v = 0, npanel, nwork;
     if (attn_mul_size((size_t)panel_ld(SkP), (size_t)D, &head_kt) ||
         (!v_direct && attn_mul_size((size_t)SkP, (size_t)DvP, &head_v)) ||
-        attn_mul3_size((size_t)(B * H), head_kt + head_v, sizeof(float), &npanel) ||
+        attn_mul3_size((size_t)(B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
         return ATTN_E_OVERFLOW;
     float *panels = malloc(npanel);
@@ -211,21 +253,26 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         return ATTN_E_NOMEM;
     }
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    float escale = mods ? 1.0f : scale; /* exp_row's scale: the tile is already scaled when modified */
     const mcg_consts mc = mcg_setup(d);
-    /* pack every head's K^T and V once (read-only afterwards) */
+    /* pack every kv head's K^T and V once (read-only afterwards; a GQA group shares them) */
 #pragma omp parallel for schedule(static)
-    for (int64_t bh = 0; bh < B * H; bh++) {
+    for (int64_t bh = 0; bh < B * Hkv; bh++) {
         float *KT = panels + (size_t)bh * (head_kt + head_v);
-        pack_kv(d, k, v, bh / H, bh % H, SkP, DvP, KT, v_direct ? NULL : KT + head_kt);
+        pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, v_direct ? NULL : KT + head_kt);
     }
     size_t nw = 0;
-    for (int64_t b = 0; b < B; b++)
+    int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
+    for (int64_t b = 0; b < B; b++) {
+        seqc sq = seq_of(d, b);
         for (int64_t h = 0; h < H; h++)
             for (int64_t blk = 0; blk < nqb; blk++) {
-                int64_t i1 = (blk + 1) * BR < Sq ? (blk + 1) * BR : Sq;
-                items[nw++] = (work){b, h, blk, key_end(d, i1 - 1)};
+                int64_t i0 = blk * BR, rows = Sq - i0 < BR ? Sq - i0 : BR, lo, hi;
+                block_rng(d, &sq, i0, rows, &lo, &hi);
+                items[nw++] = (work){b, h, blk, hi - lo};
             }
-    if (d->causal != ATTN_CAUSAL_NONE) qsort(items, nw, sizeof *items, cmp_causal);
+    }
+    if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -245,27 +292,31 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #pragma omp for schedule(dynamic, 1)
         for (size_t w = 0; w < nw; w++) {
             if (!ok) continue;
-            int64_t b = items[w].b, h = items[w].h, i0 = items[w].blk * BR;
+            int64_t b = items[w].b, h = items[w].h, i0 = items[w].blk * BR, hk = attn_sem_kvh(d, h);
             int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
             if (b != last_b) {
                 any_add = key_mask_row(d, b, add, SkP);
                 last_b = b;
             }
-            const float *KT = panels + (size_t)(b * H + h) * (head_kt + head_v), *Vp = KT + head_kt;
+            seqc sq = seq_of(d, b);
+            const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v), *Vp = KT + head_kt;
             int64_t ldv = DvP;
-            if (v_direct) Vp = v.data + b * v.stride_b + h * v.stride_h, ldv = v.stride_s;
+            if (v_direct) Vp = v.data + b * v.stride_b + hk * v.stride_h, ldv = v.stride_s;
             pack_rows(q, b, h, i0, rows, D, D, Qp, sign);
             memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
-            int64_t kend = key_end(d, i0 + rows - 1);
-            for (int64_t j0 = 0; j0 < kend; j0 += BC_F) {
-                /* the block's last tile is trimmed to the keys some row can see (the causal diagonal) */
-                int64_t nc = kend - j0 < BC_F ? round_up(kend - j0, 16) : BC_F;
+            int64_t klo, khi;
+            block_rng(d, &sq, i0, rows, &klo, &khi);
+            for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
+                /* the block's last tile is trimmed to the keys some row can see */
+                int64_t nc = khi - j0 < BC_F ? round_up(khi - j0, 16) : BC_F;
                 tile_gemm(kt, BR, nc, D, Qp, D, KT + j0, panel_ld(SkP), S, BC_F, 0);
-                if (tile_needs_mask(d, nc, i0, j0, any_add)) mask_tile(d, S, BC_F, nc, rows, i0, j0, add, any_add);
+                if (mods) apply_mods(kt, d, &sq, h, S, BC_F, nc, rows, i0, j0);
+                if (tile_needs_mask(d, &sq, nc, i0, rows, j0, any_add))
+                    mask_tile(d, &sq, S, BC_F, nc, rows, i0, j0, add, any_add);
                 for (int64_t r = 0; r < rows; r++) {
                     float *s = S + r * BC_F;
-                    float mt = kt->max_row(s, nc) * scale;
+                    float mt = kt->max_row(s, nc) * escale;
                     if (mt == -INFINITY && m[r] == -INFINITY) { /* nothing visible yet: P = 0 */
                         memset(s, 0, (size_t)nc * sizeof(float));
                         continue;
@@ -283,12 +334,13 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                         }
                         m[r] = mn;
                     }
-                    l[r] += kt->exp_row(s, s, nc, scale, m[r]);
+                    l[r] += kt->exp_row(s, s, nc, escale, m[r]);
                 }
                 for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
                 if (d->dropout) dropout_tile(kt, d, &mc, S, BC_F, nc, rows, b, h, i0, j0, keep);
-                /* keys past Sk have P = 0: stop the PV reduction at Sk (in-place V has no padding rows) */
-                int64_t kv = Sk - j0 < nc ? Sk - j0 : nc;
+                /* keys past the block's range have P = 0: stop the PV reduction there
+                 * (in-place V has no padding rows) */
+                int64_t kv = khi - j0 < nc ? khi - j0 : nc;
                 tile_gemm(kt, BR, DvP, kv, S, BC_F, Vp + j0 * ldv, ldv, O, DvP, 1);
             }
             for (int64_t r = 0; r < rows; r++) {
@@ -318,7 +370,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* Key chunks of the backward: a head's key blocks are split into nchunk
+/* Key chunks of the backward: a kv head's key blocks are split into nchunk
  * ranges of about equal work so that few heads still keep every core busy.
  * nchunk depends only on the shape (never on the thread count): each chunk
  * writes its own dQ partial and the partials are summed in chunk order, so
@@ -329,22 +381,27 @@ typedef struct bwd_chunk {
     int64_t kb0, kb1; /* key blocks [kb0, kb1) */
 } bwd_chunk;
 
-/* query blocks that see key block kb */
-static int64_t kb_cost(const attn_sdpa_desc *d, int64_t kb) {
+/* does the query block at i0 possibly see key block [j0, j0 + BC_B)? */
+static int block_meets(const attn_sdpa_desc *d, const seqc *sq, int64_t i0, int64_t rows, int64_t j0) {
+    int64_t lo, hi;
+    block_rng(d, sq, i0, rows, &lo, &hi);
+    return lo < j0 + BC_B && hi > j0 && hi > lo;
+}
+
+/* query blocks that see key block kb (the shape's rule, seqlens aside) */
+static int64_t kb_cost(const attn_sdpa_desc *d, const seqc *shape, int64_t kb) {
     int64_t n = 0;
-    for (int64_t i0 = 0; i0 < d->Sq; i0 += BR) {
-        int64_t rows = d->Sq - i0 < BR ? d->Sq - i0 : BR;
-        n += key_end(d, i0 + rows - 1) > kb * BC_B;
-    }
+    for (int64_t i0 = 0; i0 < d->Sq; i0 += BR) n += block_meets(d, shape, i0, d->Sq - i0 < BR ? d->Sq - i0 : BR, kb * BC_B);
     return n;
 }
 
 static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk, bwd_chunk *ch) {
+    seqc shape = {0, d->Sk, attn_sem_off(d, d->Sk)};
     int64_t total = 0;
-    for (int64_t kb = 0; kb < nkb; kb++) total += kb_cost(d, kb);
+    for (int64_t kb = 0; kb < nkb; kb++) total += kb_cost(d, &shape, kb);
     int64_t c = 0, acc = 0, start = 0;
     for (int64_t kb = 0; kb < nkb && c < nchunk - 1; kb++) {
-        acc += kb_cost(d, kb);
+        acc += kb_cost(d, &shape, kb);
         if (acc * nchunk >= total * (c + 1)) {
             ch[c++] = (bwd_chunk){start, kb + 1};
             start = kb + 1;
@@ -355,9 +412,10 @@ static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk
 }
 
 /* Row statistics of the backward, per query row i (one pass over its keys):
- *   m_i  = max_j fl(scale * s_ij) over visible keys (the float row max)
- *   l_i  = sum_j exp(fl(scale * s_ij) - m_i)
- *   Di_i = sum_j P_ij dP_ij with P = exp(. - m_i) / l_i and dP = (dO V^T) * dropout
+ *   m_i  = max_j t_ij over visible keys, t = the modified score (fl(scale * s)
+ *          without modifiers: the float row max)
+ *   l_i  = sum_j exp(t_ij - m_i)
+ *   Di_i = sum_j P_ij dP_ij with P = exp(t - m_i) / l_i and dP = (dO V^T) * dropout
  * computed from the very tiles (same kernels, same tile shapes, same masks)
  * the main pass recomputes. This is PyTorch's softmax backward, dS = P (dP -
  * rowsum(P dP)): when one key takes (almost) all the weight, dP_ij - Di_i
@@ -367,16 +425,35 @@ static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk
  * float32 PyTorch (issue 9). The price is two more tile products (S and dP)
  * per tile: the backward does 7 instead of 5. */
 typedef struct bwd_panels {
-    float *KT, *VT;     /* per head: K^T (D x ldk) and V^T (Dv x ldk), keys zero-padded */
+    float *KT, *VT;     /* per kv head: K^T (D x ldk) and V^T (Dv x ldk), keys zero-padded */
     int64_t ldk, per_h; /* row stride, floats per head */
 } bwd_panels;
 
-/* S tile (BR x BC_B) of query rows i0.. against keys j0.. from packed Q, masked. */
-static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *Qp, int64_t DP,
-                       const float *KT, int64_t ldk, float *S, int64_t rows, int64_t i0, int64_t j0, const float *add,
-                       int any_add) {
+/* Score tile (BR x BC_B) of query rows i0.. of head h against keys j0.. from
+ * packed Q: modified (scale, softcap, ALiBi) when the descriptor asks, then
+ * masked. With a softcap, G (if not NULL) gets d t / d(q.k) = scale (1 - tanh^2). */
+static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h,
+                       const float *Qp, int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows,
+                       int64_t i0, int64_t j0, const float *add, int any_add) {
     tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + j0, ldk, S, BC_B, 0);
-    if (tile_needs_mask(d, BC_B, i0, j0, any_add)) mask_tile(d, S, BC_B, BC_B, rows, i0, j0, add, any_add);
+    if (has_mods(d)) {
+        float scale = fabsf(d->scale), inv = 1.0f / d->softcap;
+        for (int64_t r = 0; r < rows; r++) {
+            float *s = S + r * BC_B;
+            if (d->softcap > 0.0f) {
+                kt->softcap_row(s, BC_B, scale, d->softcap);
+                if (G)
+                    for (int64_t c = 0; c < BC_B; c++) {
+                        float t = s[c] * inv;
+                        G[r * BC_B + c] = d->scale * (1.0f - t * t);
+                    }
+            } else {
+                kt->scale_row(s, BC_B, scale);
+            }
+            if (d->alibi_slopes) kt->alibi_row(s, BC_B, d->alibi_slopes[h], (float)(i0 + r + sq->off - j0));
+        }
+    }
+    if (tile_needs_mask(d, sq, BC_B, i0, rows, j0, any_add)) mask_tile(d, sq, S, BC_B, BC_B, rows, i0, j0, add, any_add);
 }
 
 /* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
@@ -391,8 +468,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
                                  attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *il_out,
                                  float *di_out) {
     int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = round_up(d->D, 16), DvP = round_up(d->Dv, 16);
-    int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B;
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = d->Hkv > 0 ? d->Hkv : H;
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -408,26 +485,28 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
 #pragma omp for schedule(dynamic, 1)
         for (int64_t item = 0; item < BH * nqb; item++) {
             if (!ok) continue;
-            int64_t bh = item / nqb, b = bh / H, h = bh % H, i0 = (item % nqb) * BR;
+            int64_t bh = item / nqb, b = bh / H, h = bh % H, i0 = (item % nqb) * BR, hk = attn_sem_kvh(d, h);
             int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
             int any_add = key_mask_row(d, b, add, nkb * BC_B);
-            const float *KT = pn->KT + bh * pn->per_h, *VT = pn->VT + bh * pn->per_h;
+            seqc sq = seq_of(d, b);
+            const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
             pack_rows(q, b, h, i0, rows, d->D, DP, Qp, sign);
             pack_rows(dout, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
-            int64_t kend = key_end(d, i0 + rows - 1);
-            for (int64_t j0 = 0; j0 < kend; j0 += BC_B) {
-                bwd_scores(kt, d, Qp, DP, KT, pn->ldk, S, rows, i0, j0, add, any_add);
+            int64_t klo, khi;
+            block_rng(d, &sq, i0, rows, &klo, &khi);
+            for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
+                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, j0, add, any_add);
                 bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, j0, keep);
                 for (int64_t r = 0; r < rows; r++) {
-                    float *sr = S + r * BC_B, mt = kt->max_row(sr, BC_B) * scale;
+                    float *sr = S + r * BC_B, mt = kt->max_row(sr, BC_B) * escale;
                     if (mt == -INFINITY) continue; /* no visible key in this tile */
                     if (mt > m[r]) { /* new row max: rescale what was summed against the old one */
                         float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
                         l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
                     }
-                    l[r] += kt->exp_row(sr, sr, BC_B, scale, m[r]);
+                    l[r] += kt->exp_row(sr, sr, BC_B, escale, m[r]);
                     acc[r] += kt->dot_row(sr, dP + r * BC_B, BC_B);
                 }
             }
@@ -448,16 +527,24 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     (void)out, (void)lse_in; /* the row statistics are recomputed (bwd_row_stats) */
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
-    if (BH * Sq == 0) return ATTN_OK;
-    if (Sk == 0) { /* nothing visible anywhere: zero gradients */
+    int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv, BHkv = B * Hkv;
+    if (BH * Sq == 0 && BHkv * Sk == 0) return ATTN_OK;
+    if (Sk == 0 || Sq == 0) { /* nothing visible anywhere: zero gradients */
         for (int64_t bh = 0; bh < BH; bh++)
             for (int64_t i = 0; i < Sq; i++)
                 memset(dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s, 0,
                        (size_t)D * sizeof(float));
+        for (int64_t bh = 0; bh < BHkv; bh++)
+            for (int64_t j = 0; j < Sk; j++) {
+                memset(dk.data + (bh / Hkv) * dk.stride_b + (bh % Hkv) * dk.stride_h + j * dk.stride_s, 0,
+                       (size_t)D * sizeof(float));
+                memset(dv.data + (bh / Hkv) * dv.stride_b + (bh % Hkv) * dv.stride_h + j * dv.stride_s, 0,
+                       (size_t)Dv * sizeof(float));
+            }
         return ATTN_OK;
     }
     int64_t SqP = round_up(Sq, BR), DP = round_up(D, 16), DvP = round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B;
-    int64_t want = (BWD_MIN_ITEMS + BH - 1) / BH, nchunk = want < nkb ? want : nkb;
+    int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < nkb ? want : nkb;
     bwd_chunk ch[BWD_MIN_ITEMS];
     nchunk = split_chunks(d, nkb, nchunk, ch);
     int64_t maxkb = 0;
@@ -468,24 +555,26 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     if (attn_mul3_size((size_t)(BH * nchunk), (size_t)SqP, (size_t)DP, &nparts) ||
         attn_mul_size((size_t)BH, (size_t)Sq, &nrows) ||
         attn_mul_size((size_t)pn.ldk, (size_t)(D > Dv ? D : Dv), &npanel) ||
-        attn_mul3_size(npanel, (size_t)BH, 2 * sizeof(float), &npanel))
+        attn_mul3_size(npanel, (size_t)BHkv, 2 * sizeof(float), &npanel))
         return ATTN_E_OVERFLOW;
     pn.per_h = pn.ldk * (D > Dv ? D : Dv);
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
+    int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
-    /* dQ partials (one per head and chunk), K^T / V^T panels, row statistics */
+    /* dQ partials (one per query head and chunk), K^T / V^T panels, row statistics */
     float *parts = malloc(nparts * sizeof(float)), *panels = malloc(npanel);
     float *rowm = malloc(nrows * sizeof(float)), *rowil = malloc(nrows * sizeof(float));
     float *rowdi = malloc(nrows * sizeof(float));
     attn_status st = parts && panels && rowm && rowil && rowdi ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) {
-        pn.KT = panels, pn.VT = panels + (size_t)BH * (size_t)pn.per_h;
+        pn.KT = panels, pn.VT = panels + (size_t)BHkv * (size_t)pn.per_h;
 #pragma omp parallel for schedule(static)
-        for (int64_t bh = 0; bh < BH; bh++) {
+        for (int64_t bh = 0; bh < BHkv; bh++) {
             float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
+            int64_t b = bh / Hkv, hk = bh % Hkv;
             for (int64_t j = 0; j < pn.ldk; j++) {
-                const float *kr = j < Sk ? k.data + (bh / H) * k.stride_b + (bh % H) * k.stride_h + j * k.stride_s : NULL;
-                const float *vr = j < Sk ? v.data + (bh / H) * v.stride_b + (bh % H) * v.stride_h + j * v.stride_s : NULL;
+                const float *kr = j < Sk ? k.data + b * k.stride_b + hk * k.stride_h + j * k.stride_s : NULL;
+                const float *vr = j < Sk ? v.data + b * v.stride_b + hk * v.stride_h + j * v.stride_s : NULL;
                 for (int64_t c = 0; c < D; c++) KT[c * pn.ldk + j] = kr ? kr[c] : 0.0f;
                 for (int64_t c = 0; c < Dv; c++) VT[c * pn.ldk + j] = vr ? vr[c] : 0.0f;
             }
@@ -504,81 +593,94 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
         float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float)); /* dropped-out P */
+        float *Gt = capped ? malloc((size_t)(BR * BC_B) * sizeof(float)) : NULL; /* softcap derivative */
         float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
         uint8_t *keep = malloc(BC_B);
-        int ok = Kp && add && Qp && dOp && P && dS && Pd && dKb && dVb && keep;
+        int ok = Kp && add && Qp && dOp && P && dS && Pd && dKb && dVb && keep && (Gt || !capped);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
         }
+        /* one item: a kv head's chunk of keys against every query head of its group */
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t item = 0; item < BH * nchunk; item++) {
+        for (int64_t item = 0; item < BHkv * nchunk; item++) {
             if (!ok) continue;
-            int64_t bh = item / nchunk, b = bh / H, h = bh % H, cidx = item % nchunk;
+            int64_t bhk = item / nchunk, b = bhk / Hkv, hk = bhk % Hkv, cidx = item % nchunk;
             int64_t k0 = ch[cidx].kb0 * BC_B, k1 = ch[cidx].kb1 * BC_B < Sk ? ch[cidx].kb1 * BC_B : Sk;
             int any_add = key_mask_row(d, b, add, nkb * BC_B);
-            const float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
+            seqc sq = seq_of(d, b);
+            const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
             /* this chunk's K rows, local index jl = j - k0 */
             for (int64_t jl = 0; jl < LP; jl++) {
                 int64_t j = k0 + jl;
-                const float *kr = j < k1 ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
+                const float *kr = j < k1 ? k.data + b * k.stride_b + hk * k.stride_h + j * k.stride_s : NULL;
                 for (int64_t c = 0; c < DP; c++) Kp[jl * DP + c] = (kr && c < D) ? kr[c] : 0.0f;
             }
-            const float *rm = rowm + bh * Sq, *ril = rowil + bh * Sq, *rdi = rowdi + bh * Sq;
-            float *dQ = parts + (size_t)item * (size_t)(SqP * DP);
-            memset(dQ, 0, (size_t)(SqP * DP) * sizeof(float));
+            for (int64_t h = hk * G; h < (hk + 1) * G; h++)
+                memset(parts + (size_t)((b * H + h) * nchunk + cidx) * (size_t)(SqP * DP), 0,
+                       (size_t)(SqP * DP) * sizeof(float));
             for (int64_t j0 = k0; j0 < k1; j0 += BC_B) {
                 int64_t jl0 = j0 - k0;
                 memset(dKb, 0, (size_t)(BC_B * DP) * sizeof(float));
                 memset(dVb, 0, (size_t)(BC_B * DvP) * sizeof(float));
-                for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
-                    int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
-                    if (key_end(d, i0 + rows - 1) <= j0) continue; /* every row of the block is before this key block */
-                    pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
-                    pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
-                    /* P = exp(scale S - m) / l, the tiles of bwd_row_stats */
-                    bwd_scores(kt, d, Qp, DP, KT, pn.ldk, P, rows, i0, j0, add, any_add);
-                    for (int64_t r = 0; r < BR; r++) {
-                        float *pr = P + r * BC_B;
-                        if (r >= rows || ril[i0 + r] == 0.0f) {
-                            memset(pr, 0, BC_B * sizeof(float));
-                            continue;
+                for (int64_t h = hk * G; h < (hk + 1) * G; h++) {
+                    int64_t bh = b * H + h;
+                    const float *rm = rowm + bh * Sq, *ril = rowil + bh * Sq, *rdi = rowdi + bh * Sq;
+                    float *dQ = parts + (size_t)(bh * nchunk + cidx) * (size_t)(SqP * DP);
+                    for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
+                        int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+                        if (!block_meets(d, &sq, i0, rows, j0)) continue; /* no row of the block sees these keys */
+                        pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
+                        pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
+                        /* P = exp(t - m) / l, the tiles of bwd_row_stats */
+                        bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, P, Gt, rows, i0, j0, add, any_add);
+                        for (int64_t r = 0; r < BR; r++) {
+                            float *pr = P + r * BC_B;
+                            if (r >= rows || ril[i0 + r] == 0.0f) {
+                                memset(pr, 0, BC_B * sizeof(float));
+                                continue;
+                            }
+                            kt->exp_row(pr, pr, BC_B, escale, rm[i0 + r]);
+                            kt->scale_row(pr, BC_B, ril[i0 + r]);
                         }
-                        kt->exp_row(pr, pr, BC_B, scale, rm[i0 + r]);
-                        kt->scale_row(pr, BC_B, ril[i0 + r]);
+                        /* dP = dO V^T * dropout */
+                        bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dS, rows, b, h, i0, j0, keep);
+                        /* dV += Pd^T dO with Pd = P * keep * s */
+                        const float *pd = P;
+                        if (d->dropout) {
+                            memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
+                            dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
+                            pd = Pd;
+                        }
+                        tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVb, DvP, 1);
+                        /* dS = P (dP - Di) dt/ds (scale, times 1 - tanh^2 under a softcap); P is zero where masked */
+                        for (int64_t r = 0; r < rows; r++) {
+                            float di = rdi[i0 + r], *ds = dS + r * BC_B;
+                            const float *p = P + r * BC_B;
+                            if (capped) {
+                                const float *g = Gt + r * BC_B;
+                                for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * g[c];
+                            } else {
+                                for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
+                            }
+                        }
+                        for (int64_t r = rows; r < BR; r++) memset(dS + r * BC_B, 0, BC_B * sizeof(float));
+                        /* dK += dS^T Q (Q unnegated: the scale in dS carries the sign) */
+                        if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
+                        tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qp, DP, dKb, DP, 1);
+                        /* dQ += dS K */
+                        tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + jl0 * DP, DP, dQ + i0 * DP, DP, 1);
                     }
-                    /* dP = dO V^T * dropout */
-                    bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dS, rows, b, h, i0, j0, keep);
-                    /* dV += Pd^T dO with Pd = P * keep * s */
-                    const float *pd = P;
-                    if (d->dropout) {
-                        memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
-                        dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
-                        pd = Pd;
-                    }
-                    tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVb, DvP, 1);
-                    /* dS = P (dP - Di) scale; P is zero where masked */
-                    for (int64_t r = 0; r < rows; r++) {
-                        float di = rdi[i0 + r], *ds = dS + r * BC_B;
-                        const float *p = P + r * BC_B;
-                        for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
-                    }
-                    for (int64_t r = rows; r < BR; r++) memset(dS + r * BC_B, 0, BC_B * sizeof(float));
-                    /* dK += dS^T Q (Q unnegated: d->scale carries the sign) */
-                    if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
-                    tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qp, DP, dKb, DP, 1);
-                    /* dQ += dS K */
-                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + jl0 * DP, DP, dQ + i0 * DP, DP, 1);
                 }
                 for (int64_t j = j0; j < j0 + BC_B && j < Sk; j++) {
-                    float *gk = dk.data + b * dk.stride_b + h * dk.stride_h + j * dk.stride_s;
-                    float *gv = dv.data + b * dv.stride_b + h * dv.stride_h + j * dv.stride_s;
+                    float *gk = dk.data + b * dk.stride_b + hk * dk.stride_h + j * dk.stride_s;
+                    float *gv = dv.data + b * dv.stride_b + hk * dv.stride_h + j * dv.stride_s;
                     memcpy(gk, dKb + (j - j0) * DP, (size_t)D * sizeof(float));
                     memcpy(gv, dVb + (j - j0) * DvP, (size_t)Dv * sizeof(float));
                 }
             }
         }
-        free(Kp), free(add);
+        free(Kp), free(add), free(Gt);
         free(Qp), free(dOp), free(P), free(dS), free(Pd), free(dKb), free(dVb), free(keep);
         /* dQ = sum of the chunk partials, in chunk order */
 #pragma omp for schedule(static)

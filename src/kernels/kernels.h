@@ -21,6 +21,10 @@
  *               guaranteed (NaN rows are handled by the driver's checks).
  *   scale_row   x[j] *= a for j < n.
  *   dot_row     sum_j x[j] * y[j] (lanes of 8, then pairwise).
+ *   softcap_row x[j] = cap * tanh(fl(x[j] * scale) / cap) for j < n (tanh by
+ *               a rational approximation, a few ulp; -inf stays -cap).
+ *   alibi_row   x[j] += -slope * |dist0 - j| for j < n (dist0 = i + off - j0,
+ *               an integer below 2^24 in magnitude).
  * The driver pads tiles so that gemm_6x16 never needs edge handling.
  * Kernels never allocate and never fail. */
 #ifndef ATTN_KERNELS_H
@@ -39,7 +43,25 @@ typedef struct attn_kernel_table {
     float (*max_row)(const float *x, int64_t n);
     void (*scale_row)(float *x, int64_t n, float a);
     float (*dot_row)(const float *x, const float *y, int64_t n);
+    void (*softcap_row)(float *x, int64_t n, float scale, float cap);
+    void (*alibi_row)(float *x, int64_t n, float slope, float dist0);
 } attn_kernel_table;
+
+/* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
+ * returns x, beyond +-7.9 it is +-1 to float precision. Shared coefficients
+ * of the generic and SIMD kernels. */
+#define ATTN_TANH_CLAMP 7.90531110763549805f
+#define ATTN_TANH_A1 4.89352455891786e-03f
+#define ATTN_TANH_A3 6.37261928875436e-04f
+#define ATTN_TANH_A5 1.48572235717979e-05f
+#define ATTN_TANH_A7 5.12229709037114e-08f
+#define ATTN_TANH_A9 -8.60467152213735e-11f
+#define ATTN_TANH_A11 2.00018790482477e-13f
+#define ATTN_TANH_A13 -2.76076847742355e-16f
+#define ATTN_TANH_B0 4.89352518554385e-03f
+#define ATTN_TANH_B2 2.26843463243900e-03f
+#define ATTN_TANH_B4 1.18534705686654e-04f
+#define ATTN_TANH_B6 1.19825839466702e-06f
 
 /* x * y mod (2^31 - 1) for x, y < 2^31: fold the 62-bit product (2^31 = 1).
  * Shared by both tables' dropout_mcg. */

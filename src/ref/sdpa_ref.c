@@ -10,21 +10,33 @@ static const float *row_of(attn_view t, int64_t b, int64_t h, int64_t s) {
     return t.data + b * t.stride_b + h * t.stride_h + s * t.stride_s;
 }
 
-/* Scores of query row (b,h,i) against every key: sc[j] = scale * q.k_j, or
- * -INFINITY where key j is not visible. Returns the number of visible keys. */
+/* Scores of query row (b,h,i) against every key: sc[j] is the modified score
+ * (scale, softcap, ALiBi; attn.h) or -INFINITY where key j is not visible;
+ * dcap[j] (if not NULL) is d(score)/d(q.k_j). Returns the number of visible
+ * keys. */
 static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int64_t b, int64_t h, int64_t i,
-                          double *sc) {
+                          double *sc, double *dcap) {
     const float *qi = row_of(q, b, h, i);
-    int64_t nvis = 0;
+    int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, nvis = 0;
+    attn_sem_range(d, skb, off, i, &lo, &hi);
     for (int64_t j = 0; j < d->Sk; j++) {
-        if (!attn_visible(d, b, i, j)) {
+        if (j < lo || j >= hi || attn_sem_padded(d, b, j)) {
             sc[j] = -INFINITY;
+            if (dcap) dcap[j] = 0.0;
             continue;
         }
-        const float *kj = row_of(k, b, h, j);
+        const float *kj = row_of(k, b, hk, j);
         double acc = 0.0;
         for (int64_t c = 0; c < d->D; c++) acc += (double)qi[c] * (double)kj[c];
-        sc[j] = (double)d->scale * acc;
+        double s = (double)d->scale * acc, g = (double)d->scale;
+        if (d->softcap > 0.0f) {
+            double t = tanh(s / (double)d->softcap);
+            s = (double)d->softcap * t;
+            g *= 1.0 - t * t;
+        }
+        if (d->alibi_slopes) s += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
+        sc[j] = s;
+        if (dcap) dcap[j] = g;
         nvis++;
     }
     return nvis;
@@ -71,7 +83,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p);
+                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL);
                 double l = row_softmax(p, d->Sk, nvis);
                 if (lse) lse[(b * d->H + h) * d->Sq + i] = (float)l;
                 if (d->dropout) {
@@ -82,7 +94,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
                 for (int64_t c = 0; c < d->Dv; c++) acc[c] = 0.0;
                 for (int64_t j = 0; j < d->Sk; j++) {
                     if (p[j] == 0.0) continue; /* masked or dropped key: contributes nothing */
-                    const float *vj = row_of(v, b, h, j);
+                    const float *vj = row_of(v, b, attn_sem_kvh(d, h), j);
                     for (int64_t c = 0; c < d->Dv; c++) acc[c] += p[j] * (double)vj[c];
                 }
                 float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
@@ -94,72 +106,75 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     return ATTN_OK;
 }
 
-/* Backward, one (b, h) at a time:
- *   P = softmax(S), Pd = P * keep * scale_drop, O = Pd V
- *   dV = Pd^T dO;  dPd = dO V^T;  dP = dPd * keep * scale_drop
- *   dS = P * (dP - rowsum(P * dP));  dQ = scale dS K;  dK = scale dS^T Q
- * rowsum(P * dP) equals dO . O, computed here from the recomputed P. */
+/* Backward, one (b, kv head) at a time over the query heads of its group:
+ *   P = softmax(T), T = modified scores, Pd = P * keep * scale_drop, O = Pd V
+ *   dV += Pd^T dO;  dPd = dO V^T;  dP = dPd * keep * scale_drop
+ *   dT = P * (dP - rowsum(P * dP));  dS = dT * dT/d(q.k)  (scale, softcap)
+ *   dQ = dS K;  dK += dS^T Q      (dK, dV summed over the group) */
 attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                    attn_view dq, attn_view dk, attn_view dv) {
     size_t nsk = (size_t)(d->Sk ? d->Sk : 1), D = (size_t)d->D, Dv = (size_t)d->Dv;
     size_t nkd, nvd;
     if (attn_mul_size(nsk, D, &nkd) || attn_mul_size(nsk, Dv, &nvd)) return ATTN_E_OVERFLOW;
-    double *p = malloc(nsk * sizeof *p), *dp = malloc(nsk * sizeof *dp);
+    int64_t Hkv = d->Hkv > 0 ? d->Hkv : d->H, G = Hkv > 0 ? d->H / Hkv : 1;
+    double *p = malloc(nsk * sizeof *p), *dp = malloc(nsk * sizeof *dp), *g = malloc(nsk * sizeof *g);
     double *gk = malloc(nkd * sizeof *gk), *gv = malloc(nvd * sizeof *gv), *gq = malloc(D * sizeof *gq);
     uint8_t *keep = malloc(nsk);
     attn_status st = ATTN_OK;
-    if (!p || !dp || !gk || !gv || !gq || !keep) st = ATTN_E_NOMEM;
+    if (!p || !dp || !g || !gk || !gv || !gq || !keep) st = ATTN_E_NOMEM;
     for (int64_t b = 0; st == ATTN_OK && b < d->B; b++)
-        for (int64_t h = 0; h < d->H; h++) {
+        for (int64_t hk = 0; hk < Hkv; hk++) {
             for (size_t t = 0; t < nkd; t++) gk[t] = 0.0;
             for (size_t t = 0; t < nvd; t++) gv[t] = 0.0;
-            for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p);
-                row_softmax(p, d->Sk, nvis);
-                if (d->dropout) {
-                    uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
-                    attn_dropout_mask_range(d->dropout, base, (size_t)d->Sk, keep);
-                }
-                const float *go = row_of(dout, b, h, i);
-                double dsum = 0.0;
-                for (int64_t j = 0; j < d->Sk; j++) {
-                    double kd = d->dropout ? (keep[j] ? (double)d->dropout->scale : 0.0) : 1.0;
-                    if (p[j] == 0.0 || kd == 0.0) { /* masked or dropped: no gradient flows */
-                        dp[j] = 0.0;
-                        continue;
+            for (int64_t h = hk * G; h < (hk + 1) * G; h++)
+                for (int64_t i = 0; i < d->Sq; i++) {
+                    int64_t nvis = row_scores(d, q, k, b, h, i, p, g);
+                    row_softmax(p, d->Sk, nvis);
+                    if (d->dropout) {
+                        uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
+                        attn_dropout_mask_range(d->dropout, base, (size_t)d->Sk, keep);
                     }
-                    const float *vj = row_of(v, b, h, j);
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < d->Dv; c++) {
-                        acc += (double)go[c] * vj[c];
-                        gv[(size_t)j * Dv + (size_t)c] += p[j] * kd * go[c];
+                    const float *go = row_of(dout, b, h, i);
+                    double dsum = 0.0;
+                    for (int64_t j = 0; j < d->Sk; j++) {
+                        double kd = d->dropout ? (keep[j] ? (double)d->dropout->scale : 0.0) : 1.0;
+                        if (p[j] == 0.0 || kd == 0.0) { /* masked or dropped: no gradient flows */
+                            dp[j] = 0.0;
+                            continue;
+                        }
+                        const float *vj = row_of(v, b, hk, j);
+                        double acc = 0.0;
+                        for (int64_t c = 0; c < d->Dv; c++) {
+                            acc += (double)go[c] * vj[c];
+                            gv[(size_t)j * Dv + (size_t)c] += p[j] * kd * go[c];
+                        }
+                        dp[j] = acc * kd;
+                        dsum += p[j] * dp[j];
                     }
-                    dp[j] = acc * kd;
-                    dsum += p[j] * dp[j];
-                }
-                const float *qi = row_of(q, b, h, i);
-                for (size_t c = 0; c < D; c++) gq[c] = 0.0;
-                for (int64_t j = 0; j < d->Sk; j++) {
-                    if (p[j] == 0.0) continue;
-                    double ds = p[j] * (dp[j] - dsum) * (double)d->scale;
-                    const float *kj = row_of(k, b, h, j);
-                    for (size_t c = 0; c < D; c++) {
-                        gq[c] += ds * kj[c];
-                        gk[(size_t)j * D + c] += ds * qi[c];
+                    const float *qi = row_of(q, b, h, i);
+                    for (size_t c = 0; c < D; c++) gq[c] = 0.0;
+                    for (int64_t j = 0; j < d->Sk; j++) {
+                        if (p[j] == 0.0) continue;
+                        double ds = p[j] * (dp[j] - dsum) * g[j];
+                        const float *kj = row_of(k, b, hk, j);
+                        for (size_t c = 0; c < D; c++) {
+                            gq[c] += ds * kj[c];
+                            gk[(size_t)j * D + c] += ds * qi[c];
+                        }
                     }
+                    float *o = dq.data + b * dq.stride_b + h * dq.stride_h + i * dq.stride_s;
+                    for (size_t c = 0; c < D; c++) o[c] = (float)gq[c];
                 }
-                float *o = dq.data + b * dq.stride_b + h * dq.stride_h + i * dq.stride_s;
-                for (size_t c = 0; c < D; c++) o[c] = (float)gq[c];
-            }
             for (int64_t j = 0; j < d->Sk; j++) {
-                float *ok = dk.data + b * dk.stride_b + h * dk.stride_h + j * dk.stride_s;
-                float *ov = dv.data + b * dv.stride_b + h * dv.stride_h + j * dv.stride_s;
+                float *ok = dk.data + b * dk.stride_b + hk * dk.stride_h + j * dk.stride_s;
+                float *ov = dv.data + b * dv.stride_b + hk * dv.stride_h + j * dv.stride_s;
                 for (size_t c = 0; c < D; c++) ok[c] = (float)gk[(size_t)j * D + c];
                 for (size_t c = 0; c < Dv; c++) ov[c] = (float)gv[(size_t)j * Dv + c];
             }
         }
     free(p);
     free(dp);
+    free(g);
     free(gk);
     free(gv);
     free(gq);
@@ -182,7 +197,7 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p);
+                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL);
                 size_t base = (size_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
                 if (scores)
                     for (int64_t j = 0; j < d->Sk; j++) scores[base + j] = (float)p[j];

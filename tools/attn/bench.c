@@ -142,9 +142,9 @@ int cmd_bench(int argc, char **argv) {
     size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * H * Sk * D), nl = (size_t)(B * H * S);
     sd_ctx c;
     memset(&c, 0, sizeof c);
-    c.d = (attn_sdpa_desc){
-        B,    H, S, Sk,   D,   D, attn_default_scale(D), causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE,
-        NULL, 0, 0, NULL, impl};
+    attn_sdpa_desc_init(&c.d, B, H, S, Sk, D, D);
+    c.d.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    c.d.impl = impl;
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (p_drop > 0.0) { /* the MKL stream (random access, generated inside the tiles) */

@@ -181,5 +181,53 @@ static float dot_row(const float *x, const float *y, int64_t n) {
     return r;
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2",      gemm_6x16, gemm_6x16_tn, exp_row,
-                                             dropout_mcg, max_row,   scale_row,    dot_row};
+/* tanh on 8 lanes, the generic kernel's rational function */
+static inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 tiny = _mm256_cmp_ps(ax, _mm256_set1_ps(0.0004f), _CMP_LT_OQ);
+    __m256 c = _mm256_min_ps(_mm256_set1_ps(ATTN_TANH_CLAMP), _mm256_max_ps(_mm256_set1_ps(-ATTN_TANH_CLAMP), x));
+    __m256 x2 = _mm256_mul_ps(c, c);
+    __m256 p = _mm256_set1_ps(ATTN_TANH_A13);
+    p = _mm256_add_ps(_mm256_mul_ps(p, x2), _mm256_set1_ps(ATTN_TANH_A11));
+    p = _mm256_add_ps(_mm256_mul_ps(p, x2), _mm256_set1_ps(ATTN_TANH_A9));
+    p = _mm256_add_ps(_mm256_mul_ps(p, x2), _mm256_set1_ps(ATTN_TANH_A7));
+    p = _mm256_add_ps(_mm256_mul_ps(p, x2), _mm256_set1_ps(ATTN_TANH_A5));
+    p = _mm256_add_ps(_mm256_mul_ps(p, x2), _mm256_set1_ps(ATTN_TANH_A3));
+    p = _mm256_add_ps(_mm256_mul_ps(p, x2), _mm256_set1_ps(ATTN_TANH_A1));
+    p = _mm256_mul_ps(p, c);
+    __m256 q = _mm256_set1_ps(ATTN_TANH_B6);
+    q = _mm256_add_ps(_mm256_mul_ps(q, x2), _mm256_set1_ps(ATTN_TANH_B4));
+    q = _mm256_add_ps(_mm256_mul_ps(q, x2), _mm256_set1_ps(ATTN_TANH_B2));
+    q = _mm256_add_ps(_mm256_mul_ps(q, x2), _mm256_set1_ps(ATTN_TANH_B0));
+    return _mm256_blendv_ps(_mm256_div_ps(p, q), x, tiny);
+}
+
+static void softcap_row(float *x, int64_t n, float scale, float cap) {
+    float inv = 1.0f / cap;
+    __m256 vs = _mm256_set1_ps(scale), vi = _mm256_set1_ps(inv), vc = _mm256_set1_ps(cap);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 t = tanh8(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), vi));
+        _mm256_storeu_ps(x + j, _mm256_mul_ps(vc, t));
+    }
+    for (; j < n; j++) { /* the tail through the same lanes */
+        float buf[8] = {0};
+        buf[0] = x[j];
+        __m256 t = tanh8(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(buf), vs), vi));
+        _mm256_storeu_ps(buf, _mm256_mul_ps(vc, t));
+        x[j] = buf[0];
+    }
+}
+
+static void alibi_row(float *x, int64_t n, float slope, float dist0) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), ns = _mm256_set1_ps(-slope);
+    __m256 d = _mm256_sub_ps(_mm256_set1_ps(dist0), _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8, d = _mm256_sub_ps(d, _mm256_set1_ps(8.0f)))
+        _mm256_storeu_ps(x + j, _mm256_add_ps(_mm256_loadu_ps(x + j), _mm256_mul_ps(ns, _mm256_andnot_ps(sign, d))));
+    for (; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
+}
+
+const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
+                                             max_row,   scale_row, dot_row,      softcap_row, alibi_row};

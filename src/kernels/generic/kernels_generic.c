@@ -83,5 +83,33 @@ static float dot_row(const float *x, const float *y, int64_t n) {
     return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic",   gemm_6x16, gemm_6x16_tn, exp_row,
-                                                dropout_mcg, max_row,   scale_row,    dot_row};
+static float tanh_rational(float x) {
+    if (fabsf(x) < 0.0004f) return x;
+    x = fminf(fmaxf(x, -ATTN_TANH_CLAMP), ATTN_TANH_CLAMP);
+    float x2 = x * x;
+    float p = ATTN_TANH_A13;
+    p = p * x2 + ATTN_TANH_A11;
+    p = p * x2 + ATTN_TANH_A9;
+    p = p * x2 + ATTN_TANH_A7;
+    p = p * x2 + ATTN_TANH_A5;
+    p = p * x2 + ATTN_TANH_A3;
+    p = p * x2 + ATTN_TANH_A1;
+    p = p * x;
+    float q = ATTN_TANH_B6;
+    q = q * x2 + ATTN_TANH_B4;
+    q = q * x2 + ATTN_TANH_B2;
+    q = q * x2 + ATTN_TANH_B0;
+    return p / q;
+}
+
+static void softcap_row(float *x, int64_t n, float scale, float cap) {
+    float inv = 1.0f / cap;
+    for (int64_t j = 0; j < n; j++) x[j] = cap * tanh_rational((x[j] * scale) * inv);
+}
+
+static void alibi_row(float *x, int64_t n, float slope, float dist0) {
+    for (int64_t j = 0; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
+}
+
+const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
+                                                max_row,   scale_row, dot_row,      softcap_row, alibi_row};

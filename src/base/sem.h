@@ -1,0 +1,65 @@
+/* The semantics of attn_sdpa_desc in one place (attn.h states them): which
+ * keys a query row sees and how a score is modified. The reference, the
+ * fused tiles, decode and the KV cache all call these; nothing here depends
+ * on a path. */
+#ifndef ATTN_SEM_H
+#define ATTN_SEM_H
+
+#include "attn.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* keys that exist for sequence b */
+static inline int64_t attn_sem_sk(const attn_sdpa_desc *d, int64_t b) {
+    if (!d->seqlens_k) return d->Sk;
+    return d->seqlens_k_dtype == ATTN_DTYPE_I32 ? (int64_t)((const int32_t *)d->seqlens_k)[b]
+                                                : ((const int64_t *)d->seqlens_k)[b];
+}
+
+/* position of query row 0 on the key axis minus 0: key i + off is "now" */
+static inline int64_t attn_sem_off(const attn_sdpa_desc *d, int64_t skb) {
+    return d->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : skb - d->Sq;
+}
+
+/* Keys [*lo, *hi) of query row i of sequence b (skb = attn_sem_sk, off =
+ * attn_sem_off) before the padding mask; *hi <= *lo when none. */
+static inline void attn_sem_range(const attn_sdpa_desc *d, int64_t skb, int64_t off, int64_t i, int64_t *lo,
+                                  int64_t *hi) {
+    int64_t a = 0, e = skb, now = i + off;
+    if (d->causal != ATTN_CAUSAL_NONE && now + 1 < e) e = now + 1;
+    if (d->window) {
+        if (d->window_left >= 0 && now - d->window_left > a) a = now - d->window_left;
+        if (d->window_right >= 0 && now + d->window_right + 1 < e) e = now + d->window_right + 1;
+    }
+    if (e < a) e = a;
+    *lo = a, *hi = e;
+}
+
+/* does the padding mask hide key j of sequence b? */
+static inline int attn_sem_padded(const attn_sdpa_desc *d, int64_t b, int64_t j) {
+    if (!d->key_mask) return 0;
+    int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
+    return d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? t : !t;
+}
+
+/* full visibility of key j to row i (the reference's per-element test) */
+static inline int attn_sem_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {
+    int64_t skb = attn_sem_sk(d, b), lo, hi;
+    attn_sem_range(d, skb, attn_sem_off(d, skb), i, &lo, &hi);
+    return j >= lo && j < hi && !attn_sem_padded(d, b, j);
+}
+
+/* ALiBi bias of (i, j) for a head's slope */
+static inline double attn_sem_alibi(float slope, int64_t i, int64_t off, int64_t j) {
+    int64_t dist = i + off - j;
+    return -(double)slope * (double)(dist < 0 ? -dist : dist);
+}
+
+/* kv head read by query head h */
+static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) {
+    int64_t hkv = d->Hkv > 0 ? d->Hkv : d->H;
+    return h / (d->H / hkv);
+}
+
+#endif

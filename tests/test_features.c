@@ -1,0 +1,279 @@
+/* The inference semantics of attn_sdpa_desc (GQA/MQA, per-sequence key
+ * lengths, sliding window, softcap, ALiBi) alone and combined with causal
+ * alignment, padding masks, Sq != Sk and Dv != D: forward (out, lse) and
+ * backward (dq, dk, dv) of both paths against a float64 oracle written from
+ * the definition in attn.h with fully materialized masks (it shares no code
+ * with the library). Also: fully-masked rows give zeros and lse -inf, 1 and 2
+ * threads give bitwise identical results, and bad descriptors are refused. */
+#include "testutil.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t lcg = 777u;
+static float frand(void) { return tu_frand(&lcg); }
+static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
+
+typedef struct fcase {
+    int B, H, Hkv, Sq, Sk, D, Dv, causal, window, wl, wr, seqlens, mask, alibi;
+    float scale, softcap;
+} fcase;
+
+/* q (B,H,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv), go (B,H,Sq,Dv) contiguous */
+static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const float *slopes, const float *q,
+                   const float *k, const float *v, const float *go, double *out, double *lse, double *dq, double *dk,
+                   double *dv) {
+    int G = c->H / c->Hkv;
+    double *t = malloc((size_t)c->Sk * 8), *g = malloc((size_t)c->Sk * 8), *p = malloc((size_t)c->Sk * 8);
+    double *dp = malloc((size_t)c->Sk * 8);
+    memset(dk, 0, (size_t)c->B * c->Hkv * c->Sk * c->D * 8);
+    memset(dv, 0, (size_t)c->B * c->Hkv * c->Sk * c->Dv * 8);
+    for (int b = 0; b < c->B; b++) {
+        int skb = c->seqlens ? (int)sl[b] : c->Sk;
+        int off = c->causal == 1 ? 0 : skb - c->Sq;
+        for (int h = 0; h < c->H; h++) {
+            int hk = h / G;
+            for (int i = 0; i < c->Sq; i++) {
+                const float *qi = q + (((size_t)b * c->H + h) * c->Sq + i) * c->D;
+                double mx = -INFINITY;
+                for (int j = 0; j < c->Sk; j++) {
+                    int vis = j < skb && !(mask && mask[b * c->Sk + j]);
+                    if (c->causal && j > i + off) vis = 0;
+                    if (c->window && c->wl >= 0 && j < i + off - c->wl) vis = 0;
+                    if (c->window && c->wr >= 0 && j > i + off + c->wr) vis = 0;
+                    const float *kj = k + (((size_t)b * c->Hkv + hk) * c->Sk + j) * c->D;
+                    double s = 0;
+                    for (int e = 0; e < c->D; e++) s += (double)qi[e] * kj[e];
+                    s *= c->scale;
+                    g[j] = c->scale;
+                    if (c->softcap > 0) {
+                        double th = tanh(s / c->softcap);
+                        s = c->softcap * th;
+                        g[j] *= 1 - th * th;
+                    }
+                    if (c->alibi) s -= slopes[h] * fabs((double)(i + off - j));
+                    t[j] = vis ? s : -INFINITY;
+                    if (t[j] > mx) mx = t[j];
+                }
+                double sum = 0;
+                for (int j = 0; j < c->Sk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(t[j] - mx);
+                size_t row = ((size_t)b * c->H + h) * c->Sq + i;
+                lse[row] = mx == -INFINITY ? -INFINITY : mx + log(sum);
+                for (int j = 0; j < c->Sk; j++) p[j] = sum > 0 ? p[j] / sum : 0;
+                const float *gi = go + row * c->Dv;
+                double di = 0;
+                for (int j = 0; j < c->Sk; j++) {
+                    const float *vj = v + (((size_t)b * c->Hkv + hk) * c->Sk + j) * c->Dv;
+                    double a = 0;
+                    for (int e = 0; e < c->Dv; e++) a += (double)gi[e] * vj[e];
+                    dp[j] = a;
+                    di += p[j] * a;
+                }
+                for (int e = 0; e < c->Dv; e++) {
+                    double o = 0;
+                    for (int j = 0; j < c->Sk; j++) o += p[j] * v[(((size_t)b * c->Hkv + hk) * c->Sk + j) * c->Dv + e];
+                    out[row * c->Dv + e] = o;
+                }
+                for (int e = 0; e < c->D; e++) dq[row * c->D + e] = 0;
+                for (int j = 0; j < c->Sk; j++) {
+                    double ds = p[j] * (dp[j] - di) * g[j];
+                    size_t kr = ((size_t)b * c->Hkv + hk) * c->Sk + j;
+                    for (int e = 0; e < c->D; e++) {
+                        dq[row * c->D + e] += ds * k[kr * c->D + e];
+                        dk[kr * c->D + e] += ds * qi[e];
+                    }
+                    for (int e = 0; e < c->Dv; e++) dv[kr * c->Dv + e] += p[j] * gi[e];
+                }
+            }
+        }
+    }
+    free(t), free(g), free(p), free(dp);
+}
+
+static int close_d(const char *what, const fcase *c, int idx, attn_impl impl, const float *a, const double *r,
+                   size_t n, double tol) {
+    double mag = 0, worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(r[i])) mag = fmax(mag, fabs(r[i]));
+    for (size_t i = 0; i < n; i++) {
+        if (isinf(r[i]) && a[i] == r[i]) continue;
+        double e = fabs((double)a[i] - r[i]);
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e, at = i;
+    }
+    int ok = worst <= tol * (1.0 + mag);
+    CHECK(ok,
+          "case %d %s %s: err %.3g at [%zu] (got %.7g want %.7g, |max| %.3g) B%d H%d Hkv%d Sq%d Sk%d D%d Dv%d "
+          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g",
+          idx, impl == ATTN_IMPL_REF ? "ref" : "fast", what, worst, at, (double)a[at], r[at], mag, c->B, c->H, c->Hkv,
+          c->Sq, c->Sk, c->D, c->Dv, c->causal, c->window, c->wl, c->wr, c->seqlens, c->mask, c->alibi,
+          (double)c->softcap);
+    return ok;
+}
+
+static attn_view bhsd(float *p, int H, int S, int D) {
+    attn_view v = {p, (int64_t)H * S * D, (int64_t)S * D, D};
+    return v;
+}
+
+static void run_case(const fcase *c, int idx) {
+    size_t nq = (size_t)c->B * c->H * c->Sq * c->D, nk = (size_t)c->B * c->Hkv * c->Sk * c->D;
+    size_t nv = (size_t)c->B * c->Hkv * c->Sk * c->Dv, no = (size_t)c->B * c->H * c->Sq * c->Dv;
+    size_t nl = (size_t)c->B * c->H * c->Sq;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nv * 4), *go = malloc(no * 4), *sl_f = NULL;
+    float slopes[16];
+    int64_t sl[8];
+    uint8_t *mask = malloc((size_t)c->B * c->Sk);
+    for (size_t i = 0; i < nq; i++) q[i] = frand() * 2;
+    for (size_t i = 0; i < nk; i++) k[i] = frand() * 2;
+    for (size_t i = 0; i < nv; i++) v[i] = frand();
+    for (size_t i = 0; i < no; i++) go[i] = frand();
+    for (int h = 0; h < c->H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)c->H);
+    for (int b = 0; b < c->B; b++) sl[b] = b == 0 ? c->Sk : irand(0, c->Sk);
+    for (int i = 0; i < c->B * c->Sk; i++) mask[i] = c->mask && irand(0, 4) == 0;
+    (void)sl_f;
+    double *ro = malloc(no * 8), *rl = malloc(nl * 8), *rdq = malloc(nq * 8), *rdk = malloc(nk * 8),
+           *rdv = malloc(nv * 8);
+    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv);
+    for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, c->B, c->H, c->Sq, c->Sk, c->D, c->Dv);
+        d.Hkv = c->Hkv;
+        d.scale = c->scale;
+        d.causal = (attn_causal)c->causal;
+        d.impl = (attn_impl)impl;
+        if (c->seqlens) d.seqlens_k = sl;
+        if (c->mask) d.key_mask = mask, d.key_mask_stride_b = c->Sk, d.key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
+        d.window = c->window, d.window_left = c->wl, d.window_right = c->wr;
+        d.softcap = c->softcap;
+        if (c->alibi) d.alibi_slopes = slopes;
+        float *o = malloc(no * 4), *l = malloc(nl * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4),
+              *dv = malloc(nv * 4);
+        attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D), vv = bhsd(v, c->Hkv, c->Sk, c->Dv);
+        attn_view vo = bhsd(o, c->H, c->Sq, c->Dv), vg = bhsd(go, c->H, c->Sq, c->Dv);
+        CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, l));
+        CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, vg, l, bhsd(dq, c->H, c->Sq, c->D),
+                                    bhsd(dk, c->Hkv, c->Sk, c->D), bhsd(dv, c->Hkv, c->Sk, c->Dv)));
+        double tol = impl == ATTN_IMPL_REF ? 2e-6 : 2e-5;
+        close_d("out", c, idx, (attn_impl)impl, o, ro, no, tol);
+        close_d("lse", c, idx, (attn_impl)impl, l, rl, nl, tol);
+        close_d("dq", c, idx, (attn_impl)impl, dq, rdq, nq, 4 * tol);
+        close_d("dk", c, idx, (attn_impl)impl, dk, rdk, nk, 4 * tol);
+        close_d("dv", c, idx, (attn_impl)impl, dv, rdv, nv, 4 * tol);
+        if (impl == ATTN_IMPL_FAST && idx % 7 == 0) { /* 1 vs 2 threads: bitwise */
+            float *o1 = malloc(no * 4), *dq1 = malloc(nq * 4), *dk1 = malloc(nk * 4), *dv1 = malloc(nv * 4);
+            omp_set_num_threads(1);
+            CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, bhsd(o1, c->H, c->Sq, c->Dv), NULL));
+            CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, vg, NULL, bhsd(dq1, c->H, c->Sq, c->D),
+                                        bhsd(dk1, c->Hkv, c->Sk, c->D), bhsd(dv1, c->Hkv, c->Sk, c->Dv)));
+            omp_set_num_threads(2);
+            tu_equal("out 1 vs 2 threads", o1, o, no);
+            tu_equal("dq 1 vs 2 threads", dq1, dq, nq);
+            tu_equal("dk 1 vs 2 threads", dk1, dk, nk);
+            tu_equal("dv 1 vs 2 threads", dv1, dv, nv);
+            free(o1), free(dq1), free(dk1), free(dv1);
+        }
+        free(o), free(l), free(dq), free(dk), free(dv);
+    }
+    free(q), free(k), free(v), free(go), free(mask), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
+}
+
+static fcase random_case(void) {
+    fcase c;
+    memset(&c, 0, sizeof c);
+    c.B = irand(1, 3);
+    c.Hkv = irand(1, 3);
+    c.H = c.Hkv * irand(1, 4);
+    c.Sq = irand(1, 70);
+    c.Sk = irand(1, 200);
+    c.D = irand(1, 40);
+    c.Dv = irand(0, 1) ? c.D : irand(1, 40);
+    c.causal = irand(0, 2);
+    c.window = irand(0, 1);
+    c.wl = irand(-1, 30);
+    c.wr = irand(-1, 12);
+    c.seqlens = irand(0, 1);
+    c.mask = irand(0, 3) == 0;
+    c.alibi = irand(0, 2) == 0;
+    c.softcap = irand(0, 2) == 0 ? 5.0f + 10.0f * (frand() + 1) : 0.0f;
+    c.scale = attn_default_scale(c.D) * (irand(0, 5) == 0 ? -1.5f : 1.0f);
+    return c;
+}
+
+static void bad_descriptors(void) {
+    float buf[64] = {0};
+    attn_view v = {buf, 16, 16, 4};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 4, 2, 2, 4, 4);
+    d.Hkv = 3; /* 4 % 3 != 0 */
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_SHAPE, "H not a multiple of Hkv");
+    d.Hkv = 8;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_SHAPE, "Hkv > H");
+    d.Hkv = -1;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_SHAPE, "negative Hkv");
+    attn_sdpa_desc_init(&d, 1, 1, 2, 2, 4, 4);
+    int64_t sl = 3;
+    d.seqlens_k = &sl;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_SHAPE, "seqlens beyond Sk");
+    sl = -1;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_SHAPE, "negative seqlens");
+    int32_t sl32 = 2;
+    d.seqlens_k = &sl32;
+    d.seqlens_k_dtype = ATTN_DTYPE_I32;
+    CHECK_OK(attn_sdpa_forward(&d, v, v, v, v, NULL));
+    d.seqlens_k_dtype = ATTN_DTYPE_F32;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_DTYPE, "seqlens of a float dtype");
+    attn_sdpa_desc_init(&d, 1, 1, 2, 2, 4, 4);
+    d.window = 1, d.window_left = -2;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "window -2");
+    d.window_left = -1, d.window_right = -5;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "window right -5");
+    attn_sdpa_desc_init(&d, 1, 1, 2, 2, 4, 4);
+    d.softcap = -1.0f;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "negative softcap");
+    d.softcap = NAN;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "NaN softcap");
+    d.softcap = INFINITY;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "infinite softcap");
+    attn_sdpa_desc_init(&d, 1, 1, 2, 2, 4, 4);
+    float slope = NAN;
+    d.alibi_slopes = &slope;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "NaN ALiBi slope");
+}
+
+/* a window that leaves some rows with no key: zeros, lse -inf, zero gradients */
+static void empty_rows(void) {
+    fcase c = {.B = 1, .H = 2, .Hkv = 1, .Sq = 9, .Sk = 5, .D = 8, .Dv = 8, .causal = 1, .window = 1, .wl = 0,
+               .wr = 0, .scale = 0.3f};
+    /* top-left causal with a one-key window: rows 5..8 see key i, which does not exist */
+    run_case(&c, 1000);
+    c.seqlens = 1; /* sequence lengths 5 and random; B = 1 keeps 5 */
+    c.causal = 2;  /* bottom-right: off = -4, rows 0..3 see nothing */
+    run_case(&c, 1001);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    omp_set_num_threads(2);
+    /* each feature alone on one shape, then random combinations */
+    fcase base = {.B = 2, .H = 4, .Hkv = 4, .Sq = 37, .Sk = 150, .D = 24, .Dv = 24, .causal = 0, .scale = 0.2f};
+    fcase f[8];
+    for (int i = 0; i < 8; i++) f[i] = base;
+    f[1].Hkv = 2;                                    /* GQA */
+    f[2].Hkv = 1;                                    /* MQA */
+    f[3].seqlens = 1;                                /* ragged batch */
+    f[4].window = 1, f[4].wl = 20, f[4].wr = 3;      /* window, bottom-right aligned */
+    f[5].softcap = 8.0f;                             /* softcap */
+    f[6].alibi = 1;                                  /* ALiBi */
+    f[7].causal = 2, f[7].window = 1, f[7].wl = 10, f[7].wr = -1; /* causal sliding window */
+    for (int i = 0; i < 8; i++) run_case(&f[i], i);
+    for (int i = 0; i < 120; i++) {
+        fcase c = random_case();
+        run_case(&c, 100 + i);
+    }
+    empty_rows();
+    bad_descriptors();
+    return tu_finish("test_features");
+}
