@@ -62,6 +62,23 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                                float *lse);
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
+/* Where the decode kernel reads K and V: contiguous views (pool_k == NULL)
+ * or the pages of a paged cache: page p holds keys (Hkv, page_size, D) at
+ * pool_k + p * Hkv * page_size * D (values likewise with Dv), and sequence
+ * b's key j lives in page table[b * max_pages + j / page_size]. */
+typedef struct attn_kv_src {
+    attn_view k, v;
+    const float *pool_k, *pool_v;
+    const int32_t *table;
+    int64_t max_pages, page_size, Hkv, D, Dv;
+} attn_kv_src;
+/* Flash-decoding forward (src/core/decode.c): same contract as
+ * attn_sdpa_forward without dropout (ATTN_E_UNSUPPORTED), keys from kv. */
+attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
+                                float *lse);
+/* Queries per (sequence, kv head) up to which the fused path uses decode */
+#define ATTN_DECODE_MAX_SQ 16
+
 /* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
  * both the reference and the fused path). */
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v);

@@ -1,4 +1,8 @@
-/* The one SDPA entry point: validates, then picks the path. */
+/* The one SDPA entry point: validates, then picks the path:
+ *   ATTN_IMPL_REF            the reference (src/ref)
+ *   Sq <= 16, no dropout     flash-decoding (src/core/decode.c): a few query
+ *                            rows per head are bound by reading K and V once
+ *   otherwise                the fused tiled kernel (src/core/flash.c) */
 #include "internal.h"
 
 attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
@@ -6,6 +10,10 @@ attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k,
     attn_status st = attn_sdpa_check(d, q, k, v, out, 1);
     if (st != ATTN_OK) return st;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_forward(d, q, k, v, out, lse);
+    if (d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout) { /* a few queries: memory-bound, flash-decoding */
+        attn_kv_src src = {k, v, NULL, NULL, NULL, 0, 0, d->Hkv > 0 ? d->Hkv : d->H, d->D, d->Dv};
+        return attn_decode_forward(d, q, &src, out, lse);
+    }
     return attn_flash_forward(d, q, k, v, out, lse);
 }
 

@@ -25,6 +25,11 @@
  *               a rational approximation, a few ulp; -inf stays -cap).
  *   alibi_row   x[j] += -slope * |dist0 - j| for j < n (dist0 = i + off - j0,
  *               an integer below 2^24 in magnitude).
+ *   qk_rows     S[r * lds + j] = sum_c Q[r * D + c] * K[j * ldk + c] for
+ *               r < R, j < n: R packed query rows against n key rows read
+ *               in place (decode: K is read once for all R rows).
+ *   pv_rows     O[r * ldo + c] += sum_j P[r * ldp + j] * V[j * ldv + c] for
+ *               r < R, c < Dv (O has room for round_up(Dv, 8) columns).
  * The driver pads tiles so that gemm_6x16 never needs edge handling.
  * Kernels never allocate and never fail. */
 #ifndef ATTN_KERNELS_H
@@ -45,6 +50,10 @@ typedef struct attn_kernel_table {
     float (*dot_row)(const float *x, const float *y, int64_t n);
     void (*softcap_row)(float *x, int64_t n, float scale, float cap);
     void (*alibi_row)(float *x, int64_t n, float slope, float dist0);
+    void (*qk_rows)(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
+                    int64_t lds);
+    void (*pv_rows)(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
+                    float *O, int64_t ldo);
 } attn_kernel_table;
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4

@@ -229,5 +229,92 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
     for (; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
 }
 
+/* Decode: 4 query rows x 2 keys per step, 8 accumulators over D (lanes of
+ * 8, D tail masked), so each key row is loaded once for 4 rows. */
+static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
+                    int64_t lds) {
+    __m256 tm = tail_mask(D & 7);
+    int64_t D8 = D & ~(int64_t)7;
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const float *q[4];
+        for (int64_t t = 0; t < 4; t++) q[t] = Q + (r0 + (t < nr ? t : 0)) * D;
+        int64_t j = 0;
+        for (; j + 2 <= n; j += 2) {
+            const float *k0 = K + j * ldk, *k1 = k0 + ldk;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
+                   a31 = a00;
+            int64_t c = 0;
+            for (; c < D8; c += 8) {
+                __m256 x0 = _mm256_loadu_ps(k0 + c), x1 = _mm256_loadu_ps(k1 + c), y;
+                y = _mm256_loadu_ps(q[0] + c), a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
+                y = _mm256_loadu_ps(q[1] + c), a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
+                y = _mm256_loadu_ps(q[2] + c), a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
+                y = _mm256_loadu_ps(q[3] + c), a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
+            }
+            if (c < D) {
+                __m256i mk = _mm256_castps_si256(tm);
+                __m256 x0 = _mm256_maskload_ps(k0 + c, mk), x1 = _mm256_maskload_ps(k1 + c, mk), y;
+                y = _mm256_maskload_ps(q[0] + c, mk), a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
+                y = _mm256_maskload_ps(q[1] + c, mk), a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
+                y = _mm256_maskload_ps(q[2] + c, mk), a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
+                y = _mm256_maskload_ps(q[3] + c, mk), a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
+            }
+            float s[8] = {hsum8(a00), hsum8(a01), hsum8(a10), hsum8(a11), hsum8(a20), hsum8(a21), hsum8(a30), hsum8(a31)};
+            for (int64_t t = 0; t < nr; t++) S[(r0 + t) * lds + j] = s[2 * t], S[(r0 + t) * lds + j + 1] = s[2 * t + 1];
+        }
+        for (; j < n; j++) {
+            const float *k0 = K + j * ldk;
+            for (int64_t t = 0; t < nr; t++) {
+                __m256 a = _mm256_setzero_ps();
+                int64_t c = 0;
+                for (; c < D8; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + c), _mm256_loadu_ps(k0 + c), a);
+                if (c < D) {
+                    __m256i mk = _mm256_castps_si256(tm);
+                    a = _mm256_fmadd_ps(_mm256_maskload_ps(q[t] + c, mk), _mm256_maskload_ps(k0 + c, mk), a);
+                }
+                S[(r0 + t) * lds + j] = hsum8(a);
+            }
+        }
+    }
+}
+
+/* O rows += P V: 4 rows x 32 columns of O in 16 registers, one V load of 4
+ * vectors per key serves the 4 rows. */
+static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
+                    float *O, int64_t ldo) {
+    __m256 tm = tail_mask(Dv & 7);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        for (int64_t c0 = 0; c0 < Dv; c0 += 32) {
+            int64_t nv = (Dv - c0 + 7) / 8 < 4 ? (Dv - c0 + 7) / 8 : 4; /* vectors in this column block */
+            __m256 acc[4][4];
+            for (int64_t t = 0; t < 4; t++)
+                for (int64_t u = 0; u < 4; u++)
+                    acc[t][u] = (t < nr && u < nv) ? _mm256_loadu_ps(O + (r0 + t) * ldo + c0 + 8 * u) : _mm256_setzero_ps();
+            int full = c0 + 32 <= Dv || (Dv & 7) == 0;
+            for (int64_t j = 0; j < n; j++) {
+                const float *v = V + j * ldv + c0;
+                __m256 x[4];
+                for (int64_t u = 0; u < 4; u++) {
+                    if (u >= nv) x[u] = _mm256_setzero_ps();
+                    else if (full || u < nv - 1) x[u] = _mm256_loadu_ps(v + 8 * u);
+                    else x[u] = _mm256_maskload_ps(v + 8 * u, _mm256_castps_si256(tm));
+                }
+                for (int64_t t = 0; t < nr; t++) {
+                    __m256 p = _mm256_broadcast_ss(P + (r0 + t) * ldp + j);
+                    acc[t][0] = _mm256_fmadd_ps(p, x[0], acc[t][0]);
+                    acc[t][1] = _mm256_fmadd_ps(p, x[1], acc[t][1]);
+                    acc[t][2] = _mm256_fmadd_ps(p, x[2], acc[t][2]);
+                    acc[t][3] = _mm256_fmadd_ps(p, x[3], acc[t][3]);
+                }
+            }
+            for (int64_t t = 0; t < nr; t++)
+                for (int64_t u = 0; u < nv; u++) _mm256_storeu_ps(O + (r0 + t) * ldo + c0 + 8 * u, acc[t][u]);
+        }
+    }
+}
+
 const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
-                                             max_row,   scale_row, dot_row,      softcap_row, alibi_row};
+                                             max_row,   scale_row, dot_row,      softcap_row, alibi_row,
+                                             qk_rows,   pv_rows};

@@ -111,5 +111,31 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
     for (int64_t j = 0; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
 }
 
+static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
+                    int64_t lds) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *k = K + j * ldk;
+        for (int64_t r = 0; r < R; r++) {
+            const float *q = Q + r * D;
+            float lane[8] = {0};
+            for (int64_t c = 0; c < D; c++) lane[c & 7] += q[c] * k[c];
+            S[r * lds + j] = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+        }
+    }
+}
+
+static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
+                    float *O, int64_t ldo) {
+    for (int64_t r = 0; r < R; r++) {
+        float *o = O + r * ldo;
+        for (int64_t j = 0; j < n; j++) {
+            float p = P[r * ldp + j];
+            const float *v = V + j * ldv;
+            for (int64_t c = 0; c < Dv; c++) o[c] += p * v[c];
+        }
+    }
+}
+
 const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
-                                                max_row,   scale_row, dot_row,      softcap_row, alibi_row};
+                                                max_row,   scale_row, dot_row,      softcap_row, alibi_row,
+                                                qk_rows,   pv_rows};

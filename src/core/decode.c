@@ -1,0 +1,205 @@
+/* Decode: a few query rows against a long key cache (flash-decoding).
+ *
+ * The work is memory-bound: every key and value row must cross the memory
+ * bus once per call. So, per (sequence b, kv head), the G query heads of the
+ * group and the Sq query positions form R = G * Sq rows that share one pass
+ * over K and V (qk_rows / pv_rows read each key row once for all R rows), and
+ * the keys are cut into splits of DEC_SPLIT keys so that even one sequence
+ * with one kv head keeps every core busy:
+ *   item (b, hk, split): for each block of DEC_NB keys in the split
+ *     S = Q K^T (R x n), modifiers and masks (base/sem.h), online softmax
+ *     with lazy rescaling (as the fused forward), O += P V
+ *   merge per (b, hk): the splits' (m, l, O) combined by log-sum-exp in
+ *   split order: out = sum_s O_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+ * Splits depend only on the sequence's key range, never on the thread
+ * count, and the merge order is fixed: results are bitwise identical for any
+ * number of threads. Keys are read in place (views or cache pages), never
+ * packed or copied. Dropout is not supported here (inference). */
+#include "../kernels/kernels.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define DEC_NB 64       /* keys per block (S is R x DEC_NB) */
+#define DEC_SPLIT 1024  /* keys per split (a multiple of DEC_NB) */
+#define DEC_LAZY 8.0f   /* as LAZY_MAX of the fused forward */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld apart. */
+static const float *kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, int64_t *run,
+                            int64_t *ld) {
+    if (!s->pool_k) {
+        attn_view t = is_v ? s->v : s->k;
+        *run = INT64_MAX, *ld = t.stride_s;
+        return t.data + b * t.stride_b + hk * t.stride_h + j * t.stride_s;
+    }
+    int64_t ps = s->page_size, dim = is_v ? s->Dv : s->D, page = s->table[b * s->max_pages + j / ps];
+    *run = ps - j % ps, *ld = dim;
+    return (is_v ? s->pool_v : s->pool_k) + ((page * s->Hkv + hk) * ps + j % ps) * dim;
+}
+
+typedef struct dec_item {
+    int64_t b, hk, j0, j1; /* keys [j0, j1) */
+} dec_item;
+
+attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
+                                float *lse) {
+    const attn_kernel_table *kt = attn_kernels();
+    int64_t B = d->B, H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv;
+    int64_t R = G * Sq, DvP = round_up(Dv, 8);
+    if (B * H * Sq == 0) return ATTN_OK;
+    if (d->dropout) return ATTN_E_UNSUPPORTED;
+    /* the items: every (b, hk) key range cut into splits */
+    size_t nitems = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, a, e;
+        attn_sem_range(d, skb, off, 0, &lo, &e);
+        attn_sem_range(d, skb, off, Sq - 1, &a, &hi);
+        hi = hi > skb ? skb : hi;
+        int64_t ns = hi > lo ? (hi - lo + DEC_SPLIT - 1) / DEC_SPLIT : 1;
+        nitems += (size_t)(ns * Hkv);
+    }
+    size_t npart;
+    if (attn_mul3_size(nitems, (size_t)R, (size_t)(DvP + 2), &npart)) return ATTN_E_OVERFLOW;
+    dec_item *items = malloc(nitems * sizeof *items);
+    float *part = malloc(npart * sizeof(float)); /* per item and row: m, l, O[DvP] */
+    int64_t *first = malloc((size_t)(B * Hkv + 1) * sizeof *first);
+    if (!items || !part || !first) {
+        free(items), free(part), free(first);
+        return ATTN_E_NOMEM;
+    }
+    size_t n = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, a, e;
+        attn_sem_range(d, skb, off, 0, &lo, &e);
+        attn_sem_range(d, skb, off, Sq - 1, &a, &hi);
+        hi = hi > skb ? skb : hi;
+        if (hi < lo) hi = lo;
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            first[b * Hkv + hk] = (int64_t)n;
+            int64_t j = lo;
+            do {
+                int64_t j1 = j + DEC_SPLIT < hi ? j + DEC_SPLIT : hi;
+                items[n++] = (dec_item){b, hk, j, j1};
+                j = j1;
+            } while (j < hi);
+        }
+    }
+    first[B * Hkv] = (int64_t)n;
+    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
+    int mods = d->softcap > 0.0f || d->alibi_slopes != NULL;
+    float escale = mods ? 1.0f : scale;
+    attn_status st = ATTN_OK;
+#pragma omp parallel
+    {
+        float *Qg = malloc((size_t)(R * D) * sizeof(float));
+        float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
+        int ok = Qg && S;
+        if (!ok) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+        int64_t packed_b = -1, packed_hk = -1;
+#pragma omp for schedule(dynamic, 1)
+        for (size_t it = 0; it < n; it++) {
+            if (!ok) continue;
+            int64_t b = items[it].b, hk = items[it].hk;
+            int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb);
+            if (b != packed_b || hk != packed_hk) { /* the group's rows r = g * Sq + i, sign folded in */
+                for (int64_t r = 0; r < R; r++) {
+                    const float *src = q.data + b * q.stride_b + (hk * G + r / Sq) * q.stride_h + (r % Sq) * q.stride_s;
+                    for (int64_t c = 0; c < D; c++) Qg[r * D + c] = sign * src[c];
+                }
+                packed_b = b, packed_hk = hk;
+            }
+            float *pm = part + it * (size_t)(R * (DvP + 2)); /* m[R], l[R], O[R x DvP] */
+            float *m = pm, *l = pm + R, *O = pm + 2 * R;
+            for (int64_t r = 0; r < R; r++) m[r] = -INFINITY, l[r] = 0.0f;
+            memset(O, 0, (size_t)(R * DvP) * sizeof(float));
+            for (int64_t j0 = items[it].j0; j0 < items[it].j1;) {
+                int64_t runk, runv, ldk, ldv;
+                const float *K = kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
+                const float *V = kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
+                int64_t nb = items[it].j1 - j0;
+                nb = nb < DEC_NB ? nb : DEC_NB;
+                nb = nb < runk ? nb : runk;
+                nb = nb < runv ? nb : runv;
+                kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB);
+                for (int64_t r = 0; r < R; r++) {
+                    int64_t h = hk * G + r / Sq, i = r % Sq, lo, hi;
+                    float *s = S + r * DEC_NB;
+                    if (mods) {
+                        if (d->softcap > 0.0f)
+                            kt->softcap_row(s, nb, scale, d->softcap);
+                        else
+                            kt->scale_row(s, nb, scale);
+                        if (d->alibi_slopes) kt->alibi_row(s, nb, d->alibi_slopes[h], (float)(i + off - j0));
+                    }
+                    attn_sem_range(d, skb, off, i, &lo, &hi);
+                    for (int64_t c = 0; c < nb; c++)
+                        if (j0 + c < lo || j0 + c >= hi || attn_sem_padded(d, b, j0 + c)) s[c] = -INFINITY;
+                    float mt = kt->max_row(s, nb) * escale;
+                    if (mt == -INFINITY && m[r] == -INFINITY) {
+                        memset(s, 0, (size_t)nb * sizeof(float));
+                        continue;
+                    }
+                    /* lazy rescaling, as the fused forward: m moves only when outgrown by DEC_LAZY */
+                    if (mt > m[r] + DEC_LAZY || m[r] == -INFINITY) {
+                        float mn = mt > m[r] ? mt : m[r];
+                        if (m[r] != -INFINITY) {
+                            float alpha = expf(m[r] - mn);
+                            l[r] *= alpha;
+                            kt->scale_row(O + r * DvP, DvP, alpha);
+                        }
+                        m[r] = mn;
+                    }
+                    l[r] += kt->exp_row(s, s, nb, escale, m[r]);
+                }
+                kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP);
+                j0 += nb;
+            }
+        }
+        free(Qg), free(S);
+        /* merge the splits of each (b, hk) in split order */
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < B * Hkv; g++) {
+            if (st) continue;
+            int64_t b = g / Hkv, hk = g % Hkv;
+            for (int64_t r = 0; r < R; r++) {
+                int64_t h = hk * G + r / Sq, i = r % Sq;
+                float M = -INFINITY;
+                for (int64_t it = first[g]; it < first[g + 1]; it++) {
+                    float mi = part[(size_t)it * (size_t)(R * (DvP + 2)) + (size_t)r];
+                    M = mi > M ? mi : M;
+                }
+                float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
+                float L = 0.0f;
+                for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
+                for (int64_t it = first[g]; M != -INFINITY && it < first[g + 1]; it++) {
+                    const float *pm = part + (size_t)it * (size_t)(R * (DvP + 2));
+                    if (pm[r] == -INFINITY || pm[R + r] == 0.0f) continue;
+                    float w = expf(pm[r] - M);
+                    L += pm[R + r] * w;
+                    const float *Oi = pm + 2 * R + r * DvP;
+                    for (int64_t c = 0; c < Dv; c++) o[c] += Oi[c] * w;
+                }
+                if (L == 0.0f) { /* no visible key: zeros, lse -inf */
+                    for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
+                    if (lse) lse[(b * H + h) * Sq + i] = -INFINITY;
+                    continue;
+                }
+                float inv = 1.0f / L;
+                for (int64_t c = 0; c < Dv; c++) o[c] *= inv;
+                if (lse) lse[(b * H + h) * Sq + i] = M + logf(L);
+            }
+        }
+    }
+    free(items), free(part), free(first);
+    return st;
+}
