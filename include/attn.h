@@ -204,7 +204,7 @@ typedef struct attn_sdpa_desc {
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
- * no dropout, Hkv = H, no window (left = right = -1). */
+ * no dropout, Hkv = 0 (= H), no window (left = right = -1). */
 ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
                                   int64_t Dv);
 
@@ -244,6 +244,58 @@ ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, at
  * Either output may be NULL. */
 ATTN_API attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
                                        float *weights);
+
+/* ------------------------------------------------------------------------ */
+/* KV cache (autoregressive inference)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Keys and values of B sequences, Hkv heads each, up to T tokens per
+ * sequence: contiguous ((B, Hkv, T, D) arrays) or paged (a shared pool of
+ * fixed-size pages and a page table per sequence, as vLLM and FlashInfer
+ * do, so that sequences of very different lengths share one pool). */
+typedef struct attn_kv_cache attn_kv_cache;
+
+typedef struct attn_kv_cache_config {
+    int64_t batch;      /* B: sequences */
+    int64_t kv_heads;   /* Hkv */
+    int64_t capacity;   /* T: tokens per sequence at most */
+    int64_t head_dim;   /* D */
+    int64_t v_head_dim; /* Dv; 0 means D */
+    attn_dtype dtype;   /* storage: ATTN_DTYPE_F32 (0 means F32); 16-bit types are not yet supported */
+    int64_t page_size;  /* 0: contiguous; > 0: paged, tokens per page */
+    int64_t num_pages;  /* paged: pages in the pool; 0 means enough for every sequence at capacity */
+} attn_kv_cache_config;
+
+ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *c, attn_kv_cache **out);
+ATTN_API void attn_kv_cache_free(attn_kv_cache *c);
+ATTN_API const attn_kv_cache_config *attn_kv_cache_get_config(const attn_kv_cache *c);
+/* Tokens cached for sequence b; -1 if c is NULL or b is out of range. */
+ATTN_API int64_t attn_kv_cache_len(const attn_kv_cache *c, int64_t b);
+/* Paged: pages not in use. Contiguous: 0. */
+ATTN_API int64_t attn_kv_cache_free_pages(const attn_kv_cache *c);
+/* Append n[b] tokens to every sequence b (n[b] may be 0): k is a strided
+ * (B, Hkv, n_max, D) view and v a (B, Hkv, n_max, Dv) view; sequence b
+ * takes rows 0 .. n[b]-1 (a chunk of a prefill, or one decoded token). All
+ * or nothing: ATTN_E_CONTEXT if a sequence would exceed the capacity,
+ * ATTN_E_NOMEM if the page pool is exhausted; then nothing changes. */
+ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k, attn_view v);
+/* Forget sequence b's tokens (b = -1: every sequence); pages return to the pool. */
+ATTN_API attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b);
+/* Keep the first len tokens of sequence b (len <= its length). */
+ATTN_API attn_status attn_kv_cache_trim(attn_kv_cache *c, int64_t b, int64_t len);
+/* Copy out key and value j of sequence b, kv head hk (either may be NULL). */
+ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v);
+/* Attention of q (B, H, Sq, D) over each sequence's cached tokens, into out
+ * (B, H, Sq, Dv) and optionally lse (B, H, Sq). d describes the call as for
+ * attn_sdpa_forward except: Sk, Hkv and seqlens_k come from the cache (d->Hkv
+ * must be 0 or the cache's, d->seqlens_k NULL), a key_mask is (B, T) with
+ * stride key_mask_stride_b, and dropout is ATTN_E_UNSUPPORTED. The usual
+ * causal alignment for a cache is ATTN_CAUSAL_BOTTOM_RIGHT: the Sq queries
+ * are the sequence's last Sq tokens. Sq <= 16 runs flash-decoding straight
+ * from the cache (pages included); longer query blocks run the fused kernel
+ * (a paged cache is first gathered into a contiguous buffer). */
+ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q,
+                                          attn_view out, float *lse);
 
 /* ------------------------------------------------------------------------ */
 /* safetensors                                                               */

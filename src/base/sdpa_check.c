@@ -21,7 +21,6 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64_t Sq, in
     memset(d, 0, sizeof *d);
     d->B = B, d->H = H, d->Sq = Sq, d->Sk = Sk, d->D = D, d->Dv = Dv;
     d->scale = attn_default_scale(D);
-    d->Hkv = H;
     d->seqlens_k_dtype = ATTN_DTYPE_I64;
     d->window_left = d->window_right = -1;
 }

@@ -126,8 +126,10 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 int64_t runk, runv, ldk, ldv;
                 const float *K = kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
                 const float *V = kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
+                /* blocks end at multiples of DEC_NB (and page ends): a paged cache whose
+                 * page size is a multiple of DEC_NB computes exactly what a contiguous one does */
                 int64_t nb = items[it].j1 - j0;
-                nb = nb < DEC_NB ? nb : DEC_NB;
+                nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
                 nb = nb < runk ? nb : runk;
                 nb = nb < runv ? nb : runv;
                 kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB);

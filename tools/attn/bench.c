@@ -51,6 +51,58 @@ static int run_sdpa(void *p) {
     return st != ATTN_OK;
 }
 
+typedef struct bench_result {
+    double ta, tb, ratio; /* median seconds of A and B; median over rounds of (workA/tA) / (workB/tB) */
+    int reps;             /* timed runs of A */
+} bench_result;
+
+/* Time A (and the reference B, if given) in alternating rounds: each round
+ * runs a warm-up and repetitions of A, then of B, so each round's ratio
+ * compares the two at nearly the same moment (this VM's speed drifts), and
+ * the warm-up after each switch lets the other thread pool go idle. */
+static int time_pair(int (*fa)(void *), void *a, double work_a, int (*fb)(void *), void *b, double work_b,
+                     double min_time, bench_result *res) {
+    static double ts[256], tg[256];
+    double rt[16];
+    int ns = 0, ng = 0, rounds = 0;
+    double start = now(), slice = min_time / 4.0;
+    do {
+        double t1, rs[64], rg[64];
+        int ks = 0, kg = 0;
+        if (fa(a)) return 1;
+        double t0 = now();
+        do {
+            t1 = now();
+            if (fa(a)) return 1;
+            rs[ks++] = now() - t1;
+        } while (ks < 64 && (ks < 2 || now() - t0 < slice));
+        if (fb) {
+            fb(b);
+            t0 = now();
+            do {
+                t1 = now();
+                fb(b);
+                rg[kg++] = now() - t1;
+            } while (kg < 64 && (kg < 2 || now() - t0 < slice));
+        }
+        qsort(rs, (size_t)ks, sizeof rs[0], cmp_d);
+        for (int i = 0; i < ks && ns < 256; i++) ts[ns++] = rs[i];
+        if (kg) {
+            qsort(rg, (size_t)kg, sizeof rg[0], cmp_d);
+            for (int i = 0; i < kg && ng < 256; i++) tg[ng++] = rg[i];
+            rt[rounds] = (work_a / rs[ks / 2]) / (work_b / rg[kg / 2]);
+        } else {
+            rt[rounds] = 0.0;
+        }
+        rounds++;
+    } while (rounds < 16 && (rounds < 2 || now() - start < min_time));
+    qsort(ts, (size_t)ns, sizeof ts[0], cmp_d);
+    qsort(tg, (size_t)ng, sizeof tg[0], cmp_d);
+    qsort(rt, (size_t)rounds, sizeof rt[0], cmp_d);
+    res->ta = ts[ns / 2], res->tb = ng ? tg[ng / 2] : 0.0, res->ratio = rt[rounds / 2], res->reps = ns;
+    return 0;
+}
+
 static float *frand_buf(size_t n, uint32_t seed) {
     float *p = malloc((n ? n : 1) * sizeof *p);
     if (!p) return NULL;
@@ -179,48 +231,11 @@ int cmd_bench(int argc, char **argv) {
     if (causal) flops *= 0.5;
     if (backward) flops *= 2.5;
     double sg_flops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n;
-    /* rounds of (warm-up + repetitions of the SDPA, warm-up + repetitions of
-     * sgemm): each round's ratio compares the two at nearly the same moment;
-     * the warm-up after each switch lets the other thread pool go idle */
-    double ts[256], tg[256], rt[16];
-    int ns = 0, ng = 0, rounds = 0;
-    double start = now(), slice = min_time / 4.0;
-    do {
-        double a, rs[64], rg[64];
-        int ks = 0, kg = 0;
-        if (run_sdpa(&c)) return 1;
-        double t0 = now();
-        do {
-            a = now();
-            if (run_sdpa(&c)) return 1;
-            rs[ks++] = now() - a;
-        } while (ks < 64 && (ks < 2 || now() - t0 < slice));
-        if (sgemm_n > 0) {
-            run_sgemm(&sg);
-            t0 = now();
-            do {
-                a = now();
-                run_sgemm(&sg);
-                rg[kg++] = now() - a;
-            } while (kg < 64 && (kg < 2 || now() - t0 < slice));
-        }
-        qsort(rs, (size_t)ks, sizeof rs[0], cmp_d);
-        for (int i2 = 0; i2 < ks && ns < 256; i2++) ts[ns++] = rs[i2];
-        if (kg) {
-            qsort(rg, (size_t)kg, sizeof rg[0], cmp_d);
-            for (int i2 = 0; i2 < kg && ng < 256; i2++) tg[ng++] = rg[i2];
-            rt[rounds] = (flops / rs[ks / 2]) / (sg_flops / rg[kg / 2]);
-        } else {
-            rt[rounds] = 0.0;
-        }
-        rounds++;
-    } while (rounds < 16 && (rounds < 2 || now() - start < min_time));
-    qsort(ts, (size_t)ns, sizeof ts[0], cmp_d);
-    qsort(tg, (size_t)ng, sizeof tg[0], cmp_d);
-    qsort(rt, (size_t)rounds, sizeof rt[0], cmp_d);
-    int reps = ns;
-    double t = ts[ns / 2], gflops = flops / t * 1e-9, ratio = rt[rounds / 2];
-    double sg_ms = ng ? tg[ng / 2] * 1e3 : 0.0, sg_gflops = ng ? sg_flops / tg[ng / 2] * 1e-9 : 0.0;
+    bench_result r;
+    if (time_pair(run_sdpa, &c, flops, sgemm_n > 0 ? run_sgemm : NULL, &sg, sg_flops, min_time, &r)) return 1;
+    int reps = r.reps;
+    double t = r.ta, gflops = flops / t * 1e-9, ratio = r.ratio;
+    double sg_ms = r.tb * 1e3, sg_gflops = r.tb > 0 ? sg_flops / r.tb * 1e-9 : 0.0;
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json) {
         printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Sq\": %lld, "

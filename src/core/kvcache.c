@@ -1,0 +1,210 @@
+/* The KV cache: contiguous ((B, Hkv, T, D) arrays) or paged (a pool of
+ * pages, each holding page_size tokens of every kv head, and a page table
+ * per sequence; free pages on a stack). Appends are all or nothing; the
+ * attention over the cache calls the core paths (decode reads the pages in
+ * place). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct attn_kv_cache {
+    attn_kv_cache_config cfg;
+    int64_t Dv;
+    int64_t *len;   /* (B) tokens per sequence */
+    float *k, *v;   /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
+    int32_t *table; /* paged: (B, max_pages) page ids, -1 = none */
+    int32_t *free_stack;
+    int64_t nfree, max_pages, npages;
+};
+
+static int paged(const attn_kv_cache *c) { return c->cfg.page_size > 0; }
+
+attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache **out) {
+    if (!cfg || !out) return ATTN_E_INVALID;
+    *out = NULL;
+    attn_kv_cache_config c = *cfg;
+    if (c.dtype == ATTN_DTYPE_INVALID) c.dtype = ATTN_DTYPE_F32;
+    if (c.dtype != ATTN_DTYPE_F32) return ATTN_E_UNSUPPORTED;
+    if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
+    if (c.batch < 1 || c.kv_heads < 1 || c.capacity < 1 || c.head_dim < 1 || c.v_head_dim < 1 || c.page_size < 0 ||
+        c.num_pages < 0)
+        return ATTN_E_SHAPE;
+    if (c.batch > INT32_MAX || c.kv_heads > INT32_MAX || c.capacity > INT32_MAX || c.head_dim > INT32_MAX ||
+        c.v_head_dim > INT32_MAX)
+        return ATTN_E_SHAPE;
+    attn_kv_cache *kc = calloc(1, sizeof *kc);
+    if (!kc) return ATTN_E_NOMEM;
+    kc->cfg = c;
+    kc->Dv = c.v_head_dim;
+    size_t tokens, nk, nv;
+    attn_status st = ATTN_OK;
+    if (c.page_size > 0) {
+        kc->max_pages = (c.capacity + c.page_size - 1) / c.page_size;
+        kc->npages = c.num_pages ? c.num_pages : c.batch * kc->max_pages;
+        if (kc->npages > INT32_MAX || attn_mul3_size((size_t)kc->npages, (size_t)c.page_size, (size_t)c.kv_heads, &tokens))
+            st = ATTN_E_OVERFLOW;
+    } else if (attn_mul3_size((size_t)c.batch, (size_t)c.capacity, (size_t)c.kv_heads, &tokens)) {
+        st = ATTN_E_OVERFLOW;
+    }
+    if (!st && (attn_mul_size(tokens, (size_t)c.head_dim, &nk) || attn_mul_size(tokens, (size_t)kc->Dv, &nv) ||
+                nk > SIZE_MAX / 4 || nv > SIZE_MAX / 4))
+        st = ATTN_E_OVERFLOW;
+    if (!st) {
+        kc->len = calloc((size_t)c.batch, sizeof *kc->len);
+        kc->k = malloc(nk * sizeof(float));
+        kc->v = malloc(nv * sizeof(float));
+        if (!kc->len || !kc->k || !kc->v) st = ATTN_E_NOMEM;
+    }
+    if (!st && paged(kc)) {
+        size_t nt;
+        if (attn_mul_size((size_t)c.batch, (size_t)kc->max_pages, &nt)) st = ATTN_E_OVERFLOW;
+        kc->table = st ? NULL : malloc(nt * sizeof *kc->table);
+        kc->free_stack = st ? NULL : malloc((size_t)kc->npages * sizeof *kc->free_stack);
+        if (!st && (!kc->table || !kc->free_stack)) st = ATTN_E_NOMEM;
+        if (!st) {
+            for (size_t i = 0; i < nt; i++) kc->table[i] = -1;
+            for (int64_t p = 0; p < kc->npages; p++) kc->free_stack[p] = (int32_t)(kc->npages - 1 - p);
+            kc->nfree = kc->npages;
+        }
+    }
+    if (st) {
+        attn_kv_cache_free(kc);
+        return st;
+    }
+    *out = kc;
+    return ATTN_OK;
+}
+
+void attn_kv_cache_free(attn_kv_cache *c) {
+    if (!c) return;
+    free(c->len), free(c->k), free(c->v), free(c->table), free(c->free_stack);
+    free(c);
+}
+
+const attn_kv_cache_config *attn_kv_cache_get_config(const attn_kv_cache *c) { return c ? &c->cfg : NULL; }
+
+int64_t attn_kv_cache_len(const attn_kv_cache *c, int64_t b) {
+    return (c && b >= 0 && b < c->cfg.batch) ? c->len[b] : -1;
+}
+
+int64_t attn_kv_cache_free_pages(const attn_kv_cache *c) { return c && paged(c) ? c->nfree : 0; }
+
+/* where key (or value) row j of (b, hk) lives */
+static float *slot(const attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j) {
+    int64_t dim = is_v ? c->Dv : c->cfg.head_dim, Hkv = c->cfg.kv_heads;
+    float *base = is_v ? c->v : c->k;
+    if (!paged(c)) return base + ((b * Hkv + hk) * c->cfg.capacity + j) * dim;
+    int64_t ps = c->cfg.page_size, page = c->table[b * c->max_pages + j / ps];
+    return base + ((page * Hkv + hk) * ps + j % ps) * dim;
+}
+
+static int64_t pages_for(const attn_kv_cache *c, int64_t len) {
+    return (len + c->cfg.page_size - 1) / c->cfg.page_size;
+}
+
+attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k, attn_view v) {
+    if (!c || !n) return ATTN_E_INVALID;
+    int64_t B = c->cfg.batch, need = 0, any = 0;
+    for (int64_t b = 0; b < B; b++) { /* validate everything before changing anything */
+        if (n[b] < 0) return ATTN_E_SHAPE;
+        if (n[b] > c->cfg.capacity - c->len[b]) return ATTN_E_CONTEXT;
+        if (paged(c)) need += pages_for(c, c->len[b] + n[b]) - pages_for(c, c->len[b]);
+        any |= n[b] > 0;
+    }
+    if (any && (!k.data || !v.data)) return ATTN_E_INVALID;
+    if (need > c->nfree) return ATTN_E_NOMEM;
+    for (int64_t b = 0; b < B; b++) {
+        if (paged(c))
+            for (int64_t p = pages_for(c, c->len[b]); p < pages_for(c, c->len[b] + n[b]); p++)
+                c->table[b * c->max_pages + p] = c->free_stack[--c->nfree];
+        for (int64_t hk = 0; hk < c->cfg.kv_heads; hk++)
+            for (int64_t t = 0; t < n[b]; t++) {
+                const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
+                const float *vs = v.data + b * v.stride_b + hk * v.stride_h + t * v.stride_s;
+                memcpy(slot(c, 0, b, hk, c->len[b] + t), ks, (size_t)c->cfg.head_dim * sizeof(float));
+                memcpy(slot(c, 1, b, hk, c->len[b] + t), vs, (size_t)c->Dv * sizeof(float));
+            }
+        c->len[b] += n[b];
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_trim(attn_kv_cache *c, int64_t b, int64_t len) {
+    if (!c || b < 0 || b >= c->cfg.batch) return ATTN_E_INVALID;
+    if (len < 0 || len > c->len[b]) return ATTN_E_SHAPE;
+    if (paged(c))
+        for (int64_t p = pages_for(c, len); p < pages_for(c, c->len[b]); p++) {
+            c->free_stack[c->nfree++] = c->table[b * c->max_pages + p];
+            c->table[b * c->max_pages + p] = -1;
+        }
+    c->len[b] = len;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b) {
+    if (!c || b < -1 || b >= c->cfg.batch) return ATTN_E_INVALID;
+    for (int64_t s = b < 0 ? 0 : b; s < (b < 0 ? c->cfg.batch : b + 1); s++) attn_kv_cache_trim(c, s, 0);
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v) {
+    if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
+    if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
+    if (k) memcpy(k, slot(c, 0, b, hk, j), (size_t)c->cfg.head_dim * sizeof(float));
+    if (v) memcpy(v, slot(c, 1, b, hk, j), (size_t)c->Dv * sizeof(float));
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *din, attn_view q, attn_view out,
+                                 float *lse) {
+    if (!c || !din) return ATTN_E_INVALID;
+    if (din->dropout) return ATTN_E_UNSUPPORTED;
+    if (din->seqlens_k || (din->Hkv != 0 && din->Hkv != c->cfg.kv_heads)) return ATTN_E_INVALID;
+    if (din->B != c->cfg.batch || din->D != c->cfg.head_dim || din->Dv != c->Dv) return ATTN_E_SHAPE;
+    int64_t Sk = 0;
+    for (int64_t b = 0; b < c->cfg.batch; b++) Sk = c->len[b] > Sk ? c->len[b] : Sk;
+    attn_sdpa_desc d = *din;
+    d.Hkv = c->cfg.kv_heads;
+    d.Sk = Sk; /* the longest sequence; each one's own length through seqlens */
+    d.seqlens_k = c->len;
+    d.seqlens_k_dtype = ATTN_DTYPE_I64;
+    /* contiguous storage is a (B, Hkv, T, .) view; its first Sk rows per head are used */
+    int64_t T = c->cfg.capacity, D = d.D, Dv = d.Dv, Hkv = d.Hkv;
+    attn_view kv_k = {c->k, Hkv * T * D, T * D, D}, kv_v = {c->v, Hkv * T * Dv, T * Dv, Dv};
+    if (paged(c)) kv_k.data = c->k, kv_v.data = c->v; /* placeholders: the check needs non-NULL views */
+    attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
+    if (st != ATTN_OK) return st;
+    if (d.impl != ATTN_IMPL_REF && d.Sq <= ATTN_DECODE_MAX_SQ) {
+        attn_kv_src src = {kv_k, kv_v, NULL, NULL, NULL, 0, 0, Hkv, D, Dv};
+        if (paged(c))
+            src.pool_k = c->k, src.pool_v = c->v, src.table = c->table, src.max_pages = c->max_pages,
+            src.page_size = c->cfg.page_size;
+        return attn_decode_forward(&d, q, &src, out, lse);
+    }
+    if (!paged(c)) return d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, kv_k, kv_v, out, lse)
+                                                  : attn_flash_forward(&d, q, kv_k, kv_v, out, lse);
+    /* paged, a long query block: gather the used rows into contiguous (B, Hkv, Sk, .) buffers */
+    size_t nk, nv;
+    if (attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
+        attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv))
+        return ATTN_E_OVERFLOW;
+    float *gk = malloc(nk * sizeof(float)), *gv = malloc(nv * sizeof(float));
+    if (!gk || !gv) {
+        free(gk), free(gv);
+        return ATTN_E_NOMEM;
+    }
+    memset(gk, 0, nk * sizeof(float));
+    memset(gv, 0, nv * sizeof(float));
+    for (int64_t b = 0; b < c->cfg.batch; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++)
+            for (int64_t j = 0; j < c->len[b]; j++) {
+                memcpy(gk + ((b * Hkv + hk) * Sk + j) * D, slot(c, 0, b, hk, j), (size_t)D * sizeof(float));
+                memcpy(gv + ((b * Hkv + hk) * Sk + j) * Dv, slot(c, 1, b, hk, j), (size_t)Dv * sizeof(float));
+            }
+    attn_view vk = {gk, Hkv * Sk * D, Sk * D, D}, vv = {gv, Hkv * Sk * Dv, Sk * Dv, Dv};
+    st = d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, vk, vv, out, lse)
+                                 : attn_flash_forward(&d, q, vk, vv, out, lse);
+    free(gk), free(gv);
+    return st;
+}

@@ -1,0 +1,204 @@
+/* The KV cache: appends in chunks of random sizes to sequences of different
+ * lengths, contiguous and paged; attention over the cache (decode, Sq <= 16,
+ * and longer query blocks) against the reference on the same keys held in
+ * plain arrays; paged == contiguous (bitwise when the page size is a multiple
+ * of the decode block); 1 vs 2 threads bitwise; errors leave the cache
+ * unchanged (capacity, exhausted pool, bad arguments); trim and reset give
+ * pages back. */
+#include "testutil.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t lcg = 99u;
+static float frand(void) { return tu_frand(&lcg); }
+static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
+
+/* the same tokens are appended to a contiguous cache, a paged cache and
+ * plain (B, Hkv, T, D) arrays */
+typedef struct world {
+    int B, Hkv, T, D, Dv, ps;
+    attn_kv_cache *cont, *paged;
+    float *k, *v; /* (B, Hkv, T, D|Dv) */
+    int64_t len[4];
+} world;
+
+static void world_init(world *w, int B, int Hkv, int T, int D, int Dv, int ps) {
+    memset(w, 0, sizeof *w);
+    w->B = B, w->Hkv = Hkv, w->T = T, w->D = D, w->Dv = Dv, w->ps = ps;
+    attn_kv_cache_config c = {B, Hkv, T, D, Dv, ATTN_DTYPE_F32, 0, 0};
+    CHECK_OK(attn_kv_cache_create(&c, &w->cont));
+    c.page_size = ps;
+    CHECK_OK(attn_kv_cache_create(&c, &w->paged));
+    w->k = calloc((size_t)B * Hkv * T * D, 4);
+    w->v = calloc((size_t)B * Hkv * T * Dv, 4);
+}
+
+static void world_free(world *w) {
+    attn_kv_cache_free(w->cont);
+    attn_kv_cache_free(w->paged);
+    free(w->k), free(w->v);
+}
+
+/* append n[b] random tokens to every copy */
+static void world_append(world *w, const int64_t *n) {
+    int64_t nmax = 1;
+    for (int b = 0; b < w->B; b++) nmax = n[b] > nmax ? n[b] : nmax;
+    size_t nk = (size_t)w->B * w->Hkv * nmax * w->D, nv = (size_t)w->B * w->Hkv * nmax * w->Dv;
+    float *k = malloc(nk * 4), *v = malloc(nv * 4);
+    for (size_t i = 0; i < nk; i++) k[i] = frand() * 2;
+    for (size_t i = 0; i < nv; i++) v[i] = frand();
+    attn_view vk = {k, w->Hkv * nmax * w->D, nmax * w->D, w->D}, vv = {v, w->Hkv * nmax * w->Dv, nmax * w->Dv, w->Dv};
+    CHECK_OK(attn_kv_cache_append(w->cont, n, vk, vv));
+    CHECK_OK(attn_kv_cache_append(w->paged, n, vk, vv));
+    for (int b = 0; b < w->B; b++) {
+        for (int h = 0; h < w->Hkv; h++)
+            for (int t = 0; t < n[b]; t++) {
+                memcpy(w->k + (((size_t)b * w->Hkv + h) * w->T + w->len[b] + t) * w->D,
+                       k + (((size_t)b * w->Hkv + h) * nmax + t) * w->D, (size_t)w->D * 4);
+                memcpy(w->v + (((size_t)b * w->Hkv + h) * w->T + w->len[b] + t) * w->Dv,
+                       v + (((size_t)b * w->Hkv + h) * nmax + t) * w->Dv, (size_t)w->Dv * 4);
+            }
+        w->len[b] += n[b];
+        CHECK(attn_kv_cache_len(w->cont, b) == w->len[b] && attn_kv_cache_len(w->paged, b) == w->len[b],
+              "lengths after append");
+    }
+    free(k), free(v);
+}
+
+/* attention of Sq queries per sequence over the cache, three ways */
+static void world_attend(world *w, int H, int Sq, int window, int softcap, const char *label) {
+    size_t nq = (size_t)w->B * H * Sq * w->D, no = (size_t)w->B * H * Sq * w->Dv, nl = (size_t)w->B * H * Sq;
+    float *q = malloc(nq * 4), *oc = malloc(no * 4), *op = malloc(no * 4), *orf = malloc(no * 4), *o1 = malloc(no * 4);
+    float *lc = malloc(nl * 4), *lp = malloc(nl * 4), *lr = malloc(nl * 4);
+    for (size_t i = 0; i < nq; i++) q[i] = frand() * 2;
+    attn_view vq = {q, H * Sq * w->D, Sq * w->D, w->D};
+    attn_view vc = {oc, H * Sq * w->Dv, Sq * w->Dv, w->Dv}, vp = {op, H * Sq * w->Dv, Sq * w->Dv, w->Dv};
+    attn_view vr = {orf, H * Sq * w->Dv, Sq * w->Dv, w->Dv}, v1 = {o1, H * Sq * w->Dv, Sq * w->Dv, w->Dv};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, w->B, H, Sq, 0, w->D, w->Dv);
+    d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (window) d.window = 1, d.window_left = window, d.window_right = 0;
+    if (softcap) d.softcap = 7.5f;
+    CHECK_OK(attn_kv_cache_attend(w->cont, &d, vq, vc, lc));
+    CHECK_OK(attn_kv_cache_attend(w->paged, &d, vq, vp, lp));
+    /* the reference on plain arrays with the cache's lengths */
+    attn_sdpa_desc r = d;
+    r.Sk = w->T, r.Hkv = w->Hkv, r.seqlens_k = w->len, r.impl = ATTN_IMPL_REF;
+    attn_view rk = {w->k, w->Hkv * w->T * w->D, w->T * w->D, w->D}, rv = {w->v, w->Hkv * w->T * w->Dv, w->T * w->Dv, w->Dv};
+    CHECK_OK(attn_sdpa_forward(&r, vq, rk, rv, vr, lr));
+    char lab[160];
+    snprintf(lab, sizeof lab, "%s Sq=%d contiguous vs reference", label, Sq);
+    tu_allclose(lab, oc, orf, no, 1e-4, 1e-5);
+    snprintf(lab, sizeof lab, "%s Sq=%d paged vs reference", label, Sq);
+    tu_allclose(lab, op, orf, no, 1e-4, 1e-5);
+    snprintf(lab, sizeof lab, "%s Sq=%d lse vs reference", label, Sq);
+    tu_allclose(lab, lp, lr, nl, 1e-5, 1e-5);
+    if (Sq <= 16 && w->ps % 64 == 0) {
+        snprintf(lab, sizeof lab, "%s Sq=%d paged == contiguous", label, Sq);
+        tu_equal(lab, op, oc, no);
+    }
+    /* decode is bitwise identical for 1 and 2 threads */
+    omp_set_num_threads(1);
+    CHECK_OK(attn_kv_cache_attend(w->paged, &d, vq, v1, NULL));
+    omp_set_num_threads(2);
+    snprintf(lab, sizeof lab, "%s Sq=%d paged 1 vs 2 threads", label, Sq);
+    tu_equal(lab, o1, op, no);
+    /* the cache's reference path agrees too */
+    d.impl = ATTN_IMPL_REF;
+    CHECK_OK(attn_kv_cache_attend(w->paged, &d, vq, v1, NULL));
+    snprintf(lab, sizeof lab, "%s Sq=%d paged ref path", label, Sq);
+    tu_allclose(lab, o1, orf, no, 1e-6, 1e-6);
+    free(q), free(oc), free(op), free(orf), free(o1), free(lc), free(lp), free(lr);
+}
+
+static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps) {
+    world w;
+    world_init(&w, B, Hkv, T, D, Dv, ps);
+    char label[96];
+    snprintf(label, sizeof label, "B%d Hkv%d G%d T%d D%d Dv%d page%d", B, Hkv, G, T, D, Dv, ps);
+    /* chunked prefill of different lengths, then decode steps */
+    for (int step = 0; step < 6; step++) {
+        int64_t n[4] = {0, 0, 0, 0};
+        for (int b = 0; b < B; b++) {
+            int room = T - (int)w.len[b] - 8;
+            n[b] = room > 0 ? irand(0, room < 90 ? room : 90) : 0;
+        }
+        world_append(&w, n);
+        world_attend(&w, Hkv * G, irand(0, 1) ? 1 : irand(2, 40), step % 3 == 1 ? 17 : 0, step == 4, label);
+    }
+    for (int t = 0; t < 3; t++) {
+        int64_t one[4] = {1, 1, 1, 1};
+        world_append(&w, one);
+        world_attend(&w, Hkv * G, 1, 0, 0, label);
+    }
+    world_free(&w);
+}
+
+static void errors(void) {
+    attn_kv_cache *c = NULL;
+    attn_kv_cache_config cfg = {2, 1, 8, 4, 0, ATTN_DTYPE_F32, 4, 3}; /* 3 pages of 4 tokens for 2 x 8 */
+    CHECK(attn_kv_cache_create(NULL, &c) == ATTN_E_INVALID, "NULL config");
+    attn_kv_cache_config bad = cfg;
+    bad.capacity = 0;
+    CHECK(attn_kv_cache_create(&bad, &c) == ATTN_E_SHAPE && c == NULL, "zero capacity");
+    bad = cfg, bad.dtype = ATTN_DTYPE_BF16;
+    CHECK(attn_kv_cache_create(&bad, &c) == ATTN_E_UNSUPPORTED, "bf16 storage not yet");
+    CHECK_OK(attn_kv_cache_create(&cfg, &c));
+    float k[2 * 8 * 4], v[2 * 8 * 4], got[4];
+    for (int i = 0; i < 64; i++) k[i] = (float)i, v[i] = (float)-i;
+    attn_view vk = {k, 32, 32, 4}, vv = {v, 32, 32, 4};
+    int64_t n[2] = {6, 1};
+    CHECK_OK(attn_kv_cache_append(c, n, vk, vv)); /* 2 + 1 pages */
+    CHECK(attn_kv_cache_free_pages(c) == 0, "pool used up: %lld", (long long)attn_kv_cache_free_pages(c));
+    int64_t n2[2] = {0, 4}; /* sequence 1 needs a second page: none left */
+    CHECK(attn_kv_cache_append(c, n2, vk, vv) == ATTN_E_NOMEM, "exhausted pool");
+    CHECK(attn_kv_cache_len(c, 0) == 6 && attn_kv_cache_len(c, 1) == 1, "lengths unchanged after a failed append");
+    int64_t n3[2] = {3, 0}; /* 6 + 3 > capacity 8 */
+    CHECK(attn_kv_cache_append(c, n3, vk, vv) == ATTN_E_CONTEXT, "capacity");
+    CHECK(attn_kv_cache_len(c, 0) == 6, "length unchanged after overflow");
+    int64_t n4[2] = {-1, 0};
+    CHECK(attn_kv_cache_append(c, n4, vk, vv) == ATTN_E_SHAPE, "negative count");
+    CHECK_OK(attn_kv_cache_read(c, 0, 0, 5, got, NULL));
+    CHECK(got[0] == 20.0f && got[3] == 23.0f, "read back key 5: %g %g", (double)got[0], (double)got[3]);
+    CHECK(attn_kv_cache_read(c, 0, 0, 6, got, NULL) == ATTN_E_SHAPE, "read past the length");
+    CHECK_OK(attn_kv_cache_trim(c, 0, 3)); /* frees the second page of sequence 0 */
+    CHECK(attn_kv_cache_free_pages(c) == 1, "trim returns a page");
+    CHECK(attn_kv_cache_trim(c, 0, 4) == ATTN_E_SHAPE, "trim cannot grow");
+    CHECK_OK(attn_kv_cache_append(c, n2, vk, vv)); /* now fits */
+    CHECK_OK(attn_kv_cache_read(c, 1, 0, 4, NULL, got));
+    CHECK(got[0] == -32.0f - 12.0f, "value 4 of sequence 1 is row 3 of the second append: %g", (double)got[0]);
+    CHECK_OK(attn_kv_cache_reset(c, -1));
+    CHECK(attn_kv_cache_free_pages(c) == 3 && attn_kv_cache_len(c, 1) == 0, "reset returns every page");
+    CHECK(attn_kv_cache_reset(c, 2) == ATTN_E_INVALID, "reset of a missing sequence");
+    /* attend: dropout refused, wrong widths refused, empty cache gives zeros */
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 2, 2, 1, 0, 4, 4);
+    float q[2 * 2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 1, 1, 1, 2, 2, 2, 2}, o[16], l[4];
+    attn_view vq = {q, 8, 4, 4}, vo = {o, 8, 4, 4};
+    CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, l));
+    CHECK(o[0] == 0.0f && o[15] == 0.0f && l[0] == -INFINITY, "empty cache: zeros and lse -inf");
+    attn_dropout drop;
+    memset(&drop, 0, sizeof drop);
+    d.dropout = &drop;
+    CHECK(attn_kv_cache_attend(c, &d, vq, vo, l) == ATTN_E_UNSUPPORTED, "dropout over a cache");
+    d.dropout = NULL, d.D = 8;
+    CHECK(attn_kv_cache_attend(c, &d, vq, vo, l) == ATTN_E_SHAPE, "head size differs from the cache's");
+    d.D = 4, d.Hkv = 2;
+    CHECK(attn_kv_cache_attend(c, &d, vq, vo, l) == ATTN_E_INVALID, "Hkv differs from the cache's");
+    attn_kv_cache_free(c);
+    attn_kv_cache_free(NULL);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    omp_set_num_threads(2);
+    scenario(3, 2, 4, 300, 32, 32, 64);  /* GQA, page = decode block */
+    scenario(2, 1, 8, 700, 16, 24, 48);  /* MQA, Dv != D, odd page size */
+    scenario(4, 3, 1, 200, 40, 40, 128); /* MHA */
+    scenario(1, 2, 2, 2500, 64, 64, 256); /* one long sequence: several decode splits */
+    errors();
+    return tu_finish("test_kvcache");
+}
