@@ -27,6 +27,7 @@
 
 #define DEC_NB 64       /* keys per block (S is R x DEC_NB) */
 #define DEC_SPLIT 1024  /* keys per split (a multiple of DEC_NB) */
+#define DEC_PF 64       /* rows of software prefetch distance */
 #define DEC_LAZY 8.0f   /* as LAZY_MAX of the fused forward */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -132,7 +133,18 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
                 nb = nb < runk ? nb : runk;
                 nb = nb < runv ? nb : runv;
-                kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB);
+                /* each kernel prefetches its own stream DEC_PF rows ahead (into the next
+                 * block for contiguous rows; prefetches never fault) */
+                /* prefetch targets: DEC_PF rows ahead in this run of rows, or the start of
+                 * the next page when the run ends sooner */
+                const float *pk = K + DEC_PF * ldk, *pv = V + DEC_PF * ldv;
+                int64_t lpk = ldk, lpv = ldv;
+                if (nb + DEC_PF > runk && j0 + runk < items[it].j1) {
+                    int64_t r2;
+                    pk = kv_rows(kv, 0, b, hk, j0 + runk, &r2, &lpk);
+                    pv = kv_rows(kv, 1, b, hk, j0 + runk, &r2, &lpv);
+                }
+                kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
                 for (int64_t r = 0; r < R; r++) {
                     int64_t h = hk * G + r / Sq, i = r % Sq, lo, hi;
                     float *s = S + r * DEC_NB;
@@ -144,8 +156,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                         if (d->alibi_slopes) kt->alibi_row(s, nb, d->alibi_slopes[h], (float)(i + off - j0));
                     }
                     attn_sem_range(d, skb, off, i, &lo, &hi);
-                    for (int64_t c = 0; c < nb; c++)
-                        if (j0 + c < lo || j0 + c >= hi || attn_sem_padded(d, b, j0 + c)) s[c] = -INFINITY;
+                    for (int64_t c = 0; c < nb && j0 + c < lo; c++) s[c] = -INFINITY;
+                    for (int64_t c = hi - j0 < 0 ? 0 : hi - j0; c < nb; c++) s[c] = -INFINITY;
+                    if (d->key_mask)
+                        for (int64_t c = 0; c < nb; c++)
+                            if (attn_sem_padded(d, b, j0 + c)) s[c] = -INFINITY;
                     float mt = kt->max_row(s, nb) * escale;
                     if (mt == -INFINITY && m[r] == -INFINITY) {
                         memset(s, 0, (size_t)nb * sizeof(float));
@@ -163,7 +178,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     }
                     l[r] += kt->exp_row(s, s, nb, escale, m[r]);
                 }
-                kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP);
+                kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
                 j0 += nb;
             }
         }

@@ -30,6 +30,9 @@
  *               in place (decode: K is read once for all R rows).
  *   pv_rows     O[r * ldo + c] += sum_j P[r * ldp + j] * V[j * ldv + c] for
  *               r < R, c < Dv (O has room for round_up(Dv, 8) columns).
+ *               Both may prefetch rows pre + t * ldpre (wpre floats each,
+ *               t < n) while they work: the memory the caller reads next
+ *               (pre may be NULL).
  * The driver pads tiles so that gemm_6x16 never needs edge handling.
  * Kernels never allocate and never fail. */
 #ifndef ATTN_KERNELS_H
@@ -51,9 +54,9 @@ typedef struct attn_kernel_table {
     void (*softcap_row)(float *x, int64_t n, float scale, float cap);
     void (*alibi_row)(float *x, int64_t n, float slope, float dist0);
     void (*qk_rows)(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
-                    int64_t lds);
+                    int64_t lds, const float *pre, int64_t ldpre, int64_t wpre);
     void (*pv_rows)(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
-                    float *O, int64_t ldo);
+                    float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre);
 } attn_kernel_table;
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4

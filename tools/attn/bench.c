@@ -114,9 +114,103 @@ static float *frand_buf(size_t n, uint32_t seed) {
     return p;
 }
 
+/* ---- decode: one new token per sequence against a KV cache ---------------- */
+
+typedef struct rd_ctx {
+    const float *p;
+    size_t n;
+    volatile float sink;
+} rd_ctx;
+
+/* the machine's read bandwidth: a plain multi-threaded sum over a buffer */
+static int run_read(void *v) {
+    rd_ctx *r = v;
+    float s = 0.0f;
+    const float *p = r->p;
+    size_t n = r->n;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+    for (size_t i = 0; i < n; i++) s += p[i];
+    r->sink = s;
+    return 0;
+}
+
+typedef struct dec_ctx {
+    attn_kv_cache *cache;
+    attn_sdpa_desc d;
+    attn_view q, o;
+} dec_ctx;
+
+static int run_decode(void *v) {
+    dec_ctx *c = v;
+    attn_status st = attn_kv_cache_attend(c->cache, &c->d, c->q, c->o, NULL);
+    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    return st != ATTN_OK;
+}
+
+static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_impl impl,
+                        double min_time, int json) {
+    if (H % Hkv) {
+        cli_error("--heads must be a multiple of --kv-heads");
+        return EXIT_USAGE;
+    }
+    attn_kv_cache_config cfg = {B, Hkv, T, D, D, ATTN_DTYPE_F32, page, 0};
+    dec_ctx c;
+    memset(&c, 0, sizeof c);
+    attn_status st = attn_kv_cache_create(&cfg, &c.cache);
+    if (st != ATTN_OK) {
+        cli_error("bench: KV cache of B=%lld Hkv=%lld T=%lld D=%lld: %s", (long long)B, (long long)Hkv, (long long)T,
+                  (long long)D, attn_status_string(st));
+        return 1;
+    }
+    /* fill every sequence to T tokens, 1024 at a time */
+    int64_t chunk = T < 1024 ? T : 1024;
+    float *kk = frand_buf((size_t)(B * Hkv * chunk * D), 5), *vv = frand_buf((size_t)(B * Hkv * chunk * D), 6);
+    float *q = frand_buf((size_t)(B * H * D), 4), *o = frand_buf((size_t)(B * H * D), 7);
+    int64_t *n = calloc((size_t)B, sizeof *n);
+    size_t bytes = (size_t)(2 * B * Hkv * T * D) * sizeof(float);
+    rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
+    if (!kk || !vv || !q || !o || !n || !rd.p) {
+        cli_error("bench: out of memory");
+        return 1;
+    }
+    attn_view vk = {kk, Hkv * chunk * D, chunk * D, D}, vv_ = {vv, Hkv * chunk * D, chunk * D, D};
+    for (int64_t done = 0; done < T; done += chunk) {
+        for (int64_t b = 0; b < B; b++) n[b] = T - done < chunk ? T - done : chunk;
+        if ((st = attn_kv_cache_append(c.cache, n, vk, vv_)) != ATTN_OK) {
+            cli_error("bench: append: %s", attn_status_string(st));
+            return 1;
+        }
+    }
+    attn_sdpa_desc_init(&c.d, B, H, 1, T, D, D);
+    c.d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    c.d.impl = impl;
+    attn_view vq = {q, H * D, D, D}, vo = {o, H * D, D, D};
+    c.q = vq, c.o = vo;
+    bench_result r;
+    if (time_pair(run_decode, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r)) return 1;
+    double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9;
+    int nthreads = omp_get_max_threads();
+    const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
+    if (json)
+        printf("{\"op\": \"decode\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
+               "\"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"kv_dtype\": \"f32\", \"page_size\": %lld, "
+               "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
+               "\"read_gbps\": %.2f, \"ratio_to_read\": %.3f}\n",
+               impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
+               (long long)D, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps, r.ratio);
+    else
+        printf("decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld f32 cache%s, %d threads: %.3f ms, "
+               "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
+               impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
+               (long long)D, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
+    attn_kv_cache_free(c.cache);
+    free(kk), free(vv), free(q), free(o), free(n), free((void *)rd.p);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
-    int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048;
-    int causal = 0, backward = 0, json = 0;
+    int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048, Hkv = 0, page = 0;
+    int causal = 0, backward = 0, json = 0, decode = 0;
     attn_impl impl = ATTN_IMPL_FAST;
     double min_time = 1.0, p_drop = 0.0;
     for (int i = 1; i < argc; i++) {
@@ -128,6 +222,19 @@ int cmd_bench(int argc, char **argv) {
             backward = 1;
         else if (!strcmp(a, "--json"))
             json = 1;
+        else if (!strcmp(a, "--decode"))
+            decode = 1;
+        else if (!strcmp(a, "--kv-heads"))
+            dst = &Hkv;
+        else if (!strcmp(a, "--page-size"))
+            dst = &page;
+        else if (!strcmp(a, "--kv-dtype")) {
+            if (!v || strcmp(v, "f32")) {
+                cli_error("--kv-dtype: only f32 caches exist so far (f16, bf16 and q8_0 come with the 16-bit work)");
+                return EXIT_USAGE;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--batch"))
             dst = &B;
         else if (!strcmp(a, "--heads"))
@@ -178,6 +285,7 @@ int cmd_bench(int argc, char **argv) {
     if (!Sk) Sk = S;
     if (threads > 0) cli_set_threads((int)threads);
     int nthreads = omp_get_max_threads();
+    if (decode) return bench_decode(B, H, Hkv ? Hkv : H, Sk, D, page, impl, min_time, json);
 
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */

@@ -231,8 +231,12 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
 
 /* Decode: 4 query rows x 2 keys per step, 8 accumulators over D (lanes of
  * 8, D tail masked), so each key row is loaded once for 4 rows. */
+static inline void prefetch_row(const float *p, int64_t w) {
+    for (int64_t c = 0; c < w; c += 16) __builtin_prefetch(p + c, 0, 3);
+}
+
 static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
-                    int64_t lds) {
+                    int64_t lds, const float *pre, int64_t ldpre, int64_t wpre) {
     __m256 tm = tail_mask(D & 7);
     int64_t D8 = D & ~(int64_t)7;
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
@@ -242,6 +246,7 @@ static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_
         int64_t j = 0;
         for (; j + 2 <= n; j += 2) {
             const float *k0 = K + j * ldk, *k1 = k0 + ldk;
+            if (pre && r0 == 0) prefetch_row(pre + j * ldpre, wpre), prefetch_row(pre + (j + 1) * ldpre, wpre);
             __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
                    a31 = a00;
             int64_t c = 0;
@@ -260,11 +265,18 @@ static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_
                 y = _mm256_maskload_ps(q[2] + c, mk), a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
                 y = _mm256_maskload_ps(q[3] + c, mk), a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
             }
-            float s[8] = {hsum8(a00), hsum8(a01), hsum8(a10), hsum8(a11), hsum8(a20), hsum8(a21), hsum8(a30), hsum8(a31)};
+            /* the 8 horizontal sums at once: an hadd tree, then the two 128-bit halves */
+            __m256 t0 = _mm256_hadd_ps(a00, a01), t1 = _mm256_hadd_ps(a10, a11);
+            __m256 t2 = _mm256_hadd_ps(a20, a21), t3 = _mm256_hadd_ps(a30, a31);
+            __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+            __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+            float s[8];
+            _mm256_storeu_ps(s, sums);
             for (int64_t t = 0; t < nr; t++) S[(r0 + t) * lds + j] = s[2 * t], S[(r0 + t) * lds + j + 1] = s[2 * t + 1];
         }
         for (; j < n; j++) {
             const float *k0 = K + j * ldk;
+            if (pre && r0 == 0) prefetch_row(pre + j * ldpre, wpre);
             for (int64_t t = 0; t < nr; t++) {
                 __m256 a = _mm256_setzero_ps();
                 int64_t c = 0;
@@ -282,11 +294,51 @@ static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_
 /* O rows += P V: 4 rows x 32 columns of O in 16 registers, one V load of 4
  * vectors per key serves the 4 rows. */
 static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
-                    float *O, int64_t ldo) {
+                    float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre) {
     __m256 tm = tail_mask(Dv & 7);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
-        for (int64_t c0 = 0; c0 < Dv; c0 += 32) {
+        int64_t c0 = 0;
+        if (nr == 4) /* the common case: 4 rows x 32 columns in 16 named registers */
+            for (; c0 + 32 <= Dv; c0 += 32) {
+                float *o0 = O + r0 * ldo + c0, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
+                const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
+                __m256 c00 = _mm256_loadu_ps(o0), c01 = _mm256_loadu_ps(o0 + 8), c02 = _mm256_loadu_ps(o0 + 16),
+                       c03 = _mm256_loadu_ps(o0 + 24);
+                __m256 c10 = _mm256_loadu_ps(o1), c11 = _mm256_loadu_ps(o1 + 8), c12 = _mm256_loadu_ps(o1 + 16),
+                       c13 = _mm256_loadu_ps(o1 + 24);
+                __m256 c20 = _mm256_loadu_ps(o2), c21 = _mm256_loadu_ps(o2 + 8), c22 = _mm256_loadu_ps(o2 + 16),
+                       c23 = _mm256_loadu_ps(o2 + 24);
+                __m256 c30 = _mm256_loadu_ps(o3), c31 = _mm256_loadu_ps(o3 + 8), c32 = _mm256_loadu_ps(o3 + 16),
+                       c33 = _mm256_loadu_ps(o3 + 24);
+                for (int64_t j = 0; j < n; j++) {
+                    const float *v = V + j * ldv + c0;
+                    if (pre && r0 == 0 && c0 == 0) prefetch_row(pre + j * ldpre, wpre);
+                    __m256 x0 = _mm256_loadu_ps(v), x1 = _mm256_loadu_ps(v + 8), x2 = _mm256_loadu_ps(v + 16),
+                           x3 = _mm256_loadu_ps(v + 24), p;
+                    p = _mm256_broadcast_ss(p0 + j);
+                    c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
+                    c02 = _mm256_fmadd_ps(p, x2, c02), c03 = _mm256_fmadd_ps(p, x3, c03);
+                    p = _mm256_broadcast_ss(p1 + j);
+                    c10 = _mm256_fmadd_ps(p, x0, c10), c11 = _mm256_fmadd_ps(p, x1, c11);
+                    c12 = _mm256_fmadd_ps(p, x2, c12), c13 = _mm256_fmadd_ps(p, x3, c13);
+                    p = _mm256_broadcast_ss(p2 + j);
+                    c20 = _mm256_fmadd_ps(p, x0, c20), c21 = _mm256_fmadd_ps(p, x1, c21);
+                    c22 = _mm256_fmadd_ps(p, x2, c22), c23 = _mm256_fmadd_ps(p, x3, c23);
+                    p = _mm256_broadcast_ss(p3 + j);
+                    c30 = _mm256_fmadd_ps(p, x0, c30), c31 = _mm256_fmadd_ps(p, x1, c31);
+                    c32 = _mm256_fmadd_ps(p, x2, c32), c33 = _mm256_fmadd_ps(p, x3, c33);
+                }
+                _mm256_storeu_ps(o0, c00), _mm256_storeu_ps(o0 + 8, c01), _mm256_storeu_ps(o0 + 16, c02);
+                _mm256_storeu_ps(o0 + 24, c03);
+                _mm256_storeu_ps(o1, c10), _mm256_storeu_ps(o1 + 8, c11), _mm256_storeu_ps(o1 + 16, c12);
+                _mm256_storeu_ps(o1 + 24, c13);
+                _mm256_storeu_ps(o2, c20), _mm256_storeu_ps(o2 + 8, c21), _mm256_storeu_ps(o2 + 16, c22);
+                _mm256_storeu_ps(o2 + 24, c23);
+                _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31), _mm256_storeu_ps(o3 + 16, c32);
+                _mm256_storeu_ps(o3 + 24, c33);
+            }
+        for (; c0 < Dv; c0 += 32) {
             int64_t nv = (Dv - c0 + 7) / 8 < 4 ? (Dv - c0 + 7) / 8 : 4; /* vectors in this column block */
             __m256 acc[4][4];
             for (int64_t t = 0; t < 4; t++)

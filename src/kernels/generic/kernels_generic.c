@@ -112,7 +112,8 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
 }
 
 static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
-                    int64_t lds) {
+                    int64_t lds, const float *pre, int64_t ldpre, int64_t wpre) {
+    (void)pre, (void)ldpre, (void)wpre;
     for (int64_t j = 0; j < n; j++) {
         const float *k = K + j * ldk;
         for (int64_t r = 0; r < R; r++) {
@@ -125,7 +126,8 @@ static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_
 }
 
 static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
-                    float *O, int64_t ldo) {
+                    float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre) {
+    (void)pre, (void)ldpre, (void)wpre;
     for (int64_t r = 0; r < R; r++) {
         float *o = O + r * ldo;
         for (int64_t j = 0; j < n; j++) {
