@@ -441,6 +441,22 @@ ATTN_API attn_status attn_layer_backward(attn_layer *l, const attn_backward_args
 /* Set every parameter gradient to zero. */
 ATTN_API void attn_layer_zero_grad(attn_layer *l);
 
+/* Incremental (autoregressive) forward through a KV cache, for the causal
+ * kinds (causal, mha_wrapper, mha, gpt_mha, causal_mha), eval mode: the S
+ * new tokens of each sequence (a->x, (B, S, C)) are projected, their keys and
+ * values appended to the cache, and they attend to everything the cache
+ * holds for their sequence (bottom-right causal). Feeding a sequence in
+ * chunks gives the full forward's output. The cache must have the shape
+ * attn_layer_kv_shape gives (one cache per layer). a->train, a->mask and
+ * a->y must be unset (ATTN_E_UNSUPPORTED); ATTN_E_CONTEXT if the cache or the
+ * layer's context length would be exceeded, and then nothing changes. The
+ * call does not prepare a backward (attn_layer_backward returns
+ * ATTN_E_STATE after it). */
+ATTN_API attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *cache, const attn_forward_args *a);
+/* The KV cache a causal layer needs: kv heads and head size (Dv = D).
+ * ATTN_E_UNSUPPORTED for the other kinds. */
+ATTN_API attn_status attn_layer_kv_shape(const attn_layer *l, int64_t *kv_heads, int64_t *head_dim);
+
 /* ------------------------------------------------------------------------ */
 /* Optimizers (torch.optim.SGD and torch.optim.AdamW semantics)               */
 /* ------------------------------------------------------------------------ */

@@ -346,6 +346,98 @@ fail:
     return st;
 }
 
+/* ---- incremental (KV cache) ---------------------------------------------------- */
+
+/* Every causal kind keeps its heads side by side in the q/k/v/ctx buffers
+ * (group gi's head h at column groups[gi].col + h * hd), so all heads are one
+ * (B, Htot, S, hd) view of each buffer. */
+static int kind_incremental(attn_layer_kind k) {
+    return k == ATTN_LAYER_CAUSAL || k == ATTN_LAYER_MHA_WRAPPER || k == ATTN_LAYER_MHA || k == ATTN_LAYER_GPT_MHA ||
+           k == ATTN_LAYER_CAUSAL_MHA;
+}
+
+attn_status attn_layer_kv_shape(const attn_layer *l, int64_t *kv_heads, int64_t *head_dim) {
+    if (!l || !kv_heads || !head_dim) return ATTN_E_INVALID;
+    if (!kind_incremental(l->cfg.kind)) return ATTN_E_UNSUPPORTED;
+    const attn_layer_config *c = &l->cfg;
+    *kv_heads = c->num_heads;
+    switch (c->kind) {
+    case ATTN_LAYER_CAUSAL: *kv_heads = 1, *head_dim = c->d_out; break;
+    case ATTN_LAYER_MHA_WRAPPER: *head_dim = c->d_out; break;
+    case ATTN_LAYER_MHA: *head_dim = c->d_out / c->num_heads; break;
+    default: *head_dim = c->d_in / c->num_heads; break; /* gpt_mha, causal_mha */
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, const attn_forward_args *a) {
+    if (!l || !kvc || !a || !a->x || !a->out) return ATTN_E_INVALID;
+    const attn_layer_config *cf = &l->cfg;
+    if (!kind_incremental(cf->kind) || a->train || a->mask || a->y) return ATTN_E_UNSUPPORTED;
+    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
+    if (a->B < 1 || a->S < 0 || a->S > INT32_MAX) return ATTN_E_SHAPE;
+    int64_t Htot, hd;
+    attn_layer_kv_shape(l, &Htot, &hd);
+    const attn_kv_cache_config *kc = attn_kv_cache_get_config(kvc);
+    if (kc->batch != a->B || kc->kv_heads != Htot || kc->head_dim != hd || kc->v_head_dim != hd) return ATTN_E_SHAPE;
+    for (int64_t b = 0; b < a->B; b++) { /* check the lengths before anything changes */
+        int64_t len = attn_kv_cache_len(kvc, b);
+        if (len + a->S > kc->capacity || (cf->context_length > 0 && len + a->S > cf->context_length))
+            return ATTN_E_CONTEXT;
+    }
+    if (a->S == 0) return ATTN_OK;
+    layer_cache *c = &l->cache;
+    attn_layer_cache_clear(c); /* the incremental pass leaves nothing for backward */
+    c->B = a->B, c->S = a->S, c->Sk = a->S, c->impl = a->impl, c->scale = layer_scale(cf);
+    int64_t M = c->B * c->S, C = cf->d_in, W = attn_layer_out_width(l);
+    wiring w;
+    sdpa_group g0[1];
+    wire(l, &w, NULL);
+    sdpa_group *groups = calloc((size_t)w.ngroups, sizeof *groups);
+    int64_t *n = malloc((size_t)a->B * sizeof *n);
+    attn_status st = groups && n ? ATTN_OK : ATTN_E_NOMEM;
+    if (!st) wire(l, &w, groups);
+    if (!st) st = alloc_buf(c, BUF_X, (size_t)(M * C), a->x);
+    if (!st) st = alloc_buf(c, BUF_Q, (size_t)(M * w.w[BUF_Q]), NULL);
+    if (!st) st = alloc_buf(c, BUF_K, (size_t)(M * w.w[BUF_K]), NULL);
+    if (!st) st = alloc_buf(c, BUF_V, (size_t)(M * w.w[BUF_V]), NULL);
+    if (!st) st = alloc_buf(c, BUF_CTX, (size_t)(M * w.w[BUF_CTX]), NULL);
+    if (!st) {
+        g0[0] = groups[0];
+        project(l, c);
+        float *bufs[BUF_COUNT];
+        memcpy(bufs, c->buf, sizeof bufs);
+        attn_view q = opview(bufs, g0[0].q, c->S, hd), k = opview(bufs, g0[0].k, c->S, hd);
+        attn_view v = opview(bufs, g0[0].v, c->S, hd), o = opview(bufs, g0[0].o, c->S, hd);
+        for (int64_t b = 0; b < a->B; b++) n[b] = a->S;
+        st = attn_kv_cache_append(kvc, n, k, v);
+        if (!st) {
+            attn_sdpa_desc d;
+            attn_sdpa_desc_init(&d, a->B, Htot, a->S, 0, hd, hd);
+            d.scale = c->scale;
+            d.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* the chunk's queries are the last S tokens */
+            d.impl = a->impl;
+            st = attn_kv_cache_attend(kvc, &d, q, o, NULL);
+            if (st) /* undo the append: the cache is as it was */
+                for (int64_t b = 0; b < a->B; b++) attn_kv_cache_trim(kvc, b, attn_kv_cache_len(kvc, b) - a->S);
+        }
+    }
+    if (!st) {
+        if (w.has_out_proj) {
+            const char *pn = out_proj_name(cf->kind);
+            char wn[32], bn[32];
+            snprintf(wn, sizeof wn, "%s.weight", pn);
+            snprintf(bn, sizeof bn, "%s.bias", pn);
+            attn_linear_fwd(c->buf[BUF_CTX], w.w[BUF_CTX], T(l, wn, 0), T(l, bn, 0), a->out, W, M, w.w[BUF_CTX], W);
+        } else {
+            memcpy(a->out, c->buf[BUF_CTX], c->len[BUF_CTX] * sizeof(float));
+        }
+    }
+    free(groups), free(n);
+    attn_layer_cache_clear(c);
+    return st;
+}
+
 /* ---- backward ---------------------------------------------------------------- */
 
 static const float *lse_at(const layer_cache *c, int gi) { return c->lse + lse_offset(c, gi); }
