@@ -230,6 +230,47 @@ static void run_cli(const gcase *c, const char *attn, const char *wpath, const c
     unlink(outpath);
 }
 
+/* eval-mode causal cases without a padding mask, again through the KV cache:
+ * `attn run --incremental 3` must reproduce PyTorch's full forward */
+static void run_cli_incremental(const gcase *c, const char *attn, const char *wpath, const char *iopath) {
+    const char *kinds[] = {"causal", "mha_wrapper", "mha", "gpt_mha", "causal_mha"};
+    int ok = 0;
+    for (int i = 0; i < 5; i++) ok |= !strcmp(c->kind, kinds[i]);
+    attn_st_file *io = NULL;
+    if (!ok || c->train || attn_st_open(iopath, &io) != ATTN_OK) return;
+    int has_mask = attn_st_info(io, "mask", NULL, NULL, NULL) == ATTN_OK;
+    if (has_mask) {
+        attn_st_close(io);
+        return;
+    }
+    char outpath[256], cmd[2048];
+    snprintf(outpath, sizeof outpath, "golden_inc_%s.safetensors", c->name);
+    int n = snprintf(cmd, sizeof cmd, "'%s' run %s --weights '%s' --input '%s' --output '%s' --incremental 3", attn,
+                     c->kind, wpath, iopath, outpath);
+    if (!strcmp(c->kind, "mha") || !strcmp(c->kind, "causal_mha"))
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --heads %d", c->heads);
+    if (c->ctx) snprintf(cmd + n, sizeof cmd - (size_t)n, " --context-length %d", c->ctx);
+    int rc = system(cmd);
+    CHECK(rc == 0, "%s: '%s' exited %d", c->name, cmd, rc);
+    attn_st_file *of = NULL;
+    if (rc == 0 && attn_st_open(outpath, &of) == ATTN_OK) {
+        int nd1, nd2;
+        int64_t s1[ATTN_MAX_DIMS], s2[ATTN_MAX_DIMS];
+        size_t n1, n2;
+        float *got = read_all(of, "out", &nd1, s1, &n1), *want = read_all(io, "out", &nd2, s2, &n2);
+        CHECK(got && want && n1 == n2, "%s: incremental output shape", c->name);
+        if (got && want && n1 == n2) {
+            char label[128];
+            snprintf(label, sizeof label, "%s out (attn run --incremental 3)", c->name);
+            tu_allclose(label, got, want, n1, RTOL, ATOL);
+        }
+        free(got), free(want);
+        attn_st_close(of);
+    }
+    attn_st_close(io);
+    unlink(outpath);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     const char *attn = argc > 2 ? argv[2] : NULL;
@@ -249,6 +290,7 @@ int main(int argc, char **argv) {
         snprintf(iopath, sizeof iopath, "%s/golden/%s.io.safetensors", tu_srcdir, c.name);
         run_lib(&c, wpath, iopath);
         if (attn) run_cli(&c, attn, wpath, iopath);
+        if (attn) run_cli_incremental(&c, attn, wpath, iopath);
         ncases++;
     }
     fclose(m);

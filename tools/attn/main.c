@@ -13,7 +13,7 @@ static void usage(FILE *f) {
                "  run MODULE --weights W.safetensors --input I.safetensors --output O.safetensors\n"
                "       [--heads N] [--dropout P] [--out-dropout P] [--context-length N]\n"
                "       [--train --seed N] [--torch-flavor mkl|nomkl] [--impl auto|ref|fast]\n"
-               "       [--threads N] [--grad]\n"
+               "       [--threads N] [--grad] [--incremental N]\n"
                "                       run one layer on tensors from safetensors files\n"
                "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
                "                       train a small attention model to reverse sequences;\n"

@@ -14,7 +14,7 @@
 
 typedef struct run_opts {
     const char *module, *weights, *input, *output;
-    int64_t heads, context_length, seed, threads;
+    int64_t heads, context_length, seed, threads, incremental;
     int has_heads, has_ctx, has_seed, has_out_dropout, train, grad;
     double dropout, out_dropout;
     attn_impl impl;
@@ -106,6 +106,12 @@ static int parse(int argc, char **argv, run_opts *o) {
                 cli_error("--torch-flavor must be mkl or nomkl, got '%s'", v);
                 return 0;
             }
+        } else if (!strcmp(a, "--incremental")) {
+            NEED_VALUE;
+            if (!cli_parse_i64(v, 1, INT32_MAX, &o->incremental)) {
+                cli_error("--incremental needs a chunk size >= 1, got '%s'", v);
+                return 0;
+            }
         } else if (!strcmp(a, "--train")) {
             o->train = 1;
         } else if (!strcmp(a, "--grad")) {
@@ -127,6 +133,10 @@ static int parse(int argc, char **argv, run_opts *o) {
     }
     if (o->train && !o->has_seed) {
         cli_error("run: --train needs --seed N (the torch.manual_seed in force before forward)");
+        return 0;
+    }
+    if (o->incremental && (o->train || o->grad)) {
+        cli_error("run: --incremental runs the KV-cache path in eval mode (no --train, no --grad)");
         return 0;
     }
     if (!o->has_out_dropout) o->out_dropout = o->dropout;
@@ -162,6 +172,44 @@ static int read_float(const attn_st_file *f, const char *file, const char *name,
 static int kind_needs_heads(attn_layer_kind k) {
     return k == ATTN_LAYER_MHA || k == ATTN_LAYER_FUSED_MHA || k == ATTN_LAYER_BIDIRECTIONAL ||
            k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
+}
+
+/* The forward of a causal layer fed n tokens at a time through a KV cache
+ * (the last chunk shorter); the chunks' outputs are concatenated into
+ * fa->out. Returns 0 on success. */
+static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64_t C, int64_t W, int64_t n,
+                           const char *module) {
+    int64_t heads, hd, B = fa->B, S = fa->S;
+    attn_status st = attn_layer_kv_shape(layer, &heads, &hd);
+    if (st != ATTN_OK) {
+        cli_error("--incremental: %s has no incremental form (causal, mha_wrapper, mha, gpt_mha and causal_mha do)",
+                  module);
+        return 1;
+    }
+    if (fa->mask) {
+        cli_error("--incremental does not take a padding mask");
+        return 1;
+    }
+    attn_kv_cache_config kc = {B, heads, S, hd, hd, ATTN_DTYPE_F32, 0, 0};
+    attn_kv_cache *cache = NULL;
+    int64_t chunk = n < S ? n : S;
+    float *xc = malloc((size_t)(B * chunk * C) * sizeof(float)), *oc = malloc((size_t)(B * chunk * W) * sizeof(float));
+    if ((st = attn_kv_cache_create(&kc, &cache)) != ATTN_OK || !xc || !oc) {
+        cli_error("--incremental: cannot create the KV cache: %s", st ? attn_status_string(st) : "out of memory");
+        attn_kv_cache_free(cache), free(xc), free(oc);
+        return 1;
+    }
+    for (int64_t t0 = 0; t0 < S && st == ATTN_OK; t0 += chunk) {
+        int64_t m = S - t0 < chunk ? S - t0 : chunk;
+        for (int64_t b = 0; b < B; b++) memcpy(xc + b * m * C, fa->x + (b * S + t0) * C, (size_t)(m * C) * sizeof(float));
+        attn_forward_args ia = {.x = xc, .B = B, .S = m, .impl = fa->impl, .out = oc};
+        st = attn_layer_forward_incremental(layer, cache, &ia);
+        for (int64_t b = 0; st == ATTN_OK && b < B; b++)
+            memcpy(fa->out + (b * S + t0) * W, oc + b * m * W, (size_t)(m * W) * sizeof(float));
+    }
+    if (st != ATTN_OK) cli_error("%s incremental forward failed: %s", module, attn_status_string(st));
+    attn_kv_cache_free(cache), free(xc), free(oc);
+    return st != ATTN_OK;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -290,7 +338,9 @@ int cmd_run(int argc, char **argv) {
     attn_generator_seed(&gen, (uint64_t)o.seed);
     attn_generator_set_flavor(&gen, o.flavor);
     attn_forward_args fa = {x, B, S, y, Sk, mask, o.train, &gen, o.impl, out};
-    if ((st = attn_layer_forward(layer, &fa)) != ATTN_OK) {
+    if (o.incremental) { /* through the layer's KV cache, N tokens at a time */
+        if (run_incremental(layer, &fa, C, W, o.incremental, o.module)) goto done;
+    } else if ((st = attn_layer_forward(layer, &fa)) != ATTN_OK) {
         cli_error("%s forward failed: %s", o.module, attn_status_string(st));
         goto done;
     }
