@@ -70,6 +70,51 @@ static void make_input(const char *path, int B, int S, int C, int with_mask) {
     free(x);
 }
 
+/* q (1, Hq, 4, 8), k and v (1, Hkv, 5, 8), seqlens_k (1) = sl if sl > 0 */
+static void make_sdpa_input(const char *path, int Hq, int Hkv, int sl) {
+    attn_st_writer *w;
+    attn_st_writer_new(&w);
+    float buf[256];
+    for (int i = 0; i < 256; i++) buf[i] = (float)((i * 5) % 13) / 13.0f - 0.5f;
+    int64_t qs[4] = {1, Hq, 4, 8}, ks[4] = {1, Hkv, 5, 8};
+    attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 4, qs, buf);
+    attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 4, ks, buf);
+    attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 4, ks, buf);
+    attn_st_writer_save(w, path);
+    attn_st_writer_free(w);
+    if (sl > 0) { /* the writer stores floats and bytes: append an I64 tensor by hand */
+        FILE *f = fopen(path, "rb");
+        if (!f) return;
+        fseek(f, 0, SEEK_END);
+        long sz = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        unsigned char *raw = malloc((size_t)sz);
+        if (fread(raw, 1, (size_t)sz, f) != (size_t)sz) sz = 0;
+        fclose(f);
+        uint64_t hl;
+        memcpy(&hl, raw, 8);
+        size_t data = (size_t)sz - 8 - hl;
+        char hdr[4096];
+        memcpy(hdr, raw + 8, hl);
+        hdr[hl] = 0;
+        char *end = strrchr(hdr, '}');
+        if (!end) return;
+        char nh[4096];
+        int n = snprintf(nh, sizeof nh, "%.*s,\"seqlens_k\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}}",
+                         (int)(end - hdr), hdr, data, data + 8);
+        while (n % 8) nh[n++] = ' ';
+        uint64_t nl = (uint64_t)n;
+        int64_t v = sl;
+        f = fopen(path, "wb");
+        fwrite(&nl, 8, 1, f);
+        fwrite(nh, 1, (size_t)n, f);
+        fwrite(raw + 8 + hl, 1, data, f);
+        fwrite(&v, 8, 1, f);
+        fclose(f);
+        free(raw);
+    }
+}
+
 /* causal weights (C -> O) with context length ctx, optionally a corrupted mask */
 static void make_causal_weights(const char *path, int C, int O, int ctx, int corrupt, const char *extra) {
     attn_layer_config c;
@@ -200,5 +245,23 @@ int main(int argc, char **argv) {
     expect_fail("bad thread count", "run causal --weights w --input x --threads 0", 2, "--threads");
     expect_fail("bad flavor", "run causal --weights w --input x --torch-flavor intel", 2, "--torch-flavor");
     expect_fail("auto flavor is gone", "run causal --weights w --input x --torch-flavor auto", 2, "--torch-flavor");
+
+    /* attn sdpa: usage and data errors */
+    expect_fail("sdpa bad causal", "sdpa --input x --causal sideways", 2, "--causal");
+    expect_fail("sdpa bad window", "sdpa --input x --window-left -2", 2, "--window-left");
+    expect_fail("sdpa bad softcap", "sdpa --input x --softcap -1", 2, "--softcap");
+    expect_fail("sdpa missing input", "sdpa", 2, "--input");
+    make_sdpa_input("cli_sdpa_gqa.safetensors", 3, 2, 0);  /* 3 query heads, 2 kv heads */
+    expect_fail("sdpa heads", "sdpa --input cli_sdpa_gqa.safetensors", 1, "multiple");
+    make_sdpa_input("cli_sdpa_sl.safetensors", 2, 2, 9); /* seqlens 9 > Sk 5 */
+    expect_fail("sdpa seqlens", "sdpa --input cli_sdpa_sl.safetensors", 1, "seqlens_k");
+    make_sdpa_input("cli_sdpa_ok.safetensors", 4, 2, 3);
+    CHECK(run("sdpa --input cli_sdpa_ok.safetensors --output cli_sdpa_out.safetensors --causal bottom-right "
+              "--window-left 2 --softcap 10",
+              err, sizeof err) == 0,
+          "sdpa with GQA, seqlens, window and softcap: %s", err);
+    expect_fail("sdpa grad without grad_out", "sdpa --input cli_sdpa_ok.safetensors --grad", 1, "grad_out");
+    expect_fail("run --incremental on a non-causal module", "run sa_v2 --weights w --input x --incremental 2 --train --seed 1", 2,
+                "--incremental");
     return tu_finish("test_cli");
 }

@@ -47,6 +47,7 @@ static size_t dtype_size(attn_dtype t) {
     case ATTN_DTYPE_BOOL: return 1;
     case ATTN_DTYPE_U8: return 1;
     case ATTN_DTYPE_I64: return 8;
+    case ATTN_DTYPE_I32: return 4;
     default: return 0;
     }
 }
@@ -60,12 +61,13 @@ static const char *dtype_name(attn_dtype t) {
     case ATTN_DTYPE_BOOL: return "BOOL";
     case ATTN_DTYPE_U8: return "U8";
     case ATTN_DTYPE_I64: return "I64";
+    case ATTN_DTYPE_I32: return "I32";
     default: return NULL;
     }
 }
 
 static attn_dtype dtype_parse(const char *s) {
-    for (int t = ATTN_DTYPE_F32; t <= ATTN_DTYPE_I64; t++)
+    for (int t = ATTN_DTYPE_F32; t <= ATTN_DTYPE_I32; t++)
         if (strcmp(s, dtype_name((attn_dtype)t)) == 0) return (attn_dtype)t;
     return ATTN_DTYPE_INVALID;
 }
@@ -322,6 +324,26 @@ attn_status attn_st_read_u8(const attn_st_file *f, const char *name, uint8_t *ou
         for (size_t i = 0; i < n; i++)
             if (p[i] > 1) return ATTN_E_FORMAT;
     if (n) memcpy(out, p, n);
+    return ATTN_OK;
+}
+
+attn_status attn_st_read_i64(const attn_st_file *f, const char *name, int64_t *out, size_t n) {
+    if (!f || !name || (!out && n)) return ATTN_E_INVALID;
+    const st_entry *e = find(f, name);
+    if (!e) return ATTN_E_NOT_FOUND;
+    if (e->dtype != ATTN_DTYPE_I32 && e->dtype != ATTN_DTYPE_I64) return ATTN_E_DTYPE;
+    size_t sz = dtype_size(e->dtype);
+    if (e->end - e->begin != n * sz) return ATTN_E_SHAPE;
+    const unsigned char *p = f->buf + f->data_off + e->begin;
+    for (size_t i = 0; i < n; i++) {
+        if (sz == 4) {
+            int32_t x;
+            memcpy(&x, p + 4 * i, 4);
+            out[i] = x;
+        } else {
+            memcpy(&out[i], p + 8 * i, 8);
+        }
+    }
     return ATTN_OK;
 }
 

@@ -46,6 +46,10 @@ def save_st(path, tensors):
             dt, raw = "BOOL", bytes(t.to(torch.uint8).flatten().tolist())
         elif t.dtype == torch.uint8:
             dt, raw = "U8", bytes(t.flatten().tolist())
+        elif t.dtype in (torch.int64, torch.int32):
+            n = 8 if t.dtype == torch.int64 else 4
+            dt = "I64" if n == 8 else "I32"
+            raw = struct.pack("<%d%s" % (t.numel(), "q" if n == 8 else "i"), *t.flatten().tolist())
         else:
             t = t.to(torch.float32)
             dt = "F32"

@@ -210,7 +210,9 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
 
 int cmd_bench(int argc, char **argv) {
     int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048, Hkv = 0, page = 0;
-    int causal = 0, backward = 0, json = 0, decode = 0;
+    int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0;
+    int64_t window = -1;
+    double softcap = 0.0;
     attn_impl impl = ATTN_IMPL_FAST;
     double min_time = 1.0, p_drop = 0.0;
     for (int i = 1; i < argc; i++) {
@@ -224,6 +226,19 @@ int cmd_bench(int argc, char **argv) {
             json = 1;
         else if (!strcmp(a, "--decode"))
             decode = 1;
+        else if (!strcmp(a, "--alibi"))
+            alibi = 1;
+        else if (!strcmp(a, "--window"))
+            dst = &window, lo = 0;
+        else if (!strcmp(a, "--softcap")) {
+            char *end;
+            softcap = v ? strtod(v, &end) : -1.0;
+            if (!v || *end || !(softcap > 0.0 && softcap < 1e6)) {
+                cli_error("--softcap must be a positive number");
+                return EXIT_USAGE;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--kv-heads"))
             dst = &Hkv;
         else if (!strcmp(a, "--page-size"))
@@ -299,12 +314,24 @@ int cmd_bench(int argc, char **argv) {
         }
     }
 
-    size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * H * Sk * D), nl = (size_t)(B * H * S);
+    if (!Hkv) Hkv = H;
+    if (H % Hkv) {
+        cli_error("--heads must be a multiple of --kv-heads");
+        return EXIT_USAGE;
+    }
+    size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * Hkv * Sk * D), nl = (size_t)(B * H * S);
     sd_ctx c;
     memset(&c, 0, sizeof c);
     attn_sdpa_desc_init(&c.d, B, H, S, Sk, D, D);
+    c.d.Hkv = Hkv;
     c.d.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     c.d.impl = impl;
+    if (window >= 0) c.d.window = 1, c.d.window_left = window, c.d.window_right = causal ? 0 : window;
+    c.d.softcap = (float)softcap;
+    float *slopes = malloc((size_t)H * sizeof *slopes);
+    if (!slopes) return 1;
+    for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
+    if (alibi) c.d.alibi_slopes = slopes;
     attn_dropout drop;
     memset(&drop, 0, sizeof drop);
     if (p_drop > 0.0) { /* the MKL stream (random access, generated inside the tiles) */
@@ -325,18 +352,27 @@ int cmd_bench(int argc, char **argv) {
                   (long long)D);
         return 1;
     }
-    attn_view vq = {q, H * S * D, S * D, D}, vk = {k, H * Sk * D, Sk * D, D}, vv = {v, H * Sk * D, Sk * D, D};
+    attn_view vq = {q, H * S * D, S * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * D, Sk * D, D};
     attn_view vo = {o, H * S * D, S * D, D};
     c.q = vq, c.k = vk, c.v = vv, c.o = vo;
     if (backward) {
         attn_view vgo = {go, H * S * D, S * D, D}, vdq = {dq, H * S * D, S * D, D};
-        attn_view vdk = {dk, H * Sk * D, Sk * D, D}, vdv = {dvv, H * Sk * D, Sk * D, D};
+        attn_view vdk = {dk, Hkv * Sk * D, Sk * D, D}, vdv = {dvv, Hkv * Sk * D, Sk * D, D};
         c.go = vgo, c.dq = vdq, c.dk = vdk, c.dv = vdv;
         if (run_sdpa(&c)) return 1; /* forward once: out and lse for backward */
     }
     c.backward = backward;
-    double flops = 4.0 * (double)B * (double)H * (double)S * (double)Sk * (double)D;
-    if (causal) flops *= 0.5;
+    /* FLOPs of the visible (query, key) pairs: the full S x Sk, halved when
+     * causal; a window counts only the keys it shows */
+    double pairs = (double)S * (double)Sk * (causal ? 0.5 : 1.0);
+    if (window >= 0) {
+        pairs = 0.0;
+        for (int64_t i = 0; i < S; i++) {
+            int64_t lo = i - window < 0 ? 0 : i - window, hi = causal ? i + 1 : (i + window + 1 < Sk ? i + window + 1 : Sk);
+            pairs += (double)(hi > lo ? hi - lo : 0);
+        }
+    }
+    double flops = 4.0 * (double)B * (double)H * pairs * (double)D;
     if (backward) flops *= 2.5;
     double sg_flops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n;
     bench_result r;
@@ -346,12 +382,14 @@ int cmd_bench(int argc, char **argv) {
     double sg_ms = r.tb * 1e3, sg_gflops = r.tb > 0 ? sg_flops / r.tb * 1e-9 : 0.0;
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json) {
-        printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Sq\": %lld, "
+        printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
+               "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"Sq\": %lld, "
                "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
                "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
                "\"ratio_to_sgemm\": %.3f}\n",
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
-               (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps,
+               (long long)H, (long long)Hkv, (long long)window, softcap, alibi ? "true" : "false", (long long)S,
+               (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps,
                t * 1e3, gflops, (long long)sgemm_n, sg_ms, sg_gflops, ratio);
     } else {
         printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s, %d threads: %.3f ms, %.1f GFLOP/s",
@@ -361,7 +399,7 @@ int cmd_bench(int argc, char **argv) {
         if (sgemm_n > 0) printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, ratio);
         printf("\n");
     }
-    free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse);
+    free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse), free(slopes);
     free(sg.a), free(sg.b), free(sg.c);
     return 0;
 }

@@ -24,5 +24,6 @@ int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_sdpa(int argc, char **argv);
 
 #endif

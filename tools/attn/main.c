@@ -15,12 +15,22 @@ static void usage(FILE *f) {
                "       [--train --seed N] [--torch-flavor mkl|nomkl] [--impl auto|ref|fast]\n"
                "       [--threads N] [--grad] [--incremental N]\n"
                "                       run one layer on tensors from safetensors files\n"
+               "  sdpa --input I.safetensors --output O.safetensors [--causal none|top-left|bottom-right]\n"
+               "       [--scale S] [--window-left L] [--window-right R] [--softcap C] [--grad]\n"
+               "       [--impl auto|ref|fast] [--threads N]\n"
+               "                       the core attention: q, k, v (GQA when k has fewer heads),\n"
+               "                       optional key_mask, seqlens_k, alibi_slopes; writes out, lse\n"
+               "                       (and dq, dk, dv with --grad)\n"
                "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
                "                       train a small attention model to reverse sequences;\n"
                "                       the last line is 'accuracy X' on held-out sequences\n"
-               "  bench [--batch B] [--heads H] [--seq S] [--kv-seq S2] [--head-dim D] [--causal]\n"
-               "        [--backward] [--impl fast|ref] [--threads N] [--json] [--min-time SEC]\n"
+               "  bench [--batch B] [--heads H] [--kv-heads H2] [--seq S] [--kv-seq S2] [--head-dim D]\n"
+               "        [--causal] [--backward] [--impl fast|ref] [--threads N] [--json] [--min-time SEC]\n"
                "                       time the core SDPA next to OpenBLAS sgemm (GFLOP/s)\n"
+               "  bench --decode [--batch B] [--heads Hq] [--kv-heads Hkv] [--head-dim D] --kv-seq T\n"
+               "        [--kv-dtype f32] [--page-size P] [--json]\n"
+               "                       one new token per sequence against a KV cache of T tokens\n"
+               "                       (GB/s of K and V next to the same-run read bandwidth)\n"
                "  version              print the library version\n"
                "\n"
                "modules: simple sa_v1 sa_v2 causal mha_wrapper mha gpt_mha single_head\n"
@@ -38,6 +48,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("attn %s\n", attn_version());
         return 0;

@@ -1,0 +1,286 @@
+/* attn sdpa: the core attention on tensors from a safetensors file.
+ *   input:  q (B,Hq,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv); optional
+ *           key_mask (B,Sk) BOOL/U8 true = masked, seqlens_k (B) I32/I64,
+ *           alibi_slopes (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad
+ *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sdpa_opts {
+    const char *input, *output;
+    attn_causal causal;
+    double scale;
+    int has_scale, has_wl, has_wr, grad;
+    int64_t wl, wr, threads;
+    double softcap;
+    attn_impl impl;
+} sdpa_opts;
+
+static int parse_f64(const char *s, double *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v)) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse(int argc, char **argv, sdpa_opts *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(a, "--grad")) {
+            o->grad = 1, takes = 0;
+        } else if (!v) {
+            cli_error("option %s needs a value", a);
+            return 0;
+        } else if (!strcmp(a, "--input")) {
+            o->input = v;
+        } else if (!strcmp(a, "--output")) {
+            o->output = v;
+        } else if (!strcmp(a, "--causal")) {
+            if (!strcmp(v, "none"))
+                o->causal = ATTN_CAUSAL_NONE;
+            else if (!strcmp(v, "top-left"))
+                o->causal = ATTN_CAUSAL_TOP_LEFT;
+            else if (!strcmp(v, "bottom-right"))
+                o->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            else {
+                cli_error("--causal must be none, top-left or bottom-right, got '%s'", v);
+                return 0;
+            }
+        } else if (!strcmp(a, "--scale")) {
+            if (!parse_f64(v, &o->scale)) {
+                cli_error("--scale must be a finite number, got '%s'", v);
+                return 0;
+            }
+            o->has_scale = 1;
+        } else if (!strcmp(a, "--window-left") || !strcmp(a, "--window-right")) {
+            int64_t *dst = a[9] == 'l' ? &o->wl : &o->wr;
+            if (!cli_parse_i64(v, -1, INT64_MAX, dst)) {
+                cli_error("%s must be an integer >= -1 (-1 = unbounded), got '%s'", a, v);
+                return 0;
+            }
+            if (a[9] == 'l')
+                o->has_wl = 1;
+            else
+                o->has_wr = 1;
+        } else if (!strcmp(a, "--softcap")) {
+            if (!parse_f64(v, &o->softcap) || o->softcap < 0.0) {
+                cli_error("--softcap must be a number >= 0 (0 = off), got '%s'", v);
+                return 0;
+            }
+        } else if (!strcmp(a, "--impl")) {
+            if (!strcmp(v, "auto"))
+                o->impl = ATTN_IMPL_AUTO;
+            else if (!strcmp(v, "ref"))
+                o->impl = ATTN_IMPL_REF;
+            else if (!strcmp(v, "fast"))
+                o->impl = ATTN_IMPL_FAST;
+            else {
+                cli_error("--impl must be auto, ref or fast, got '%s'", v);
+                return 0;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            if (!cli_parse_i64(v, 1, 1024, &o->threads)) {
+                cli_error("--threads must be an integer in [1, 1024], got '%s'", v);
+                return 0;
+            }
+        } else {
+            cli_error("unknown option '%s'", a);
+            return 0;
+        }
+        i += takes;
+    }
+    if (!o->input || !o->output) {
+        cli_error("sdpa: --input and --output are required");
+        return 0;
+    }
+    return 1;
+}
+
+/* a float tensor of exactly nd dims; fills shape */
+static float *read_f32(const attn_st_file *f, const char *file, const char *name, int nd, int64_t *shape) {
+    attn_dtype dt;
+    int n;
+    attn_status st = attn_st_info(f, name, &dt, &n, shape);
+    if (st == ATTN_E_NOT_FOUND) {
+        cli_error("%s: missing tensor '%s'", file, name);
+        return NULL;
+    }
+    if (n != nd) {
+        cli_error("%s: '%s' must have %d dimensions, has %d", file, name, nd, n);
+        return NULL;
+    }
+    size_t cnt = 1;
+    for (int i = 0; i < nd; i++) cnt *= (size_t)shape[i];
+    float *p = malloc((cnt ? cnt : 1) * sizeof *p);
+    if (!p) {
+        cli_error("out of memory reading '%s'", name);
+        return NULL;
+    }
+    if ((st = attn_st_read_f32(f, name, p, cnt)) != ATTN_OK) {
+        cli_error("%s: cannot read '%s' as float: %s", file, name, attn_status_string(st));
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int same(const int64_t *a, const int64_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+int cmd_sdpa(int argc, char **argv) {
+    sdpa_opts o;
+    if (!parse(argc, argv, &o)) return EXIT_USAGE;
+    if (o.threads > 0) cli_set_threads((int)o.threads);
+    int rc = 1;
+    attn_st_file *f = NULL;
+    attn_st_writer *w = NULL;
+    float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    float *slopes = NULL;
+    uint8_t *mask = NULL;
+    int64_t *seqlens = NULL;
+    attn_status st;
+    if ((st = attn_st_open(o.input, &f)) != ATTN_OK) {
+        cli_error("cannot load input '%s': %s", o.input, attn_status_string(st));
+        goto done;
+    }
+    int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS];
+    if (!(q = read_f32(f, o.input, "q", 4, qs)) || !(k = read_f32(f, o.input, "k", 4, ks)) ||
+        !(v = read_f32(f, o.input, "v", 4, vs)))
+        goto done;
+    int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Hkv = ks[1], Sk = ks[2], Dv = vs[3];
+    if (ks[0] != B || ks[3] != D) {
+        cli_error("%s: k must be (B, Hkv, Sk, D) = (%lld, Hkv, Sk, %lld) to match q", o.input, (long long)B,
+                  (long long)D);
+        goto done;
+    }
+    if (vs[0] != B || vs[1] != Hkv || vs[2] != Sk) {
+        cli_error("%s: v must be (B, Hkv, Sk, Dv) = (%lld, %lld, %lld, Dv) to match k", o.input, (long long)B,
+                  (long long)Hkv, (long long)Sk);
+        goto done;
+    }
+    if (Hkv < 1 || H % Hkv != 0) {
+        cli_error("%s: the query heads (%lld) must be a multiple of the key/value heads (%lld)", o.input,
+                  (long long)H, (long long)Hkv);
+        goto done;
+    }
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
+    d.Hkv = Hkv;
+    d.causal = o.causal;
+    d.impl = o.impl;
+    if (o.has_scale) d.scale = (float)o.scale;
+    if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
+    d.softcap = (float)o.softcap;
+    attn_dtype dt;
+    int nd;
+    int64_t sh[ATTN_MAX_DIMS];
+    if (attn_st_info(f, "key_mask", &dt, &nd, sh) == ATTN_OK) {
+        if (dt != ATTN_DTYPE_BOOL && dt != ATTN_DTYPE_U8) {
+            cli_error("%s: key_mask must be BOOL or U8 (true = masked)", o.input);
+            goto done;
+        }
+        if (nd != 2 || sh[0] != B || sh[1] != Sk) {
+            cli_error("%s: key_mask must have shape (B, Sk) = (%lld, %lld)", o.input, (long long)B, (long long)Sk);
+            goto done;
+        }
+        mask = malloc((size_t)(B * Sk) + 1);
+        if (!mask || (st = attn_st_read_u8(f, "key_mask", mask, (size_t)(B * Sk))) != ATTN_OK) {
+            cli_error("%s: cannot read key_mask: %s", o.input, mask ? attn_status_string(st) : "out of memory");
+            goto done;
+        }
+        d.key_mask = mask, d.key_mask_stride_b = Sk, d.key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
+    }
+    if (attn_st_info(f, "seqlens_k", &dt, &nd, sh) == ATTN_OK) {
+        if ((dt != ATTN_DTYPE_I32 && dt != ATTN_DTYPE_I64) || nd != 1 || sh[0] != B) {
+            cli_error("%s: seqlens_k must be I32 or I64 of shape (B) = (%lld)", o.input, (long long)B);
+            goto done;
+        }
+        seqlens = malloc((size_t)B * sizeof *seqlens + 1);
+        if (!seqlens || (st = attn_st_read_i64(f, "seqlens_k", seqlens, (size_t)B)) != ATTN_OK) {
+            cli_error("%s: cannot read seqlens_k: %s", o.input, seqlens ? attn_status_string(st) : "out of memory");
+            goto done;
+        }
+        for (int64_t b = 0; b < B; b++)
+            if (seqlens[b] < 0 || seqlens[b] > Sk) {
+                cli_error("%s: seqlens_k[%lld] = %lld is outside [0, Sk = %lld]", o.input, (long long)b,
+                          (long long)seqlens[b], (long long)Sk);
+                goto done;
+            }
+        d.seqlens_k = seqlens, d.seqlens_k_dtype = ATTN_DTYPE_I64;
+    }
+    if (attn_st_info(f, "alibi_slopes", &dt, &nd, sh) == ATTN_OK) {
+        if (nd != 1 || sh[0] != H) {
+            cli_error("%s: alibi_slopes must have shape (Hq) = (%lld)", o.input, (long long)H);
+            goto done;
+        }
+        if (!(slopes = read_f32(f, o.input, "alibi_slopes", 1, sh))) goto done;
+        d.alibi_slopes = slopes;
+    }
+    size_t no = (size_t)(B * H * Sq * Dv), nl = (size_t)(B * H * Sq);
+    out = malloc((no ? no : 1) * sizeof *out), lse = malloc((nl ? nl : 1) * sizeof *lse);
+    if (!out || !lse) {
+        cli_error("out of memory");
+        goto done;
+    }
+    attn_view vq = {q, H * Sq * D, Sq * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * Dv, Sk * Dv, Dv};
+    attn_view vo = {out, H * Sq * Dv, Sq * Dv, Dv};
+    if ((st = attn_sdpa_forward(&d, vq, vk, vv, vo, lse)) != ATTN_OK) {
+        cli_error("sdpa forward failed: %s", attn_status_string(st));
+        goto done;
+    }
+    int64_t os[4] = {B, H, Sq, Dv};
+    if ((st = attn_st_writer_new(&w)) != ATTN_OK || (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, 4, os, out)) ||
+        (st = attn_st_writer_add(w, "lse", ATTN_DTYPE_F32, 3, os, lse))) {
+        cli_error("cannot build output: %s", attn_status_string(st));
+        goto done;
+    }
+    if (o.grad) {
+        int64_t gs[ATTN_MAX_DIMS];
+        if (!(go = read_f32(f, o.input, "grad_out", 4, gs))) goto done;
+        if (!same(gs, os, 4)) {
+            cli_error("%s: grad_out must have the shape of out, (%lld, %lld, %lld, %lld)", o.input, (long long)B,
+                      (long long)H, (long long)Sq, (long long)Dv);
+            goto done;
+        }
+        size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D), nv = (size_t)(B * Hkv * Sk * Dv);
+        dq = malloc((nq ? nq : 1) * 4), dk = malloc((nk ? nk : 1) * 4), dv = malloc((nv ? nv : 1) * 4);
+        if (!dq || !dk || !dv) {
+            cli_error("out of memory");
+            goto done;
+        }
+        attn_view vg = {go, H * Sq * Dv, Sq * Dv, Dv}, vdq = {dq, H * Sq * D, Sq * D, D};
+        attn_view vdk = {dk, Hkv * Sk * D, Sk * D, D}, vdv = {dv, Hkv * Sk * Dv, Sk * Dv, Dv};
+        if ((st = attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv)) != ATTN_OK) {
+            cli_error("sdpa backward failed: %s", attn_status_string(st));
+            goto done;
+        }
+        if ((st = attn_st_writer_add(w, "dq", ATTN_DTYPE_F32, 4, qs, dq)) ||
+            (st = attn_st_writer_add(w, "dk", ATTN_DTYPE_F32, 4, ks, dk)) ||
+            (st = attn_st_writer_add(w, "dv", ATTN_DTYPE_F32, 4, vs, dv))) {
+            cli_error("cannot build output: %s", attn_status_string(st));
+            goto done;
+        }
+    }
+    if ((st = attn_st_writer_save(w, o.output)) != ATTN_OK) {
+        cli_error("cannot write output '%s': %s", o.output, attn_status_string(st));
+        goto done;
+    }
+    rc = 0;
+done:
+    attn_st_writer_free(w);
+    attn_st_close(f);
+    free(q), free(k), free(v), free(go), free(out), free(lse), free(dq), free(dk), free(dv);
+    free(slopes), free(mask), free(seqlens);
+    return rc;
+}
