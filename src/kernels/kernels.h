@@ -21,8 +21,8 @@
  *               guaranteed (NaN rows are handled by the driver's checks).
  *   scale_row   x[j] *= a for j < n.
  *   dot_row     sum_j x[j] * y[j] (lanes of 8, then pairwise).
- *   softcap_row x[j] = cap * tanh(fl(x[j] * scale) / cap) for j < n (tanh by
- *               a rational approximation, a few ulp; -inf stays -cap).
+ *   softcap_row x[j] = cap * tanh(x[j] * (scale / cap)) for j < n (tanh by
+ *               a rational approximation, a few ulp; -inf gives -cap).
  *   alibi_row   x[j] += -slope * |dist0 - j| for j < n (dist0 = i + off - j0,
  *               an integer below 2^24 in magnitude).
  *   qk_rows     S[r * lds + j] = sum_c Q[r * D + c] * K[j * ldk + c] for

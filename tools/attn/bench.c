@@ -392,10 +392,16 @@ int cmd_bench(int argc, char **argv) {
                (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps,
                t * 1e3, gflops, (long long)sgemm_n, sg_ms, sg_gflops, ratio);
     } else {
-        printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s, %d threads: %.3f ms, %.1f GFLOP/s",
+        char feat[96] = "";
+        int fl = 0;
+        if (Hkv != H) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " Hkv=%lld", (long long)Hkv);
+        if (window >= 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " window=%lld", (long long)window);
+        if (softcap > 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " softcap=%g", softcap);
+        if (alibi) snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
+        printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s",
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
-               (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", nthreads, t * 1e3,
-               gflops);
+               (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", feat, nthreads,
+               t * 1e3, gflops);
         if (sgemm_n > 0) printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, ratio);
         printf("\n");
     }

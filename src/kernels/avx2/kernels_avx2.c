@@ -200,21 +200,24 @@ static inline __m256 tanh8(__m256 x) {
     q = _mm256_add_ps(_mm256_mul_ps(q, x2), _mm256_set1_ps(ATTN_TANH_B4));
     q = _mm256_add_ps(_mm256_mul_ps(q, x2), _mm256_set1_ps(ATTN_TANH_B2));
     q = _mm256_add_ps(_mm256_mul_ps(q, x2), _mm256_set1_ps(ATTN_TANH_B0));
-    return _mm256_blendv_ps(_mm256_div_ps(p, q), x, tiny);
+    /* p / q through the reciprocal estimate and one Newton step (~1 ulp; a
+     * division would cost more than the whole polynomial) */
+    __m256 r = _mm256_rcp_ps(q);
+    r = _mm256_mul_ps(r, _mm256_fnmadd_ps(q, r, _mm256_set1_ps(2.0f)));
+    return _mm256_blendv_ps(_mm256_mul_ps(p, r), x, tiny);
 }
 
 static void softcap_row(float *x, int64_t n, float scale, float cap) {
-    float inv = 1.0f / cap;
-    __m256 vs = _mm256_set1_ps(scale), vi = _mm256_set1_ps(inv), vc = _mm256_set1_ps(cap);
+    __m256 vs = _mm256_set1_ps(scale / cap), vc = _mm256_set1_ps(cap);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 t = tanh8(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), vi));
+        __m256 t = tanh8(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs));
         _mm256_storeu_ps(x + j, _mm256_mul_ps(vc, t));
     }
     for (; j < n; j++) { /* the tail through the same lanes */
         float buf[8] = {0};
         buf[0] = x[j];
-        __m256 t = tanh8(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(buf), vs), vi));
+        __m256 t = tanh8(_mm256_mul_ps(_mm256_loadu_ps(buf), vs));
         _mm256_storeu_ps(buf, _mm256_mul_ps(vc, t));
         x[j] = buf[0];
     }

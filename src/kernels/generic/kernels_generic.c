@@ -103,8 +103,8 @@ static float tanh_rational(float x) {
 }
 
 static void softcap_row(float *x, int64_t n, float scale, float cap) {
-    float inv = 1.0f / cap;
-    for (int64_t j = 0; j < n; j++) x[j] = cap * tanh_rational((x[j] * scale) * inv);
+    float f = scale / cap;
+    for (int64_t j = 0; j < n; j++) x[j] = cap * tanh_rational(x[j] * f);
 }
 
 static void alibi_row(float *x, int64_t n, float slope, float dist0) {
