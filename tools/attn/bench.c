@@ -242,7 +242,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--kv-heads"))
             dst = &Hkv;
         else if (!strcmp(a, "--page-size"))
-            dst = &page;
+            dst = &page, lo = 0;
         else if (!strcmp(a, "--kv-dtype")) {
             if (!v || strcmp(v, "f32")) {
                 cli_error("--kv-dtype: only f32 caches exist so far (f16, bf16 and q8_0 come with the 16-bit work)");
