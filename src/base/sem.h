@@ -36,6 +36,17 @@ static inline void attn_sem_range(const attn_sdpa_desc *d, int64_t skb, int64_t 
     *lo = a, *hi = e;
 }
 
+/* Keys [*lo, *hi) that some row of i0 .. i1 - 1 may see (row ranges are
+ * non-decreasing in the row), clamped to the keys that exist. */
+static inline void attn_sem_rows_range(const attn_sdpa_desc *d, int64_t skb, int64_t off, int64_t i0, int64_t i1,
+                                       int64_t *lo, int64_t *hi) {
+    int64_t a, e;
+    attn_sem_range(d, skb, off, i0, lo, &e);
+    attn_sem_range(d, skb, off, i1 - 1, &a, hi);
+    if (*hi > skb) *hi = skb; /* an empty last row may report hi = lo beyond the keys */
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* does the padding mask hide key j of sequence b? */
 static inline int attn_sem_padded(const attn_sdpa_desc *d, int64_t b, int64_t j) {
     if (!d->key_mask) return 0;

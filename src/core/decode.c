@@ -17,6 +17,7 @@
  * packed or copied. Dropout is not supported here (inference). */
 #include "../kernels/kernels.h"
 #include "internal.h"
+#include "online.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,7 +29,6 @@
 #define DEC_NB 64       /* keys per block (S is R x DEC_NB) */
 #define DEC_SPLIT 1024  /* keys per split (a multiple of DEC_NB) */
 #define DEC_PF 64       /* rows of software prefetch distance */
-#define DEC_LAZY 8.0f   /* as LAZY_MAX of the fused forward */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -59,10 +59,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     /* the items: every (b, hk) key range cut into splits */
     size_t nitems = 0;
     for (int64_t b = 0; b < B; b++) {
-        int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, a, e;
-        attn_sem_range(d, skb, off, 0, &lo, &e);
-        attn_sem_range(d, skb, off, Sq - 1, &a, &hi);
-        hi = hi > skb ? skb : hi;
+        int64_t skb = attn_sem_sk(d, b), lo, hi;
+        attn_sem_rows_range(d, skb, attn_sem_off(d, skb), 0, Sq, &lo, &hi);
         int64_t ns = hi > lo ? (hi - lo + DEC_SPLIT - 1) / DEC_SPLIT : 1;
         nitems += (size_t)(ns * Hkv);
     }
@@ -77,11 +75,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     }
     size_t n = 0;
     for (int64_t b = 0; b < B; b++) {
-        int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, a, e;
-        attn_sem_range(d, skb, off, 0, &lo, &e);
-        attn_sem_range(d, skb, off, Sq - 1, &a, &hi);
-        hi = hi > skb ? skb : hi;
-        if (hi < lo) hi = lo;
+        int64_t skb = attn_sem_sk(d, b), lo, hi;
+        attn_sem_rows_range(d, skb, attn_sem_off(d, skb), 0, Sq, &lo, &hi);
         for (int64_t hk = 0; hk < Hkv; hk++) {
             first[b * Hkv + hk] = (int64_t)n;
             int64_t j = lo;
@@ -161,22 +156,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     if (d->key_mask)
                         for (int64_t c = 0; c < nb; c++)
                             if (attn_sem_padded(d, b, j0 + c)) s[c] = -INFINITY;
-                    float mt = kt->max_row(s, nb) * escale;
-                    if (mt == -INFINITY && m[r] == -INFINITY) {
-                        memset(s, 0, (size_t)nb * sizeof(float));
-                        continue;
-                    }
-                    /* lazy rescaling, as the fused forward: m moves only when outgrown by DEC_LAZY */
-                    if (mt > m[r] + DEC_LAZY || m[r] == -INFINITY) {
-                        float mn = mt > m[r] ? mt : m[r];
-                        if (m[r] != -INFINITY) {
-                            float alpha = expf(m[r] - mn);
-                            l[r] *= alpha;
-                            kt->scale_row(O + r * DvP, DvP, alpha);
-                        }
-                        m[r] = mn;
-                    }
-                    l[r] += kt->exp_row(s, s, nb, escale, m[r]);
+                    attn_online_row(kt, s, nb, escale, &m[r], &l[r], O + r * DvP, DvP);
                 }
                 kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
                 j0 += nb;

@@ -26,6 +26,7 @@
  * masks), OpenMP. Tile buffers are allocated once per thread per call. */
 #include "../kernels/kernels.h"
 #include "internal.h"
+#include "online.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -45,7 +46,6 @@
 #define BC_F 128 /* keys per forward tile */
 #endif
 #define BC_B 96 /* keys per backward tile */
-#define LAZY_MAX 8.0f /* forward: how far a row max may outgrow the reference max before rescaling */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -68,11 +68,7 @@ static void row_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i, int64_t *
 
 /* keys [*lo, *hi) that some row of i0 .. i0 + rows - 1 may see */
 static void block_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi) {
-    int64_t a, e;
-    row_rng(d, s, i0, lo, &e);
-    row_rng(d, s, i0 + rows - 1, &a, hi);
-    if (*hi > s->skb) *hi = s->skb; /* an empty last row may report hi = lo beyond the keys */
-    if (*hi < *lo) *hi = *lo;
+    attn_sem_rows_range(d, s->skb, s->off, i0, i0 + rows, lo, hi);
 }
 
 /* C (M x N) (+)= A (M x K) B (K x N) with M % 6 == 0 and N % 16 == 0. */
@@ -314,28 +310,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 if (mods) apply_mods(kt, d, &sq, h, S, BC_F, nc, rows, i0, j0);
                 if (tile_needs_mask(d, &sq, nc, i0, rows, j0, any_add))
                     mask_tile(d, &sq, S, BC_F, nc, rows, i0, j0, add, any_add);
-                for (int64_t r = 0; r < rows; r++) {
-                    float *s = S + r * BC_F;
-                    float mt = kt->max_row(s, nc) * escale;
-                    if (mt == -INFINITY && m[r] == -INFINITY) { /* nothing visible yet: P = 0 */
-                        memset(s, 0, (size_t)nc * sizeof(float));
-                        continue;
-                    }
-                    /* Lazy rescaling: the reference max m only moves when the
-                     * tile's max exceeds it by more than LAZY_MAX (P is then at
-                     * most e^LAZY_MAX, far from float overflow). When it moves,
-                     * rescale the running sum and output by exp(m_old - m_new). */
-                    if (mt > m[r] + LAZY_MAX || m[r] == -INFINITY) {
-                        float mn = mt > m[r] ? mt : m[r];
-                        if (m[r] != -INFINITY) {
-                            float alpha = expf(m[r] - mn);
-                            l[r] *= alpha;
-                            kt->scale_row(O + r * DvP, DvP, alpha);
-                        }
-                        m[r] = mn;
-                    }
-                    l[r] += kt->exp_row(s, s, nc, escale, m[r]);
-                }
+                for (int64_t r = 0; r < rows; r++)
+                    attn_online_row(kt, S + r * BC_F, nc, escale, &m[r], &l[r], O + r * DvP, DvP);
                 for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
                 if (d->dropout) dropout_tile(kt, d, &mc, S, BC_F, nc, rows, b, h, i0, j0, keep);
                 /* keys past the block's range have P = 0: stop the PV reduction there

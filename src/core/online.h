@@ -1,0 +1,40 @@
+/* The online softmax step shared by the fused forward (flash.c) and
+ * flash-decoding (decode.c), one tile row at a time. */
+#ifndef ATTN_ONLINE_H
+#define ATTN_ONLINE_H
+
+#include "../kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* How far a row max may outgrow the reference max before rescaling: P is
+ * then at most e^8, far from float overflow. */
+#define ATTN_LAZY_MAX 8.0f
+
+/* Row s[0..n) of raw scores (already masked with -inf) against the running
+ * reference max *m, sum *l and output row o[0..no): s becomes
+ * P = exp(escale * s - m), and *l += sum P. Lazy rescaling: m only moves when
+ * the tile's max exceeds it by more than ATTN_LAZY_MAX; then the running sum
+ * and output are rescaled by exp(m_old - m_new). A row that has seen no key
+ * yet gets P = 0. */
+static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_t n, float escale, float *m, float *l,
+                                   float *o, int64_t no) {
+    float mt = kt->max_row(s, n) * escale;
+    if (mt == -INFINITY && *m == -INFINITY) { /* nothing visible yet: P = 0 */
+        memset(s, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    if (mt > *m + ATTN_LAZY_MAX || *m == -INFINITY) {
+        float mn = mt > *m ? mt : *m;
+        if (*m != -INFINITY) {
+            float alpha = expf(*m - mn);
+            *l *= alpha;
+            kt->scale_row(o, no, alpha);
+        }
+        *m = mn;
+    }
+    *l += kt->exp_row(s, s, n, escale, *m);
+}
+
+#endif
