@@ -192,15 +192,15 @@ typedef struct attn_sdpa_desc {
     const attn_dropout *dropout; /* on the attention weights (B,H,Sq,Sk), or NULL */
     attn_impl impl;
     /* ---- inference features (every field's zero value turns it off) ---- */
-    int64_t Hkv; /* key/value heads (GQA/MQA): k, v are (B, Hkv, Sk, .); query head
-                  * h reads kv head h / (H / Hkv). 0 means Hkv = H. H % Hkv == 0. */
-    const void *seqlens_k;      /* (B): keys j >= seqlens_k[b] do not exist for sequence b
-                                 * (0 <= seqlens_k[b] <= Sk), or NULL (all Sk keys) */
-    attn_dtype seqlens_k_dtype; /* ATTN_DTYPE_I32 or ATTN_DTYPE_I64 (0 means I64) */
-    int window;                 /* 1: the sliding window below applies */
+    int64_t Hkv;                       /* key/value heads (GQA/MQA): k, v are (B, Hkv, Sk, .); query head
+                                        * h reads kv head h / (H / Hkv). 0 means Hkv = H. H % Hkv == 0. */
+    const void *seqlens_k;             /* (B): keys j >= seqlens_k[b] do not exist for sequence b
+                                        * (0 <= seqlens_k[b] <= Sk), or NULL (all Sk keys) */
+    attn_dtype seqlens_k_dtype;        /* ATTN_DTYPE_I32 or ATTN_DTYPE_I64 (0 means I64) */
+    int window;                        /* 1: the sliding window below applies */
     int64_t window_left, window_right; /* -1 = unbounded on that side */
-    float softcap;              /* > 0: s = softcap * tanh(s / softcap), Gemma 2 */
-    const float *alibi_slopes;  /* (H) or NULL: s += -slope_h * |i + off - j| */
+    float softcap;                     /* > 0: s = softcap * tanh(s / softcap), Gemma 2 */
+    const float *alibi_slopes;         /* (H) or NULL: s += -slope_h * |i + off - j| */
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
@@ -294,13 +294,12 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64
  * are the sequence's last Sq tokens. Sq <= 16 runs flash-decoding straight
  * from the cache (pages included); longer query blocks run the fused kernel
  * (a paged cache is first gathered into a contiguous buffer). */
-ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q,
-                                          attn_view out, float *lse);
+ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q, attn_view out,
+                                          float *lse);
 
 /* ------------------------------------------------------------------------ */
 /* safetensors                                                               */
 /* ------------------------------------------------------------------------ */
-
 
 #define ATTN_MAX_DIMS 8
 

@@ -74,8 +74,7 @@ typedef struct attn_kv_src {
 } attn_kv_src;
 /* Flash-decoding forward (src/core/decode.c): same contract as
  * attn_sdpa_forward without dropout (ATTN_E_UNSUPPORTED), keys from kv. */
-attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
-                                float *lse);
+attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
 /* Queries per (sequence, kv head) up to which the fused path uses decode */
 #define ATTN_DECODE_MAX_SQ 16
 

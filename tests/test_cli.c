@@ -100,8 +100,9 @@ static void make_sdpa_input(const char *path, int Hq, int Hkv, int sl) {
         char *end = strrchr(hdr, '}');
         if (!end) return;
         char nh[4096];
-        int n = snprintf(nh, sizeof nh, "%.*s,\"seqlens_k\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}}",
-                         (int)(end - hdr), hdr, data, data + 8);
+        int n =
+            snprintf(nh, sizeof nh, "%.*s,\"seqlens_k\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}}",
+                     (int)(end - hdr), hdr, data, data + 8);
         while (n % 8) nh[n++] = ' ';
         uint64_t nl = (uint64_t)n;
         int64_t v = sl;
@@ -251,7 +252,7 @@ int main(int argc, char **argv) {
     expect_fail("sdpa bad window", "sdpa --input x --window-left -2", 2, "--window-left");
     expect_fail("sdpa bad softcap", "sdpa --input x --softcap -1", 2, "--softcap");
     expect_fail("sdpa missing input", "sdpa", 2, "--input");
-    make_sdpa_input("cli_sdpa_gqa.safetensors", 3, 2, 0);  /* 3 query heads, 2 kv heads */
+    make_sdpa_input("cli_sdpa_gqa.safetensors", 3, 2, 0); /* 3 query heads, 2 kv heads */
     expect_fail("sdpa heads", "sdpa --input cli_sdpa_gqa.safetensors", 1, "multiple");
     make_sdpa_input("cli_sdpa_sl.safetensors", 2, 2, 9); /* seqlens 9 > Sk 5 */
     expect_fail("sdpa seqlens", "sdpa --input cli_sdpa_sl.safetensors", 1, "seqlens_k");
@@ -261,7 +262,7 @@ int main(int argc, char **argv) {
               err, sizeof err) == 0,
           "sdpa with GQA, seqlens, window and softcap: %s", err);
     expect_fail("sdpa grad without grad_out", "sdpa --input cli_sdpa_ok.safetensors --grad", 1, "grad_out");
-    expect_fail("run --incremental on a non-causal module", "run sa_v2 --weights w --input x --incremental 2 --train --seed 1", 2,
-                "--incremental");
+    expect_fail("run --incremental on a non-causal module",
+                "run sa_v2 --weights w --input x --incremental 2 --train --seed 1", 2, "--incremental");
     return tu_finish("test_cli");
 }

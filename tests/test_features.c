@@ -92,8 +92,8 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
     free(t), free(g), free(p), free(dp);
 }
 
-static int close_d(const char *what, const fcase *c, int idx, attn_impl impl, const float *a, const double *r,
-                   size_t n, double tol) {
+static int close_d(const char *what, const fcase *c, int idx, attn_impl impl, const float *a, const double *r, size_t n,
+                   double tol) {
     double mag = 0, worst = 0;
     size_t at = 0;
     for (size_t i = 0; i < n; i++)
@@ -151,7 +151,8 @@ static void run_case(const fcase *c, int idx) {
         if (c->alibi) d.alibi_slopes = slopes;
         float *o = malloc(no * 4), *l = malloc(nl * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4),
               *dv = malloc(nv * 4);
-        attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D), vv = bhsd(v, c->Hkv, c->Sk, c->Dv);
+        attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D),
+                  vv = bhsd(v, c->Hkv, c->Sk, c->Dv);
         attn_view vo = bhsd(o, c->H, c->Sq, c->Dv), vg = bhsd(go, c->H, c->Sq, c->Dv);
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, l));
         CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, vg, l, bhsd(dq, c->H, c->Sq, c->D),
@@ -245,8 +246,18 @@ static void bad_descriptors(void) {
 
 /* a window that leaves some rows with no key: zeros, lse -inf, zero gradients */
 static void empty_rows(void) {
-    fcase c = {.B = 1, .H = 2, .Hkv = 1, .Sq = 9, .Sk = 5, .D = 8, .Dv = 8, .causal = 1, .window = 1, .wl = 0,
-               .wr = 0, .scale = 0.3f};
+    fcase c = {.B = 1,
+               .H = 2,
+               .Hkv = 1,
+               .Sq = 9,
+               .Sk = 5,
+               .D = 8,
+               .Dv = 8,
+               .causal = 1,
+               .window = 1,
+               .wl = 0,
+               .wr = 0,
+               .scale = 0.3f};
     /* top-left causal with a one-key window: rows 5..8 see key i, which does not exist */
     run_case(&c, 1000);
     c.seqlens = 1; /* sequence lengths 5 and random; B = 1 keeps 5 */
@@ -261,12 +272,12 @@ int main(int argc, char **argv) {
     fcase base = {.B = 2, .H = 4, .Hkv = 4, .Sq = 37, .Sk = 150, .D = 24, .Dv = 24, .causal = 0, .scale = 0.2f};
     fcase f[8];
     for (int i = 0; i < 8; i++) f[i] = base;
-    f[1].Hkv = 2;                                    /* GQA */
-    f[2].Hkv = 1;                                    /* MQA */
-    f[3].seqlens = 1;                                /* ragged batch */
-    f[4].window = 1, f[4].wl = 20, f[4].wr = 3;      /* window, bottom-right aligned */
-    f[5].softcap = 8.0f;                             /* softcap */
-    f[6].alibi = 1;                                  /* ALiBi */
+    f[1].Hkv = 2;                                                 /* GQA */
+    f[2].Hkv = 1;                                                 /* MQA */
+    f[3].seqlens = 1;                                             /* ragged batch */
+    f[4].window = 1, f[4].wl = 20, f[4].wr = 3;                   /* window, bottom-right aligned */
+    f[5].softcap = 8.0f;                                          /* softcap */
+    f[6].alibi = 1;                                               /* ALiBi */
     f[7].causal = 2, f[7].window = 1, f[7].wl = 10, f[7].wr = -1; /* causal sliding window */
     for (int i = 0; i < 8; i++) run_case(&f[i], i);
     for (int i = 0; i < 120; i++) {

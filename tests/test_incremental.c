@@ -29,7 +29,8 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
     int64_t W = attn_layer_out_width(l), heads, hd;
     CHECK_OK(attn_layer_kv_shape(l, &heads, &hd));
     float *x = malloc((size_t)(B * S * C) * 4), *full = malloc((size_t)(B * S * W) * 4);
-    float *inc = malloc((size_t)(B * S * W) * 4), *xc = malloc((size_t)(B * S * C) * 4), *oc = malloc((size_t)(B * S * W) * 4);
+    float *inc = malloc((size_t)(B * S * W) * 4), *xc = malloc((size_t)(B * S * C) * 4),
+          *oc = malloc((size_t)(B * S * W) * 4);
     for (int64_t i = 0; i < B * S * C; i++) x[i] = tu_frand(&lcg);
     attn_forward_args fa = {.x = x, .B = B, .S = S, .out = full};
     CHECK_OK(attn_layer_forward(l, &fa));
@@ -45,8 +46,7 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
                     for (int64_t b = 0; b < B; b++) memcpy(xc + b * n * C, x + (b * S + t0) * C, (size_t)(n * C) * 4);
                     attn_forward_args ia = {.x = xc, .B = B, .S = n, .out = oc, .impl = (attn_impl)impl};
                     CHECK_OK(attn_layer_forward_incremental(l, cache, &ia));
-                    for (int64_t b = 0; b < B; b++)
-                        memcpy(inc + (b * S + t0) * W, oc + b * n * W, (size_t)(n * W) * 4);
+                    for (int64_t b = 0; b < B; b++) memcpy(inc + (b * S + t0) * W, oc + b * n * W, (size_t)(n * W) * 4);
                 }
                 char lab[128];
                 snprintf(lab, sizeof lab, "%s chunk %d %s impl %d: incremental == full", attn_layer_kind_name(kind),

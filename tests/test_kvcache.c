@@ -87,7 +87,8 @@ static void world_attend(world *w, int H, int Sq, int window, int softcap, const
     /* the reference on plain arrays with the cache's lengths */
     attn_sdpa_desc r = d;
     r.Sk = w->T, r.Hkv = w->Hkv, r.seqlens_k = w->len, r.impl = ATTN_IMPL_REF;
-    attn_view rk = {w->k, w->Hkv * w->T * w->D, w->T * w->D, w->D}, rv = {w->v, w->Hkv * w->T * w->Dv, w->T * w->Dv, w->Dv};
+    attn_view rk = {w->k, w->Hkv * w->T * w->D, w->T * w->D, w->D},
+              rv = {w->v, w->Hkv * w->T * w->Dv, w->T * w->Dv, w->Dv};
     CHECK_OK(attn_sdpa_forward(&r, vq, rk, rv, vr, lr));
     char lab[160];
     snprintf(lab, sizeof lab, "%s Sq=%d contiguous vs reference", label, Sq);
@@ -195,9 +196,9 @@ static void errors(void) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
-    scenario(3, 2, 4, 300, 32, 32, 64);  /* GQA, page = decode block */
-    scenario(2, 1, 8, 700, 16, 24, 48);  /* MQA, Dv != D, odd page size */
-    scenario(4, 3, 1, 200, 40, 40, 128); /* MHA */
+    scenario(3, 2, 4, 300, 32, 32, 64);   /* GQA, page = decode block */
+    scenario(2, 1, 8, 700, 16, 24, 48);   /* MQA, Dv != D, odd page size */
+    scenario(4, 3, 1, 200, 40, 40, 128);  /* MHA */
     scenario(1, 2, 2, 2500, 64, 64, 256); /* one long sequence: several decode splits */
     errors();
     return tu_finish("test_kvcache");

@@ -166,8 +166,7 @@ static void test_dropout_kernels(void) {
             for (uint64_t start = 0; start < (1ull << 40); start = start * 7 + 12345) {
                 for (int j = 0; j < 203; j++) row[j] = 1.0f;
                 tables[t]->dropout_mcg(row, 203, attn_dropout_mcg_at(&d, start), thr, d.scale);
-                for (int j = 0; j < 203; j++)
-                    bad += (row[j] != 0.0f) != attn_dropout_keep(&d, start + (uint64_t)j);
+                for (int j = 0; j < 203; j++) bad += (row[j] != 0.0f) != attn_dropout_keep(&d, start + (uint64_t)j);
             }
             CHECK(bad == 0, "%s kernel: %d keep decisions differ for p = %g", tables[t]->name, bad, ps[pi]);
         }

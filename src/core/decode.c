@@ -26,9 +26,9 @@
 #include <omp.h>
 #endif
 
-#define DEC_NB 64       /* keys per block (S is R x DEC_NB) */
-#define DEC_SPLIT 1024  /* keys per split (a multiple of DEC_NB) */
-#define DEC_PF 64       /* rows of software prefetch distance */
+#define DEC_NB 64      /* keys per block (S is R x DEC_NB) */
+#define DEC_SPLIT 1024 /* keys per split (a multiple of DEC_NB) */
+#define DEC_PF 64      /* rows of software prefetch distance */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 

@@ -367,7 +367,8 @@ static int block_meets(const attn_sdpa_desc *d, const seqc *sq, int64_t i0, int6
 /* query blocks that see key block kb (the shape's rule, seqlens aside) */
 static int64_t kb_cost(const attn_sdpa_desc *d, const seqc *shape, int64_t kb) {
     int64_t n = 0;
-    for (int64_t i0 = 0; i0 < d->Sq; i0 += BR) n += block_meets(d, shape, i0, d->Sq - i0 < BR ? d->Sq - i0 : BR, kb * BC_B);
+    for (int64_t i0 = 0; i0 < d->Sq; i0 += BR)
+        n += block_meets(d, shape, i0, d->Sq - i0 < BR ? d->Sq - i0 : BR, kb * BC_B);
     return n;
 }
 
@@ -408,9 +409,9 @@ typedef struct bwd_panels {
 /* Score tile (BR x BC_B) of query rows i0.. of head h against keys j0.. from
  * packed Q: modified (scale, softcap, ALiBi) when the descriptor asks, then
  * masked. With a softcap, G (if not NULL) gets d t / d(q.k) = scale (1 - tanh^2). */
-static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h,
-                       const float *Qp, int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows,
-                       int64_t i0, int64_t j0, const float *add, int any_add) {
+static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h, const float *Qp,
+                       int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows, int64_t i0,
+                       int64_t j0, const float *add, int any_add) {
     tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + j0, ldk, S, BC_B, 0);
     if (has_mods(d)) {
         float scale = fabsf(d->scale), inv = 1.0f / d->softcap;
@@ -429,13 +430,14 @@ static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
             if (d->alibi_slopes) kt->alibi_row(s, BC_B, d->alibi_slopes[h], (float)(i0 + r + sq->off - j0));
         }
     }
-    if (tile_needs_mask(d, sq, BC_B, i0, rows, j0, any_add)) mask_tile(d, sq, S, BC_B, BC_B, rows, i0, j0, add, any_add);
+    if (tile_needs_mask(d, sq, BC_B, i0, rows, j0, any_add))
+        mask_tile(d, sq, S, BC_B, BC_B, rows, i0, j0, add, any_add);
 }
 
 /* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
 static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, const float *dOp,
-                   int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h,
-                   int64_t i0, int64_t j0, uint8_t *keep) {
+                   int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h, int64_t i0,
+                   int64_t j0, uint8_t *keep) {
     tile_gemm(kt, BR, BC_B, d->Dv, dOp, DvP, VT + j0, ldk, dP, BC_B, 0);
     if (d->dropout) dropout_tile(kt, d, mc, dP, BC_B, BC_B, rows, b, h, i0, j0, keep);
 }
@@ -478,7 +480,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
                 for (int64_t r = 0; r < rows; r++) {
                     float *sr = S + r * BC_B, mt = kt->max_row(sr, BC_B) * escale;
                     if (mt == -INFINITY) continue; /* no visible key in this tile */
-                    if (mt > m[r]) { /* new row max: rescale what was summed against the old one */
+                    if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
                         float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
                         l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
                     }
@@ -568,7 +570,7 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
         float *add = malloc((size_t)(nkb * BC_B) * sizeof(float));
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
-        float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float)); /* dropped-out P */
+        float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));                 /* dropped-out P */
         float *Gt = capped ? malloc((size_t)(BR * BC_B) * sizeof(float)) : NULL; /* softcap derivative */
         float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
         uint8_t *keep = malloc(BC_B);

@@ -58,7 +58,8 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     if (c.page_size > 0) {
         kc->max_pages = (c.capacity + c.page_size - 1) / c.page_size;
         kc->npages = c.num_pages ? c.num_pages : c.batch * kc->max_pages;
-        if (kc->npages > INT32_MAX || attn_mul3_size((size_t)kc->npages, (size_t)c.page_size, (size_t)c.kv_heads, &tokens))
+        if (kc->npages > INT32_MAX ||
+            attn_mul3_size((size_t)kc->npages, (size_t)c.page_size, (size_t)c.kv_heads, &tokens))
             st = ATTN_E_OVERFLOW;
     } else if (attn_mul3_size((size_t)c.batch, (size_t)c.capacity, (size_t)c.kv_heads, &tokens)) {
         st = ATTN_E_OVERFLOW;
@@ -188,7 +189,7 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     /* contiguous storage is a (B, Hkv, T, .) view; its first Sk rows per head are used */
     int64_t T = c->cfg.capacity, D = d.D, Dv = d.Dv, Hkv = d.Hkv;
     attn_view kv_k = {c->k, Hkv * T * D, T * D, D}, kv_v = {c->v, Hkv * T * Dv, T * Dv, Dv};
-    if (paged(c)) kv_k.data = c->k, kv_v.data = c->v; /* placeholders: the check needs non-NULL views */
+    /* (a paged cache passes its pool through these views only for the argument check) */
     attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
     if (st != ATTN_OK) return st;
     if (d.impl != ATTN_IMPL_REF && d.Sq <= ATTN_DECODE_MAX_SQ) {
@@ -198,8 +199,9 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
             src.page_size = c->cfg.page_size;
         return attn_decode_forward(&d, q, &src, out, lse);
     }
-    if (!paged(c)) return d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, kv_k, kv_v, out, lse)
-                                                  : attn_flash_forward(&d, q, kv_k, kv_v, out, lse);
+    if (!paged(c))
+        return d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, kv_k, kv_v, out, lse)
+                                       : attn_flash_forward(&d, q, kv_k, kv_v, out, lse);
     /* paged, a long query block: gather the used rows into contiguous (B, Hkv, Sk, .) buffers */
     size_t nk, nv;
     if (attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||

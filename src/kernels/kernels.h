@@ -53,8 +53,8 @@ typedef struct attn_kernel_table {
     float (*dot_row)(const float *x, const float *y, int64_t n);
     void (*softcap_row)(float *x, int64_t n, float scale, float cap);
     void (*alibi_row)(float *x, int64_t n, float slope, float dist0);
-    void (*qk_rows)(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
-                    int64_t lds, const float *pre, int64_t ldpre, int64_t wpre);
+    void (*qk_rows)(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const float *pre, int64_t ldpre, int64_t wpre);
     void (*pv_rows)(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
                     float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre);
 } attn_kernel_table;

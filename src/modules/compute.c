@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const float *T(const attn_layer *l, const char *fmt, long long h) {
     char name[LAYER_NAME_MAX];
     snprintf(name, sizeof name, fmt, h);
@@ -391,7 +390,6 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
     c->B = a->B, c->S = a->S, c->Sk = a->S, c->impl = a->impl, c->scale = layer_scale(cf);
     int64_t M = c->B * c->S, C = cf->d_in, W = attn_layer_out_width(l);
     wiring w;
-    sdpa_group g0[1];
     wire(l, &w, NULL);
     sdpa_group *groups = calloc((size_t)w.ngroups, sizeof *groups);
     int64_t *n = malloc((size_t)a->B * sizeof *n);
@@ -403,12 +401,11 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
     if (!st) st = alloc_buf(c, BUF_V, (size_t)(M * w.w[BUF_V]), NULL);
     if (!st) st = alloc_buf(c, BUF_CTX, (size_t)(M * w.w[BUF_CTX]), NULL);
     if (!st) {
-        g0[0] = groups[0];
         project(l, c);
         float *bufs[BUF_COUNT];
         memcpy(bufs, c->buf, sizeof bufs);
-        attn_view q = opview(bufs, g0[0].q, c->S, hd), k = opview(bufs, g0[0].k, c->S, hd);
-        attn_view v = opview(bufs, g0[0].v, c->S, hd), o = opview(bufs, g0[0].o, c->S, hd);
+        attn_view q = opview(bufs, groups[0].q, c->S, hd), k = opview(bufs, groups[0].k, c->S, hd);
+        attn_view v = opview(bufs, groups[0].v, c->S, hd), o = opview(bufs, groups[0].o, c->S, hd);
         for (int64_t b = 0; b < a->B; b++) n[b] = a->S;
         st = attn_kv_cache_append(kvc, n, k, v);
         if (!st) {

@@ -93,7 +93,6 @@ static attn_status add_tensor(attn_layer *l, const char *name, int ndim, int64_t
     return ATTN_OK;
 }
 
-
 /* nn.Linear(in, out, bias) under prefix: prefix.weight (out,in) [prefix.bias (out)] */
 static attn_status add_linear(attn_layer *l, const char *prefix, int64_t in, int64_t out, int bias) {
     char name[LAYER_NAME_MAX];

@@ -234,8 +234,10 @@ attn_status attn_optim_load(attn_optim *o, const char *path) {
         if (!st && adam) st = check_state(f, p->name, ".exp_avg_sq", p->n);
         if (!st && !adam) {
             attn_status s1 = check_state(f, p->name, ".momentum_buffer", p->n);
-            if (s1 == ATTN_OK) expected++;
-            else if (s1 != ATTN_E_NOT_FOUND) st = s1;
+            if (s1 == ATTN_OK)
+                expected++;
+            else if (s1 != ATTN_E_NOT_FOUND)
+                st = s1;
         }
         expected += adam ? 3 : 1;
     }

@@ -238,8 +238,7 @@ int cmd_bench(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             i++;
-        }
-        else if (!strcmp(a, "--kv-heads"))
+        } else if (!strcmp(a, "--kv-heads"))
             dst = &Hkv;
         else if (!strcmp(a, "--page-size"))
             dst = &page, lo = 0;
@@ -249,8 +248,7 @@ int cmd_bench(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             i++;
-        }
-        else if (!strcmp(a, "--batch"))
+        } else if (!strcmp(a, "--batch"))
             dst = &B;
         else if (!strcmp(a, "--heads"))
             dst = &H;
@@ -368,7 +366,8 @@ int cmd_bench(int argc, char **argv) {
     if (window >= 0) {
         pairs = 0.0;
         for (int64_t i = 0; i < S; i++) {
-            int64_t lo = i - window < 0 ? 0 : i - window, hi = causal ? i + 1 : (i + window + 1 < Sk ? i + window + 1 : Sk);
+            int64_t lo = i - window < 0 ? 0 : i - window,
+                    hi = causal ? i + 1 : (i + window + 1 < Sk ? i + window + 1 : Sk);
             pairs += (double)(hi > lo ? hi - lo : 0);
         }
     }
@@ -389,8 +388,8 @@ int cmd_bench(int argc, char **argv) {
                "\"ratio_to_sgemm\": %.3f}\n",
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
                (long long)H, (long long)Hkv, (long long)window, softcap, alibi ? "true" : "false", (long long)S,
-               (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps,
-               t * 1e3, gflops, (long long)sgemm_n, sg_ms, sg_gflops, ratio);
+               (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps, t * 1e3, gflops,
+               (long long)sgemm_n, sg_ms, sg_gflops, ratio);
     } else {
         char feat[96] = "";
         int fl = 0;

@@ -53,3 +53,28 @@ void cli_set_threads(int n) {
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
 }
+
+/* A float tensor from the input file, as a malloc'ed array. */
+int cli_read_float(const attn_st_file *f, const char *file, const char *name, int *ndim, int64_t *shape, float **out) {
+    attn_dtype dt;
+    attn_status st = attn_st_info(f, name, &dt, ndim, shape);
+    if (st == ATTN_E_NOT_FOUND) {
+        cli_error("%s: missing tensor '%s'", file, name);
+        return 0;
+    }
+    size_t n = 1;
+    for (int i = 0; i < *ndim; i++) n *= (size_t)shape[i];
+    *out = malloc((n ? n : 1) * sizeof(float));
+    if (!*out) {
+        cli_error("out of memory reading '%s'", name);
+        return 0;
+    }
+    st = attn_st_read_f32(f, name, *out, n);
+    if (st != ATTN_OK) {
+        cli_error("%s: cannot read tensor '%s' as float: %s", file, name, attn_status_string(st));
+        free(*out);
+        *out = NULL;
+        return 0;
+    }
+    return 1;
+}

@@ -17,6 +17,10 @@ int cli_parse_prob(const char *s, double *out);
  * ATTN_TORCH_MKL (the seeds' and PyTorch's x86 wheels' dropout stream); it
  * never depends on what is installed on the machine. */
 int cli_parse_flavor(const char *s, attn_torch_flavor *out);
+/* A float tensor (any float dtype) of a safetensors file as a malloc'ed
+ * float32 array; its dims in *ndim and shape. Prints the error and returns 0
+ * on failure. */
+int cli_read_float(const attn_st_file *f, const char *file, const char *name, int *ndim, int64_t *shape, float **out);
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 

@@ -143,32 +143,6 @@ static int parse(int argc, char **argv, run_opts *o) {
     return 1;
 }
 
-/* A float tensor from the input file, as a malloc'ed array. */
-static int read_float(const attn_st_file *f, const char *file, const char *name, int *ndim, int64_t *shape,
-                      float **out) {
-    attn_dtype dt;
-    attn_status st = attn_st_info(f, name, &dt, ndim, shape);
-    if (st == ATTN_E_NOT_FOUND) {
-        cli_error("%s: missing tensor '%s'", file, name);
-        return 0;
-    }
-    size_t n = 1;
-    for (int i = 0; i < *ndim; i++) n *= (size_t)shape[i];
-    *out = malloc((n ? n : 1) * sizeof(float));
-    if (!*out) {
-        cli_error("out of memory reading '%s'", name);
-        return 0;
-    }
-    st = attn_st_read_f32(f, name, *out, n);
-    if (st != ATTN_OK) {
-        cli_error("%s: cannot read tensor '%s' as float: %s", file, name, attn_status_string(st));
-        free(*out);
-        *out = NULL;
-        return 0;
-    }
-    return 1;
-}
-
 static int kind_needs_heads(attn_layer_kind k) {
     return k == ATTN_LAYER_MHA || k == ATTN_LAYER_FUSED_MHA || k == ATTN_LAYER_BIDIRECTIONAL ||
            k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
@@ -201,7 +175,8 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
     }
     for (int64_t t0 = 0; t0 < S && st == ATTN_OK; t0 += chunk) {
         int64_t m = S - t0 < chunk ? S - t0 : chunk;
-        for (int64_t b = 0; b < B; b++) memcpy(xc + b * m * C, fa->x + (b * S + t0) * C, (size_t)(m * C) * sizeof(float));
+        for (int64_t b = 0; b < B; b++)
+            memcpy(xc + b * m * C, fa->x + (b * S + t0) * C, (size_t)(m * C) * sizeof(float));
         attn_forward_args ia = {.x = xc, .B = B, .S = m, .impl = fa->impl, .out = oc};
         st = attn_layer_forward_incremental(layer, cache, &ia);
         for (int64_t b = 0; st == ATTN_OK && b < B; b++)
@@ -244,7 +219,7 @@ int cmd_run(int argc, char **argv) {
     }
     int xnd, ynd = 0;
     int64_t xs[ATTN_MAX_DIMS], ys[ATTN_MAX_DIMS];
-    if (!read_float(inf, o.input, "x", &xnd, xs, &x)) goto done;
+    if (!cli_read_float(inf, o.input, "x", &xnd, xs, &x)) goto done;
     if (xnd != 2 && xnd != 3) {
         cli_error("%s: x must be (S, C) or (B, S, C), has %d dims", o.input, xnd);
         goto done;
@@ -255,7 +230,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     if (kind == ATTN_LAYER_CROSS) {
-        if (!read_float(inf, o.input, "y", &ynd, ys, &y)) goto done;
+        if (!cli_read_float(inf, o.input, "y", &ynd, ys, &y)) goto done;
         if (ynd != xnd || (ynd == 3 && ys[0] != B) || ys[ynd - 1] != C || ys[ynd - 2] < 1) {
             cli_error("%s: y must be (%s Sk, %lld) to match x", o.input, xnd == 3 ? "B," : "", (long long)C);
             goto done;
@@ -353,7 +328,7 @@ int cmd_run(int argc, char **argv) {
     if (o.grad) {
         int gnd;
         int64_t gs[ATTN_MAX_DIMS];
-        if (!read_float(inf, o.input, "grad_out", &gnd, gs, &gout)) goto done;
+        if (!cli_read_float(inf, o.input, "grad_out", &gnd, gs, &gout)) goto done;
         int same = gnd == xnd;
         for (int i = 0; same && i < gnd; i++) same = gs[i] == (xnd == 3 ? os : os + 1)[i];
         if (!same) {

@@ -106,26 +106,11 @@ static int parse(int argc, char **argv, sdpa_opts *o) {
 
 /* a float tensor of exactly nd dims; fills shape */
 static float *read_f32(const attn_st_file *f, const char *file, const char *name, int nd, int64_t *shape) {
-    attn_dtype dt;
     int n;
-    attn_status st = attn_st_info(f, name, &dt, &n, shape);
-    if (st == ATTN_E_NOT_FOUND) {
-        cli_error("%s: missing tensor '%s'", file, name);
-        return NULL;
-    }
+    float *p = NULL;
+    if (!cli_read_float(f, file, name, &n, shape, &p)) return NULL;
     if (n != nd) {
         cli_error("%s: '%s' must have %d dimensions, has %d", file, name, nd, n);
-        return NULL;
-    }
-    size_t cnt = 1;
-    for (int i = 0; i < nd; i++) cnt *= (size_t)shape[i];
-    float *p = malloc((cnt ? cnt : 1) * sizeof *p);
-    if (!p) {
-        cli_error("out of memory reading '%s'", name);
-        return NULL;
-    }
-    if ((st = attn_st_read_f32(f, name, p, cnt)) != ATTN_OK) {
-        cli_error("%s: cannot read '%s' as float: %s", file, name, attn_status_string(st));
         free(p);
         return NULL;
     }
@@ -170,8 +155,8 @@ int cmd_sdpa(int argc, char **argv) {
         goto done;
     }
     if (Hkv < 1 || H % Hkv != 0) {
-        cli_error("%s: the query heads (%lld) must be a multiple of the key/value heads (%lld)", o.input,
-                  (long long)H, (long long)Hkv);
+        cli_error("%s: the query heads (%lld) must be a multiple of the key/value heads (%lld)", o.input, (long long)H,
+                  (long long)Hkv);
         goto done;
     }
     attn_sdpa_desc d;

@@ -238,8 +238,8 @@ static inline void prefetch_row(const float *p, int64_t w) {
     for (int64_t c = 0; c < w; c += 16) __builtin_prefetch(p + c, 0, 3);
 }
 
-static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
-                    int64_t lds, const float *pre, int64_t ldpre, int64_t wpre) {
+static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const float *pre, int64_t ldpre, int64_t wpre) {
     __m256 tm = tail_mask(D & 7);
     int64_t D8 = D & ~(int64_t)7;
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
@@ -263,10 +263,14 @@ static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_
             if (c < D) {
                 __m256i mk = _mm256_castps_si256(tm);
                 __m256 x0 = _mm256_maskload_ps(k0 + c, mk), x1 = _mm256_maskload_ps(k1 + c, mk), y;
-                y = _mm256_maskload_ps(q[0] + c, mk), a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
-                y = _mm256_maskload_ps(q[1] + c, mk), a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
-                y = _mm256_maskload_ps(q[2] + c, mk), a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
-                y = _mm256_maskload_ps(q[3] + c, mk), a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
+                y = _mm256_maskload_ps(q[0] + c, mk), a00 = _mm256_fmadd_ps(y, x0, a00),
+                a01 = _mm256_fmadd_ps(y, x1, a01);
+                y = _mm256_maskload_ps(q[1] + c, mk), a10 = _mm256_fmadd_ps(y, x0, a10),
+                a11 = _mm256_fmadd_ps(y, x1, a11);
+                y = _mm256_maskload_ps(q[2] + c, mk), a20 = _mm256_fmadd_ps(y, x0, a20),
+                a21 = _mm256_fmadd_ps(y, x1, a21);
+                y = _mm256_maskload_ps(q[3] + c, mk), a30 = _mm256_fmadd_ps(y, x0, a30),
+                a31 = _mm256_fmadd_ps(y, x1, a31);
             }
             /* the 8 horizontal sums at once: an hadd tree, then the two 128-bit halves */
             __m256 t0 = _mm256_hadd_ps(a00, a01), t1 = _mm256_hadd_ps(a10, a11);
@@ -346,15 +350,19 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
             __m256 acc[4][4];
             for (int64_t t = 0; t < 4; t++)
                 for (int64_t u = 0; u < 4; u++)
-                    acc[t][u] = (t < nr && u < nv) ? _mm256_loadu_ps(O + (r0 + t) * ldo + c0 + 8 * u) : _mm256_setzero_ps();
+                    acc[t][u] =
+                        (t < nr && u < nv) ? _mm256_loadu_ps(O + (r0 + t) * ldo + c0 + 8 * u) : _mm256_setzero_ps();
             int full = c0 + 32 <= Dv || (Dv & 7) == 0;
             for (int64_t j = 0; j < n; j++) {
                 const float *v = V + j * ldv + c0;
                 __m256 x[4];
                 for (int64_t u = 0; u < 4; u++) {
-                    if (u >= nv) x[u] = _mm256_setzero_ps();
-                    else if (full || u < nv - 1) x[u] = _mm256_loadu_ps(v + 8 * u);
-                    else x[u] = _mm256_maskload_ps(v + 8 * u, _mm256_castps_si256(tm));
+                    if (u >= nv)
+                        x[u] = _mm256_setzero_ps();
+                    else if (full || u < nv - 1)
+                        x[u] = _mm256_loadu_ps(v + 8 * u);
+                    else
+                        x[u] = _mm256_maskload_ps(v + 8 * u, _mm256_castps_si256(tm));
                 }
                 for (int64_t t = 0; t < nr; t++) {
                     __m256 p = _mm256_broadcast_ss(P + (r0 + t) * ldp + j);
@@ -370,6 +378,5 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
     }
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
-                                             max_row,   scale_row, dot_row,      softcap_row, alibi_row,
-                                             qk_rows,   pv_rows};
+const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,   dropout_mcg, max_row,
+                                             scale_row, dot_row,   softcap_row,  alibi_row, qk_rows,     pv_rows};

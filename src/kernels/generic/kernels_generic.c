@@ -111,8 +111,8 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
     for (int64_t j = 0; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
 }
 
-static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S,
-                    int64_t lds, const float *pre, int64_t ldpre, int64_t wpre) {
+static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const float *pre, int64_t ldpre, int64_t wpre) {
     (void)pre, (void)ldpre, (void)wpre;
     for (int64_t j = 0; j < n; j++) {
         const float *k = K + j * ldk;
@@ -138,6 +138,5 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
     }
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
-                                                max_row,   scale_row, dot_row,      softcap_row, alibi_row,
-                                                qk_rows,   pv_rows};
+const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row,   dropout_mcg, max_row,
+                                                scale_row, dot_row,   softcap_row,  alibi_row, qk_rows,     pv_rows};
