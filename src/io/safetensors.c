@@ -10,6 +10,7 @@
  * tile the data section exactly (sorted by offset, no gaps, no overlaps) and
  * no byte follows the last tensor. */
 #include "internal.h"
+#include "base/half.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -266,18 +267,6 @@ attn_status attn_st_info(const attn_st_file *f, const char *name, attn_dtype *dt
     return ATTN_OK;
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    float f;
-    if (exp == 0) {
-        f = ldexpf((float)man, -24); /* zero or subnormal */
-        return sign ? -f : f;
-    }
-    uint32_t bits = exp == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((exp + 112) << 23) | (man << 13));
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 static uint64_t load_le(const unsigned char *p, int n) {
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
@@ -307,7 +296,7 @@ attn_status attn_st_read_f32(const attn_st_file *f, const char *name, float *out
             uint32_t b = (uint32_t)v << 16;
             memcpy(&out[i], &b, 4);
         } else {
-            out[i] = half_to_float((uint16_t)v);
+            out[i] = attn_f16_to_f32((uint16_t)v);
         }
     }
     return ATTN_OK;

@@ -1,4 +1,4 @@
-/* Run-time kernel choice: AVX2+FMA when the CPU has them (and ATTN_ISA is not
+/* Run-time kernel choice: AVX2+FMA+F16C when the CPU has them (and ATTN_ISA is not
  * "generic"), the portable kernels otherwise. */
 #include "kernels.h"
 
@@ -12,7 +12,8 @@ static const attn_kernel_table *choose(void) {
     if (force && !strcmp(force, "generic")) return &attn_kernels_generic;
 #ifdef ATTN_HAVE_AVX2_BUILD
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &attn_kernels_avx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return &attn_kernels_avx2;
 #endif
     return &attn_kernels_generic;
 }

@@ -57,6 +57,12 @@ typedef struct attn_kernel_table {
                     const float *pre, int64_t ldpre, int64_t wpre);
     void (*pv_rows)(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
                     float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre);
+    /* the same on 16-bit K/V rows (bf16 != 0: bfloat16, else IEEE half),
+     * converted to float32 as they are loaded; strides in elements */
+    void (*qk_rows16)(const float *Q, int64_t R, int64_t D, const uint16_t *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16);
+    void (*pv_rows16)(const float *P, int64_t ldp, int64_t R, const uint16_t *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16);
 } attn_kernel_table;
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4

@@ -1,9 +1,10 @@
-/* AVX2 + FMA kernels. This is the only file built with -mavx2 -mfma; it is
- * called only after attn_kernels() has checked the CPU. */
+/* AVX2 + FMA (+ F16C) kernels. This is the only file built with -mavx2
+ * -mfma -mf16c; it is called only after attn_kernels() has checked the CPU. */
 #include "../kernels.h"
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 /* C[6x16] (+)= A[6xK] B[Kx16]: 12 accumulators, 6 broadcasts and 2 loads per
  * k. A(i, k) is at A[i * rs + k * cs]: (lda, 1) for a row-major A, (1, lda)
@@ -232,37 +233,64 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
     for (; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
 }
 
-/* Decode: 4 query rows x 2 keys per step, 8 accumulators over D (lanes of
- * 8, D tail masked), so each key row is loaded once for 4 rows. */
-static inline void prefetch_row(const float *p, int64_t w) {
-    for (int64_t c = 0; c < w; c += 16) __builtin_prefetch(p + c, 0, 3);
+/* Decode kernels, one body for each element type of the K/V rows (KV_F32,
+ * KV_F16 through F16C, KV_BF16 by a shift), specialized at compile time. */
+enum { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2 };
+
+static inline __attribute__((always_inline)) size_t kv_size(int t) { return t == KV_F32 ? 4 : 2; }
+
+/* 8 elements of a K/V row from element idx, as floats */
+static inline __attribute__((always_inline)) __m256 kv_ld8(const void *row, int64_t idx, int t) {
+    if (t == KV_F32) return _mm256_loadu_ps((const float *)row + idx);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + idx));
+    if (t == KV_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S, int64_t lds,
-                    const float *pre, int64_t ldpre, int64_t wpre) {
+/* the first m < 8 elements from idx, the rest 0 (no read past the row) */
+static inline __attribute__((always_inline)) __m256 kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
+    if (t == KV_F32) return _mm256_maskload_ps((const float *)row + idx, _mm256_castps_si256(tail_mask(m)));
+    uint16_t buf[8] = {0};
+    memcpy(buf, (const uint16_t *)row + idx, (size_t)m * 2);
+    return kv_ld8(buf, 0, t);
+}
+
+static inline __attribute__((always_inline)) const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
+    return (const char *)base + (size_t)(j * ld) * kv_size(t);
+}
+
+static inline void prefetch_bytes(const void *p, int64_t bytes) {
+    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch((const char *)p + c, 0, 3);
+}
+
+/* 4 query rows x 2 keys per step, 8 accumulators over D (lanes of 8, D tail
+ * masked), so each key row is loaded (and converted) once for 4 rows. */
+static inline __attribute__((always_inline)) void qk_body(const float *Q, int64_t R, int64_t D, const void *K,
+                                                          int64_t ldk, int64_t n, float *S, int64_t lds,
+                                                          const void *pre, int64_t ldpre, int64_t wpre, int t) {
     __m256 tm = tail_mask(D & 7);
-    int64_t D8 = D & ~(int64_t)7;
+    __m256i mk = _mm256_castps_si256(tm);
+    int64_t D8 = D & ~(int64_t)7, pb = wpre * (int64_t)kv_size(t);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         const float *q[4];
-        for (int64_t t = 0; t < 4; t++) q[t] = Q + (r0 + (t < nr ? t : 0)) * D;
+        for (int64_t u = 0; u < 4; u++) q[u] = Q + (r0 + (u < nr ? u : 0)) * D;
         int64_t j = 0;
         for (; j + 2 <= n; j += 2) {
-            const float *k0 = K + j * ldk, *k1 = k0 + ldk;
-            if (pre && r0 == 0) prefetch_row(pre + j * ldpre, wpre), prefetch_row(pre + (j + 1) * ldpre, wpre);
+            const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t);
+            if (pre && r0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb), prefetch_bytes(kv_row(pre, j + 1, ldpre, t), pb);
             __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
                    a31 = a00;
             int64_t c = 0;
             for (; c < D8; c += 8) {
-                __m256 x0 = _mm256_loadu_ps(k0 + c), x1 = _mm256_loadu_ps(k1 + c), y;
+                __m256 x0 = kv_ld8(k0, c, t), x1 = kv_ld8(k1, c, t), y;
                 y = _mm256_loadu_ps(q[0] + c), a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
                 y = _mm256_loadu_ps(q[1] + c), a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
                 y = _mm256_loadu_ps(q[2] + c), a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
                 y = _mm256_loadu_ps(q[3] + c), a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
             }
             if (c < D) {
-                __m256i mk = _mm256_castps_si256(tm);
-                __m256 x0 = _mm256_maskload_ps(k0 + c, mk), x1 = _mm256_maskload_ps(k1 + c, mk), y;
+                __m256 x0 = kv_ld_tail(k0, c, D - c, t), x1 = kv_ld_tail(k1, c, D - c, t), y;
                 y = _mm256_maskload_ps(q[0] + c, mk), a00 = _mm256_fmadd_ps(y, x0, a00),
                 a01 = _mm256_fmadd_ps(y, x1, a01);
                 y = _mm256_maskload_ps(q[1] + c, mk), a10 = _mm256_fmadd_ps(y, x0, a10),
@@ -279,30 +307,28 @@ static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_
             __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
             float s[8];
             _mm256_storeu_ps(s, sums);
-            for (int64_t t = 0; t < nr; t++) S[(r0 + t) * lds + j] = s[2 * t], S[(r0 + t) * lds + j + 1] = s[2 * t + 1];
+            for (int64_t u = 0; u < nr; u++) S[(r0 + u) * lds + j] = s[2 * u], S[(r0 + u) * lds + j + 1] = s[2 * u + 1];
         }
         for (; j < n; j++) {
-            const float *k0 = K + j * ldk;
-            if (pre && r0 == 0) prefetch_row(pre + j * ldpre, wpre);
-            for (int64_t t = 0; t < nr; t++) {
+            const void *k0 = kv_row(K, j, ldk, t);
+            if (pre && r0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+            for (int64_t u = 0; u < nr; u++) {
                 __m256 a = _mm256_setzero_ps();
                 int64_t c = 0;
-                for (; c < D8; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + c), _mm256_loadu_ps(k0 + c), a);
-                if (c < D) {
-                    __m256i mk = _mm256_castps_si256(tm);
-                    a = _mm256_fmadd_ps(_mm256_maskload_ps(q[t] + c, mk), _mm256_maskload_ps(k0 + c, mk), a);
-                }
-                S[(r0 + t) * lds + j] = hsum8(a);
+                for (; c < D8; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[u] + c), kv_ld8(k0, c, t), a);
+                if (c < D) a = _mm256_fmadd_ps(_mm256_maskload_ps(q[u] + c, mk), kv_ld_tail(k0, c, D - c, t), a);
+                S[(r0 + u) * lds + j] = hsum8(a);
             }
         }
     }
 }
 
-/* O rows += P V: 4 rows x 32 columns of O in 16 registers, one V load of 4
+/* O rows += P V: 4 rows x 32 columns of O in 16 registers, one load of 4 V
  * vectors per key serves the 4 rows. */
-static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
-                    float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre) {
-    __m256 tm = tail_mask(Dv & 7);
+static inline __attribute__((always_inline)) void pv_body(const float *P, int64_t ldp, int64_t R, const void *V,
+                                                          int64_t ldv, int64_t n, int64_t Dv, float *O, int64_t ldo,
+                                                          const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    int64_t pb = wpre * (int64_t)kv_size(t);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         int64_t c0 = 0;
@@ -319,10 +345,10 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
                 __m256 c30 = _mm256_loadu_ps(o3), c31 = _mm256_loadu_ps(o3 + 8), c32 = _mm256_loadu_ps(o3 + 16),
                        c33 = _mm256_loadu_ps(o3 + 24);
                 for (int64_t j = 0; j < n; j++) {
-                    const float *v = V + j * ldv + c0;
-                    if (pre && r0 == 0 && c0 == 0) prefetch_row(pre + j * ldpre, wpre);
-                    __m256 x0 = _mm256_loadu_ps(v), x1 = _mm256_loadu_ps(v + 8), x2 = _mm256_loadu_ps(v + 16),
-                           x3 = _mm256_loadu_ps(v + 24), p;
+                    const void *v = kv_row(V, j, ldv, t);
+                    if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+                    __m256 x0 = kv_ld8(v, c0, t), x1 = kv_ld8(v, c0 + 8, t), x2 = kv_ld8(v, c0 + 16, t),
+                           x3 = kv_ld8(v, c0 + 24, t), p;
                     p = _mm256_broadcast_ss(p0 + j);
                     c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
                     c02 = _mm256_fmadd_ps(p, x2, c02), c03 = _mm256_fmadd_ps(p, x3, c03);
@@ -345,38 +371,58 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
                 _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31), _mm256_storeu_ps(o3 + 16, c32);
                 _mm256_storeu_ps(o3 + 24, c33);
             }
-        for (; c0 < Dv; c0 += 32) {
+        for (; c0 < Dv; c0 += 32) { /* edges: fewer rows or a partial column block */
             int64_t nv = (Dv - c0 + 7) / 8 < 4 ? (Dv - c0 + 7) / 8 : 4; /* vectors in this column block */
             __m256 acc[4][4];
-            for (int64_t t = 0; t < 4; t++)
-                for (int64_t u = 0; u < 4; u++)
-                    acc[t][u] =
-                        (t < nr && u < nv) ? _mm256_loadu_ps(O + (r0 + t) * ldo + c0 + 8 * u) : _mm256_setzero_ps();
-            int full = c0 + 32 <= Dv || (Dv & 7) == 0;
+            for (int64_t u = 0; u < 4; u++)
+                for (int64_t w = 0; w < 4; w++)
+                    acc[u][w] = (u < nr && w < nv) ? _mm256_loadu_ps(O + (r0 + u) * ldo + c0 + 8 * w) : _mm256_setzero_ps();
             for (int64_t j = 0; j < n; j++) {
-                const float *v = V + j * ldv + c0;
+                const void *v = kv_row(V, j, ldv, t);
+                if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
                 __m256 x[4];
-                for (int64_t u = 0; u < 4; u++) {
-                    if (u >= nv)
-                        x[u] = _mm256_setzero_ps();
-                    else if (full || u < nv - 1)
-                        x[u] = _mm256_loadu_ps(v + 8 * u);
-                    else
-                        x[u] = _mm256_maskload_ps(v + 8 * u, _mm256_castps_si256(tm));
+                for (int64_t w = 0; w < 4; w++) {
+                    int64_t left = Dv - c0 - 8 * w;
+                    x[w] = w >= nv ? _mm256_setzero_ps() : left >= 8 ? kv_ld8(v, c0 + 8 * w, t)
+                                                                      : kv_ld_tail(v, c0 + 8 * w, left, t);
                 }
-                for (int64_t t = 0; t < nr; t++) {
-                    __m256 p = _mm256_broadcast_ss(P + (r0 + t) * ldp + j);
-                    acc[t][0] = _mm256_fmadd_ps(p, x[0], acc[t][0]);
-                    acc[t][1] = _mm256_fmadd_ps(p, x[1], acc[t][1]);
-                    acc[t][2] = _mm256_fmadd_ps(p, x[2], acc[t][2]);
-                    acc[t][3] = _mm256_fmadd_ps(p, x[3], acc[t][3]);
+                for (int64_t u = 0; u < nr; u++) {
+                    __m256 p = _mm256_broadcast_ss(P + (r0 + u) * ldp + j);
+                    for (int64_t w = 0; w < 4; w++) acc[u][w] = _mm256_fmadd_ps(p, x[w], acc[u][w]);
                 }
             }
-            for (int64_t t = 0; t < nr; t++)
-                for (int64_t u = 0; u < nv; u++) _mm256_storeu_ps(O + (r0 + t) * ldo + c0 + 8 * u, acc[t][u]);
+            for (int64_t u = 0; u < nr; u++)
+                for (int64_t w = 0; w < nv; w++) _mm256_storeu_ps(O + (r0 + u) * ldo + c0 + 8 * w, acc[u][w]);
         }
     }
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,   dropout_mcg, max_row,
-                                             scale_row, dot_row,   softcap_row,  alibi_row, qk_rows,     pv_rows};
+static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const float *pre, int64_t ldpre, int64_t wpre) {
+    qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F32);
+}
+
+static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
+                    float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre) {
+    pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F32);
+}
+
+static void qk_rows16(const float *Q, int64_t R, int64_t D, const uint16_t *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16) {
+    if (bf16)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_BF16);
+    else
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
+}
+
+static void pv_rows16(const float *P, int64_t ldp, int64_t R, const uint16_t *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16) {
+    if (bf16)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_BF16);
+    else
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F16);
+}
+
+const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
+                                             max_row,   scale_row, dot_row,      softcap_row, alibi_row,
+                                             qk_rows,   pv_rows,   qk_rows16,    pv_rows16};

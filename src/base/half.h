@@ -1,0 +1,55 @@
+/* IEEE binary16 and bfloat16 <-> float32, scalar and exact (round to
+ * nearest even on the way down; NaN stays NaN, overflow goes to inf). The
+ * safetensors reader, the KV cache and the portable kernels use these; the
+ * SIMD kernels convert with F16C / shifts and must agree bit for bit. */
+#ifndef ATTN_HALF_H
+#define ATTN_HALF_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float attn_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    float f;
+    if (exp == 0) {
+        f = ldexpf((float)man, -24); /* zero or subnormal */
+        return sign ? -f : f;
+    }
+    uint32_t bits = exp == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((exp + 112) << 23) | (man << 13));
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline float attn_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t attn_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u)); /* inf, NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504: inf */
+    if (ax < 0x38800000u) {                                   /* below 2^-14: a subnormal half (or zero) */
+        float a;
+        memcpy(&a, &ax, 4);
+        return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f)); /* units of 2^-24, ties to even */
+    }
+    uint32_t h = ((ax >> 23) - 112) << 10 | ((ax & 0x7fffffu) >> 13), rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry may move into the exponent: correct */
+    return (uint16_t)(sign | h);
+}
+
+static inline uint16_t attn_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+#endif
