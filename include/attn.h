@@ -261,7 +261,8 @@ typedef struct attn_kv_cache_config {
     int64_t capacity;   /* T: tokens per sequence at most */
     int64_t head_dim;   /* D */
     int64_t v_head_dim; /* Dv; 0 means D */
-    attn_dtype dtype;   /* storage: ATTN_DTYPE_F32 (0 means F32); 16-bit types are not yet supported */
+    attn_dtype dtype;   /* storage: ATTN_DTYPE_F32 (0 means F32), ATTN_DTYPE_F16 or ATTN_DTYPE_BF16 (appends round
+                         * to nearest even; attention reads them as float32 with float32 accumulation) */
     int64_t page_size;  /* 0: contiguous; > 0: paged, tokens per page */
     int64_t num_pages;  /* paged: pages in the pool; 0 means enough for every sequence at capacity */
 } attn_kv_cache_config;

@@ -62,15 +62,19 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                                float *lse);
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
-/* Where the decode kernel reads K and V: contiguous views (pool_k == NULL)
- * or the pages of a paged cache: page p holds keys (Hkv, page_size, D) at
- * pool_k + p * Hkv * page_size * D (values likewise with Dv), and sequence
- * b's key j lives in page table[b * max_pages + j / page_size]. */
+/* Where the decode kernel reads K and V: float32 views (pool_k == NULL), or
+ * the raw storage of a KV cache of element type dtype (F32, F16 or BF16):
+ * contiguous (table == NULL: (B, Hkv, capacity, D|Dv)) or paged (page p
+ * holds keys (Hkv, page_size, D) at pool_k + p * Hkv * page_size * D
+ * elements, values likewise with Dv; sequence b's key j lives in page
+ * table[b * max_pages + j / page_size]). */
 typedef struct attn_kv_src {
     attn_view k, v;
-    const float *pool_k, *pool_v;
+    const void *pool_k, *pool_v;
     const int32_t *table;
     int64_t max_pages, page_size, Hkv, D, Dv;
+    attn_dtype dtype;
+    int64_t capacity;
 } attn_kv_src;
 /* Flash-decoding forward (src/core/decode.c): same contract as
  * attn_sdpa_forward without dropout (ATTN_E_UNSUPPORTED), keys from kv. */

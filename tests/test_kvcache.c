@@ -6,6 +6,7 @@
  * unchanged (capacity, exhausted pool, bad arguments); trim and reset give
  * pages back. */
 #include "testutil.h"
+#include "base/half.h"
 
 #include <math.h>
 #include <omp.h>
@@ -20,15 +21,16 @@ static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
  * plain (B, Hkv, T, D) arrays */
 typedef struct world {
     int B, Hkv, T, D, Dv, ps;
+    attn_dtype dt;
     attn_kv_cache *cont, *paged;
     float *k, *v; /* (B, Hkv, T, D|Dv) */
     int64_t len[4];
 } world;
 
-static void world_init(world *w, int B, int Hkv, int T, int D, int Dv, int ps) {
+static void world_init(world *w, int B, int Hkv, int T, int D, int Dv, int ps, attn_dtype dt) {
     memset(w, 0, sizeof *w);
-    w->B = B, w->Hkv = Hkv, w->T = T, w->D = D, w->Dv = Dv, w->ps = ps;
-    attn_kv_cache_config c = {B, Hkv, T, D, Dv, ATTN_DTYPE_F32, 0, 0};
+    w->B = B, w->Hkv = Hkv, w->T = T, w->D = D, w->Dv = Dv, w->ps = ps, w->dt = dt;
+    attn_kv_cache_config c = {B, Hkv, T, D, Dv, dt, 0, 0};
     CHECK_OK(attn_kv_cache_create(&c, &w->cont));
     c.page_size = ps;
     CHECK_OK(attn_kv_cache_create(&c, &w->paged));
@@ -54,12 +56,16 @@ static void world_append(world *w, const int64_t *n) {
     CHECK_OK(attn_kv_cache_append(w->cont, n, vk, vv));
     CHECK_OK(attn_kv_cache_append(w->paged, n, vk, vv));
     for (int b = 0; b < w->B; b++) {
+        /* the plain arrays hold what the cache holds: the values rounded to its
+         * element type (read back; float32 caches must give the input bits) */
         for (int h = 0; h < w->Hkv; h++)
             for (int t = 0; t < n[b]; t++) {
-                memcpy(w->k + (((size_t)b * w->Hkv + h) * w->T + w->len[b] + t) * w->D,
-                       k + (((size_t)b * w->Hkv + h) * nmax + t) * w->D, (size_t)w->D * 4);
-                memcpy(w->v + (((size_t)b * w->Hkv + h) * w->T + w->len[b] + t) * w->Dv,
-                       v + (((size_t)b * w->Hkv + h) * nmax + t) * w->Dv, (size_t)w->Dv * 4);
+                float *pk = w->k + (((size_t)b * w->Hkv + h) * w->T + w->len[b] + t) * w->D;
+                float *pv = w->v + (((size_t)b * w->Hkv + h) * w->T + w->len[b] + t) * w->Dv;
+                CHECK_OK(attn_kv_cache_read(w->cont, b, h, w->len[b] + t, pk, pv));
+                if (w->dt == ATTN_DTYPE_F32)
+                    CHECK(!memcmp(pk, k + (((size_t)b * w->Hkv + h) * nmax + t) * w->D, (size_t)w->D * 4),
+                          "a float32 cache returns the appended bits");
             }
         w->len[b] += n[b];
         CHECK(attn_kv_cache_len(w->cont, b) == w->len[b] && attn_kv_cache_len(w->paged, b) == w->len[b],
@@ -115,11 +121,12 @@ static void world_attend(world *w, int H, int Sq, int window, int softcap, const
     free(q), free(oc), free(op), free(orf), free(o1), free(lc), free(lp), free(lr);
 }
 
-static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps) {
+static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps, attn_dtype dt) {
     world w;
-    world_init(&w, B, Hkv, T, D, Dv, ps);
+    world_init(&w, B, Hkv, T, D, Dv, ps, dt);
     char label[96];
-    snprintf(label, sizeof label, "B%d Hkv%d G%d T%d D%d Dv%d page%d", B, Hkv, G, T, D, Dv, ps);
+    snprintf(label, sizeof label, "B%d Hkv%d G%d T%d D%d Dv%d page%d %s", B, Hkv, G, T, D, Dv, ps,
+             dt == ATTN_DTYPE_F32 ? "f32" : dt == ATTN_DTYPE_F16 ? "f16" : "bf16");
     /* chunked prefill of different lengths, then decode steps */
     for (int step = 0; step < 6; step++) {
         int64_t n[4] = {0, 0, 0, 0};
@@ -138,6 +145,44 @@ static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps) {
     world_free(&w);
 }
 
+/* the 16-bit conversions through the cache: every f16 and bf16 value comes
+ * back bit for bit, rounding is to nearest even, overflow is inf */
+static void conversions(void) {
+    attn_kv_cache *h = NULL, *bf = NULL;
+    attn_kv_cache_config c = {1, 1, 4, 8, 8, ATTN_DTYPE_F16, 0, 0};
+    CHECK_OK(attn_kv_cache_create(&c, &h));
+    c.dtype = ATTN_DTYPE_BF16;
+    CHECK_OK(attn_kv_cache_create(&c, &bf));
+    float in[32] = {1.0f / 3.0f, 65504.0f, 65520.0f, -65519.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f,
+                    1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -0.0f, INFINITY, 3.14159265f, 1e-8f, -2.5f, 7.0f};
+    /* IEEE half: 1/3 -> 0x3555; ties to even: 2^-25 -> 0, 1+2^-11 -> 1, 1+3*2^-11 -> 1+2^-9; 0.75*2^-24 -> 2^-24 */
+    const float want_h[16] = {0.333251953125f, 65504.0f, INFINITY, -65504.0f, 0x1p-24f, 0.0f, 0x1p-24f, 0x1p-14f,
+                              1.0f, 1.0f + 0x1p-9f, -0.0f, INFINITY, 3.140625f, 0.0f, -2.5f, 7.0f};
+    attn_view vk = {in, 8, 8, 8}, vv = {in + 8, 8, 8, 8};
+    int64_t n[1] = {2};
+    CHECK_OK(attn_kv_cache_append(h, n, vk, vv));
+    CHECK_OK(attn_kv_cache_append(bf, n, vk, vv));
+    float k[8], v[8];
+    for (int t = 0; t < 2; t++) {
+        CHECK_OK(attn_kv_cache_read(h, 0, 0, t, k, v));
+        for (int i = 0; i < 8; i++)
+            CHECK(k[i] == want_h[t * 8 + i] || (k[i] == 0 && want_h[t * 8 + i] == 0), "f16 of %.9g: got %.9g want %.9g",
+                  (double)in[t * 8 + i], (double)k[i], (double)want_h[t * 8 + i]);
+        CHECK_OK(attn_kv_cache_read(bf, 0, 0, t, k, v));
+        /* bfloat16 keeps 8 bits of mantissa: 1/3 -> 0.333984375, 65520 -> 65536, pi -> 3.140625 */
+        if (t == 0) CHECK(k[0] == 0.333984375f && k[2] == 65536.0f, "bf16 rounding: %.9g %.9g", (double)k[0], (double)k[2]);
+    }
+    attn_kv_cache_free(h), attn_kv_cache_free(bf);
+    /* every 16-bit pattern survives the round trip (NaNs stay NaN) */
+    int bad_h = 0, bad_b = 0;
+    for (uint32_t p = 0; p < 65536; p++) {
+        float fh = attn_f16_to_f32((uint16_t)p), fb = attn_bf16_to_f32((uint16_t)p);
+        bad_h += isnan(fh) ? !isnan(attn_f16_to_f32(attn_f32_to_f16(fh))) : attn_f32_to_f16(fh) != p;
+        bad_b += isnan(fb) ? !isnan(attn_bf16_to_f32(attn_f32_to_bf16(fb))) : attn_f32_to_bf16(fb) != p;
+    }
+    CHECK(bad_h == 0 && bad_b == 0, "16-bit round trips: %d f16 and %d bf16 patterns changed", bad_h, bad_b);
+}
+
 static void errors(void) {
     attn_kv_cache *c = NULL;
     attn_kv_cache_config cfg = {2, 1, 8, 4, 0, ATTN_DTYPE_F32, 4, 3}; /* 3 pages of 4 tokens for 2 x 8 */
@@ -145,8 +190,8 @@ static void errors(void) {
     attn_kv_cache_config bad = cfg;
     bad.capacity = 0;
     CHECK(attn_kv_cache_create(&bad, &c) == ATTN_E_SHAPE && c == NULL, "zero capacity");
-    bad = cfg, bad.dtype = ATTN_DTYPE_BF16;
-    CHECK(attn_kv_cache_create(&bad, &c) == ATTN_E_UNSUPPORTED, "bf16 storage not yet");
+    bad = cfg, bad.dtype = ATTN_DTYPE_U8;
+    CHECK(attn_kv_cache_create(&bad, &c) == ATTN_E_UNSUPPORTED, "u8 storage");
     CHECK_OK(attn_kv_cache_create(&cfg, &c));
     float k[2 * 8 * 4], v[2 * 8 * 4], got[4];
     for (int i = 0; i < 64; i++) k[i] = (float)i, v[i] = (float)-i;
@@ -196,10 +241,15 @@ static void errors(void) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
-    scenario(3, 2, 4, 300, 32, 32, 64);   /* GQA, page = decode block */
-    scenario(2, 1, 8, 700, 16, 24, 48);   /* MQA, Dv != D, odd page size */
-    scenario(4, 3, 1, 200, 40, 40, 128);  /* MHA */
-    scenario(1, 2, 2, 2500, 64, 64, 256); /* one long sequence: several decode splits */
+    for (int t = 0; t < 3; t++) {
+        attn_dtype dt = t == 0 ? ATTN_DTYPE_F32 : t == 1 ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+        scenario(3, 2, 4, 300, 32, 32, 64, dt);   /* GQA, page = decode block */
+        scenario(2, 1, 8, 700, 16, 24, 48, dt);   /* MQA, Dv != D, odd page size */
+        scenario(4, 3, 1, 200, 40, 40, 128, dt);  /* MHA */
+        scenario(1, 2, 2, 2500, 64, 64, 256, dt); /* one long sequence: several decode splits */
+        scenario(2, 2, 2, 150, 13, 7, 64, dt);    /* head sizes that are not multiples of 8 */
+    }
+    conversions();
     errors();
     return tu_finish("test_kvcache");
 }

@@ -32,17 +32,28 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld apart. */
-static const float *kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, int64_t *run,
-                            int64_t *ld) {
+static size_t kv_esize(const attn_kv_src *s) { return s->pool_k && s->dtype != ATTN_DTYPE_F32 && s->dtype ? 2 : 4; }
+
+/* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld elements
+ * apart (elements of the source's type). */
+static const void *kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, int64_t *run,
+                           int64_t *ld) {
     if (!s->pool_k) {
         attn_view t = is_v ? s->v : s->k;
         *run = INT64_MAX, *ld = t.stride_s;
         return t.data + b * t.stride_b + hk * t.stride_h + j * t.stride_s;
     }
-    int64_t ps = s->page_size, dim = is_v ? s->Dv : s->D, page = s->table[b * s->max_pages + j / ps];
-    *run = ps - j % ps, *ld = dim;
-    return (is_v ? s->pool_v : s->pool_k) + ((page * s->Hkv + hk) * ps + j % ps) * dim;
+    int64_t dim = is_v ? s->Dv : s->D, at;
+    const char *base = is_v ? s->pool_v : s->pool_k;
+    if (!s->table) {
+        *run = INT64_MAX, *ld = dim;
+        at = ((b * s->Hkv + hk) * s->capacity + j) * dim;
+    } else {
+        int64_t ps = s->page_size, page = s->table[b * s->max_pages + j / ps];
+        *run = ps - j % ps, *ld = dim;
+        at = ((page * s->Hkv + hk) * ps + j % ps) * dim;
+    }
+    return base + (size_t)at * kv_esize(s);
 }
 
 typedef struct dec_item {
@@ -91,6 +102,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
     int mods = d->softcap > 0.0f || d->alibi_slopes != NULL;
     float escale = mods ? 1.0f : scale;
+    int h16 = kv_esize(kv) == 2, bf16 = kv->dtype == ATTN_DTYPE_BF16;
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -120,8 +132,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             memset(O, 0, (size_t)(R * DvP) * sizeof(float));
             for (int64_t j0 = items[it].j0; j0 < items[it].j1;) {
                 int64_t runk, runv, ldk, ldv;
-                const float *K = kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
-                const float *V = kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
+                const void *K = kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
+                const void *V = kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
                 /* blocks end at multiples of DEC_NB (and page ends): a paged cache whose
                  * page size is a multiple of DEC_NB computes exactly what a contiguous one does */
                 int64_t nb = items[it].j1 - j0;
@@ -132,14 +144,18 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                  * block for contiguous rows; prefetches never fault) */
                 /* prefetch targets: DEC_PF rows ahead in this run of rows, or the start of
                  * the next page when the run ends sooner */
-                const float *pk = K + DEC_PF * ldk, *pv = V + DEC_PF * ldv;
+                const void *pk = (const char *)K + (size_t)(DEC_PF * ldk) * kv_esize(kv);
+                const void *pv = (const char *)V + (size_t)(DEC_PF * ldv) * kv_esize(kv);
                 int64_t lpk = ldk, lpv = ldv;
                 if (nb + DEC_PF > runk && j0 + runk < items[it].j1) {
                     int64_t r2;
                     pk = kv_rows(kv, 0, b, hk, j0 + runk, &r2, &lpk);
                     pv = kv_rows(kv, 1, b, hk, j0 + runk, &r2, &lpv);
                 }
-                kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
+                if (h16)
+                    kt->qk_rows16(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, bf16);
+                else
+                    kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
                 for (int64_t r = 0; r < R; r++) {
                     int64_t h = hk * G + r / Sq, i = r % Sq, lo, hi;
                     float *s = S + r * DEC_NB;
@@ -158,7 +174,10 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                             if (attn_sem_padded(d, b, j0 + c)) s[c] = -INFINITY;
                     attn_online_row(kt, s, nb, escale, &m[r], &l[r], O + r * DvP, DvP);
                 }
-                kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
+                if (h16)
+                    kt->pv_rows16(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, bf16);
+                else
+                    kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
                 j0 += nb;
             }
         }

@@ -4,6 +4,7 @@
  * attention over the cache calls the core paths (decode reads the pages in
  * place). */
 #include "internal.h"
+#include "base/half.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,8 @@ struct attn_kv_cache {
     attn_kv_cache_config cfg;
     int64_t Dv;
     int64_t *len;   /* (B) tokens per sequence */
-    float *k, *v;   /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
+    void *k, *v;    /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool; elements of esz bytes */
+    size_t esz;     /* 4 (F32) or 2 (F16, BF16) */
     int32_t *table; /* paged: (B, max_pages) page ids, -1 = none */
     int32_t *free_stack;
     int64_t nfree, max_pages, npages;
@@ -41,7 +43,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     *out = NULL;
     attn_kv_cache_config c = *cfg;
     if (c.dtype == ATTN_DTYPE_INVALID) c.dtype = ATTN_DTYPE_F32;
-    if (c.dtype != ATTN_DTYPE_F32) return ATTN_E_UNSUPPORTED;
+    if (c.dtype != ATTN_DTYPE_F32 && c.dtype != ATTN_DTYPE_F16 && c.dtype != ATTN_DTYPE_BF16) return ATTN_E_UNSUPPORTED;
     if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
     if (c.batch < 1 || c.kv_heads < 1 || c.capacity < 1 || c.head_dim < 1 || c.v_head_dim < 1 || c.page_size < 0 ||
         c.num_pages < 0)
@@ -53,6 +55,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     if (!kc) return ATTN_E_NOMEM;
     kc->cfg = c;
     kc->Dv = c.v_head_dim;
+    kc->esz = c.dtype == ATTN_DTYPE_F32 ? 4 : 2;
     size_t tokens, nk, nv;
     attn_status st = ATTN_OK;
     if (c.page_size > 0) {
@@ -69,8 +72,8 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         st = ATTN_E_OVERFLOW;
     if (!st) {
         kc->len = calloc((size_t)c.batch, sizeof *kc->len);
-        kc->k = alloc_big(nk * sizeof(float));
-        kc->v = alloc_big(nv * sizeof(float));
+        kc->k = alloc_big(nk * kc->esz);
+        kc->v = alloc_big(nv * kc->esz);
         if (!kc->len || !kc->k || !kc->v) st = ATTN_E_NOMEM;
     }
     if (!st && paged(kc)) {
@@ -108,12 +111,38 @@ int64_t attn_kv_cache_len(const attn_kv_cache *c, int64_t b) {
 int64_t attn_kv_cache_free_pages(const attn_kv_cache *c) { return c && paged(c) ? c->nfree : 0; }
 
 /* where key (or value) row j of (b, hk) lives */
-static float *slot(const attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j) {
-    int64_t dim = is_v ? c->Dv : c->cfg.head_dim, Hkv = c->cfg.kv_heads;
-    float *base = is_v ? c->v : c->k;
-    if (!paged(c)) return base + ((b * Hkv + hk) * c->cfg.capacity + j) * dim;
-    int64_t ps = c->cfg.page_size, page = c->table[b * c->max_pages + j / ps];
-    return base + ((page * Hkv + hk) * ps + j % ps) * dim;
+static void *slot(const attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j) {
+    int64_t dim = is_v ? c->Dv : c->cfg.head_dim, Hkv = c->cfg.kv_heads, at;
+    char *base = is_v ? c->v : c->k;
+    if (!paged(c)) {
+        at = ((b * Hkv + hk) * c->cfg.capacity + j) * dim;
+    } else {
+        int64_t ps = c->cfg.page_size, page = c->table[b * c->max_pages + j / ps];
+        at = ((page * Hkv + hk) * ps + j % ps) * dim;
+    }
+    return base + (size_t)at * c->esz;
+}
+
+/* one row into the cache's element type (round to nearest even) */
+static void put_row(const attn_kv_cache *c, void *dst, const float *src, int64_t n) {
+    if (c->cfg.dtype == ATTN_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *h = dst;
+    for (int64_t i = 0; i < n; i++)
+        h[i] = c->cfg.dtype == ATTN_DTYPE_F16 ? attn_f32_to_f16(src[i]) : attn_f32_to_bf16(src[i]);
+}
+
+/* one row out of the cache, as float32 */
+static void get_row(const attn_kv_cache *c, float *dst, const void *src, int64_t n) {
+    if (c->cfg.dtype == ATTN_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    const uint16_t *h = src;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = c->cfg.dtype == ATTN_DTYPE_F16 ? attn_f16_to_f32(h[i]) : attn_bf16_to_f32(h[i]);
 }
 
 static int64_t pages_for(const attn_kv_cache *c, int64_t len) {
@@ -139,8 +168,8 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
             for (int64_t t = 0; t < n[b]; t++) {
                 const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
                 const float *vs = v.data + b * v.stride_b + hk * v.stride_h + t * v.stride_s;
-                memcpy(slot(c, 0, b, hk, c->len[b] + t), ks, (size_t)c->cfg.head_dim * sizeof(float));
-                memcpy(slot(c, 1, b, hk, c->len[b] + t), vs, (size_t)c->Dv * sizeof(float));
+                put_row(c, slot(c, 0, b, hk, c->len[b] + t), ks, c->cfg.head_dim);
+                put_row(c, slot(c, 1, b, hk, c->len[b] + t), vs, c->Dv);
             }
         c->len[b] += n[b];
     }
@@ -168,8 +197,8 @@ attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b) {
 attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v) {
     if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
     if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
-    if (k) memcpy(k, slot(c, 0, b, hk, j), (size_t)c->cfg.head_dim * sizeof(float));
-    if (v) memcpy(v, slot(c, 1, b, hk, j), (size_t)c->Dv * sizeof(float));
+    if (k) get_row(c, k, slot(c, 0, b, hk, j), c->cfg.head_dim);
+    if (v) get_row(c, v, slot(c, 1, b, hk, j), c->Dv);
     return ATTN_OK;
 }
 
@@ -186,23 +215,25 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     d.Sk = Sk; /* the longest sequence; each one's own length through seqlens */
     d.seqlens_k = c->len;
     d.seqlens_k_dtype = ATTN_DTYPE_I64;
-    /* contiguous storage is a (B, Hkv, T, .) view; its first Sk rows per head are used */
+    /* contiguous float32 storage is a (B, Hkv, T, .) view; its first Sk rows per head are used */
     int64_t T = c->cfg.capacity, D = d.D, Dv = d.Dv, Hkv = d.Hkv;
-    attn_view kv_k = {c->k, Hkv * T * D, T * D, D}, kv_v = {c->v, Hkv * T * Dv, T * Dv, Dv};
-    /* (a paged cache passes its pool through these views only for the argument check) */
+    int f32 = c->cfg.dtype == ATTN_DTYPE_F32;
+    attn_view kv_k = {f32 ? c->k : q.data, Hkv * T * D, T * D, D}, kv_v = {f32 ? c->v : q.data, Hkv * T * Dv, T * Dv, Dv};
+    /* (a paged or 16-bit cache passes these views only to the argument check) */
     attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
     if (st != ATTN_OK) return st;
-    if (d.impl != ATTN_IMPL_REF && d.Sq <= ATTN_DECODE_MAX_SQ) {
-        attn_kv_src src = {kv_k, kv_v, NULL, NULL, NULL, 0, 0, Hkv, D, Dv};
-        if (paged(c))
+    if (d.impl != ATTN_IMPL_REF && d.Sq <= ATTN_DECODE_MAX_SQ) { /* decode straight from the storage */
+        attn_kv_src src = {.k = kv_k, .v = kv_v, .Hkv = Hkv, .D = D, .Dv = Dv, .dtype = c->cfg.dtype};
+        if (paged(c) || !f32)
             src.pool_k = c->k, src.pool_v = c->v, src.table = c->table, src.max_pages = c->max_pages,
-            src.page_size = c->cfg.page_size;
+            src.page_size = c->cfg.page_size, src.capacity = T;
         return attn_decode_forward(&d, q, &src, out, lse);
     }
-    if (!paged(c))
+    if (!paged(c) && f32)
         return d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, kv_k, kv_v, out, lse)
                                        : attn_flash_forward(&d, q, kv_k, kv_v, out, lse);
-    /* paged, a long query block: gather the used rows into contiguous (B, Hkv, Sk, .) buffers */
+    /* paged or 16-bit, a long query block (or the reference): gather the used rows into float32
+     * (B, Hkv, Sk, .) buffers */
     size_t nk, nv;
     if (attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
         attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv))
@@ -217,8 +248,8 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     for (int64_t b = 0; b < c->cfg.batch; b++)
         for (int64_t hk = 0; hk < Hkv; hk++)
             for (int64_t j = 0; j < c->len[b]; j++) {
-                memcpy(gk + ((b * Hkv + hk) * Sk + j) * D, slot(c, 0, b, hk, j), (size_t)D * sizeof(float));
-                memcpy(gv + ((b * Hkv + hk) * Sk + j) * Dv, slot(c, 1, b, hk, j), (size_t)Dv * sizeof(float));
+                get_row(c, gk + ((b * Hkv + hk) * Sk + j) * D, slot(c, 0, b, hk, j), D);
+                get_row(c, gv + ((b * Hkv + hk) * Sk + j) * Dv, slot(c, 1, b, hk, j), Dv);
             }
     attn_view vk = {gk, Hkv * Sk * D, Sk * D, D}, vv = {gv, Hkv * Sk * Dv, Sk * Dv, Dv};
     st = d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, vk, vv, out, lse)

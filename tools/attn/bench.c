@@ -147,13 +147,14 @@ static int run_decode(void *v) {
     return st != ATTN_OK;
 }
 
-static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_impl impl,
-                        double min_time, int json) {
+static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_dtype dt,
+                        attn_impl impl, double min_time, int json) {
     if (H % Hkv) {
         cli_error("--heads must be a multiple of --kv-heads");
         return EXIT_USAGE;
     }
-    attn_kv_cache_config cfg = {B, Hkv, T, D, D, ATTN_DTYPE_F32, page, 0};
+    attn_kv_cache_config cfg = {B, Hkv, T, D, D, dt, page, 0};
+    const char *dtn = dt == ATTN_DTYPE_F32 ? "f32" : dt == ATTN_DTYPE_F16 ? "f16" : "bf16";
     dec_ctx c;
     memset(&c, 0, sizeof c);
     attn_status st = attn_kv_cache_create(&cfg, &c.cache);
@@ -167,7 +168,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     float *kk = frand_buf((size_t)(B * Hkv * chunk * D), 5), *vv = frand_buf((size_t)(B * Hkv * chunk * D), 6);
     float *q = frand_buf((size_t)(B * H * D), 4), *o = frand_buf((size_t)(B * H * D), 7);
     int64_t *n = calloc((size_t)B, sizeof *n);
-    size_t bytes = (size_t)(2 * B * Hkv * T * D) * sizeof(float);
+    size_t bytes = (size_t)(2 * B * Hkv * T * D) * (dt == ATTN_DTYPE_F32 ? 4 : 2); /* K and V as stored */
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
     if (!kk || !vv || !q || !o || !n || !rd.p) {
         cli_error("bench: out of memory");
@@ -193,16 +194,16 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json)
         printf("{\"op\": \"decode\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
-               "\"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"kv_dtype\": \"f32\", \"page_size\": %lld, "
+               "\"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, "
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
                "\"read_gbps\": %.2f, \"ratio_to_read\": %.3f}\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               (long long)D, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps, r.ratio);
+               (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps, r.ratio);
     else
-        printf("decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld f32 cache%s, %d threads: %.3f ms, "
+        printf("decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld %s cache%s, %d threads: %.3f ms, "
                "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               (long long)D, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
+               (long long)D, dtn, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
     attn_kv_cache_free(c.cache);
     free(kk), free(vv), free(q), free(o), free(n), free((void *)rd.p);
     return 0;
@@ -213,6 +214,7 @@ int cmd_bench(int argc, char **argv) {
     int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0;
     int64_t window = -1;
     double softcap = 0.0;
+    attn_dtype kv_dtype = ATTN_DTYPE_F32;
     attn_impl impl = ATTN_IMPL_FAST;
     double min_time = 1.0, p_drop = 0.0;
     for (int i = 1; i < argc; i++) {
@@ -243,10 +245,11 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--page-size"))
             dst = &page, lo = 0;
         else if (!strcmp(a, "--kv-dtype")) {
-            if (!v || strcmp(v, "f32")) {
-                cli_error("--kv-dtype: only f32 caches exist so far (f16, bf16 and q8_0 come with the 16-bit work)");
+            if (!v || (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16"))) {
+                cli_error("--kv-dtype must be f32, f16 or bf16 (q8_0 is not implemented yet)");
                 return EXIT_USAGE;
             }
+            kv_dtype = !strcmp(v, "f32") ? ATTN_DTYPE_F32 : !strcmp(v, "f16") ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
             i++;
         } else if (!strcmp(a, "--batch"))
             dst = &B;
@@ -298,7 +301,7 @@ int cmd_bench(int argc, char **argv) {
     if (!Sk) Sk = S;
     if (threads > 0) cli_set_threads((int)threads);
     int nthreads = omp_get_max_threads();
-    if (decode) return bench_decode(B, H, Hkv ? Hkv : H, Sk, D, page, impl, min_time, json);
+    if (decode) return bench_decode(B, H, Hkv ? Hkv : H, Sk, D, page, kv_dtype, impl, min_time, json);
 
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
