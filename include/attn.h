@@ -201,6 +201,10 @@ typedef struct attn_sdpa_desc {
     int64_t window_left, window_right; /* -1 = unbounded on that side */
     float softcap;                     /* > 0: s = softcap * tanh(s / softcap), Gemma 2 */
     const float *alibi_slopes;         /* (H) or NULL: s += -slope_h * |i + off - j| */
+    attn_dtype qkv_dtype;              /* element type of q, k, v: F32 (0 means F32), F16 or BF16; a 16-bit view's
+                                        * data point to uint16_t elements (strides stay in elements). Read as
+                                        * float32 with float32 accumulation; out, lse, dout and the gradients
+                                        * are always float32. */
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,

@@ -3,6 +3,7 @@
 #define ATTN_INTERNAL_H
 
 #include "attn.h"
+#include "base/rows.h"
 #include "base/sem.h"
 
 #include <stddef.h>

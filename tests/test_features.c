@@ -6,6 +6,7 @@
  * with the library). Also: fully-masked rows give zeros and lse -inf, 1 and 2
  * threads give bitwise identical results, and bad descriptors are refused. */
 #include "testutil.h"
+#include "base/half.h"
 
 #include <math.h>
 #include <omp.h>
@@ -19,7 +20,16 @@ static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
 typedef struct fcase {
     int B, H, Hkv, Sq, Sk, D, Dv, causal, window, wl, wr, seqlens, mask, alibi;
     float scale, softcap;
+    attn_dtype dt; /* element type of q, k, v: 0/F32, F16 or BF16 */
 } fcase;
+
+/* round x to the 16-bit type in place and store the 16-bit patterns in u */
+static void to16(float *x, uint16_t *u, size_t n, attn_dtype dt) {
+    for (size_t i = 0; i < n; i++) {
+        u[i] = dt == ATTN_DTYPE_F16 ? attn_f32_to_f16(x[i]) : attn_f32_to_bf16(x[i]);
+        x[i] = dt == ATTN_DTYPE_F16 ? attn_f16_to_f32(u[i]) : attn_bf16_to_f32(u[i]);
+    }
+}
 
 /* q (B,H,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv), go (B,H,Sq,Dv) contiguous */
 static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const float *slopes, const float *q,
@@ -106,10 +116,10 @@ static int close_d(const char *what, const fcase *c, int idx, attn_impl impl, co
     int ok = worst <= tol * (1.0 + mag);
     CHECK(ok,
           "case %d %s %s: err %.3g at [%zu] (got %.7g want %.7g, |max| %.3g) B%d H%d Hkv%d Sq%d Sk%d D%d Dv%d "
-          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g",
+          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g dtype%d",
           idx, impl == ATTN_IMPL_REF ? "ref" : "fast", what, worst, at, (double)a[at], r[at], mag, c->B, c->H, c->Hkv,
           c->Sq, c->Sk, c->D, c->Dv, c->causal, c->window, c->wl, c->wr, c->seqlens, c->mask, c->alibi,
-          (double)c->softcap);
+          (double)c->softcap, (int)c->dt);
     return ok;
 }
 
@@ -132,6 +142,10 @@ static void run_case(const fcase *c, int idx) {
     for (size_t i = 0; i < no; i++) go[i] = frand();
     for (int h = 0; h < c->H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)c->H);
     for (int b = 0; b < c->B; b++) sl[b] = b == 0 ? c->Sk : irand(0, c->Sk);
+    /* 16-bit inputs: the oracle sees the rounded values, the library the 16-bit patterns */
+    int h16 = c->dt == ATTN_DTYPE_F16 || c->dt == ATTN_DTYPE_BF16;
+    uint16_t *q16 = h16 ? malloc(nq * 2) : NULL, *k16 = h16 ? malloc(nk * 2) : NULL, *v16 = h16 ? malloc(nv * 2) : NULL;
+    if (h16) to16(q, q16, nq, c->dt), to16(k, k16, nk, c->dt), to16(v, v16, nv, c->dt);
     for (int i = 0; i < c->B * c->Sk; i++) mask[i] = c->mask && irand(0, 4) == 0;
     (void)sl_f;
     double *ro = malloc(no * 8), *rl = malloc(nl * 8), *rdq = malloc(nq * 8), *rdk = malloc(nk * 8),
@@ -179,6 +193,7 @@ static void run_case(const fcase *c, int idx) {
         free(o), free(l), free(dq), free(dk), free(dv);
     }
     free(q), free(k), free(v), free(go), free(mask), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
+    free(q16), free(k16), free(v16);
 }
 
 static fcase random_case(void) {
@@ -200,6 +215,8 @@ static fcase random_case(void) {
     c.alibi = irand(0, 2) == 0;
     c.softcap = irand(0, 2) == 0 ? 5.0f + 10.0f * (frand() + 1) : 0.0f;
     c.scale = attn_default_scale(c.D) * (irand(0, 5) == 0 ? -1.5f : 1.0f);
+    int t = irand(0, 3); /* half the cases in 16-bit inputs */
+    c.dt = t == 0 ? ATTN_DTYPE_F16 : t == 1 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
     return c;
 }
 

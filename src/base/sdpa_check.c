@@ -38,6 +38,9 @@ static attn_status check_features(const attn_sdpa_desc *d) {
     }
     if (d->window && (d->window_left < -1 || d->window_right < -1)) return ATTN_E_INVALID;
     if (!(d->softcap >= 0.0f) || isinf(d->softcap)) return ATTN_E_INVALID;
+    if (d->qkv_dtype != ATTN_DTYPE_INVALID && d->qkv_dtype != ATTN_DTYPE_F32 && d->qkv_dtype != ATTN_DTYPE_F16 &&
+        d->qkv_dtype != ATTN_DTYPE_BF16)
+        return ATTN_E_DTYPE;
     if (d->alibi_slopes)
         for (int64_t h = 0; h < d->H; h++)
             if (!isfinite(d->alibi_slopes[h])) return ATTN_E_INVALID;

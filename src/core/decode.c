@@ -32,7 +32,7 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-static size_t kv_esize(const attn_kv_src *s) { return s->pool_k && s->dtype != ATTN_DTYPE_F32 && s->dtype ? 2 : 4; }
+static size_t kv_esize(const attn_kv_src *s) { return attn_is16(s->dtype) ? 2 : 4; }
 
 /* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld elements
  * apart (elements of the source's type). */
@@ -41,7 +41,7 @@ static const void *kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk
     if (!s->pool_k) {
         attn_view t = is_v ? s->v : s->k;
         *run = INT64_MAX, *ld = t.stride_s;
-        return t.data + b * t.stride_b + hk * t.stride_h + j * t.stride_s;
+        return attn_row_addr(t, s->dtype, b, hk, j);
     }
     int64_t dim = is_v ? s->Dv : s->D, at;
     const char *base = is_v ? s->pool_v : s->pool_k;
@@ -121,8 +121,9 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb);
             if (b != packed_b || hk != packed_hk) { /* the group's rows r = g * Sq + i, sign folded in */
                 for (int64_t r = 0; r < R; r++) {
-                    const float *src = q.data + b * q.stride_b + (hk * G + r / Sq) * q.stride_h + (r % Sq) * q.stride_s;
-                    for (int64_t c = 0; c < D; c++) Qg[r * D + c] = sign * src[c];
+                    float *row = Qg + r * D; /* 16-bit queries are converted in place */
+                    const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
+                    for (int64_t c = 0; c < D; c++) row[c] = sign * src[c];
                 }
                 packed_b = b, packed_hk = hk;
             }

@@ -149,25 +149,27 @@ static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
  * SkP * 4 is a multiple of 4 KiB (S = 2048, 4096, ...). */
 static int64_t panel_ld(int64_t SkP) { return SkP + 16; }
 
-/* Pack K^T (D x SkP, row stride panel_ld) and V (SkP x DvP) of one head, zero-padded. */
+/* Pack K^T (D x SkP, row stride panel_ld) and V (SkP x DvP) of one head,
+ * zero-padded; 16-bit inputs are converted here (tmp: D + Dv floats). */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
-                    float *KT, float *Vp /* NULL: V is used in place */) {
+                    float *KT, float *Vp /* NULL: V is used in place */, float *tmp) {
     int64_t ldk = panel_ld(SkP);
     for (int64_t j = 0; j < SkP; j++) {
-        const float *kr = j < d->Sk ? k.data + b * k.stride_b + h * k.stride_h + j * k.stride_s : NULL;
-        const float *vr = j < d->Sk ? v.data + b * v.stride_b + h * v.stride_h + j * v.stride_s : NULL;
+        const float *kr = j < d->Sk ? attn_row_f32(k, d->qkv_dtype, b, h, j, d->D, tmp) : NULL;
+        const float *vr = j < d->Sk && Vp ? attn_row_f32(v, d->qkv_dtype, b, h, j, d->Dv, tmp + d->D) : NULL;
         for (int64_t c = 0; c < d->D; c++) KT[c * ldk + j] = kr ? kr[c] : 0.0f;
         for (int64_t c = 0; Vp && c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
     }
 }
 
-/* Pack rows i0..i0+rows of a (B,H,S,n) view into a (BR x ldp) tile, zero
- * padded, negated when neg (for negative scales). */
-static void pack_rows(attn_view t, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n, int64_t ldp, float *dst,
-                      float sign) {
+/* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
+ * (BR x ldp) tile, zero padded, multiplied by sign (for negative scales). */
+static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n,
+                      int64_t ldp, float *dst, float sign) {
     for (int64_t r = 0; r < BR; r++) {
-        const float *src = r < rows ? t.data + b * t.stride_b + h * t.stride_h + (i0 + r) * t.stride_s : NULL;
-        for (int64_t c = 0; c < ldp; c++) dst[r * ldp + c] = (src && c < n) ? sign * src[c] : 0.0f;
+        float *row = dst + r * ldp;
+        const float *src = r < rows ? attn_row_f32(t, dt, b, h, i0 + r, n, row) : NULL; /* converts in place */
+        for (int64_t c = 0; c < ldp; c++) row[c] = (src && c < n) ? sign * src[c] : 0.0f;
     }
 }
 
@@ -234,7 +236,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     if (B * H * Sq == 0) return ATTN_OK;
     int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_F), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
     /* V rows are used in place when Dv is a multiple of 16 (the N of the PV tile) */
-    int v_direct = Dv % 16 == 0, mods = has_mods(d);
+    int v_direct = Dv % 16 == 0 && !attn_is16(d->qkv_dtype), mods = has_mods(d);
     size_t head_kt, head_v = 0, npanel, nwork;
     if (attn_mul_size((size_t)panel_ld(SkP), (size_t)D, &head_kt) ||
         (!v_direct && attn_mul_size((size_t)SkP, (size_t)DvP, &head_v)) ||
@@ -252,10 +254,20 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     float escale = mods ? 1.0f : scale; /* exp_row's scale: the tile is already scaled when modified */
     const mcg_consts mc = mcg_setup(d);
     /* pack every kv head's K^T and V once (read-only afterwards; a GQA group shares them) */
-#pragma omp parallel for schedule(static)
-    for (int64_t bh = 0; bh < B * Hkv; bh++) {
-        float *KT = panels + (size_t)bh * (head_kt + head_v);
-        pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, v_direct ? NULL : KT + head_kt);
+    attn_status st = ATTN_OK;
+#pragma omp parallel
+    {
+        float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
+        if (!tmp) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < B * Hkv; bh++) {
+            float *KT = panels + (size_t)bh * (head_kt + head_v);
+            if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, v_direct ? NULL : KT + head_kt, tmp);
+        }
+        free(tmp);
     }
     size_t nw = 0;
     int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
@@ -269,7 +281,6 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             }
     }
     if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
-    attn_status st = ATTN_OK;
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * D) * sizeof(float));
@@ -298,7 +309,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v), *Vp = KT + head_kt;
             int64_t ldv = DvP;
             if (v_direct) Vp = v.data + b * v.stride_b + hk * v.stride_h, ldv = v.stride_s;
-            pack_rows(q, b, h, i0, rows, D, D, Qp, sign);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, sign);
             memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
             int64_t klo, khi;
@@ -468,8 +479,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             int any_add = key_mask_row(d, b, add, nkb * BC_B);
             seqc sq = seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
-            pack_rows(q, b, h, i0, rows, d->D, DP, Qp, sign);
-            pack_rows(dout, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, sign);
+            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
             int64_t klo, khi;
@@ -546,18 +557,27 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     attn_status st = parts && panels && rowm && rowil && rowdi ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) {
         pn.KT = panels, pn.VT = panels + (size_t)BHkv * (size_t)pn.per_h;
-#pragma omp parallel for schedule(static)
-        for (int64_t bh = 0; bh < BHkv; bh++) {
-            float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
-            int64_t b = bh / Hkv, hk = bh % Hkv;
-            for (int64_t j = 0; j < pn.ldk; j++) {
-                const float *kr = j < Sk ? k.data + b * k.stride_b + hk * k.stride_h + j * k.stride_s : NULL;
-                const float *vr = j < Sk ? v.data + b * v.stride_b + hk * v.stride_h + j * v.stride_s : NULL;
-                for (int64_t c = 0; c < D; c++) KT[c * pn.ldk + j] = kr ? kr[c] : 0.0f;
-                for (int64_t c = 0; c < Dv; c++) VT[c * pn.ldk + j] = vr ? vr[c] : 0.0f;
+#pragma omp parallel
+        {
+            float *tmp = malloc((size_t)(D + Dv) * sizeof(float)); /* rows of 16-bit inputs */
+            if (!tmp) {
+#pragma omp atomic write
+                st = ATTN_E_NOMEM;
             }
+#pragma omp for schedule(static)
+            for (int64_t bh = 0; bh < BHkv; bh++) {
+                float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
+                int64_t b = bh / Hkv, hk = bh % Hkv;
+                for (int64_t j = 0; tmp && j < pn.ldk; j++) {
+                    const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, tmp) : NULL;
+                    const float *vr = j < Sk ? attn_row_f32(v, d->qkv_dtype, b, hk, j, Dv, tmp + D) : NULL;
+                    for (int64_t c = 0; c < D; c++) KT[c * pn.ldk + j] = kr ? kr[c] : 0.0f;
+                    for (int64_t c = 0; c < Dv; c++) VT[c * pn.ldk + j] = vr ? vr[c] : 0.0f;
+                }
+            }
+            free(tmp);
         }
-        st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
+        if (!st) st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
     }
     if (st) {
         free(parts), free(panels), free(rowm), free(rowil), free(rowdi);
@@ -591,8 +611,9 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
             /* this chunk's K rows, local index jl = j - k0 */
             for (int64_t jl = 0; jl < LP; jl++) {
                 int64_t j = k0 + jl;
-                const float *kr = j < k1 ? k.data + b * k.stride_b + hk * k.stride_h + j * k.stride_s : NULL;
-                for (int64_t c = 0; c < DP; c++) Kp[jl * DP + c] = (kr && c < D) ? kr[c] : 0.0f;
+                float *row = Kp + jl * DP;
+                const float *kr = j < k1 ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, row) : NULL; /* in place */
+                for (int64_t c = 0; c < DP; c++) row[c] = (kr && c < D) ? kr[c] : 0.0f;
             }
             for (int64_t h = hk * G; h < (hk + 1) * G; h++)
                 memset(parts + (size_t)((b * H + h) * nchunk + cidx) * (size_t)(SqP * DP), 0,
@@ -608,8 +629,8 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
                     for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
                         int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
                         if (!block_meets(d, &sq, i0, rows, j0)) continue; /* no row of the block sees these keys */
-                        pack_rows(q, b, h, i0, rows, D, DP, Qp, sign);
-                        pack_rows(dout, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
+                        pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, sign);
+                        pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                         /* P = exp(t - m) / l, the tiles of bwd_row_stats */
                         bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, P, Gt, rows, i0, j0, add, any_add);
                         for (int64_t r = 0; r < BR; r++) {

@@ -15,8 +15,8 @@ static const float *row_of(attn_view t, int64_t b, int64_t h, int64_t s) {
  * dcap[j] (if not NULL) is d(score)/d(q.k_j). Returns the number of visible
  * keys. */
 static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int64_t b, int64_t h, int64_t i,
-                          double *sc, double *dcap) {
-    const float *qi = row_of(q, b, h, i);
+                          double *sc, double *dcap, float *tmp /* 2 D floats for 16-bit inputs */) {
+    const float *qi = attn_row_f32(q, d->qkv_dtype, b, h, i, d->D, tmp);
     int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, nvis = 0;
     attn_sem_range(d, skb, off, i, &lo, &hi);
     for (int64_t j = 0; j < d->Sk; j++) {
@@ -25,7 +25,7 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
             if (dcap) dcap[j] = 0.0;
             continue;
         }
-        const float *kj = row_of(k, b, hk, j);
+        const float *kj = attn_row_f32(k, d->qkv_dtype, b, hk, j, d->D, tmp + d->D);
         double acc = 0.0;
         for (int64_t c = 0; c < d->D; c++) acc += (double)qi[c] * (double)kj[c];
         double s = (double)d->scale * acc, g = (double)d->scale;
@@ -74,16 +74,18 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     double *p = malloc((nsk ? nsk : 1) * sizeof *p);
     double *acc = malloc((size_t)d->Dv * sizeof *acc);
     uint8_t *keep = malloc(nsk ? nsk : 1);
-    if (!p || !acc || !keep) {
+    float *tmp = malloc((size_t)(2 * d->D + d->Dv) * sizeof *tmp); /* rows of 16-bit inputs */
+    if (!p || !acc || !keep || !tmp) {
         free(p);
         free(acc);
         free(keep);
+        free(tmp);
         return ATTN_E_NOMEM;
     }
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL);
+                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp);
                 double l = row_softmax(p, d->Sk, nvis);
                 if (lse) lse[(b * d->H + h) * d->Sq + i] = (float)l;
                 if (d->dropout) {
@@ -94,7 +96,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
                 for (int64_t c = 0; c < d->Dv; c++) acc[c] = 0.0;
                 for (int64_t j = 0; j < d->Sk; j++) {
                     if (p[j] == 0.0) continue; /* masked or dropped key: contributes nothing */
-                    const float *vj = row_of(v, b, attn_sem_kvh(d, h), j);
+                    const float *vj = attn_row_f32(v, d->qkv_dtype, b, attn_sem_kvh(d, h), j, d->Dv, tmp + 2 * d->D);
                     for (int64_t c = 0; c < d->Dv; c++) acc[c] += p[j] * (double)vj[c];
                 }
                 float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
@@ -103,6 +105,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     free(p);
     free(acc);
     free(keep);
+    free(tmp);
     return ATTN_OK;
 }
 
@@ -120,15 +123,16 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     double *p = malloc(nsk * sizeof *p), *dp = malloc(nsk * sizeof *dp), *g = malloc(nsk * sizeof *g);
     double *gk = malloc(nkd * sizeof *gk), *gv = malloc(nvd * sizeof *gv), *gq = malloc(D * sizeof *gq);
     uint8_t *keep = malloc(nsk);
+    float *tmp = malloc((2 * D + Dv) * sizeof *tmp); /* rows of 16-bit inputs */
     attn_status st = ATTN_OK;
-    if (!p || !dp || !g || !gk || !gv || !gq || !keep) st = ATTN_E_NOMEM;
+    if (!p || !dp || !g || !gk || !gv || !gq || !keep || !tmp) st = ATTN_E_NOMEM;
     for (int64_t b = 0; st == ATTN_OK && b < d->B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
             for (size_t t = 0; t < nkd; t++) gk[t] = 0.0;
             for (size_t t = 0; t < nvd; t++) gv[t] = 0.0;
             for (int64_t h = hk * G; h < (hk + 1) * G; h++)
                 for (int64_t i = 0; i < d->Sq; i++) {
-                    int64_t nvis = row_scores(d, q, k, b, h, i, p, g);
+                    int64_t nvis = row_scores(d, q, k, b, h, i, p, g, tmp);
                     row_softmax(p, d->Sk, nvis);
                     if (d->dropout) {
                         uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
@@ -142,7 +146,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                             dp[j] = 0.0;
                             continue;
                         }
-                        const float *vj = row_of(v, b, hk, j);
+                        const float *vj = attn_row_f32(v, d->qkv_dtype, b, hk, j, d->Dv, tmp + 2 * D);
                         double acc = 0.0;
                         for (int64_t c = 0; c < d->Dv; c++) {
                             acc += (double)go[c] * vj[c];
@@ -151,12 +155,12 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                         dp[j] = acc * kd;
                         dsum += p[j] * dp[j];
                     }
-                    const float *qi = row_of(q, b, h, i);
+                    const float *qi = attn_row_f32(q, d->qkv_dtype, b, h, i, d->D, tmp);
                     for (size_t c = 0; c < D; c++) gq[c] = 0.0;
                     for (int64_t j = 0; j < d->Sk; j++) {
                         if (p[j] == 0.0) continue;
                         double ds = p[j] * (dp[j] - dsum) * g[j];
-                        const float *kj = row_of(k, b, hk, j);
+                        const float *kj = attn_row_f32(k, d->qkv_dtype, b, hk, j, d->D, tmp + D);
                         for (size_t c = 0; c < D; c++) {
                             gq[c] += ds * kj[c];
                             gk[(size_t)j * D + c] += ds * qi[c];
@@ -179,6 +183,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     free(gv);
     free(gq);
     free(keep);
+    free(tmp);
     return st;
 }
 
@@ -189,15 +194,17 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
     size_t nsk = (size_t)d->Sk;
     double *p = malloc((nsk ? nsk : 1) * sizeof *p);
     uint8_t *keep = malloc(nsk ? nsk : 1);
-    if (!p || !keep) {
+    float *tmp = malloc((size_t)(2 * d->D) * sizeof *tmp);
+    if (!p || !keep || !tmp) {
         free(p);
         free(keep);
+        free(tmp);
         return ATTN_E_NOMEM;
     }
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL);
+                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp);
                 size_t base = (size_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
                 if (scores)
                     for (int64_t j = 0; j < d->Sk; j++) scores[base + j] = (float)p[j];
@@ -212,5 +219,6 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
             }
     free(p);
     free(keep);
+    free(tmp);
     return ATTN_OK;
 }
