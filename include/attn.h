@@ -327,6 +327,8 @@ ATTN_API attn_status attn_st_info(const attn_st_file *f, const char *name, attn_
 ATTN_API attn_status attn_st_read_f32(const attn_st_file *f, const char *name, float *out, size_t n);
 /* Read a BOOL or U8 tensor as bytes (BOOL values must be 0 or 1). */
 ATTN_API attn_status attn_st_read_u8(const attn_st_file *f, const char *name, uint8_t *out, size_t n);
+/* Read an F16 or BF16 tensor's 16-bit patterns as they are (no conversion). */
+ATTN_API attn_status attn_st_read_u16(const attn_st_file *f, const char *name, uint16_t *out, size_t n);
 /* Read an I32 or I64 tensor as int64 (little-endian, as safetensors stores). */
 ATTN_API attn_status attn_st_read_i64(const attn_st_file *f, const char *name, int64_t *out, size_t n);
 

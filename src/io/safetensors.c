@@ -316,6 +316,17 @@ attn_status attn_st_read_u8(const attn_st_file *f, const char *name, uint8_t *ou
     return ATTN_OK;
 }
 
+attn_status attn_st_read_u16(const attn_st_file *f, const char *name, uint16_t *out, size_t n) {
+    if (!f || !name || (!out && n)) return ATTN_E_INVALID;
+    const st_entry *e = find(f, name);
+    if (!e) return ATTN_E_NOT_FOUND;
+    if (e->dtype != ATTN_DTYPE_F16 && e->dtype != ATTN_DTYPE_BF16) return ATTN_E_DTYPE;
+    if (e->end - e->begin != n * 2) return ATTN_E_SHAPE;
+    const unsigned char *p = f->buf + f->data_off + e->begin;
+    for (size_t i = 0; i < n; i++) out[i] = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
+    return ATTN_OK;
+}
+
 attn_status attn_st_read_i64(const attn_st_file *f, const char *name, int64_t *out, size_t n) {
     if (!f || !name || (!out && n)) return ATTN_E_INVALID;
     const st_entry *e = find(f, name);

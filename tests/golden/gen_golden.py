@@ -46,6 +46,9 @@ def save_st(path, tensors):
             dt, raw = "BOOL", bytes(t.to(torch.uint8).flatten().tolist())
         elif t.dtype == torch.uint8:
             dt, raw = "U8", bytes(t.flatten().tolist())
+        elif t.dtype in (torch.float16, torch.bfloat16):
+            dt = "F16" if t.dtype == torch.float16 else "BF16"
+            raw = struct.pack("<%dh" % t.numel(), *t.flatten().view(torch.int16).tolist())
         elif t.dtype in (torch.int64, torch.int32):
             n = 8 if t.dtype == torch.int64 else 4
             dt = "I64" if n == 8 else "I32"

@@ -1,5 +1,6 @@
 /* attn sdpa: the core attention on tensors from a safetensors file.
- *   input:  q (B,Hq,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv); optional
+ *   input:  q (B,Hq,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv) (all F16 or all BF16:
+ *           used as they are; otherwise converted to float32); optional
  *           key_mask (B,Sk) BOOL/U8 true = masked, seqlens_k (B) I32/I64,
  *           alibi_slopes (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad
  *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv */
@@ -117,6 +118,25 @@ static float *read_f32(const attn_st_file *f, const char *file, const char *name
     return p;
 }
 
+/* a 4-D F16/BF16 tensor's 16-bit patterns, returned as a float* for a view */
+static float *read_u16(const attn_st_file *f, const char *file, const char *name, int64_t *shape) {
+    int n;
+    attn_st_info(f, name, NULL, &n, shape);
+    if (n != 4) {
+        cli_error("%s: '%s' must have 4 dimensions, has %d", file, name, n);
+        return NULL;
+    }
+    size_t cnt = (size_t)(shape[0] * shape[1] * shape[2] * shape[3]);
+    uint16_t *p = malloc((cnt ? cnt : 1) * sizeof *p);
+    attn_status st = p ? attn_st_read_u16(f, name, p, cnt) : ATTN_E_NOMEM;
+    if (st != ATTN_OK) {
+        cli_error("%s: cannot read '%s': %s", file, name, attn_status_string(st));
+        free(p);
+        return NULL;
+    }
+    return (float *)(void *)p;
+}
+
 static int same(const int64_t *a, const int64_t *b, int n) {
     for (int i = 0; i < n; i++)
         if (a[i] != b[i]) return 0;
@@ -140,9 +160,19 @@ int cmd_sdpa(int argc, char **argv) {
         goto done;
     }
     int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS];
-    if (!(q = read_f32(f, o.input, "q", 4, qs)) || !(k = read_f32(f, o.input, "k", 4, ks)) ||
-        !(v = read_f32(f, o.input, "v", 4, vs)))
+    /* q, k and v all F16 or all BF16 are used as they are (16-bit inputs,
+     * float32 accumulation); any other mix is converted to float32 on load */
+    attn_dtype qt = ATTN_DTYPE_INVALID, kt = ATTN_DTYPE_INVALID, vt = ATTN_DTYPE_INVALID;
+    attn_st_info(f, "q", &qt, NULL, NULL), attn_st_info(f, "k", &kt, NULL, NULL), attn_st_info(f, "v", &vt, NULL, NULL);
+    attn_dtype in16 = (qt == kt && kt == vt && (qt == ATTN_DTYPE_F16 || qt == ATTN_DTYPE_BF16)) ? qt : ATTN_DTYPE_F32;
+    if (in16 != ATTN_DTYPE_F32) {
+        if (!(q = read_u16(f, o.input, "q", qs)) || !(k = read_u16(f, o.input, "k", ks)) ||
+            !(v = read_u16(f, o.input, "v", vs)))
+            goto done;
+    } else if (!(q = read_f32(f, o.input, "q", 4, qs)) || !(k = read_f32(f, o.input, "k", 4, ks)) ||
+               !(v = read_f32(f, o.input, "v", 4, vs))) {
         goto done;
+    }
     int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Hkv = ks[1], Sk = ks[2], Dv = vs[3];
     if (ks[0] != B || ks[3] != D) {
         cli_error("%s: k must be (B, Hkv, Sk, D) = (%lld, Hkv, Sk, %lld) to match q", o.input, (long long)B,
@@ -162,6 +192,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
     d.Hkv = Hkv;
+    d.qkv_dtype = in16;
     d.causal = o.causal;
     d.impl = o.impl;
     if (o.has_scale) d.scale = (float)o.scale;
