@@ -4,6 +4,7 @@
  * (the machine's speed drifts); reported: the median time of each and the
  * median over rounds of the GFLOP/s ratio. */
 #include "cli.h"
+#include "base/half.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -214,7 +215,7 @@ int cmd_bench(int argc, char **argv) {
     int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0;
     int64_t window = -1;
     double softcap = 0.0;
-    attn_dtype kv_dtype = ATTN_DTYPE_F32;
+    attn_dtype kv_dtype = ATTN_DTYPE_F32, qkv_dtype = ATTN_DTYPE_F32;
     attn_impl impl = ATTN_IMPL_FAST;
     double min_time = 1.0, p_drop = 0.0;
     for (int i = 1; i < argc; i++) {
@@ -244,7 +245,14 @@ int cmd_bench(int argc, char **argv) {
             dst = &Hkv;
         else if (!strcmp(a, "--page-size"))
             dst = &page, lo = 0;
-        else if (!strcmp(a, "--kv-dtype")) {
+        else if (!strcmp(a, "--dtype")) {
+            if (!v || (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16"))) {
+                cli_error("--dtype must be f32, f16 or bf16 (the element type of q, k and v)");
+                return EXIT_USAGE;
+            }
+            qkv_dtype = !strcmp(v, "f32") ? ATTN_DTYPE_F32 : !strcmp(v, "f16") ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+            i++;
+        } else if (!strcmp(a, "--kv-dtype")) {
             if (!v || (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16"))) {
                 cli_error("--kv-dtype must be f32, f16 or bf16 (q8_0 is not implemented yet)");
                 return EXIT_USAGE;
@@ -353,6 +361,16 @@ int cmd_bench(int argc, char **argv) {
                   (long long)D);
         return 1;
     }
+    if (qkv_dtype != ATTN_DTYPE_F32) { /* 16-bit inputs: converted in place (the patterns fill the front half) */
+        float *bufs[3] = {q, k, v};
+        size_t ns[3] = {nq, nk, nk};
+        for (int t = 0; t < 3; t++) {
+            uint16_t *u = (uint16_t *)(void *)bufs[t];
+            for (size_t i = 0; i < ns[t]; i++)
+                u[i] = qkv_dtype == ATTN_DTYPE_F16 ? attn_f32_to_f16(bufs[t][i]) : attn_f32_to_bf16(bufs[t][i]);
+        }
+        c.d.qkv_dtype = qkv_dtype;
+    }
     attn_view vq = {q, H * S * D, S * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * D, Sk * D, D};
     attn_view vo = {o, H * S * D, S * D, D};
     c.q = vq, c.k = vk, c.v = vv, c.o = vo;
@@ -399,7 +417,9 @@ int cmd_bench(int argc, char **argv) {
         if (Hkv != H) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " Hkv=%lld", (long long)Hkv);
         if (window >= 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " window=%lld", (long long)window);
         if (softcap > 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " softcap=%g", softcap);
-        if (alibi) snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
+        if (alibi) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
+        if (qkv_dtype != ATTN_DTYPE_F32)
+            snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
         printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s",
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
                (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", feat, nthreads,
