@@ -137,7 +137,8 @@ typedef enum attn_dtype {
     ATTN_DTYPE_BOOL = 5,
     ATTN_DTYPE_U8 = 6,
     ATTN_DTYPE_I64 = 7,
-    ATTN_DTYPE_I32 = 8
+    ATTN_DTYPE_I32 = 8,
+    ATTN_DTYPE_Q8_0 = 9 /* KV-cache storage only: blocks of 32 int8 + one f16 scale (llama.cpp's q8_0) */
 } attn_dtype;
 
 /* ------------------------------------------------------------------------ */
@@ -266,7 +267,9 @@ typedef struct attn_kv_cache_config {
     int64_t head_dim;   /* D */
     int64_t v_head_dim; /* Dv; 0 means D */
     attn_dtype dtype;   /* storage: ATTN_DTYPE_F32 (0 means F32), ATTN_DTYPE_F16 or ATTN_DTYPE_BF16 (appends round
-                         * to nearest even; attention reads them as float32 with float32 accumulation) */
+                         * to nearest even), or ATTN_DTYPE_Q8_0 (head sizes multiples of 32; each block of 32
+                         * values stores d = max|x| / 127 as f16 and round(x / d) as int8); attention reads
+                         * the stored values as float32 with float32 accumulation */
     int64_t page_size;  /* 0: contiguous; > 0: paged, tokens per page */
     int64_t num_pages;  /* paged: pages in the pool; 0 means enough for every sequence at capacity */
 } attn_kv_cache_config;

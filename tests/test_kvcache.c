@@ -126,7 +126,10 @@ static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps, attn_d
     world_init(&w, B, Hkv, T, D, Dv, ps, dt);
     char label[96];
     snprintf(label, sizeof label, "B%d Hkv%d G%d T%d D%d Dv%d page%d %s", B, Hkv, G, T, D, Dv, ps,
-             dt == ATTN_DTYPE_F32 ? "f32" : dt == ATTN_DTYPE_F16 ? "f16" : "bf16");
+             dt == ATTN_DTYPE_F32   ? "f32"
+             : dt == ATTN_DTYPE_F16 ? "f16"
+             : dt == ATTN_DTYPE_Q8_0 ? "q8_0"
+                                     : "bf16");
     /* chunked prefill of different lengths, then decode steps */
     for (int step = 0; step < 6; step++) {
         int64_t n[4] = {0, 0, 0, 0};
@@ -181,6 +184,69 @@ static void conversions(void) {
         bad_b += isnan(fb) ? !isnan(attn_bf16_to_f32(attn_f32_to_bf16(fb))) : attn_f32_to_bf16(fb) != p;
     }
     CHECK(bad_h == 0 && bad_b == 0, "16-bit round trips: %d f16 and %d bf16 patterns changed", bad_h, bad_b);
+}
+
+/* q8_0: the error bound per element, |x - d q| <= max|x| (1/254 + 2^-11)
+ * per block of 32 (rounding to the int8 grid, plus the f16 rounding of d),
+ * on random and peaked rows; and the decode error against float32 keys and
+ * values on random data, printed for docs/SEMANTICS.md */
+/* q8_0: the error bound per element, |x - d q| <= max|x| (1/254 + 2^-11)
+ * per block of 32 (rounding to the int8 grid, plus the f16 rounding of d),
+ * on random and peaked rows; and the decode error against float32 keys and
+ * values (values in [-1, 1)) on random and on peaked keys, printed for
+ * docs/SEMANTICS.md */
+static double q8_case(int peaked, double *elem_err) {
+    attn_kv_cache *c = NULL;
+    attn_kv_cache_config cfg = {1, 1, 256, 64, 64, ATTN_DTYPE_Q8_0, 0, 0};
+    CHECK_OK(attn_kv_cache_create(&cfg, &c));
+    float *k = malloc(256 * 64 * 4), *v = malloc(256 * 64 * 4), back[64];
+    for (int i = 0; i < 256 * 64; i++) {
+        k[i] = tu_frand(&lcg) * (peaked && i % 64 == 5 ? 50.0f : 1.0f); /* one outlier per row */
+        v[i] = tu_frand(&lcg);
+    }
+    attn_view vk = {k, 256 * 64, 64, 64}, vv = {v, 256 * 64, 64, 64};
+    int64_t n[1] = {256};
+    CHECK_OK(attn_kv_cache_append(c, n, vk, vv));
+    double worst = 0.0;
+    for (int j = 0; j < 256; j++) {
+        CHECK_OK(attn_kv_cache_read(c, 0, 0, j, back, NULL));
+        for (int b0 = 0; b0 < 64; b0 += 32) {
+            double amax = 0.0;
+            for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(k[j * 64 + b0 + i]));
+            for (int i = 0; i < 32; i++)
+                worst = fmax(worst, fabs((double)back[b0 + i] - k[j * 64 + b0 + i]) / (amax > 0 ? amax : 1.0));
+        }
+    }
+    *elem_err = worst;
+    float q[4 * 64], o8[4 * 64], o32[4 * 64];
+    for (int i = 0; i < 4 * 64; i++) q[i] = tu_frand(&lcg);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 4, 1, 0, 64, 64);
+    d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_view vq = {q, 4 * 64, 64, 64}, vo = {o8, 4 * 64, 64, 64};
+    CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
+    attn_sdpa_desc r = d;
+    r.Sk = 256, r.Hkv = 1;
+    attn_view rk = {k, 256 * 64, 64, 64}, rv = {v, 256 * 64, 64, 64}, ro = {o32, 4 * 64, 64, 64};
+    CHECK_OK(attn_sdpa_forward(&r, vq, rk, rv, ro, NULL));
+    double e = 0.0;
+    for (int i = 0; i < 4 * 64; i++) e = fmax(e, fabs((double)o8[i] - o32[i]));
+    free(k), free(v);
+    attn_kv_cache_free(c);
+    return e;
+}
+
+static void q8_error(void) {
+    double er, ep, dr = q8_case(0, &er), dp = q8_case(1, &ep);
+    printf("q8_0: element error <= %.5f (random) / %.5f (peaked) of the block max; decode output error %.2e "
+           "(random keys) / %.2e (peaked keys), values in [-1, 1)\n",
+           er, ep, dr, dp);
+    CHECK(er <= 1.0 / 254.0 + 0x1p-11 && ep <= 1.0 / 254.0 + 0x1p-11, "q8_0 element error %.6f / %.6f over the bound",
+          er, ep);
+    CHECK(dr <= 0.01, "q8_0 decode error %.3g on random keys", dr);
+    attn_kv_cache_config bad = {1, 1, 8, 40, 40, ATTN_DTYPE_Q8_0, 0, 0};
+    attn_kv_cache *cb = NULL;
+    CHECK(attn_kv_cache_create(&bad, &cb) == ATTN_E_SHAPE, "q8_0 needs head sizes that are multiples of 32");
 }
 
 static void errors(void) {
@@ -249,7 +315,11 @@ int main(int argc, char **argv) {
         scenario(1, 2, 2, 2500, 64, 64, 256, dt); /* one long sequence: several decode splits */
         scenario(2, 2, 2, 150, 13, 7, 64, dt);    /* head sizes that are not multiples of 8 */
     }
+    scenario(3, 2, 4, 300, 32, 32, 64, ATTN_DTYPE_Q8_0); /* q8_0: head sizes multiples of 32 */
+    scenario(2, 1, 8, 700, 64, 32, 48, ATTN_DTYPE_Q8_0);
+    scenario(1, 2, 2, 2500, 128, 128, 256, ATTN_DTYPE_Q8_0);
     conversions();
+    q8_error();
     errors();
     return tu_finish("test_kvcache");
 }

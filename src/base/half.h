@@ -52,4 +52,35 @@ static inline uint16_t attn_f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
+/* q8_0 (llama.cpp's block format): 32 values as one f16 scale d and 32
+ * int8 q, x ~ d * q, d = max|x| / 127; 34 bytes a block. */
+#define ATTN_Q8_BLOCK 32
+#define ATTN_Q8_BYTES 34
+
+static inline size_t attn_q8_row_bytes(int64_t n) { return (size_t)(n / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES; }
+
+/* n (a multiple of 32) floats into n / 32 blocks */
+static inline void attn_q8_quantize(const float *x, int64_t n, void *dst) {
+    unsigned char *o = dst;
+    for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK, o += ATTN_Q8_BYTES) {
+        float amax = 0.0f;
+        for (int i = 0; i < ATTN_Q8_BLOCK; i++) amax = fmaxf(amax, fabsf(x[b0 + i]));
+        float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        uint16_t dh = attn_f32_to_f16(d);
+        memcpy(o, &dh, 2);
+        for (int i = 0; i < ATTN_Q8_BLOCK; i++) {
+            float r = roundf(x[b0 + i] * id);
+            o[2 + i] = (unsigned char)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+        }
+    }
+}
+
+/* element idx of a q8_0 row, as float32 (d * q with d as stored) */
+static inline float attn_q8_get(const void *row, int64_t idx) {
+    const unsigned char *blk = (const unsigned char *)row + (size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES;
+    uint16_t dh;
+    memcpy(&dh, blk, 2);
+    return attn_f16_to_f32(dh) * (float)(int8_t)blk[2 + idx % ATTN_Q8_BLOCK];
+}
+
 #endif

@@ -32,7 +32,13 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-static size_t kv_esize(const attn_kv_src *s) { return attn_is16(s->dtype) ? 2 : 4; }
+/* the kernels' element kind of the source */
+static int kv_kind(const attn_kv_src *s) {
+    return s->dtype == ATTN_DTYPE_F16    ? ATTN_KV_F16
+           : s->dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BF16
+           : s->dtype == ATTN_DTYPE_Q8_0 ? ATTN_KV_Q8
+                                         : ATTN_KV_F32;
+}
 
 /* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld elements
  * apart (elements of the source's type). */
@@ -43,17 +49,17 @@ static const void *kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk
         *run = INT64_MAX, *ld = t.stride_s;
         return attn_row_addr(t, s->dtype, b, hk, j);
     }
-    int64_t dim = is_v ? s->Dv : s->D, at;
+    int64_t dim = is_v ? s->Dv : s->D, row;
     const char *base = is_v ? s->pool_v : s->pool_k;
     if (!s->table) {
         *run = INT64_MAX, *ld = dim;
-        at = ((b * s->Hkv + hk) * s->capacity + j) * dim;
+        row = (b * s->Hkv + hk) * s->capacity + j;
     } else {
         int64_t ps = s->page_size, page = s->table[b * s->max_pages + j / ps];
         *run = ps - j % ps, *ld = dim;
-        at = ((page * s->Hkv + hk) * ps + j % ps) * dim;
+        row = (page * s->Hkv + hk) * ps + j % ps;
     }
-    return base + (size_t)at * kv_esize(s);
+    return base + attn_kv_bytes(kv_kind(s), row * dim);
 }
 
 typedef struct dec_item {
@@ -102,7 +108,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
     int mods = d->softcap > 0.0f || d->alibi_slopes != NULL;
     float escale = mods ? 1.0f : scale;
-    int h16 = kv_esize(kv) == 2, bf16 = kv->dtype == ATTN_DTYPE_BF16;
+    int kind = kv_kind(kv), h16 = kind != ATTN_KV_F32; /* h16: any reduced-precision rows */
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -145,8 +151,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                  * block for contiguous rows; prefetches never fault) */
                 /* prefetch targets: DEC_PF rows ahead in this run of rows, or the start of
                  * the next page when the run ends sooner */
-                const void *pk = (const char *)K + (size_t)(DEC_PF * ldk) * kv_esize(kv);
-                const void *pv = (const char *)V + (size_t)(DEC_PF * ldv) * kv_esize(kv);
+                const void *pk = (const char *)K + attn_kv_bytes(kind, DEC_PF * ldk);
+                const void *pv = (const char *)V + attn_kv_bytes(kind, DEC_PF * ldv);
                 int64_t lpk = ldk, lpv = ldv;
                 if (nb + DEC_PF > runk && j0 + runk < items[it].j1) {
                     int64_t r2;
@@ -154,7 +160,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     pv = kv_rows(kv, 1, b, hk, j0 + runk, &r2, &lpv);
                 }
                 if (h16)
-                    kt->qk_rows16(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, bf16);
+                    kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
                 else
                     kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
                 for (int64_t r = 0; r < R; r++) {
@@ -176,7 +182,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     attn_online_row(kt, s, nb, escale, &m[r], &l[r], O + r * DvP, DvP);
                 }
                 if (h16)
-                    kt->pv_rows16(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, bf16);
+                    kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kind);
                 else
                     kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
                 j0 += nb;

@@ -3,6 +3,7 @@
  * per sequence; free pages on a stack). Appends are all or nothing; the
  * attention over the cache calls the core paths (decode reads the pages in
  * place). */
+#include "../kernels/kernels.h"
 #include "internal.h"
 #include "base/half.h"
 
@@ -29,8 +30,9 @@ struct attn_kv_cache {
     attn_kv_cache_config cfg;
     int64_t Dv;
     int64_t *len;   /* (B) tokens per sequence */
-    void *k, *v;    /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool; elements of esz bytes */
-    size_t esz;     /* 4 (F32) or 2 (F16, BF16) */
+    void *k, *v;    /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool; rows of kbytes / vbytes */
+    int kind;       /* the kernels' element kind (ATTN_KV_F32, _F16, _BF16, _Q8) */
+    size_t kbytes, vbytes;
     int32_t *table; /* paged: (B, max_pages) page ids, -1 = none */
     int32_t *free_stack;
     int64_t nfree, max_pages, npages;
@@ -43,11 +45,15 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     *out = NULL;
     attn_kv_cache_config c = *cfg;
     if (c.dtype == ATTN_DTYPE_INVALID) c.dtype = ATTN_DTYPE_F32;
-    if (c.dtype != ATTN_DTYPE_F32 && c.dtype != ATTN_DTYPE_F16 && c.dtype != ATTN_DTYPE_BF16) return ATTN_E_UNSUPPORTED;
+    if (c.dtype != ATTN_DTYPE_F32 && c.dtype != ATTN_DTYPE_F16 && c.dtype != ATTN_DTYPE_BF16 &&
+        c.dtype != ATTN_DTYPE_Q8_0)
+        return ATTN_E_UNSUPPORTED;
     if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
     if (c.batch < 1 || c.kv_heads < 1 || c.capacity < 1 || c.head_dim < 1 || c.v_head_dim < 1 || c.page_size < 0 ||
         c.num_pages < 0)
         return ATTN_E_SHAPE;
+    if (c.dtype == ATTN_DTYPE_Q8_0 && (c.head_dim % ATTN_Q8_BLOCK || c.v_head_dim % ATTN_Q8_BLOCK))
+        return ATTN_E_SHAPE; /* q8_0 rows are whole blocks of 32 */
     if (c.batch > INT32_MAX || c.kv_heads > INT32_MAX || c.capacity > INT32_MAX || c.head_dim > INT32_MAX ||
         c.v_head_dim > INT32_MAX)
         return ATTN_E_SHAPE;
@@ -55,7 +61,12 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     if (!kc) return ATTN_E_NOMEM;
     kc->cfg = c;
     kc->Dv = c.v_head_dim;
-    kc->esz = c.dtype == ATTN_DTYPE_F32 ? 4 : 2;
+    kc->kind = c.dtype == ATTN_DTYPE_F16    ? ATTN_KV_F16
+               : c.dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BF16
+               : c.dtype == ATTN_DTYPE_Q8_0 ? ATTN_KV_Q8
+                                            : ATTN_KV_F32;
+    kc->kbytes = attn_kv_bytes(kc->kind, c.head_dim);
+    kc->vbytes = attn_kv_bytes(kc->kind, c.v_head_dim);
     size_t tokens, nk, nv;
     attn_status st = ATTN_OK;
     if (c.page_size > 0) {
@@ -67,13 +78,12 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     } else if (attn_mul3_size((size_t)c.batch, (size_t)c.capacity, (size_t)c.kv_heads, &tokens)) {
         st = ATTN_E_OVERFLOW;
     }
-    if (!st && (attn_mul_size(tokens, (size_t)c.head_dim, &nk) || attn_mul_size(tokens, (size_t)kc->Dv, &nv) ||
-                nk > SIZE_MAX / 4 || nv > SIZE_MAX / 4))
+    if (!st && (attn_mul_size(tokens, kc->kbytes, &nk) || attn_mul_size(tokens, kc->vbytes, &nv)))
         st = ATTN_E_OVERFLOW;
     if (!st) {
         kc->len = calloc((size_t)c.batch, sizeof *kc->len);
-        kc->k = alloc_big(nk * kc->esz);
-        kc->v = alloc_big(nv * kc->esz);
+        kc->k = alloc_big(nk);
+        kc->v = alloc_big(nv);
         if (!kc->len || !kc->k || !kc->v) st = ATTN_E_NOMEM;
     }
     if (!st && paged(kc)) {
@@ -112,37 +122,40 @@ int64_t attn_kv_cache_free_pages(const attn_kv_cache *c) { return c && paged(c) 
 
 /* where key (or value) row j of (b, hk) lives */
 static void *slot(const attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j) {
-    int64_t dim = is_v ? c->Dv : c->cfg.head_dim, Hkv = c->cfg.kv_heads, at;
-    char *base = is_v ? c->v : c->k;
+    int64_t Hkv = c->cfg.kv_heads, row;
     if (!paged(c)) {
-        at = ((b * Hkv + hk) * c->cfg.capacity + j) * dim;
+        row = (b * Hkv + hk) * c->cfg.capacity + j;
     } else {
         int64_t ps = c->cfg.page_size, page = c->table[b * c->max_pages + j / ps];
-        at = ((page * Hkv + hk) * ps + j % ps) * dim;
+        row = (page * Hkv + hk) * ps + j % ps;
     }
-    return base + (size_t)at * c->esz;
+    return (char *)(is_v ? c->v : c->k) + (size_t)row * (is_v ? c->vbytes : c->kbytes);
 }
 
-/* one row into the cache's element type (round to nearest even) */
+/* one row into the cache's storage type (16-bit: round to nearest even; q8_0: blocks) */
 static void put_row(const attn_kv_cache *c, void *dst, const float *src, int64_t n) {
-    if (c->cfg.dtype == ATTN_DTYPE_F32) {
+    if (c->kind == ATTN_KV_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;
     }
+    if (c->kind == ATTN_KV_Q8) {
+        attn_q8_quantize(src, n, dst);
+        return;
+    }
     uint16_t *h = dst;
-    for (int64_t i = 0; i < n; i++)
-        h[i] = c->cfg.dtype == ATTN_DTYPE_F16 ? attn_f32_to_f16(src[i]) : attn_f32_to_bf16(src[i]);
+    for (int64_t i = 0; i < n; i++) h[i] = c->kind == ATTN_KV_F16 ? attn_f32_to_f16(src[i]) : attn_f32_to_bf16(src[i]);
 }
 
 /* one row out of the cache, as float32 */
 static void get_row(const attn_kv_cache *c, float *dst, const void *src, int64_t n) {
-    if (c->cfg.dtype == ATTN_DTYPE_F32) {
+    if (c->kind == ATTN_KV_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;
     }
-    const uint16_t *h = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = c->cfg.dtype == ATTN_DTYPE_F16 ? attn_f16_to_f32(h[i]) : attn_bf16_to_f32(h[i]);
+        dst[i] = c->kind == ATTN_KV_Q8    ? attn_q8_get(src, i)
+                 : c->kind == ATTN_KV_F16 ? attn_f16_to_f32(((const uint16_t *)src)[i])
+                                          : attn_bf16_to_f32(((const uint16_t *)src)[i]);
 }
 
 static int64_t pages_for(const attn_kv_cache *c, int64_t len) {

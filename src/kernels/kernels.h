@@ -38,6 +38,7 @@
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct attn_kernel_table {
@@ -57,12 +58,13 @@ typedef struct attn_kernel_table {
                     const float *pre, int64_t ldpre, int64_t wpre);
     void (*pv_rows)(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
                     float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre);
-    /* the same on 16-bit K/V rows (bf16 != 0: bfloat16, else IEEE half),
-     * converted to float32 as they are loaded; strides in elements */
-    void (*qk_rows16)(const float *Q, int64_t R, int64_t D, const uint16_t *K, int64_t ldk, int64_t n, float *S,
-                      int64_t lds, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16);
-    void (*pv_rows16)(const float *P, int64_t ldp, int64_t R, const uint16_t *V, int64_t ldv, int64_t n, int64_t Dv,
-                      float *O, int64_t ldo, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16);
+    /* the same on reduced-precision K/V rows, converted to float32 as they
+     * are loaded: kind ATTN_KV_F16, ATTN_KV_BF16, or ATTN_KV_Q8 (q8_0 blocks;
+     * D, Dv and every ld a multiple of 32). Strides in elements. */
+    void (*qk_rows_x)(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind);
+    void (*pv_rows_x)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind);
 } attn_kernel_table;
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
@@ -80,6 +82,14 @@ typedef struct attn_kernel_table {
 #define ATTN_TANH_B2 2.26843463243900e-03f
 #define ATTN_TANH_B4 1.18534705686654e-04f
 #define ATTN_TANH_B6 1.19825839466702e-06f
+
+/* element types of K/V rows in the decode kernels */
+enum { ATTN_KV_F32 = 0, ATTN_KV_F16 = 1, ATTN_KV_BF16 = 2, ATTN_KV_Q8 = 3 };
+
+/* bytes of n elements of a K/V row of that kind (n a multiple of 32 for q8_0) */
+static inline size_t attn_kv_bytes(int kind, int64_t n) {
+    return kind == ATTN_KV_F32 ? (size_t)n * 4 : kind == ATTN_KV_Q8 ? (size_t)(n / 32) * 34 : (size_t)n * 2;
+}
 
 /* x * y mod (2^31 - 1) for x, y < 2^31: fold the 62-bit product (2^31 = 1).
  * Shared by both tables' dropout_mcg. */

@@ -235,13 +235,18 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
 
 /* Decode kernels, one body for each element type of the K/V rows (KV_F32,
  * KV_F16 through F16C, KV_BF16 by a shift), specialized at compile time. */
-enum { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2 };
-
-static inline __attribute__((always_inline)) size_t kv_size(int t) { return t == KV_F32 ? 4 : 2; }
+enum { KV_F32 = ATTN_KV_F32, KV_F16 = ATTN_KV_F16, KV_BF16 = ATTN_KV_BF16, KV_Q8 = ATTN_KV_Q8 };
 
 /* 8 elements of a K/V row from element idx, as floats */
 static inline __attribute__((always_inline)) __m256 kv_ld8(const void *row, int64_t idx, int t) {
     if (t == KV_F32) return _mm256_loadu_ps((const float *)row + idx);
+    if (t == KV_Q8) { /* 8 int8 of the block holding idx, times its f16 scale */
+        const unsigned char *blk = (const unsigned char *)row + (size_t)(idx >> 5) * 34;
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (idx & 31)))));
+        return _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(dh)));
+    }
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + idx));
     if (t == KV_F16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -250,13 +255,14 @@ static inline __attribute__((always_inline)) __m256 kv_ld8(const void *row, int6
 /* the first m < 8 elements from idx, the rest 0 (no read past the row) */
 static inline __attribute__((always_inline)) __m256 kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
     if (t == KV_F32) return _mm256_maskload_ps((const float *)row + idx, _mm256_castps_si256(tail_mask(m)));
+    if (t == KV_Q8) return _mm256_setzero_ps(); /* q8_0 rows are whole blocks: no tails */
     uint16_t buf[8] = {0};
     memcpy(buf, (const uint16_t *)row + idx, (size_t)m * 2);
     return kv_ld8(buf, 0, t);
 }
 
 static inline __attribute__((always_inline)) const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
-    return (const char *)base + (size_t)(j * ld) * kv_size(t);
+    return (const char *)base + attn_kv_bytes(t, j * ld);
 }
 
 static inline void prefetch_bytes(const void *p, int64_t bytes) {
@@ -270,7 +276,7 @@ static inline __attribute__((always_inline)) void qk_body(const float *Q, int64_
                                                           const void *pre, int64_t ldpre, int64_t wpre, int t) {
     __m256 tm = tail_mask(D & 7);
     __m256i mk = _mm256_castps_si256(tm);
-    int64_t D8 = D & ~(int64_t)7, pb = wpre * (int64_t)kv_size(t);
+    int64_t D8 = D & ~(int64_t)7, pb = (int64_t)attn_kv_bytes(t, wpre);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         const float *q[4];
@@ -328,7 +334,7 @@ static inline __attribute__((always_inline)) void qk_body(const float *Q, int64_
 static inline __attribute__((always_inline)) void pv_body(const float *P, int64_t ldp, int64_t R, const void *V,
                                                           int64_t ldv, int64_t n, int64_t Dv, float *O, int64_t ldo,
                                                           const void *pre, int64_t ldpre, int64_t wpre, int t) {
-    int64_t pb = wpre * (int64_t)kv_size(t);
+    int64_t pb = (int64_t)attn_kv_bytes(t, wpre);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         int64_t c0 = 0;
@@ -407,22 +413,26 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
     pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F32);
 }
 
-static void qk_rows16(const float *Q, int64_t R, int64_t D, const uint16_t *K, int64_t ldk, int64_t n, float *S,
-                      int64_t lds, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16) {
-    if (bf16)
+static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
+    if (kind == KV_F16)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
+    else if (kind == KV_BF16)
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_BF16);
     else
-        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8);
 }
 
-static void pv_rows16(const float *P, int64_t ldp, int64_t R, const uint16_t *V, int64_t ldv, int64_t n, int64_t Dv,
-                      float *O, int64_t ldo, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16) {
-    if (bf16)
+static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
+    if (kind == KV_F16)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F16);
+    else if (kind == KV_BF16)
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_BF16);
     else
-        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F16);
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
 const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
                                              max_row,   scale_row, dot_row,      softcap_row, alibi_row,
-                                             qk_rows,   pv_rows,   qk_rows16,    pv_rows16};
+                                             qk_rows,   pv_rows,   qk_rows_x,    pv_rows_x};

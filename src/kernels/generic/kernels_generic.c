@@ -139,36 +139,40 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
     }
 }
 
-/* 16-bit rows: converted element by element (base/half.h), then as above */
-static float kv16(const uint16_t *p, int bf16) { return bf16 ? attn_bf16_to_f32(*p) : attn_f16_to_f32(*p); }
+/* reduced-precision rows: converted element by element (base/half.h), then as above */
+static float kvx(const void *row, int64_t c, int kind) {
+    if (kind == ATTN_KV_Q8) return attn_q8_get(row, c);
+    uint16_t u = ((const uint16_t *)row)[c];
+    return kind == ATTN_KV_BF16 ? attn_bf16_to_f32(u) : attn_f16_to_f32(u);
+}
 
-static void qk_rows16(const float *Q, int64_t R, int64_t D, const uint16_t *K, int64_t ldk, int64_t n, float *S,
-                      int64_t lds, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16) {
+static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
     (void)pre, (void)ldpre, (void)wpre;
     for (int64_t j = 0; j < n; j++) {
-        const uint16_t *k = K + j * ldk;
+        const void *k = (const char *)K + attn_kv_bytes(kind, j * ldk);
         for (int64_t r = 0; r < R; r++) {
             const float *q = Q + r * D;
             float lane[8] = {0};
-            for (int64_t c = 0; c < D; c++) lane[c & 7] += q[c] * kv16(k + c, bf16);
+            for (int64_t c = 0; c < D; c++) lane[c & 7] += q[c] * kvx(k, c, kind);
             S[r * lds + j] = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
         }
     }
 }
 
-static void pv_rows16(const float *P, int64_t ldp, int64_t R, const uint16_t *V, int64_t ldv, int64_t n, int64_t Dv,
-                      float *O, int64_t ldo, const uint16_t *pre, int64_t ldpre, int64_t wpre, int bf16) {
+static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
     (void)pre, (void)ldpre, (void)wpre;
     for (int64_t r = 0; r < R; r++) {
         float *o = O + r * ldo;
         for (int64_t j = 0; j < n; j++) {
             float p = P[r * ldp + j];
-            const uint16_t *v = V + j * ldv;
-            for (int64_t c = 0; c < Dv; c++) o[c] += p * kv16(v + c, bf16);
+            const void *v = (const char *)V + attn_kv_bytes(kind, j * ldv);
+            for (int64_t c = 0; c < Dv; c++) o[c] += p * kvx(v, c, kind);
         }
     }
 }
 
 const attn_kernel_table attn_kernels_generic = {"generic",   gemm_6x16, gemm_6x16_tn, exp_row,  dropout_mcg,
                                                 max_row,     scale_row, dot_row,      softcap_row, alibi_row,
-                                                qk_rows,     pv_rows,   qk_rows16,    pv_rows16};
+                                                qk_rows,     pv_rows,   qk_rows_x,    pv_rows_x};
