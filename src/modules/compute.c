@@ -260,6 +260,20 @@ static const char *out_proj_name(attn_layer_kind k) {
     return k == ATTN_LAYER_MHA ? "out_proj" : k == ATTN_LAYER_GPT_MHA ? "proj" : "Wo";
 }
 
+/* ctx (M rows) -> out: the output projection, or a copy for layers without one */
+static void out_project(const attn_layer *l, const wiring *w, const layer_cache *c, float *out, int64_t M) {
+    if (!w->has_out_proj) {
+        memcpy(out, c->buf[BUF_CTX], c->len[BUF_CTX] * sizeof(float));
+        return;
+    }
+    const char *pn = out_proj_name(l->cfg.kind);
+    char wn[32], bn[32];
+    snprintf(wn, sizeof wn, "%s.weight", pn);
+    snprintf(bn, sizeof bn, "%s.bias", pn);
+    int64_t W = attn_layer_out_width(l);
+    attn_linear_fwd(c->buf[BUF_CTX], w->w[BUF_CTX], T(l, wn, 0), T(l, bn, 0), out, W, M, w->w[BUF_CTX], W);
+}
+
 attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     if (!l || !a) return ATTN_E_INVALID;
     attn_status st = check_args(l, a);
@@ -325,13 +339,8 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
                                c->lse + lse_offset(c, gi));
     }
     if (st) goto fail;
-    if (!w.has_out_proj) memcpy(a->out, c->buf[BUF_CTX], c->len[BUF_CTX] * sizeof(float));
+    out_project(l, &w, c, a->out, M);
     if (w.has_out_proj) {
-        const char *pn = out_proj_name(cf->kind);
-        char wn[32], bn[32];
-        snprintf(wn, sizeof wn, "%s.weight", pn);
-        snprintf(bn, sizeof bn, "%s.bias", pn);
-        attn_linear_fwd(c->buf[BUF_CTX], w.w[BUF_CTX], T(l, wn, 0), T(l, bn, 0), a->out, W, M, w.w[BUF_CTX], W);
         if (a->train && cf->out_dropout > 0.0 && cf->kind != ATTN_LAYER_MHA && cf->kind != ATTN_LAYER_SINGLE_HEAD) {
             st = attn_dropout_begin(a->gen, cf->out_dropout, (uint64_t)(M * W), &c->out_drop);
             if (!st) st = attn_dropout_apply(&c->out_drop, a->out, a->out);
@@ -388,7 +397,7 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
     layer_cache *c = &l->cache;
     attn_layer_cache_clear(c); /* the incremental pass leaves nothing for backward */
     c->B = a->B, c->S = a->S, c->Sk = a->S, c->impl = a->impl, c->scale = layer_scale(cf);
-    int64_t M = c->B * c->S, C = cf->d_in, W = attn_layer_out_width(l);
+    int64_t M = c->B * c->S, C = cf->d_in;
     wiring w;
     wire(l, &w, NULL);
     sdpa_group *groups = calloc((size_t)w.ngroups, sizeof *groups);
@@ -419,17 +428,7 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
                 for (int64_t b = 0; b < a->B; b++) attn_kv_cache_trim(kvc, b, attn_kv_cache_len(kvc, b) - a->S);
         }
     }
-    if (!st) {
-        if (w.has_out_proj) {
-            const char *pn = out_proj_name(cf->kind);
-            char wn[32], bn[32];
-            snprintf(wn, sizeof wn, "%s.weight", pn);
-            snprintf(bn, sizeof bn, "%s.bias", pn);
-            attn_linear_fwd(c->buf[BUF_CTX], w.w[BUF_CTX], T(l, wn, 0), T(l, bn, 0), a->out, W, M, w.w[BUF_CTX], W);
-        } else {
-            memcpy(a->out, c->buf[BUF_CTX], c->len[BUF_CTX] * sizeof(float));
-        }
-    }
+    if (!st) out_project(l, &w, c, a->out, M);
     free(groups), free(n);
     attn_layer_cache_clear(c);
     return st;
