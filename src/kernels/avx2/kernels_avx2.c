@@ -252,6 +252,30 @@ static inline __attribute__((always_inline)) __m256 kv_ld8(const void *row, int6
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* q8_0 pieces: the scale of the block holding idx, and 8 unscaled values */
+static inline __attribute__((always_inline)) __m256 q8_scale(const void *row, int64_t idx) {
+    uint16_t dh;
+    memcpy(&dh, (const unsigned char *)row + (size_t)(idx >> 5) * 34, 2);
+    return _mm256_set1_ps(_cvtsh_ss(dh));
+}
+static inline __attribute__((always_inline)) __m256 q8_raw(const void *row, int64_t idx) {
+    const unsigned char *p = (const unsigned char *)row + (size_t)(idx >> 5) * 34 + 2 + (idx & 31);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* 32 elements from idx (a multiple of 32 for q8_0): one block, one scale */
+static inline __attribute__((always_inline)) void kv_ld32(const void *row, int64_t idx, int t, __m256 *x0, __m256 *x1,
+                                                          __m256 *x2, __m256 *x3) {
+    if (t == KV_Q8) {
+        __m256 d = q8_scale(row, idx);
+        *x0 = _mm256_mul_ps(q8_raw(row, idx), d), *x1 = _mm256_mul_ps(q8_raw(row, idx + 8), d);
+        *x2 = _mm256_mul_ps(q8_raw(row, idx + 16), d), *x3 = _mm256_mul_ps(q8_raw(row, idx + 24), d);
+        return;
+    }
+    *x0 = kv_ld8(row, idx, t), *x1 = kv_ld8(row, idx + 8, t), *x2 = kv_ld8(row, idx + 16, t);
+    *x3 = kv_ld8(row, idx + 24, t);
+}
+
 /* the first m < 8 elements from idx, the rest 0 (no read past the row) */
 static inline __attribute__((always_inline)) __m256 kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
     if (t == KV_F32) return _mm256_maskload_ps((const float *)row + idx, _mm256_castps_si256(tail_mask(m)));
@@ -288,8 +312,15 @@ static inline __attribute__((always_inline)) void qk_body(const float *Q, int64_
             __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
                    a31 = a00;
             int64_t c = 0;
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0; /* q8_0: the current block's scales */
             for (; c < D8; c += 8) {
-                __m256 x0 = kv_ld8(k0, c, t), x1 = kv_ld8(k1, c, t), y;
+                __m256 x0, x1, y;
+                if (t == KV_Q8) {
+                    if ((c & 31) == 0) s0 = q8_scale(k0, c), s1 = q8_scale(k1, c);
+                    x0 = _mm256_mul_ps(q8_raw(k0, c), s0), x1 = _mm256_mul_ps(q8_raw(k1, c), s1);
+                } else {
+                    x0 = kv_ld8(k0, c, t), x1 = kv_ld8(k1, c, t);
+                }
                 y = _mm256_loadu_ps(q[0] + c), a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
                 y = _mm256_loadu_ps(q[1] + c), a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
                 y = _mm256_loadu_ps(q[2] + c), a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
@@ -353,8 +384,8 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
                 for (int64_t j = 0; j < n; j++) {
                     const void *v = kv_row(V, j, ldv, t);
                     if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
-                    __m256 x0 = kv_ld8(v, c0, t), x1 = kv_ld8(v, c0 + 8, t), x2 = kv_ld8(v, c0 + 16, t),
-                           x3 = kv_ld8(v, c0 + 24, t), p;
+                    __m256 x0, x1, x2, x3, p;
+                    kv_ld32(v, c0, t, &x0, &x1, &x2, &x3);
                     p = _mm256_broadcast_ss(p0 + j);
                     c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
                     c02 = _mm256_fmadd_ps(p, x2, c02), c03 = _mm256_fmadd_ps(p, x3, c03);
