@@ -269,6 +269,11 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         }
         free(tmp);
     }
+    if (st) {
+        free(panels);
+        free(items);
+        return st;
+    }
     size_t nw = 0;
     int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
     for (int64_t b = 0; b < B; b++) {
