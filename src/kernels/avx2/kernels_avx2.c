@@ -369,7 +369,7 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         int64_t c0 = 0;
-        if (nr == 4) /* the common case: 4 rows x 32 columns in 16 named registers */
+        if (nr == 4 && t == KV_F32) /* float32: 4 rows x 32 columns in 16 registers (V loads fold into the FMAs) */
             for (; c0 + 32 <= Dv; c0 += 32) {
                 float *o0 = O + r0 * ldo + c0, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
                 const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
@@ -408,6 +408,42 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
                 _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31), _mm256_storeu_ps(o3 + 16, c32);
                 _mm256_storeu_ps(o3 + 24, c33);
             }
+        if (nr == 4 && t != KV_F32) /* converted rows: 4 rows x 16 columns, 8 accumulators; with the two
+                                     * converted V vectors and the broadcast this fits the 16 ymm registers
+                                     * (32 columns spilled) */
+            for (; c0 + 32 <= Dv; c0 += 32)
+                for (int64_t h2 = 0; h2 < 32; h2 += 16) {
+                    int64_t cc = c0 + h2;
+                    float *o0 = O + r0 * ldo + cc, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
+                    const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
+                    __m256 c00 = _mm256_loadu_ps(o0), c01 = _mm256_loadu_ps(o0 + 8);
+                    __m256 c10 = _mm256_loadu_ps(o1), c11 = _mm256_loadu_ps(o1 + 8);
+                    __m256 c20 = _mm256_loadu_ps(o2), c21 = _mm256_loadu_ps(o2 + 8);
+                    __m256 c30 = _mm256_loadu_ps(o3), c31 = _mm256_loadu_ps(o3 + 8);
+                    for (int64_t j = 0; j < n; j++) {
+                        const void *v = kv_row(V, j, ldv, t);
+                        if (pre && r0 == 0 && cc == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+                        __m256 x0, x1, p;
+                        if (t == KV_Q8) {
+                            __m256 d = q8_scale(v, cc);
+                            x0 = _mm256_mul_ps(q8_raw(v, cc), d), x1 = _mm256_mul_ps(q8_raw(v, cc + 8), d);
+                        } else {
+                            x0 = kv_ld8(v, cc, t), x1 = kv_ld8(v, cc + 8, t);
+                        }
+                        p = _mm256_broadcast_ss(p0 + j);
+                        c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
+                        p = _mm256_broadcast_ss(p1 + j);
+                        c10 = _mm256_fmadd_ps(p, x0, c10), c11 = _mm256_fmadd_ps(p, x1, c11);
+                        p = _mm256_broadcast_ss(p2 + j);
+                        c20 = _mm256_fmadd_ps(p, x0, c20), c21 = _mm256_fmadd_ps(p, x1, c21);
+                        p = _mm256_broadcast_ss(p3 + j);
+                        c30 = _mm256_fmadd_ps(p, x0, c30), c31 = _mm256_fmadd_ps(p, x1, c31);
+                    }
+                    _mm256_storeu_ps(o0, c00), _mm256_storeu_ps(o0 + 8, c01);
+                    _mm256_storeu_ps(o1, c10), _mm256_storeu_ps(o1 + 8, c11);
+                    _mm256_storeu_ps(o2, c20), _mm256_storeu_ps(o2 + 8, c21);
+                    _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31);
+                }
         for (; c0 < Dv; c0 += 32) { /* edges: fewer rows or a partial column block */
             int64_t nv = (Dv - c0 + 7) / 8 < 4 ? (Dv - c0 + 7) / 8 : 4; /* vectors in this column block */
             __m256 acc[4][4];
