@@ -126,8 +126,8 @@ static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps, attn_d
     world_init(&w, B, Hkv, T, D, Dv, ps, dt);
     char label[96];
     snprintf(label, sizeof label, "B%d Hkv%d G%d T%d D%d Dv%d page%d %s", B, Hkv, G, T, D, Dv, ps,
-             dt == ATTN_DTYPE_F32   ? "f32"
-             : dt == ATTN_DTYPE_F16 ? "f16"
+             dt == ATTN_DTYPE_F32    ? "f32"
+             : dt == ATTN_DTYPE_F16  ? "f16"
              : dt == ATTN_DTYPE_Q8_0 ? "q8_0"
                                      : "bf16");
     /* chunked prefill of different lengths, then decode steps */
@@ -156,11 +156,11 @@ static void conversions(void) {
     CHECK_OK(attn_kv_cache_create(&c, &h));
     c.dtype = ATTN_DTYPE_BF16;
     CHECK_OK(attn_kv_cache_create(&c, &bf));
-    float in[32] = {1.0f / 3.0f, 65504.0f, 65520.0f, -65519.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f,
-                    1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -0.0f, INFINITY, 3.14159265f, 1e-8f, -2.5f, 7.0f};
+    float in[32] = {1.0f / 3.0f,     65504.0f,        65520.0f, -65519.0f, 0x1p-24f,    0x1p-25f, 0x1.8p-25f, 0x1p-14f,
+                    1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -0.0f,    INFINITY,  3.14159265f, 1e-8f,    -2.5f,      7.0f};
     /* IEEE half: 1/3 -> 0x3555; ties to even: 2^-25 -> 0, 1+2^-11 -> 1, 1+3*2^-11 -> 1+2^-9; 0.75*2^-24 -> 2^-24 */
-    const float want_h[16] = {0.333251953125f, 65504.0f, INFINITY, -65504.0f, 0x1p-24f, 0.0f, 0x1p-24f, 0x1p-14f,
-                              1.0f, 1.0f + 0x1p-9f, -0.0f, INFINITY, 3.140625f, 0.0f, -2.5f, 7.0f};
+    const float want_h[16] = {0.333251953125f, 65504.0f, INFINITY, -65504.0f, 0x1p-24f, 0.0f,  0x1p-24f, 0x1p-14f, 1.0f,
+                              1.0f + 0x1p-9f,  -0.0f,    INFINITY, 3.140625f, 0.0f,     -2.5f, 7.0f};
     attn_view vk = {in, 8, 8, 8}, vv = {in + 8, 8, 8, 8};
     int64_t n[1] = {2};
     CHECK_OK(attn_kv_cache_append(h, n, vk, vv));
@@ -173,7 +173,8 @@ static void conversions(void) {
                   (double)in[t * 8 + i], (double)k[i], (double)want_h[t * 8 + i]);
         CHECK_OK(attn_kv_cache_read(bf, 0, 0, t, k, v));
         /* bfloat16 keeps 8 bits of mantissa: 1/3 -> 0.333984375, 65520 -> 65536, pi -> 3.140625 */
-        if (t == 0) CHECK(k[0] == 0.333984375f && k[2] == 65536.0f, "bf16 rounding: %.9g %.9g", (double)k[0], (double)k[2]);
+        if (t == 0)
+            CHECK(k[0] == 0.333984375f && k[2] == 65536.0f, "bf16 rounding: %.9g %.9g", (double)k[0], (double)k[2]);
     }
     attn_kv_cache_free(h), attn_kv_cache_free(bf);
     /* every 16-bit pattern survives the round trip (NaNs stay NaN) */

@@ -33,12 +33,7 @@
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* the kernels' element kind of the source */
-static int kv_kind(const attn_kv_src *s) {
-    return s->dtype == ATTN_DTYPE_F16    ? ATTN_KV_F16
-           : s->dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BF16
-           : s->dtype == ATTN_DTYPE_Q8_0 ? ATTN_KV_Q8
-                                         : ATTN_KV_F32;
-}
+static int kv_kind(const attn_kv_src *s) { return attn_kv_kind(s->dtype); }
 
 /* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld elements
  * apart (elements of the source's type). */

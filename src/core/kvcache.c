@@ -29,9 +29,9 @@ static void *alloc_big(size_t bytes) {
 struct attn_kv_cache {
     attn_kv_cache_config cfg;
     int64_t Dv;
-    int64_t *len;   /* (B) tokens per sequence */
-    void *k, *v;    /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool; rows of kbytes / vbytes */
-    int kind;       /* the kernels' element kind (ATTN_KV_F32, _F16, _BF16, _Q8) */
+    int64_t *len; /* (B) tokens per sequence */
+    void *k, *v;  /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool; rows of kbytes / vbytes */
+    int kind;     /* the kernels' element kind (ATTN_KV_F32, _F16, _BF16, _Q8) */
     size_t kbytes, vbytes;
     int32_t *table; /* paged: (B, max_pages) page ids, -1 = none */
     int32_t *free_stack;
@@ -61,10 +61,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     if (!kc) return ATTN_E_NOMEM;
     kc->cfg = c;
     kc->Dv = c.v_head_dim;
-    kc->kind = c.dtype == ATTN_DTYPE_F16    ? ATTN_KV_F16
-               : c.dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BF16
-               : c.dtype == ATTN_DTYPE_Q8_0 ? ATTN_KV_Q8
-                                            : ATTN_KV_F32;
+    kc->kind = attn_kv_kind(c.dtype);
     kc->kbytes = attn_kv_bytes(kc->kind, c.head_dim);
     kc->vbytes = attn_kv_bytes(kc->kind, c.v_head_dim);
     size_t tokens, nk, nv;
@@ -78,8 +75,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     } else if (attn_mul3_size((size_t)c.batch, (size_t)c.capacity, (size_t)c.kv_heads, &tokens)) {
         st = ATTN_E_OVERFLOW;
     }
-    if (!st && (attn_mul_size(tokens, kc->kbytes, &nk) || attn_mul_size(tokens, kc->vbytes, &nv)))
-        st = ATTN_E_OVERFLOW;
+    if (!st && (attn_mul_size(tokens, kc->kbytes, &nk) || attn_mul_size(tokens, kc->vbytes, &nv))) st = ATTN_E_OVERFLOW;
     if (!st) {
         kc->len = calloc((size_t)c.batch, sizeof *kc->len);
         kc->k = alloc_big(nk);
@@ -232,7 +228,8 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     /* contiguous float32 storage is a (B, Hkv, T, .) view; its first Sk rows per head are used */
     int64_t T = c->cfg.capacity, D = d.D, Dv = d.Dv, Hkv = d.Hkv;
     int f32 = c->cfg.dtype == ATTN_DTYPE_F32;
-    attn_view kv_k = {f32 ? c->k : q.data, Hkv * T * D, T * D, D}, kv_v = {f32 ? c->v : q.data, Hkv * T * Dv, T * Dv, Dv};
+    attn_view kv_k = {f32 ? c->k : q.data, Hkv * T * D, T * D, D},
+              kv_v = {f32 ? c->v : q.data, Hkv * T * Dv, T * Dv, Dv};
     /* (a paged or 16-bit cache passes these views only to the argument check) */
     attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
     if (st != ATTN_OK) return st;

@@ -38,6 +38,8 @@
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 
+#include "attn.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +87,14 @@ typedef struct attn_kernel_table {
 
 /* element types of K/V rows in the decode kernels */
 enum { ATTN_KV_F32 = 0, ATTN_KV_F16 = 1, ATTN_KV_BF16 = 2, ATTN_KV_Q8 = 3 };
+
+/* the kind of K/V rows stored as dtype (F16, BF16, Q8_0; anything else float32) */
+static inline int attn_kv_kind(int dtype) {
+    return dtype == ATTN_DTYPE_F16    ? ATTN_KV_F16
+           : dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BF16
+           : dtype == ATTN_DTYPE_Q8_0 ? ATTN_KV_Q8
+                                      : ATTN_KV_F32;
+}
 
 /* bytes of n elements of a K/V row of that kind (n a multiple of 32 for q8_0) */
 static inline size_t attn_kv_bytes(int kind, int64_t n) {

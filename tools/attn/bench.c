@@ -155,7 +155,10 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
         return EXIT_USAGE;
     }
     attn_kv_cache_config cfg = {B, Hkv, T, D, D, dt, page, 0};
-    const char *dtn = dt == ATTN_DTYPE_F32 ? "f32" : dt == ATTN_DTYPE_F16 ? "f16" : dt == ATTN_DTYPE_BF16 ? "bf16" : "q8_0";
+    const char *dtn = dt == ATTN_DTYPE_F32    ? "f32"
+                      : dt == ATTN_DTYPE_F16  ? "f16"
+                      : dt == ATTN_DTYPE_BF16 ? "bf16"
+                                              : "q8_0";
     dec_ctx c;
     memset(&c, 0, sizeof c);
     attn_status st = attn_kv_cache_create(&cfg, &c.cache);
@@ -170,9 +173,9 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     float *q = frand_buf((size_t)(B * H * D), 4), *o = frand_buf((size_t)(B * H * D), 7);
     int64_t *n = calloc((size_t)B, sizeof *n);
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
-    size_t bytes = (size_t)(2 * B * Hkv * T) * (dt == ATTN_DTYPE_F32   ? (size_t)D * 4
-                                               : dt == ATTN_DTYPE_Q8_0 ? (size_t)(D / 32) * 34
-                                                                       : (size_t)D * 2);
+    size_t bytes = (size_t)(2 * B * Hkv * T) * (dt == ATTN_DTYPE_F32    ? (size_t)D * 4
+                                                : dt == ATTN_DTYPE_Q8_0 ? (size_t)(D / 32) * 34
+                                                                        : (size_t)D * 2);
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
     if (!kk || !vv || !q || !o || !n || !rd.p) {
         cli_error("bench: out of memory");
@@ -260,8 +263,8 @@ int cmd_bench(int argc, char **argv) {
                 cli_error("--kv-dtype must be f32, f16, bf16 or q8_0");
                 return EXIT_USAGE;
             }
-            kv_dtype = !strcmp(v, "f32")   ? ATTN_DTYPE_F32
-                       : !strcmp(v, "f16") ? ATTN_DTYPE_F16
+            kv_dtype = !strcmp(v, "f32")    ? ATTN_DTYPE_F32
+                       : !strcmp(v, "f16")  ? ATTN_DTYPE_F16
                        : !strcmp(v, "bf16") ? ATTN_DTYPE_BF16
                                             : ATTN_DTYPE_Q8_0;
             i++;

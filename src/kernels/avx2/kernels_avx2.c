@@ -263,19 +263,6 @@ static inline __attribute__((always_inline)) __m256 q8_raw(const void *row, int6
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* 32 elements from idx (a multiple of 32 for q8_0): one block, one scale */
-static inline __attribute__((always_inline)) void kv_ld32(const void *row, int64_t idx, int t, __m256 *x0, __m256 *x1,
-                                                          __m256 *x2, __m256 *x3) {
-    if (t == KV_Q8) {
-        __m256 d = q8_scale(row, idx);
-        *x0 = _mm256_mul_ps(q8_raw(row, idx), d), *x1 = _mm256_mul_ps(q8_raw(row, idx + 8), d);
-        *x2 = _mm256_mul_ps(q8_raw(row, idx + 16), d), *x3 = _mm256_mul_ps(q8_raw(row, idx + 24), d);
-        return;
-    }
-    *x0 = kv_ld8(row, idx, t), *x1 = kv_ld8(row, idx + 8, t), *x2 = kv_ld8(row, idx + 16, t);
-    *x3 = kv_ld8(row, idx + 24, t);
-}
-
 /* the first m < 8 elements from idx, the rest 0 (no read past the row) */
 static inline __attribute__((always_inline)) __m256 kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
     if (t == KV_F32) return _mm256_maskload_ps((const float *)row + idx, _mm256_castps_si256(tail_mask(m)));
@@ -308,7 +295,8 @@ static inline __attribute__((always_inline)) void qk_body(const float *Q, int64_
         int64_t j = 0;
         for (; j + 2 <= n; j += 2) {
             const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t);
-            if (pre && r0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb), prefetch_bytes(kv_row(pre, j + 1, ldpre, t), pb);
+            if (pre && r0 == 0)
+                prefetch_bytes(kv_row(pre, j, ldpre, t), pb), prefetch_bytes(kv_row(pre, j + 1, ldpre, t), pb);
             __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
                    a31 = a00;
             int64_t c = 0;
@@ -384,8 +372,8 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
                 for (int64_t j = 0; j < n; j++) {
                     const void *v = kv_row(V, j, ldv, t);
                     if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
-                    __m256 x0, x1, x2, x3, p;
-                    kv_ld32(v, c0, t, &x0, &x1, &x2, &x3);
+                    __m256 x0 = kv_ld8(v, c0, t), x1 = kv_ld8(v, c0 + 8, t), x2 = kv_ld8(v, c0 + 16, t),
+                           x3 = kv_ld8(v, c0 + 24, t), p;
                     p = _mm256_broadcast_ss(p0 + j);
                     c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
                     c02 = _mm256_fmadd_ps(p, x2, c02), c03 = _mm256_fmadd_ps(p, x3, c03);
@@ -449,15 +437,17 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
             __m256 acc[4][4];
             for (int64_t u = 0; u < 4; u++)
                 for (int64_t w = 0; w < 4; w++)
-                    acc[u][w] = (u < nr && w < nv) ? _mm256_loadu_ps(O + (r0 + u) * ldo + c0 + 8 * w) : _mm256_setzero_ps();
+                    acc[u][w] =
+                        (u < nr && w < nv) ? _mm256_loadu_ps(O + (r0 + u) * ldo + c0 + 8 * w) : _mm256_setzero_ps();
             for (int64_t j = 0; j < n; j++) {
                 const void *v = kv_row(V, j, ldv, t);
                 if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
                 __m256 x[4];
                 for (int64_t w = 0; w < 4; w++) {
                     int64_t left = Dv - c0 - 8 * w;
-                    x[w] = w >= nv ? _mm256_setzero_ps() : left >= 8 ? kv_ld8(v, c0 + 8 * w, t)
-                                                                      : kv_ld_tail(v, c0 + 8 * w, left, t);
+                    x[w] = w >= nv     ? _mm256_setzero_ps()
+                           : left >= 8 ? kv_ld8(v, c0 + 8 * w, t)
+                                       : kv_ld_tail(v, c0 + 8 * w, left, t);
                 }
                 for (int64_t u = 0; u < nr; u++) {
                     __m256 p = _mm256_broadcast_ss(P + (r0 + u) * ldp + j);
@@ -500,6 +490,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2",    gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
-                                             max_row,   scale_row, dot_row,      softcap_row, alibi_row,
-                                             qk_rows,   pv_rows,   qk_rows_x,    pv_rows_x};
+const attn_kernel_table attn_kernels_avx2 = {"avx2",  gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
+                                             max_row, scale_row, dot_row,      softcap_row, alibi_row,
+                                             qk_rows, pv_rows,   qk_rows_x,    pv_rows_x};
