@@ -272,12 +272,18 @@ static inline __attribute__((always_inline)) __m256 kv_ld_tail(const void *row, 
     return kv_ld8(buf, 0, t);
 }
 
+/* the byte address of element idx of a row (q8_0: of its 8 values) */
+static inline __attribute__((always_inline)) const void *kv_elem(const void *row, int64_t idx, int t) {
+    if (t == KV_Q8) return (const char *)row + (size_t)(idx >> 5) * 34 + 2 + (idx & 31);
+    return (const char *)row + attn_kv_bytes(t, idx);
+}
+
 static inline __attribute__((always_inline)) const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
     return (const char *)base + attn_kv_bytes(t, j * ld);
 }
 
 static inline void prefetch_bytes(const void *p, int64_t bytes) {
-    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch((const char *)p + c, 0, 3);
+    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch((const char *)p + c, 0, 2);
 }
 
 /* 4 query rows x 2 keys per step, 8 accumulators over D (lanes of 8, D tail
@@ -293,6 +299,39 @@ static inline __attribute__((always_inline)) void qk_body(const float *Q, int64_
         const float *q[4];
         for (int64_t u = 0; u < 4; u++) q[u] = Q + (r0 + (u < nr ? u : 0)) * D;
         int64_t j = 0;
+        if (t != KV_Q8 && D8 == D) /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8,
+                                    * which bounded the loop by the load ports) */
+            for (; j + 3 <= n; j += 3) {
+                const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t), *k2 = kv_row(K, j + 2, ldk, t);
+                if (pre && r0 == 0)
+                    for (int64_t e = 0; e < 3; e++) prefetch_bytes(kv_row(pre, j + e, ldpre, t), pb);
+                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00, a20 = a00,
+                       a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+                for (int64_t c = 0; c < D; c += 8) {
+                    __m256 x0 = kv_ld8(k0, c, t), x1 = kv_ld8(k1, c, t), x2 = kv_ld8(k2, c, t), y;
+                    y = _mm256_loadu_ps(q[0] + c), a00 = _mm256_fmadd_ps(y, x0, a00);
+                    a01 = _mm256_fmadd_ps(y, x1, a01), a02 = _mm256_fmadd_ps(y, x2, a02);
+                    y = _mm256_loadu_ps(q[1] + c), a10 = _mm256_fmadd_ps(y, x0, a10);
+                    a11 = _mm256_fmadd_ps(y, x1, a11), a12 = _mm256_fmadd_ps(y, x2, a12);
+                    y = _mm256_loadu_ps(q[2] + c), a20 = _mm256_fmadd_ps(y, x0, a20);
+                    a21 = _mm256_fmadd_ps(y, x1, a21), a22 = _mm256_fmadd_ps(y, x2, a22);
+                    y = _mm256_loadu_ps(q[3] + c), a30 = _mm256_fmadd_ps(y, x0, a30);
+                    a31 = _mm256_fmadd_ps(y, x1, a31), a32 = _mm256_fmadd_ps(y, x2, a32);
+                }
+                __m256 t0 = _mm256_hadd_ps(a00, a01), t1 = _mm256_hadd_ps(a10, a11);
+                __m256 t2 = _mm256_hadd_ps(a20, a21), t3 = _mm256_hadd_ps(a30, a31);
+                __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+                __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+                __m256 v0 = _mm256_hadd_ps(a02, a12), v1 = _mm256_hadd_ps(a22, a32);
+                __m256 w = _mm256_hadd_ps(v0, v1);
+                __m128 s3 = _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
+                float s[12];
+                _mm256_storeu_ps(s, sums), _mm_storeu_ps(s + 8, s3);
+                for (int64_t u = 0; u < nr; u++) {
+                    float *o = S + (r0 + u) * lds + j;
+                    o[0] = s[2 * u], o[1] = s[2 * u + 1], o[2] = s[8 + u];
+                }
+            }
         for (; j + 2 <= n; j += 2) {
             const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t);
             if (pre && r0 == 0)
@@ -357,10 +396,11 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         int64_t c0 = 0;
+        const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
+        size_t vs = attn_kv_bytes(t, ldv), ps = attn_kv_bytes(t, ldpre);
         if (nr == 4 && t == KV_F32) /* float32: 4 rows x 32 columns in 16 registers (V loads fold into the FMAs) */
             for (; c0 + 32 <= Dv; c0 += 32) {
                 float *o0 = O + r0 * ldo + c0, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
-                const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
                 __m256 c00 = _mm256_loadu_ps(o0), c01 = _mm256_loadu_ps(o0 + 8), c02 = _mm256_loadu_ps(o0 + 16),
                        c03 = _mm256_loadu_ps(o0 + 24);
                 __m256 c10 = _mm256_loadu_ps(o1), c11 = _mm256_loadu_ps(o1 + 8), c12 = _mm256_loadu_ps(o1 + 16),
@@ -369,11 +409,15 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
                        c23 = _mm256_loadu_ps(o2 + 24);
                 __m256 c30 = _mm256_loadu_ps(o3), c31 = _mm256_loadu_ps(o3 + 8), c32 = _mm256_loadu_ps(o3 + 16),
                        c33 = _mm256_loadu_ps(o3 + 24);
-                for (int64_t j = 0; j < n; j++) {
-                    const void *v = kv_row(V, j, ldv, t);
-                    if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
-                    __m256 x0 = kv_ld8(v, c0, t), x1 = kv_ld8(v, c0 + 8, t), x2 = kv_ld8(v, c0 + 16, t),
-                           x3 = kv_ld8(v, c0 + 24, t), p;
+                const float *v = (const float *)V + c0;
+                /* each pass prefetches the bytes it reads (two lines), DEC_PF rows ahead */
+                const char *pp = pre && r0 == 0 && c0 < wpre ? (const char *)((const float *)pre + c0) : NULL;
+                for (int64_t j = 0; j < n; j++, v += ldv) {
+                    if (pp)
+                        __builtin_prefetch(pp + (size_t)j * ps, 0, 3),
+                            __builtin_prefetch(pp + (size_t)j * ps + 64, 0, 2);
+                    __m256 x0 = _mm256_loadu_ps(v), x1 = _mm256_loadu_ps(v + 8), x2 = _mm256_loadu_ps(v + 16),
+                           x3 = _mm256_loadu_ps(v + 24), p;
                     p = _mm256_broadcast_ss(p0 + j);
                     c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
                     c02 = _mm256_fmadd_ps(p, x2, c02), c03 = _mm256_fmadd_ps(p, x3, c03);
@@ -396,27 +440,30 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
                 _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31), _mm256_storeu_ps(o3 + 16, c32);
                 _mm256_storeu_ps(o3 + 24, c33);
             }
-        if (nr == 4 && t != KV_F32) /* converted rows: 4 rows x 16 columns, 8 accumulators; with the two
-                                     * converted V vectors and the broadcast this fits the 16 ymm registers
-                                     * (32 columns spilled) */
+        if (nr == 4 && t != KV_F32) { /* converted rows: 4 rows x 16 columns, 8 accumulators; with the two
+                                       * converted V vectors and the broadcast this fits the 16 ymm registers
+                                       * (32 columns spilled). Lean loops: one index for P, one V pointer
+                                       * stepped by the row stride (the front end, not the FMA units, had
+                                       * bounded these loops). */
             for (; c0 + 32 <= Dv; c0 += 32)
                 for (int64_t h2 = 0; h2 < 32; h2 += 16) {
                     int64_t cc = c0 + h2;
                     float *o0 = O + r0 * ldo + cc, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
-                    const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
                     __m256 c00 = _mm256_loadu_ps(o0), c01 = _mm256_loadu_ps(o0 + 8);
                     __m256 c10 = _mm256_loadu_ps(o1), c11 = _mm256_loadu_ps(o1 + 8);
                     __m256 c20 = _mm256_loadu_ps(o2), c21 = _mm256_loadu_ps(o2 + 8);
                     __m256 c30 = _mm256_loadu_ps(o3), c31 = _mm256_loadu_ps(o3 + 8);
-                    for (int64_t j = 0; j < n; j++) {
-                        const void *v = kv_row(V, j, ldv, t);
-                        if (pre && r0 == 0 && cc == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+                    const char *vp = (const char *)V;
+                    /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
+                    const char *pp = pre && r0 == 0 && cc < wpre ? (const char *)kv_elem(pre, cc, t) : NULL;
+                    for (int64_t j = 0; j < n; j++, vp += vs) {
+                        if (pp) __builtin_prefetch(pp + (size_t)j * ps, 0, 2);
                         __m256 x0, x1, p;
                         if (t == KV_Q8) {
-                            __m256 d = q8_scale(v, cc);
-                            x0 = _mm256_mul_ps(q8_raw(v, cc), d), x1 = _mm256_mul_ps(q8_raw(v, cc + 8), d);
+                            __m256 d = q8_scale(vp, cc);
+                            x0 = _mm256_mul_ps(q8_raw(vp, cc), d), x1 = _mm256_mul_ps(q8_raw(vp, cc + 8), d);
                         } else {
-                            x0 = kv_ld8(v, cc, t), x1 = kv_ld8(v, cc + 8, t);
+                            x0 = kv_ld8(vp, cc, t), x1 = kv_ld8(vp, cc + 8, t);
                         }
                         p = _mm256_broadcast_ss(p0 + j);
                         c00 = _mm256_fmadd_ps(p, x0, c00), c01 = _mm256_fmadd_ps(p, x1, c01);
@@ -432,6 +479,7 @@ static inline __attribute__((always_inline)) void pv_body(const float *P, int64_
                     _mm256_storeu_ps(o2, c20), _mm256_storeu_ps(o2 + 8, c21);
                     _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31);
                 }
+        }
         for (; c0 < Dv; c0 += 32) { /* edges: fewer rows or a partial column block */
             int64_t nv = (Dv - c0 + 7) / 8 < 4 ? (Dv - c0 + 7) / 8 : 4; /* vectors in this column block */
             __m256 acc[4][4];
