@@ -166,6 +166,24 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
             free(gout);
         }
     }
+    /* eval cases carry the attention weights every head computed in PyTorch */
+    int wnd;
+    int64_t ws[ATTN_MAX_DIMS];
+    size_t wn;
+    float *wwant = l && x ? read_all(io, "attn_weights", &wnd, ws, &wn) : NULL;
+    if (wwant) {
+        int64_t H = attn_layer_attention_heads(l);
+        CHECK(wnd == 4 && ws[0] == B && ws[1] == H && ws[2] == S && ws[3] == Sk,
+              "%s: attn_weights shape differs from (B=%lld, H=%lld, S=%lld, Sk=%lld)", c->name, (long long)B,
+              (long long)H, (long long)S, (long long)Sk);
+        float *w = calloc(wn, sizeof *w);
+        attn_forward_args a = {x, B, S, y, Sk, mask, 0, NULL, ATTN_IMPL_AUTO, NULL};
+        CHECK_OK(attn_layer_attention_weights(l, &a, w));
+        char label[128];
+        snprintf(label, sizeof label, "%s attn_weights", c->name);
+        tu_allclose(label, w, wwant, wn, RTOL, ATOL);
+        free(w), free(wwant);
+    }
     attn_layer_free(l);
     free(x);
     free(y);

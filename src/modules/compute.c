@@ -171,9 +171,9 @@ static size_t lse_offset(const layer_cache *c, int gi) {
     return off;
 }
 
-static attn_status check_args(const attn_layer *l, const attn_forward_args *a) {
+static attn_status check_args(const attn_layer *l, const attn_forward_args *a, int need_out) {
     const attn_layer_config *c = &l->cfg;
-    if (!a->x || !a->out) return ATTN_E_INVALID;
+    if (!a->x || (need_out && !a->out)) return ATTN_E_INVALID;
     if (a->B < 1 || a->S < 1 || a->B > INT32_MAX || a->S > INT32_MAX) return ATTN_E_SHAPE;
     if (c->kind == ATTN_LAYER_CROSS) {
         if (!a->y) return ATTN_E_INVALID;
@@ -274,9 +274,10 @@ static void out_project(const attn_layer *l, const wiring *w, const layer_cache 
     attn_linear_fwd(c->buf[BUF_CTX], w->w[BUF_CTX], T(l, wn, 0), T(l, bn, 0), out, W, M, w->w[BUF_CTX], W);
 }
 
-attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
-    if (!l || !a) return ATTN_E_INVALID;
-    attn_status st = check_args(l, a);
+/* Everything before the SDPA calls: check the arguments, lay out the cache
+ * buffers and project q, k, v. On failure the cache is cleared. */
+static attn_status forward_prepare(attn_layer *l, const attn_forward_args *a, wiring *wo, int need_out) {
+    attn_status st = check_args(l, a, need_out);
     if (st) return st;
     const attn_layer_config *cf = &l->cfg;
     layer_cache *c = &l->cache;
@@ -289,7 +290,7 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     c->scale = layer_scale(cf);
     c->causal =
         attn_kind_is_causal(cf->kind) ? (cf->causal_align ? cf->causal_align : ATTN_CAUSAL_TOP_LEFT) : ATTN_CAUSAL_NONE;
-    int64_t M = c->B * c->S, Mk = c->B * c->Sk, C = cf->d_in, W = attn_layer_out_width(l);
+    int64_t M = c->B * c->S, Mk = c->B * c->Sk, C = cf->d_in;
     wiring w;
     wire(l, &w, NULL);
     c->ngroups = w.ngroups;
@@ -316,22 +317,38 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
         else
             memcpy(c->mask, a->mask, (size_t)(c->B * c->Sk));
     }
-    if (st) goto fail;
+    if (st) {
+        attn_layer_cache_clear(c);
+        return st;
+    }
     project(l, c);
+    *wo = w;
+    return ATTN_OK;
+}
+
+/* Group gi's attention-dropout draws (training with p > 0), taken from the
+ * generator in the seed classes' order. */
+static attn_status group_dropout(layer_cache *c, int gi, const wiring *w, const attn_forward_args *a) {
+    if (!a->train || w->p_attn <= 0.0) return ATTN_OK;
+    const int64_t dims[4] = {c->B, c->groups[gi].H, c->S, c->Sk};
+    size_t n;
+    return attn_numel(4, dims, &n) ? ATTN_E_OVERFLOW : attn_dropout_begin(a->gen, w->p_attn, n, &c->drops[gi]);
+}
+
+attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
+    if (!l || !a) return ATTN_E_INVALID;
+    wiring w;
+    attn_status st = forward_prepare(l, a, &w, 1);
+    if (st) return st;
+    const attn_layer_config *cf = &l->cfg;
+    layer_cache *c = &l->cache;
+    int64_t M = c->B * c->S, W = attn_layer_out_width(l);
     float *bufs[BUF_COUNT];
     memcpy(bufs, c->buf, sizeof bufs);
     bufs[BUF_OUT] = a->out;
     for (int gi = 0; gi < c->ngroups && !st; gi++) {
         const sdpa_group *g = &c->groups[gi];
-        if (a->train && w.p_attn > 0.0) {
-            const int64_t dims[4] = {c->B, g->H, c->S, c->Sk};
-            size_t n;
-            if (attn_numel(4, dims, &n))
-                st = ATTN_E_OVERFLOW;
-            else
-                st = attn_dropout_begin(a->gen, w.p_attn, n, &c->drops[gi]);
-            if (st) break;
-        }
+        if ((st = group_dropout(c, gi, &w, a)) != ATTN_OK) break;
         attn_sdpa_desc d;
         group_desc(c, g, &c->drops[gi], &d);
         st = attn_sdpa_forward(&d, opview(bufs, g->q, c->S, g->hd), opview(bufs, g->k, c->Sk, g->hd),
@@ -351,6 +368,47 @@ attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     return ATTN_OK;
 fail:
     attn_layer_cache_clear(c);
+    return st;
+}
+
+int64_t attn_layer_attention_heads(const attn_layer *l) {
+    if (!l) return 0;
+    wiring w;
+    sdpa_group g[1];
+    wire(l, &w, NULL);
+    if (w.ngroups == 1) wire(l, &w, g);
+    return w.ngroups == 1 ? g[0].H : w.ngroups; /* one head per group otherwise */
+}
+
+attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *weights) {
+    if (!l || !a || !weights) return ATTN_E_INVALID;
+    wiring w;
+    attn_status st = forward_prepare(l, a, &w, 0);
+    if (st) return st;
+    layer_cache *c = &l->cache;
+    float *bufs[BUF_COUNT];
+    memcpy(bufs, c->buf, sizeof bufs);
+    float *dst = weights;
+    for (int gi = 0; gi < c->ngroups && !st; gi++) { /* the forward's groups, in its order and random draws */
+        const sdpa_group *g = &c->groups[gi];
+        if ((st = group_dropout(c, gi, &w, a)) != ATTN_OK) break;
+        attn_sdpa_desc d;
+        group_desc(c, g, &c->drops[gi], &d);
+        /* group gi's (B, H_g, S, Sk) weights go to heads [h0, h0 + H_g) of (B, Htot, S, Sk) */
+        int64_t Htot = attn_layer_attention_heads(l), SS = c->S * c->Sk, Hg = g->H;
+        float *tmp = c->ngroups == 1 ? dst : malloc((size_t)(c->B * Hg * SS) * sizeof(float));
+        if (!tmp) {
+            st = ATTN_E_NOMEM;
+            break;
+        }
+        st = attn_sdpa_weights(&d, opview(bufs, g->q, c->S, g->hd), opview(bufs, g->k, c->Sk, g->hd), NULL, tmp);
+        if (tmp != dst) {
+            for (int64_t b = 0; !st && b < c->B; b++)
+                memcpy(weights + (b * Htot + gi) * SS, tmp + b * Hg * SS, (size_t)(Hg * SS) * sizeof(float));
+            free(tmp);
+        }
+    }
+    attn_layer_cache_clear(c); /* nothing is left for backward */
     return st;
 }
 

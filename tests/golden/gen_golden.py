@@ -76,6 +76,29 @@ def softmax_rows(attn):
     return torch.softmax(attn.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
 
 
+CAPTURE = None  # a list while fwd_bwd records the attention weights (eval cases)
+
+
+def seen(w):
+    """The seed classes pass their softmax output through here (before any
+    dropout) so that eval cases can store the attention weights."""
+    if CAPTURE is not None:
+        CAPTURE.append(w.detach().clone())
+    return w
+
+
+def stacked_weights(ws):
+    """Captured weights as (B, heads, S, Sk), heads in module order."""
+    out = []
+    for w in ws:
+        if w.dim() == 2:
+            w = w[None, None]
+        elif w.dim() == 3:
+            w = w[:, None]
+        out.append(w)
+    return torch.cat(out, dim=1)
+
+
 # --------------------------------------------------------------------------
 # The seed classes (intent-fixed, see module docstring)
 
@@ -91,7 +114,7 @@ class SelfAttention_v1(nn.Module):
         queries = x @ self.W_query
         values = x @ self.W_value
         attn_scores = queries @ keys.transpose(-2, -1)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = seen(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
         return attn_weights @ values
 
 
@@ -107,7 +130,7 @@ class SelfAttention_v2(nn.Module):
         queries = self.W_query(x)
         values = self.W_value(x)
         attn_scores = queries @ keys.transpose(-2, -1)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = seen(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
         return attn_weights @ values
 
 
@@ -128,7 +151,7 @@ class CausalAttention(nn.Module):
         values = self.W_value(x)
         attn_scores = queries @ keys.transpose(1, 2)
         attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = seen(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
         attn_weights = self.dropout(attn_weights)
         return attn_weights @ values
 
@@ -165,7 +188,7 @@ class MultiHeadAttention(nn.Module):
         attn_scores = queries @ keys.transpose(2, 3)
         mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
         attn_scores.masked_fill_(mask_bool, -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = seen(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
         attn_weights = self.dropout(attn_weights)
         context_vec = (attn_weights @ values).transpose(1, 2)
         context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
@@ -187,7 +210,7 @@ class Head(nn.Module):
         q = self.query(x)
         wei = q @ k.transpose(-2, -1) * C ** -0.5
         wei = wei.masked_fill(self.tril[:T, :T] == 0, float('-inf'))
-        wei = torch.softmax(wei, dim=-1)
+        wei = seen(torch.softmax(wei, dim=-1))
         wei = self.dropout(wei)
         v = self.value(x)
         return wei @ v
@@ -216,7 +239,7 @@ class SingleHeadAttention(nn.Module):
         q, k, v = self.Wqkv(x).reshape(B, S, 3, C // 4).unbind(dim=2)  # seed: `UNBIND`
         attn = q @ k.transpose(-2, -1)
         attn = attn / math.sqrt(k.size(-1))
-        attn = attn.softmax(dim=-1)
+        attn = seen(attn.softmax(dim=-1))
         x = attn @ v
         return self.Wo(x)
 
@@ -237,7 +260,7 @@ class MultiHeadAttetion(nn.Module):
         q, k, v = x.transpose(3, 1).unbind(dim=2)
         attn = q @ k.transpose(-2, -1)
         attn = attn / math.sqrt(k.size(-1))
-        attn = attn.softmax(dim=-1)
+        attn = seen(attn.softmax(dim=-1))
         attn = self.attn_drop(attn)
         x = attn @ v
         return self.out_drop(self.Wo(x.transpose(1, 2).reshape(B, S, C)))
@@ -261,7 +284,7 @@ class BidirectionalAttention(nn.Module):
         attn = attn / math.sqrt(k.size(-1))
         if mask is not None:
             attn = attn.masked_fill(mask.view(B, 1, 1, S), float('-inf'))
-        attn = softmax_rows(attn)
+        attn = seen(softmax_rows(attn))
         attn = self.attn_drop(attn)
         x = attn @ v
         x = x.transpose(1, 2).reshape(B, S, C)
@@ -291,7 +314,7 @@ class WarnerCausalAttention(nn.Module):
         if mask is not None:
             combined_mask = combined_mask | mask.view(B, 1, 1, S)  # seed: in-place +=
         attn = attn.masked_fill(combined_mask, float('-inf'))
-        attn = softmax_rows(attn)
+        attn = seen(softmax_rows(attn))
         attn = self.attn_drop(attn)
         x = attn @ v
         x = x.transpose(1, 2).reshape(B, S, C)
@@ -324,7 +347,7 @@ class CausalCrossAttention(nn.Module):
         if mask is not None:
             combined_mask = combined_mask | mask.view(B, 1, 1, Sk)
         attn = attn.masked_fill(combined_mask, float('-inf'))
-        attn = softmax_rows(attn)
+        attn = seen(softmax_rows(attn))
         attn = self.attn_drop(attn)
         x = attn @ v
         x = x.transpose(1, 2).reshape(B, S, C)
@@ -332,7 +355,7 @@ class CausalCrossAttention(nn.Module):
 
 
 def simple_attention(x):
-    return torch.softmax(x @ x.transpose(-2, -1), dim=-1) @ x
+    return seen(torch.softmax(x @ x.transpose(-2, -1), dim=-1)) @ x
 
 
 # --------------------------------------------------------------------------
@@ -366,9 +389,12 @@ def fwd_bwd(m, args, seed):
     """torch.manual_seed(seed); out = m(*args); out.backward(grad_out).
     Returns out and the gradients under the names `attn run --grad` writes."""
     args = [a.detach().clone().requires_grad_(True) if a.is_floating_point() else a for a in args]
+    global CAPTURE
     m.zero_grad()
     torch.manual_seed(seed)
+    CAPTURE = []
     out = m(*args)
+    ws, CAPTURE = CAPTURE, None
     g = torch.randn(out.shape)
     out.backward(g)
     grads = {"grad_out": g, "grad_x": args[0].grad.detach().clone()}
@@ -376,6 +402,9 @@ def fwd_bwd(m, args, seed):
         grads["grad_y"] = args[1].grad.detach().clone()
     for name, prm in m.named_parameters():
         grads["grad." + name] = prm.grad.detach().clone() if prm.grad is not None else torch.zeros_like(prm)
+    drops = m.training and any(isinstance(d, nn.Dropout) and d.p > 0 for d in m.modules())
+    if ws and not drops:  # no dropout: the attention weights every head computed
+        grads["attn_weights"] = stacked_weights(ws)
     return out.detach(), grads
 
 
