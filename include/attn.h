@@ -455,15 +455,18 @@ ATTN_API void attn_layer_zero_grad(attn_layer *l);
 /* Attention heads of a layer: H for the multi-head kinds, 1 for the
  * single-head ones (0 for NULL). */
 ATTN_API int64_t attn_layer_attention_heads(const attn_layer *l);
-/* The attention weights of every head for the input a (what the seed
- * notebooks print as attn_weights): weights (B, attn_layer_attention_heads,
- * S, Sk), softmax rows (zeros where a row sees no key), heads in state_dict
- * order. Eval mode when a->train is 0; with a->train and attention dropout
+/* The attention of every head for the input a (what the seed notebooks
+ * print as attn_scores and attn_weights), each (B, attn_layer_attention_heads,
+ * S, Sk) with heads in state_dict order, either may be NULL:
+ *   scores:  the scaled scores, -INFINITY where the key is not visible
+ *            (causal, padding, context);
+ *   weights: their softmax rows (zeros where a row sees no key). Eval mode when a->train is 0; with a->train and attention dropout
  * the weights are those after dropout, drawn from a->gen as the forward
  * draws them (the output dropout is not drawn). a->out is not used. Like a
  * forward it replaces what the layer kept for backward (attn_layer_backward
  * returns ATTN_E_STATE after it). */
-ATTN_API attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *weights);
+ATTN_API attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *scores,
+                                                  float *weights);
 
 /* Incremental (autoregressive) forward through a KV cache, for the causal
  * kinds (causal, mha_wrapper, mha, gpt_mha, causal_mha), eval mode: the S

@@ -5,6 +5,7 @@
  * usage: test_golden SRCDIR [ATTN_BINARY] */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -178,7 +179,13 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
               (long long)H, (long long)S, (long long)Sk);
         float *w = calloc(wn, sizeof *w);
         attn_forward_args a = {x, B, S, y, Sk, mask, 0, NULL, ATTN_IMPL_AUTO, NULL};
-        CHECK_OK(attn_layer_attention_weights(l, &a, w));
+        CHECK_OK(attn_layer_attention_weights(l, &a, NULL, w));
+        float *sc = calloc(wn, sizeof *sc), *w2 = calloc(wn, sizeof *w2);
+        CHECK_OK(attn_layer_attention_weights(l, &a, sc, w2)); /* scores: -inf exactly where PyTorch gives 0 */
+        size_t bad = 0;
+        for (size_t i = 0; i < wn; i++) bad += (sc[i] == -INFINITY) != (wwant[i] == 0.0f) || w2[i] != w[i];
+        CHECK(bad == 0, "%s: %zu scores disagree with the weights' zeros", c->name, bad);
+        free(sc), free(w2);
         char label[128];
         snprintf(label, sizeof label, "%s attn_weights", c->name);
         tu_allclose(label, w, wwant, wn, RTOL, ATOL);

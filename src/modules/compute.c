@@ -380,33 +380,35 @@ int64_t attn_layer_attention_heads(const attn_layer *l) {
     return w.ngroups == 1 ? g[0].H : w.ngroups; /* one head per group otherwise */
 }
 
-attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *weights) {
-    if (!l || !a || !weights) return ATTN_E_INVALID;
+attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *scores, float *weights) {
+    if (!l || !a || (!scores && !weights)) return ATTN_E_INVALID;
     wiring w;
     attn_status st = forward_prepare(l, a, &w, 0);
     if (st) return st;
     layer_cache *c = &l->cache;
     float *bufs[BUF_COUNT];
     memcpy(bufs, c->buf, sizeof bufs);
-    float *dst = weights;
+    int64_t Htot = attn_layer_attention_heads(l), SS = c->S * c->Sk;
     for (int gi = 0; gi < c->ngroups && !st; gi++) { /* the forward's groups, in its order and random draws */
         const sdpa_group *g = &c->groups[gi];
         if ((st = group_dropout(c, gi, &w, a)) != ATTN_OK) break;
         attn_sdpa_desc d;
         group_desc(c, g, &c->drops[gi], &d);
-        /* group gi's (B, H_g, S, Sk) weights go to heads [h0, h0 + H_g) of (B, Htot, S, Sk) */
-        int64_t Htot = attn_layer_attention_heads(l), SS = c->S * c->Sk, Hg = g->H;
-        float *tmp = c->ngroups == 1 ? dst : malloc((size_t)(c->B * Hg * SS) * sizeof(float));
-        if (!tmp) {
-            st = ATTN_E_NOMEM;
+        attn_view q = opview(bufs, g->q, c->S, g->hd), k = opview(bufs, g->k, c->Sk, g->hd);
+        if (c->ngroups == 1) { /* (B, H, S, Sk) directly */
+            st = attn_sdpa_weights(&d, q, k, scores, weights);
             break;
         }
-        st = attn_sdpa_weights(&d, opview(bufs, g->q, c->S, g->hd), opview(bufs, g->k, c->Sk, g->hd), NULL, tmp);
-        if (tmp != dst) {
-            for (int64_t b = 0; !st && b < c->B; b++)
-                memcpy(weights + (b * Htot + gi) * SS, tmp + b * Hg * SS, (size_t)(Hg * SS) * sizeof(float));
-            free(tmp);
+        /* one head per group: group gi's (B, 1, S, Sk) go to head gi of (B, Htot, S, Sk) */
+        float *ts = scores ? malloc((size_t)(c->B * SS) * sizeof(float)) : NULL;
+        float *tw = weights ? malloc((size_t)(c->B * SS) * sizeof(float)) : NULL;
+        if ((scores && !ts) || (weights && !tw)) st = ATTN_E_NOMEM;
+        if (!st) st = attn_sdpa_weights(&d, q, k, ts, tw);
+        for (int64_t b = 0; !st && b < c->B; b++) {
+            if (ts) memcpy(scores + (b * Htot + gi) * SS, ts + b * SS, (size_t)SS * sizeof(float));
+            if (tw) memcpy(weights + (b * Htot + gi) * SS, tw + b * SS, (size_t)SS * sizeof(float));
         }
+        free(ts), free(tw);
     }
     attn_layer_cache_clear(c); /* nothing is left for backward */
     return st;
