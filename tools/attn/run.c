@@ -7,22 +7,15 @@
  *              (cross) and grad.<state_dict key> for every parameter.
  *              Written atomically. */
 #include "cli.h"
+#include "run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct run_opts {
-    const char *module, *weights, *input, *output;
-    int64_t heads, context_length, seed, threads, incremental;
-    int has_heads, has_ctx, has_seed, has_out_dropout, train, grad;
-    double dropout, out_dropout;
-    attn_impl impl;
-    attn_torch_flavor flavor;
-} run_opts;
-
-static int parse(int argc, char **argv, run_opts *o) {
+int run_parse(int argc, char **argv, run_opts *o, int heatmap) {
     memset(o, 0, sizeof *o);
+    o->head = o->batch = -1;
     o->flavor = ATTN_TORCH_MKL; /* one documented default, never inferred from the machine */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -106,15 +99,32 @@ static int parse(int argc, char **argv, run_opts *o) {
                 cli_error("--torch-flavor must be mkl or nomkl, got '%s'", v);
                 return 0;
             }
-        } else if (!strcmp(a, "--incremental")) {
+        } else if (!heatmap && !strcmp(a, "--incremental")) {
             NEED_VALUE;
             if (!cli_parse_i64(v, 1, INT32_MAX, &o->incremental)) {
                 cli_error("--incremental needs a chunk size >= 1, got '%s'", v);
                 return 0;
             }
+        } else if (heatmap && (!strcmp(a, "--head") || !strcmp(a, "--batch"))) {
+            NEED_VALUE;
+            int64_t n;
+            if (!cli_parse_i64(v, 0, INT32_MAX, &n)) {
+                cli_error("%s must be a non-negative integer, got '%s'", a, v);
+                return 0;
+            }
+            if (!strcmp(a, "--head"))
+                o->head = n;
+            else
+                o->batch = n;
+        } else if (heatmap && (!strcmp(a, "--tokens") || !strcmp(a, "--key-tokens"))) {
+            NEED_VALUE;
+            if (!strcmp(a, "--tokens"))
+                o->tokens = v;
+            else
+                o->key_tokens = v;
         } else if (!strcmp(a, "--train")) {
             o->train = 1;
-        } else if (!strcmp(a, "--grad")) {
+        } else if (!heatmap && !strcmp(a, "--grad")) {
             o->grad = 1;
         } else {
             cli_error("unknown option '%s'", a);
@@ -122,17 +132,19 @@ static int parse(int argc, char **argv, run_opts *o) {
         }
 #undef NEED_VALUE
     }
+    const char *cmd = heatmap ? "heatmap" : "run";
     if (!o->module) {
-        cli_error("run: missing MODULE (simple, sa_v1, sa_v2, causal, mha_wrapper, mha, gpt_mha, single_head, "
-                  "fused_mha, bidirectional, causal_mha, cross)");
+        cli_error("%s: missing MODULE (simple, sa_v1, sa_v2, causal, mha_wrapper, mha, gpt_mha, single_head, "
+                  "fused_mha, bidirectional, causal_mha, cross)",
+                  cmd);
         return 0;
     }
     if (!o->input || !o->output) {
-        cli_error("run: --input and --output are required");
+        cli_error("%s: --input and --output are required", cmd);
         return 0;
     }
     if (o->train && !o->has_seed) {
-        cli_error("run: --train needs --seed N (the torch.manual_seed in force before forward)");
+        cli_error("%s: --train needs --seed N (the torch.manual_seed in force before forward)", cmd);
         return 0;
     }
     if (o->incremental && (o->train || o->grad)) {
@@ -187,14 +199,15 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
     return st != ATTN_OK;
 }
 
-int cmd_run(int argc, char **argv) {
-    run_opts o;
-    if (!parse(argc, argv, &o)) return EXIT_USAGE;
+int run_load(const run_opts *po, run_inputs *in) {
+    const run_opts o = *po;
+    memset(in, 0, sizeof *in);
     attn_layer_kind kind;
     if (attn_layer_kind_parse(o.module, &kind) != ATTN_OK) {
         cli_error("unknown module '%s'", o.module);
         return EXIT_USAGE;
     }
+    in->kind = kind;
     if (kind_needs_heads(kind) && !o.has_heads) {
         cli_error("%s needs --heads N", o.module);
         return EXIT_USAGE;
@@ -204,61 +217,58 @@ int cmd_run(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (o.threads > 0) cli_set_threads((int)o.threads);
-
-    int rc = 1;
-    attn_st_file *wf = NULL, *inf = NULL;
-    attn_layer *layer = NULL;
-    float *x = NULL, *y = NULL, *out = NULL, *gout = NULL, *gx = NULL, *gy = NULL;
-    uint8_t *mask = NULL;
-    attn_st_writer *w = NULL;
     attn_status st;
-
-    if ((st = attn_st_open(o.input, &inf)) != ATTN_OK) {
+    if ((st = attn_st_open(o.input, &in->inf)) != ATTN_OK) {
         cli_error("cannot load input '%s': %s", o.input, attn_status_string(st));
-        goto done;
+        return 1;
     }
+    attn_st_file *inf = in->inf;
     int xnd, ynd = 0;
     int64_t xs[ATTN_MAX_DIMS], ys[ATTN_MAX_DIMS];
-    if (!cli_read_float(inf, o.input, "x", &xnd, xs, &x)) goto done;
+    if (!cli_read_float(inf, o.input, "x", &xnd, xs, &in->x)) return 1;
     if (xnd != 2 && xnd != 3) {
         cli_error("%s: x must be (S, C) or (B, S, C), has %d dims", o.input, xnd);
-        goto done;
+        return 1;
     }
     int64_t B = xnd == 3 ? xs[0] : 1, S = xs[xnd - 2], C = xs[xnd - 1], Sk = S;
     if (B < 1 || S < 1 || C < 1) {
         cli_error("%s: x has an empty dimension", o.input);
-        goto done;
+        return 1;
     }
     if (kind == ATTN_LAYER_CROSS) {
-        if (!cli_read_float(inf, o.input, "y", &ynd, ys, &y)) goto done;
+        if (!cli_read_float(inf, o.input, "y", &ynd, ys, &in->y)) return 1;
         if (ynd != xnd || (ynd == 3 && ys[0] != B) || ys[ynd - 1] != C || ys[ynd - 2] < 1) {
             cli_error("%s: y must be (%s Sk, %lld) to match x", o.input, xnd == 3 ? "B," : "", (long long)C);
-            goto done;
+            return 1;
         }
         Sk = ys[ynd - 2];
     }
+    in->xnd = xnd, in->B = B, in->S = S, in->Sk = Sk, in->C = C;
     attn_dtype mdt;
     int mnd;
     int64_t ms[ATTN_MAX_DIMS];
     if (attn_st_info(inf, "mask", &mdt, &mnd, ms) == ATTN_OK) {
         if (mdt != ATTN_DTYPE_BOOL && mdt != ATTN_DTYPE_U8) {
             cli_error("%s: mask must be BOOL or U8 (true = masked)", o.input);
-            goto done;
+            return 1;
         }
         int ok = (mnd == 2 && ms[0] == B && ms[1] == Sk) || (mnd == 1 && xnd == 2 && ms[0] == Sk);
         if (!ok) {
             cli_error("%s: mask must have shape (B, Sk) = (%lld, %lld)", o.input, (long long)B, (long long)Sk);
-            goto done;
+            return 1;
         }
         if (kind != ATTN_LAYER_BIDIRECTIONAL && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS) {
             cli_error("%s does not take a padding mask (bidirectional, causal_mha and cross do)", o.module);
-            goto done;
+            return 1;
         }
-        mask = malloc((size_t)(B * Sk));
-        if (!mask) goto done;
-        if ((st = attn_st_read_u8(inf, "mask", mask, (size_t)(B * Sk))) != ATTN_OK) {
+        in->mask = malloc((size_t)(B * Sk));
+        if (!in->mask) {
+            cli_error("out of memory");
+            return 1;
+        }
+        if ((st = attn_st_read_u8(inf, "mask", in->mask, (size_t)(B * Sk))) != ATTN_OK) {
             cli_error("%s: cannot read mask: %s", o.input, attn_status_string(st));
-            goto done;
+            return 1;
         }
     }
 
@@ -269,40 +279,69 @@ int cmd_run(int argc, char **argv) {
     if (o.has_ctx && (kind == ATTN_LAYER_CAUSAL_MHA || kind == ATTN_LAYER_CROSS)) cfg.context_length = o.context_length;
     char detail[256];
     if (o.weights) {
-        if ((st = attn_st_open(o.weights, &wf)) != ATTN_OK) {
+        if ((st = attn_st_open(o.weights, &in->wf)) != ATTN_OK) {
             cli_error("cannot load weights '%s': %s", o.weights, attn_status_string(st));
-            goto done;
+            return 1;
         }
-        if ((st = attn_layer_load_ex(&cfg, wf, &layer, detail, sizeof detail)) != ATTN_OK) {
+        if ((st = attn_layer_load_ex(&cfg, in->wf, &in->layer, detail, sizeof detail)) != ATTN_OK) {
             cli_error("%s: %s: %s", o.weights, o.module, detail[0] ? detail : attn_status_string(st));
-            goto done;
+            return 1;
         }
-    } else if ((st = attn_layer_create(&cfg, &layer)) != ATTN_OK) {
+    } else if ((st = attn_layer_create(&cfg, &in->layer)) != ATTN_OK) {
         cli_error("%s: %s", o.module, attn_status_string(st));
-        goto done;
+        return 1;
     }
-    const attn_layer_config *lc = attn_layer_get_config(layer);
+    const attn_layer_config *lc = attn_layer_get_config(in->layer);
     if (o.has_ctx && lc->context_length > 0 && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS &&
         lc->context_length != o.context_length) {
         cli_error("--context-length %lld disagrees with the %lld x %lld mask buffer in '%s'",
                   (long long)o.context_length, (long long)lc->context_length, (long long)lc->context_length, o.weights);
-        goto done;
+        return 1;
     }
     if (o.has_heads && lc->num_heads != o.heads) {
         cli_error("--heads %lld disagrees with the %lld heads in '%s'", (long long)o.heads, (long long)lc->num_heads,
                   o.weights);
-        goto done;
+        return 1;
     }
     if (lc->d_in != C) {
         cli_error("input x has width %lld but the %s weights expect %lld", (long long)C, o.module, (long long)lc->d_in);
-        goto done;
+        return 1;
     }
     if (lc->context_length > 0 && (S > lc->context_length || Sk > lc->context_length) &&
         (kind != ATTN_LAYER_FUSED_MHA && kind != ATTN_LAYER_BIDIRECTIONAL)) {
         cli_error("sequence length %lld exceeds the context length %lld", (long long)(S > Sk ? S : Sk),
                   (long long)lc->context_length);
-        goto done;
+        return 1;
     }
+    return 0;
+}
+
+void run_inputs_free(run_inputs *in) {
+    attn_layer_free(in->layer);
+    attn_st_close(in->wf);
+    attn_st_close(in->inf);
+    free(in->x), free(in->y), free(in->mask);
+    memset(in, 0, sizeof *in);
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    if (!run_parse(argc, argv, &o, 0)) return EXIT_USAGE;
+    run_inputs in;
+    int rc = run_load(&o, &in);
+    if (rc) {
+        run_inputs_free(&in);
+        return rc;
+    }
+    rc = 1;
+    attn_layer *layer = in.layer;
+    attn_st_file *inf = in.inf;
+    float *x = in.x, *y = in.y, *out = NULL, *gout = NULL, *gx = NULL, *gy = NULL;
+    uint8_t *mask = in.mask;
+    int xnd = in.xnd;
+    int64_t B = in.B, S = in.S, Sk = in.Sk, C = in.C;
+    attn_st_writer *w = NULL;
+    attn_status st;
     int64_t W = attn_layer_out_width(layer);
     out = malloc((size_t)(B * S * W) * sizeof(float));
     if (!out) {
@@ -371,15 +410,10 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
 done:
     attn_st_writer_free(w);
-    attn_layer_free(layer);
-    attn_st_close(wf);
-    attn_st_close(inf);
-    free(x);
-    free(y);
+    run_inputs_free(&in);
     free(out);
     free(gout);
     free(gx);
     free(gy);
-    free(mask);
     return rc;
 }
