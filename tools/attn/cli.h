@@ -29,5 +29,6 @@ int cmd_run(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
+int cmd_heatmap(int argc, char **argv);
 
 #endif

@@ -4,12 +4,14 @@
  * layers) goes through the library; the notebooks' own small arithmetic
  * (x @ W, sums, divisions) is done here as the notebooks do it, in float32. */
 #include "cli.h"
+#include "heatmap_draw.h"
 #include "print.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define TMAX 128
 
@@ -94,6 +96,54 @@ static T scalar(float v) {
     T t = mk(0, 0, 0, 0);
     t.d[0] = v;
     return t;
+}
+
+/* ---- heatmaps (attn demo --heatmaps DIR) ---------------------------------- */
+
+static const char *hm_dir; /* NULL: no pictures */
+static int hm_count;
+static const char *const TOKENS[6] = {"Your", "journey", "starts", "with", "one", "step"};
+
+/* DIR/name.svg and DIR/name.png of an (S, Sk) map; scores (or NULL) mark
+ * the hidden keys with -inf. */
+static void map_write(const char *name, const char *title, const float *w, const float *scores, int64_t S, int64_t Sk,
+                      const char *const *labels) {
+    if (!hm_dir || failed) return;
+    heatmap_spec h = {w, scores, S, Sk, labels, labels, title};
+    static const char *const ext[2] = {"svg", "png"};
+    for (int e = 0; e < 2; e++) {
+        char path[4096], err[512];
+        snprintf(path, sizeof path, "%s/%s.%s", hm_dir, name, ext[e]);
+        if (heatmap_write(&h, path, err, sizeof err) != 0) {
+            cli_error("demo --heatmaps: %s", err);
+            failed = 1;
+            return;
+        }
+        hm_count++;
+    }
+}
+
+/* every head of sequence `batch` of a layer's attention on x (and y, mask) */
+static void map_layer(const char *name, const char *title, attn_layer *l, const T *x, const T *y,
+                      const uint8_t *mask, int64_t batch, const char *const *labels) {
+    if (!hm_dir || failed || !l) return;
+    int64_t B = x->nd == 3 ? x->sh[0] : 1, S = x->sh[x->nd - 2], Sk = y ? y->sh[1] : S;
+    int64_t H = attn_layer_attention_heads(l);
+    size_t n = (size_t)(B * H * S * Sk);
+    float *sc = malloc(n * sizeof *sc), *w = malloc(n * sizeof *w);
+    attn_forward_args a = {x->d, B, S, y ? y->d : NULL, y ? Sk : 0, mask, 0, NULL, ATTN_IMPL_REF, NULL};
+    if (!sc || !w)
+        check(ATTN_E_NOMEM, "heatmap");
+    else
+        check(attn_layer_attention_weights(l, &a, sc, w), "attention weights");
+    for (int64_t h = 0; h < H && !failed; h++) {
+        char nm[128], tt[256];
+        snprintf(nm, sizeof nm, H > 1 ? "%s_head%lld" : "%s", name, (long long)h);
+        snprintf(tt, sizeof tt, H > 1 ? "%s, head %lld" : "%s", title, (long long)h);
+        size_t off = (size_t)((batch * H + h) * S * Sk);
+        map_write(nm, tt, w + off, sc + off, S, Sk, labels);
+    }
+    free(sc), free(w);
 }
 
 /* ---- the attention steps, through libattn -------------------------------- */
@@ -344,6 +394,13 @@ static void seed_000(void) {
     step("torch.manual_seed(123); W_query, W_key, W_value = torch.rand(3, 2) each");
     attn_layer *v1 = NULL;
     T v1out = layer_run(ATTN_LAYER_SA_V1, 3, 2, 1, 0, 123, &x, &v1);
+    if (hm_dir) { /* the pictures of seed 000's layers */
+        attn_layer *simple = NULL;
+        layer_run(ATTN_LAYER_SIMPLE, 3, 3, 1, 0, 0, &x, &simple);
+        map_layer("01_weightless", "weightless: softmax(x x^T)", simple, &x, NULL, NULL, 0, TOKENS);
+        attn_layer_free(simple);
+        map_layer("02_sa_v1", "SelfAttention_v1, torch.manual_seed(123)", v1, &x, NULL, NULL, 0, TOKENS);
+    }
     T Wq = param(v1, "W_query"), Wk = param(v1, "W_key"), Wv = param(v1, "W_value");
     T q2 = matmul(&x2, &Wq);
     step("query_2 = x_2 @ W_query");
@@ -373,6 +430,7 @@ static void seed_000(void) {
     attn_layer *v2 = NULL;
     T v2out = layer_run(ATTN_LAYER_SA_V2, 3, 2, 1, 0, 789, &x, &v2);
     show("", &v2out, "grad_fn=<MmBackward0>");
+    map_layer("03_sa_v2", "SelfAttention_v2, torch.manual_seed(789)", v2, &x, NULL, NULL, 0, TOKENS);
     causal_steps(&x, v2, "softmax(masked / sqrt(d_k)): the causal attention weights", 1);
 
     step("torch.manual_seed(123); nn.Dropout(0.5) on torch.ones(6, 6)");
@@ -390,6 +448,12 @@ static void seed_000(void) {
     T dw = dropout(&g, 0.5, &wc);
     show("", &dw, "grad_fn=<MulBackward0>");
     attn_layer_free(v2);
+    if (hm_dir) {
+        T ms = scores(&q, &k, attn_default_scale(2), ATTN_CAUSAL_TOP_LEFT);
+        map_write("04_causal", "causal mask on SelfAttention_v2's weights", wc.d, ms.d, 6, 6, TOKENS);
+        map_write("05_causal_dropout", "the same after dropout(0.5), torch.manual_seed(123)", dw.d, ms.d, 6, 6,
+                  TOKENS);
+    }
 
     T batch = batch_of(&x);
     step("batch = torch.stack((inputs, inputs))");
@@ -398,11 +462,19 @@ static void seed_000(void) {
     T ca = layer_run(ATTN_LAYER_CAUSAL, 3, 2, 1, 6, 123, &batch, NULL);
     show_size("context_vecs.shape: ", &ca);
     step("MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2), torch.manual_seed(123): attn run mha_wrapper");
-    T mw = layer_run(ATTN_LAYER_MHA_WRAPPER, 3, 2, 2, 6, 123, &batch, NULL);
+    attn_layer *ml = NULL;
+    T mw = layer_run(ATTN_LAYER_MHA_WRAPPER, 3, 2, 2, 6, 123, &batch, &ml);
     show("", &mw, "grad_fn=<CatBackward0>");
     show_size("context_vecs.shape: ", &mw);
+    map_layer("06_mha_wrapper", "MultiHeadAttentionWrapper, torch.manual_seed(123)", ml, &batch, NULL, NULL, 0,
+              TOKENS);
+    attn_layer_free(ml);
     step("MultiHeadAttention(3, 2, 6, 0.0, num_heads=2), torch.manual_seed(123): attn run mha");
-    T mh = layer_run(ATTN_LAYER_MHA, 3, 2, 2, 6, 123, &batch, NULL);
+    ml = NULL;
+    T mh = layer_run(ATTN_LAYER_MHA, 3, 2, 2, 6, 123, &batch, &ml);
+    map_layer("07_mha", "MultiHeadAttention (weight split), torch.manual_seed(123)", ml, &batch, NULL, NULL, 0,
+              TOKENS);
+    attn_layer_free(ml);
     show("", &mh, "grad_fn=<ViewBackward0>");
     show_size("context_vecs.shape: ", &mh);
 }
@@ -581,7 +653,10 @@ static void seeds_001_004(void) {
     show_hidden("", 1, 5, 5, 1, NULL);
     attn_layer_config_default(&c, ATTN_LAYER_GPT_MHA, 8, 8, 2);
     c.context_length = 5;
-    T o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, NULL);
+    attn_layer *kl1 = NULL;
+    T o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, &kl1);
+    map_layer("08_gpt_mha", "nanoGPT MultiHeadAttention of Heads, torch.manual_seed(0)", kl1, &x, NULL, NULL, 0, NULL);
+    attn_layer_free(kl1);
     show("eval, torch.manual_seed(0) init: ", &o, "grad_fn=<ViewBackward0>");
     c.dropout = c.out_dropout = 0.2;
     o = run_cfg(&c, 0, &x, NULL, NULL, 1, 42, NULL);
@@ -594,7 +669,10 @@ static void seeds_001_004(void) {
 
     step("seed 004: MultiHeadAttetion(hidden_size=8, num_heads=2), eval");
     attn_layer_config_default(&c, ATTN_LAYER_FUSED_MHA, 8, 8, 2);
-    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, NULL);
+    attn_layer *kl2 = NULL;
+    o = run_cfg(&c, 0, &x, NULL, NULL, 0, 0, &kl2);
+    map_layer("09_fused_mha", "MultiHeadAttetion (fused Wqkv), torch.manual_seed(0)", kl2, &x, NULL, NULL, 0, NULL);
+    attn_layer_free(kl2);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     uint8_t pad[10] = {0, 0, 0, 1, 1, /* batch 0: right padding */ 1, 1, 0, 0, 0 /* batch 1: left padding */};
@@ -604,7 +682,11 @@ static void seeds_001_004(void) {
     printf("every query ignores the padded keys (True = hidden):\n");
     show_hidden("", 2, 5, 5, 0, pad);
     attn_layer_config_default(&c, ATTN_LAYER_BIDIRECTIONAL, 8, 8, 2);
-    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, NULL);
+    attn_layer *kl3 = NULL;
+    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, &kl3);
+    map_layer("10_bidirectional_padding", "BidirectionalAttention, sequence 0 (right padding)", kl3, &x, NULL, pad, 0,
+              NULL);
+    attn_layer_free(kl3);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     step("seed 004: CausalAttention(8, 2, context_size=5): causal OR padding, nothing mutated");
@@ -613,7 +695,10 @@ static void seeds_001_004(void) {
            "so their output is Wo's bias alone, never NaN.\n");
     attn_layer_config_default(&c, ATTN_LAYER_CAUSAL_MHA, 8, 8, 2);
     c.context_length = 5;
-    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, NULL);
+    attn_layer *kl4 = NULL;
+    o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, &kl4);
+    map_layer("11_causal_mha_padding", "Warner CausalAttention, sequence 1 (left padding)", kl4, &x, NULL, pad, 1, NULL);
+    attn_layer_free(kl4);
     show("", &o, "grad_fn=<ViewBackward0>");
 
     step("seed 004: CausalCrossAttention(8, 2, context_size=5): x (2, 5, 8) attends to y (2, 3, 8)");
@@ -630,16 +715,27 @@ static void seeds_001_004(void) {
 }
 
 int cmd_demo(int argc, char **argv) {
-    (void)argv;
-    if (argc > 1) {
-        cli_error("demo takes no arguments");
+    hm_dir = NULL;
+    if (argc == 3 && !strcmp(argv[1], "--heatmaps")) {
+        hm_dir = argv[2];
+        if (mkdir(hm_dir, 0777) != 0) {
+            struct stat stt;
+            if (stat(hm_dir, &stt) != 0 || !S_ISDIR(stt.st_mode)) {
+                cli_error("demo --heatmaps: cannot create the directory '%s'", hm_dir);
+                return 1;
+            }
+        }
+    } else if (argc > 1) {
+        cli_error("demo takes no arguments but --heatmaps DIR");
         return EXIT_USAGE;
     }
     failed = 0;
+    hm_count = 0;
     seed_000();
     seed_002();
     seed_003();
     seeds_001_004();
+    if (hm_dir && !failed) printf("\nheatmaps: %d files (SVG and PNG) in %s\n", hm_count, hm_dir);
     fflush(stdout);
     return failed ? 1 : 0;
 }

@@ -21,6 +21,11 @@ static void usage(FILE *f) {
                "                       the core attention: q, k, v (GQA when k has fewer heads),\n"
                "                       optional key_mask, seqlens_k, alibi_slopes; writes out, lse\n"
                "                       (and dq, dk, dv with --grad)\n"
+               "  heatmap MODULE --weights W.safetensors --input I.safetensors --output MAP.svg|MAP.png\n"
+               "       [--head H] [--batch B] [--tokens \"Your,journey,...\"] [--key-tokens ...]\n"
+               "       [the layer options of run] [--train --seed N]\n"
+               "                       one head's attention weights as a picture (SVG cells carry\n"
+               "                       data-q, data-k, data-w)\n"
                "  train [--steps N] [--seed N] [--save W.safetensors] [--threads N]\n"
                "                       train a small attention model to reverse sequences;\n"
                "                       the last line is 'accuracy X' on held-out sequences\n"
@@ -49,6 +54,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
+    if (strcmp(cmd, "heatmap") == 0) return cmd_heatmap(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("attn %s\n", attn_version());
         return 0;
