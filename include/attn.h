@@ -48,6 +48,10 @@ extern "C" {
 
 /* Library version string, "MAJOR.MINOR.PATCH". */
 ATTN_API const char *attn_version(void);
+/* sizeof a public struct by its name ("attn_sdpa_desc", ...), 0 if unknown:
+ * for bindings that mirror the structs (e.g. Python's ctypes) to check their
+ * layout against the library they loaded. */
+ATTN_API size_t attn_abi_size(const char *type_name);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes. Values are pinned: they never change between versions.      */
@@ -460,11 +464,10 @@ ATTN_API int64_t attn_layer_attention_heads(const attn_layer *l);
  * S, Sk) with heads in state_dict order, either may be NULL:
  *   scores:  the scaled scores, -INFINITY where the key is not visible
  *            (causal, padding, context);
- *   weights: their softmax rows (zeros where a row sees no key). Eval mode when a->train is 0; with a->train and attention dropout
- * the weights are those after dropout, drawn from a->gen as the forward
- * draws them (the output dropout is not drawn). a->out is not used. Like a
- * forward it replaces what the layer kept for backward (attn_layer_backward
- * returns ATTN_E_STATE after it). */
+ *   weights: their softmax rows (zeros where a row sees no key). Eval mode when a->train is 0; with a->train and
+ * attention dropout the weights are those after dropout, drawn from a->gen as the forward draws them (the output
+ * dropout is not drawn). a->out is not used. Like a forward it replaces what the layer kept for backward
+ * (attn_layer_backward returns ATTN_E_STATE after it). */
 ATTN_API attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *scores,
                                                   float *weights);
 

@@ -1,10 +1,14 @@
 #!/bin/sh
 # Install into a temporary prefix, then build an outside program against it
 # with pkg-config (the README's one-liner) and with CMake's find_package.
-# usage: install_test.sh SOURCE_DIR BUILD_DIR
+# With a Python interpreter, the installed Python package must import and
+# load the installed library.
+# usage: install_test.sh SOURCE_DIR BUILD_DIR [PYTHON PYTHON_DIR]
 set -eu
 src=$1
 build=$2
+py=${3:-}
+pydir=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
@@ -48,4 +52,14 @@ CM
 cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm/build" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$tmp/cm/build/x"
-echo "install test: 3 passed, 0 failed"
+n=3
+if [ -n "$py" ] && [ -n "$pydir" ]; then
+  env -u LIBATTN_LIBRARY PYTHONPATH="$tmp/prefix/$pydir" PYTHONDONTWRITEBYTECODE=1 "$py" -c "
+import numpy as np, libattn
+assert libattn._capi.library_path.startswith('$tmp/prefix/'), libattn._capi.library_path
+q = np.eye(2, dtype=np.float32).reshape(1, 1, 2, 2)
+print('python: libattn', libattn.version(), libattn.sdpa(q, q, q)[0, 0, 0])
+"
+  n=4
+fi
+echo "install test: $n passed, 0 failed"

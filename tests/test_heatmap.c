@@ -54,8 +54,9 @@ static long svg_cells(const char *svg, cell *out, long cap, long *W, long *H) {
         if (!dq || dq > end) continue;
         cell c;
         memset(&c, 0, sizeof c);
-        int got = sscanf(p, "<rect x=\"%ld\" y=\"%ld\" width=\"%ld\" height=\"%ld\" fill=\"#%x\" data-q=\"%ld\" "
-                            "data-k=\"%ld\" data-w=\"%lf\"",
+        int got = sscanf(p,
+                         "<rect x=\"%ld\" y=\"%ld\" width=\"%ld\" height=\"%ld\" fill=\"#%x\" data-q=\"%ld\" "
+                         "data-k=\"%ld\" data-w=\"%lf\"",
                          &c.x, &c.y, &c.w, &c.h, &c.rgb, &c.q, &c.k, &c.wv);
         CHECK(got == 8, "cannot parse SVG cell: %.120s", p);
         const char *dm = strstr(p, "data-masked=\"1\"");
@@ -141,8 +142,8 @@ static void check_case(const char *name, const char *flags, int mapped_masks) {
             CHECK(bad_w == 0, "%s b%lld h%lld: %ld data-w differ from PyTorch's weights", name, (long long)b,
                   (long long)h, bad_w);
             CHECK(bad_m == 0, "%s b%lld h%lld: %ld cells masked wrongly", name, (long long)b, (long long)h, bad_m);
-            CHECK(bad_px == 0, "%s b%lld h%lld: %ld PNG cells differ from the SVG's", name, (long long)b,
-                  (long long)h, bad_px);
+            CHECK(bad_px == 0, "%s b%lld h%lld: %ld PNG cells differ from the SVG's", name, (long long)b, (long long)h,
+                  bad_px);
             free(px);
             free(svg);
         }
@@ -167,8 +168,8 @@ static void check_errors(void) {
         int rc = run(args);
         CHECK(rc == 1 || rc == 2, "'%s' exited %d", bad[i], rc);
     }
-    snprintf(args, sizeof args, "heatmap causal_mha --heads 2 --weights '%s' --input missing.safetensors --output keep.png",
-             wpath);
+    snprintf(args, sizeof args,
+             "heatmap causal_mha --heads 2 --weights '%s' --input missing.safetensors --output keep.png", wpath);
     CHECK(run(args) == 1, "missing input: exit 1");
     snprintf(args, sizeof args, "heatmap causal_mha --heads 2 --weights '%s' --input '%s' --output map.jpg", wpath,
              iopath);
@@ -189,9 +190,18 @@ static void check_errors(void) {
 
 static void check_demo(void) {
     CHECK(run("demo --heatmaps maps > demo.txt") == 0, "attn demo --heatmaps maps");
-    const char *names[] = {"01_weightless", "02_sa_v1", "03_sa_v2", "04_causal", "05_causal_dropout",
-                           "06_mha_wrapper_head0", "06_mha_wrapper_head1", "07_mha_head1", "08_gpt_mha_head1",
-                           "09_fused_mha_head0", "10_bidirectional_padding_head1", "11_causal_mha_padding_head0"};
+    const char *names[] = {"01_weightless",
+                           "02_sa_v1",
+                           "03_sa_v2",
+                           "04_causal",
+                           "05_causal_dropout",
+                           "06_mha_wrapper_head0",
+                           "06_mha_wrapper_head1",
+                           "07_mha_head1",
+                           "08_gpt_mha_head1",
+                           "09_fused_mha_head0",
+                           "10_bidirectional_padding_head1",
+                           "11_causal_mha_padding_head0"};
     for (int i = 0; i < 12; i++) {
         char path[256];
         size_t len = 0;

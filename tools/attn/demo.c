@@ -124,8 +124,8 @@ static void map_write(const char *name, const char *title, const float *w, const
 }
 
 /* every head of sequence `batch` of a layer's attention on x (and y, mask) */
-static void map_layer(const char *name, const char *title, attn_layer *l, const T *x, const T *y,
-                      const uint8_t *mask, int64_t batch, const char *const *labels) {
+static void map_layer(const char *name, const char *title, attn_layer *l, const T *x, const T *y, const uint8_t *mask,
+                      int64_t batch, const char *const *labels) {
     if (!hm_dir || failed || !l) return;
     int64_t B = x->nd == 3 ? x->sh[0] : 1, S = x->sh[x->nd - 2], Sk = y ? y->sh[1] : S;
     int64_t H = attn_layer_attention_heads(l);
@@ -451,8 +451,7 @@ static void seed_000(void) {
     if (hm_dir) {
         T ms = scores(&q, &k, attn_default_scale(2), ATTN_CAUSAL_TOP_LEFT);
         map_write("04_causal", "causal mask on SelfAttention_v2's weights", wc.d, ms.d, 6, 6, TOKENS);
-        map_write("05_causal_dropout", "the same after dropout(0.5), torch.manual_seed(123)", dw.d, ms.d, 6, 6,
-                  TOKENS);
+        map_write("05_causal_dropout", "the same after dropout(0.5), torch.manual_seed(123)", dw.d, ms.d, 6, 6, TOKENS);
     }
 
     T batch = batch_of(&x);
@@ -466,14 +465,12 @@ static void seed_000(void) {
     T mw = layer_run(ATTN_LAYER_MHA_WRAPPER, 3, 2, 2, 6, 123, &batch, &ml);
     show("", &mw, "grad_fn=<CatBackward0>");
     show_size("context_vecs.shape: ", &mw);
-    map_layer("06_mha_wrapper", "MultiHeadAttentionWrapper, torch.manual_seed(123)", ml, &batch, NULL, NULL, 0,
-              TOKENS);
+    map_layer("06_mha_wrapper", "MultiHeadAttentionWrapper, torch.manual_seed(123)", ml, &batch, NULL, NULL, 0, TOKENS);
     attn_layer_free(ml);
     step("MultiHeadAttention(3, 2, 6, 0.0, num_heads=2), torch.manual_seed(123): attn run mha");
     ml = NULL;
     T mh = layer_run(ATTN_LAYER_MHA, 3, 2, 2, 6, 123, &batch, &ml);
-    map_layer("07_mha", "MultiHeadAttention (weight split), torch.manual_seed(123)", ml, &batch, NULL, NULL, 0,
-              TOKENS);
+    map_layer("07_mha", "MultiHeadAttention (weight split), torch.manual_seed(123)", ml, &batch, NULL, NULL, 0, TOKENS);
     attn_layer_free(ml);
     show("", &mh, "grad_fn=<ViewBackward0>");
     show_size("context_vecs.shape: ", &mh);
@@ -697,7 +694,8 @@ static void seeds_001_004(void) {
     c.context_length = 5;
     attn_layer *kl4 = NULL;
     o = run_cfg(&c, 0, &x, NULL, pad, 0, 0, &kl4);
-    map_layer("11_causal_mha_padding", "Warner CausalAttention, sequence 1 (left padding)", kl4, &x, NULL, pad, 1, NULL);
+    map_layer("11_causal_mha_padding", "Warner CausalAttention, sequence 1 (left padding)", kl4, &x, NULL, pad, 1,
+              NULL);
     attn_layer_free(kl4);
     show("", &o, "grad_fn=<ViewBackward0>");
 

@@ -49,7 +49,7 @@ typedef struct item {
     int x, y, w, h; /* rect; text: anchor point (x, y = top of a horizontal text, or its
                      * anchor along a vertical one, which reads bottom to top) */
     uint32_t rgb;
-    int cell;        /* rect is a heatmap cell: q, k, wv, masked below */
+    int cell; /* rect is a heatmap cell: q, k, wv, masked below */
     int64_t q, k;
     float wv;
     int masked;
@@ -160,7 +160,7 @@ static void layout(const heatmap_spec *h, scene *sc) {
         if (!m && h->weights[i] > vmax) vmax = h->weights[i];
     }
     if (!(vmax > 1.0f)) vmax = 1.0f; /* weights are probabilities: the scale is 0..1 (more after dropout) */
-    const int M = 16, ts = 2; /* margin, title scale */
+    const int M = 16, ts = 2;        /* margin, title scale */
     int title_h = h->title ? 9 * ts + 10 : 0;
     int axis_h = 7 * ts + 8; /* the "keys" / "queries" axis titles */
     int left = M + axis_h + 6 * s * maxq + 6;
@@ -259,8 +259,8 @@ static void write_svg(const scene *sc, const heatmap_spec *h, FILE *f) {
                 fputs("/>\n", f);
                 continue;
             }
-            fprintf(f, " data-q=\"%lld\" data-k=\"%lld\" data-w=\"%.6f\"%s><title>", (long long)i->q,
-                    (long long)i->k, (double)i->wv, i->masked ? " data-masked=\"1\"" : "");
+            fprintf(f, " data-q=\"%lld\" data-k=\"%lld\" data-w=\"%.6f\"%s><title>", (long long)i->q, (long long)i->k,
+                    (double)i->wv, i->masked ? " data-masked=\"1\"" : "");
             label_of(ql, sizeof ql, h->qlabels, i->q);
             label_of(kl, sizeof kl, h->klabels, i->k);
             fprintf(f, "query %lld (", (long long)i->q);

@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 typedef struct heatmap_spec {
-    const float *weights;  /* (S, Sk) row-major */
-    const float *scores;   /* (S, Sk) or NULL: -inf marks a key the query cannot see */
-    int64_t S, Sk;         /* queries (rows), keys (columns) */
+    const float *weights;                        /* (S, Sk) row-major */
+    const float *scores;                         /* (S, Sk) or NULL: -inf marks a key the query cannot see */
+    int64_t S, Sk;                               /* queries (rows), keys (columns) */
     const char *const *qlabels, *const *klabels; /* S and Sk labels, or NULL for positions */
     const char *title;
 } heatmap_spec;

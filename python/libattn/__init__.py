@@ -1,0 +1,541 @@
+"""libattn from Python: the attention layers of libattn on numpy arrays.
+
+    import numpy as np, libattn
+    q = k = v = np.random.rand(1, 2, 6, 4).astype(np.float32)   # (B, H, S, D)
+    out = libattn.sdpa(q, k, v, causal="top-left")
+
+Everything runs in the C library (build/libattn.so, see _capi.py for how it
+is found); this package only describes arrays to it. Errors raise ValueError
+(shapes, arguments), TypeError (dtypes), MemoryError, or LibattnError for the
+rest, with the library's message. `libattn.torch` adds a differentiable
+`sdpa` for PyTorch tensors.
+"""
+import ctypes
+
+import numpy as np
+
+from . import _capi
+from ._capi import lib
+from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
+
+__all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
+           "kernel_name", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
+
+LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
+               "bidirectional", "causal_mha", "cross")
+
+
+class LibattnError(RuntimeError):
+    """A libattn status other than the argument, shape, dtype and memory errors."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def version():
+    return lib.attn_version().decode()
+
+
+def kernel_name():
+    """The SIMD kernels the fused path runs on this CPU ("avx2" or "generic")."""
+    return lib.attn_kernel_name().decode()
+
+
+def _check(st, what, detail=None):
+    if st == _capi.OK:
+        return
+    msg = "%s: %s" % (what, lib.attn_status_string(st).decode())
+    if detail:
+        msg += " (%s)" % detail
+    if st in (_capi.E_SHAPE, _capi.E_INVALID, _capi.E_CONTEXT, _capi.E_OVERFLOW, _capi.E_NOT_FOUND,
+              _capi.E_FORMAT, _capi.E_BUFFER):  # the caller's arrays, options or state_dict
+        raise ValueError(msg)
+    if st == _capi.E_IO:
+        raise OSError(msg)
+    if st == _capi.E_DTYPE:
+        raise TypeError(msg)
+    if st == _capi.E_NOMEM:
+        raise MemoryError(msg)
+    raise LibattnError(st, msg)
+
+
+# ---- arrays ------------------------------------------------------------------
+
+def _array(x, name, ndims, dtypes=(np.float32,), allow_none=False):
+    """x as an ndarray of one of `dtypes` with ndim in `ndims`, or None."""
+    if x is None:
+        if allow_none:
+            return None
+        raise TypeError("%s: expected an array, got None" % name)
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
+            x = np.asarray(x)
+        else:
+            raise TypeError("%s: expected an array, got %s" % (name, type(x).__name__))
+    if x.dtype not in [np.dtype(d) for d in dtypes]:
+        raise TypeError("%s: dtype %s is not supported here (use %s)" %
+                        (name, x.dtype, " or ".join(np.dtype(d).name for d in dtypes)))
+    if x.ndim not in ndims:
+        raise ValueError("%s: expected %s dimensions, got shape %s" %
+                         (name, " or ".join(str(n) for n in ndims), x.shape))
+    return x
+
+
+def _strided(a):
+    """a, or a copy, whose last dimension is contiguous and whose strides are
+    whole, non-negative elements: what an attn_view can describe."""
+    it = a.itemsize
+    ok = a.ndim == 0 or (a.shape[-1] <= 1 or a.strides[-1] == it)
+    ok = ok and all(s >= 0 and s % it == 0 for s in a.strides) and a.flags.aligned
+    return a if ok else np.ascontiguousarray(a)
+
+
+def _view(a):
+    """attn_view of a 4-D array (B, H, S, D), its last dimension contiguous."""
+    it = a.itemsize
+    return _capi.View(a.ctypes.data, a.strides[0] // it, a.strides[1] // it, a.strides[2] // it)
+
+
+def _fptr(a):
+    return None if a is None else a.ctypes.data_as(_capi.c_float_p)
+
+
+def _u8ptr(a):
+    return None if a is None else a.ctypes.data_as(_capi.c_u8_p)
+
+
+def _qkv_dtype(arrays, qkv_dtype):
+    dts = {a.dtype for a in arrays}
+    if len(dts) != 1:
+        raise TypeError("q, k and v must have one dtype, got %s" % ", ".join(sorted(str(d) for d in dts)))
+    dt = dts.pop()
+    if qkv_dtype == "bfloat16":
+        if dt != np.uint16:
+            raise TypeError("qkv_dtype='bfloat16' takes the raw bfloat16 bits as uint16 arrays, got %s" % dt)
+        return _capi.DTYPE["bf16"]
+    if qkv_dtype is not None:
+        raise ValueError("qkv_dtype must be None or 'bfloat16', got %r" % (qkv_dtype,))
+    if dt == np.float32:
+        return _capi.DTYPE["f32"]
+    if dt == np.float16:
+        return _capi.DTYPE["f16"]
+    raise TypeError("q, k, v: dtype %s is not supported (float32, float16, or uint16 bits with "
+                    "qkv_dtype='bfloat16')" % dt)
+
+
+def _causal(c):
+    if c is True:
+        return _capi.CAUSAL["top-left"]  # PyTorch's is_causal
+    if c is False or c is None:
+        return _capi.CAUSAL["none"]
+    if c not in _capi.CAUSAL:
+        raise ValueError("causal must be 'none', 'top-left' or 'bottom-right', got %r" % (c,))
+    return _capi.CAUSAL[c]
+
+
+class _Call:
+    """A filled attn_sdpa_desc and the arrays it points into (kept alive)."""
+
+    def __init__(self, q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl,
+                 qkv_dtype, with_v=True):
+        self.q = _strided(_array(q, "q", (4,), (np.float32, np.float16, np.uint16)))
+        self.k = _strided(_array(k, "k", (4,), (np.float32, np.float16, np.uint16)))
+        self.v = _strided(_array(v, "v", (4,), (np.float32, np.float16, np.uint16))) if with_v else None
+        arrays = [self.q, self.k] + ([self.v] if with_v else [])
+        dt = _qkv_dtype(arrays, qkv_dtype)
+        B, H, Sq, D = self.q.shape
+        Bk, Hkv, Sk, Dk = self.k.shape
+        Dv = self.v.shape[3] if with_v else D
+        if Bk != B or Dk != D:
+            raise ValueError("k must be (B=%d, Hkv, Sk, D=%d), got %s" % (B, D, self.k.shape))
+        if with_v and self.v.shape[:3] != self.k.shape[:3]:
+            raise ValueError("v must be (B, Hkv, Sk, Dv) = %s + (Dv,), got %s" % (self.k.shape[:3], self.v.shape))
+        d = _capi.SdpaDesc()
+        lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, Sk, D, Dv)
+        d.Hkv = Hkv
+        d.qkv_dtype = dt
+        d.causal = _causal(causal)
+        if scale is not None:
+            d.scale = float(scale)
+        if impl not in _capi.IMPL:
+            raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
+        d.impl = _capi.IMPL[impl]
+        self.mask = None
+        if key_mask is not None:
+            m = _array(key_mask, "key_mask", (2,), (np.bool_, np.uint8))
+            if m.shape != (B, Sk):
+                raise ValueError("key_mask must be (B, Sk) = (%d, %d), got %s" % (B, Sk, m.shape))
+            self.mask = np.ascontiguousarray(m.astype(np.uint8, copy=False))
+            d.key_mask, d.key_mask_stride_b, d.key_mask_polarity = _u8ptr(self.mask), Sk, _capi.MASK_TRUE_MEANS_MASKED
+        self.seqlens = None
+        if seqlens_k is not None:
+            s = _array(seqlens_k, "seqlens_k", (1,), (np.int32, np.int64))
+            if s.shape != (B,):
+                raise ValueError("seqlens_k must be (B,) = (%d,), got %s" % (B, s.shape))
+            self.seqlens = np.ascontiguousarray(s)
+            d.seqlens_k = self.seqlens.ctypes.data
+            d.seqlens_k_dtype = _capi.DTYPE["i32"] if s.dtype == np.int32 else _capi.DTYPE["i64"]
+        try:
+            left, right = (int(w) for w in window)
+        except (TypeError, ValueError):
+            raise ValueError("window must be a pair (left, right) of ints, -1 = unbounded; got %r" % (window,))
+        if left >= 0 or right >= 0:
+            d.window, d.window_left, d.window_right = 1, left, right
+        d.softcap = float(softcap)
+        self.slopes = None
+        if alibi_slopes is not None:
+            a = _array(alibi_slopes, "alibi_slopes", (1,))
+            if a.shape != (H,):
+                raise ValueError("alibi_slopes must be (H,) = (%d,), got %s" % (H, a.shape))
+            self.slopes = np.ascontiguousarray(a)
+            d.alibi_slopes = _fptr(self.slopes)
+        self.desc, self.shape = d, (B, H, Sq, Sk, D, Dv)
+
+
+def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
+         alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None):
+    """Scaled dot-product attention, out = softmax(mask(scale * q k^T)) v.
+
+    q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) with H a multiple
+    of Hkv (grouped-query attention), float32 or float16 (or bfloat16 bits as
+    uint16 with qkv_dtype='bfloat16'), any strides with a contiguous last
+    dimension (a (B, S, H, D) buffer transposed to (B, H, S, D) is used in
+    place; other layouts are copied). causal: 'none', 'top-left' (PyTorch's
+    is_causal) or 'bottom-right' (FlashAttention, KV caches). key_mask (B, Sk)
+    bool, True = masked. seqlens_k (B,) int: keys that exist per sequence.
+    window (left, right): sliding window, -1 = unbounded. softcap > 0: Gemma
+    2's tanh capping. alibi_slopes (H,). Rows that see no key give zeros.
+    Returns out (B, H, Sq, Dv) float32, and lse (B, H, Sq) if return_lse.
+    """
+    c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype)
+    B, H, Sq, Sk, D, Dv = c.shape
+    out = np.empty((B, H, Sq, Dv), np.float32)
+    lse = np.empty((B, H, Sq), np.float32) if return_lse else None
+    _check(lib.attn_sdpa_forward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), _view(out), _fptr(lse)),
+           "sdpa")
+    return (out, lse) if return_lse else out
+
+
+def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
+                  softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None):
+    """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout)."""
+    c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype)
+    B, H, Sq, Sk, D, Dv = c.shape
+    go = _strided(_array(dout, "dout", (4,)))
+    if go.shape != (B, H, Sq, Dv):
+        raise ValueError("dout must be (B, H, Sq, Dv) = %s, got %s" % ((B, H, Sq, Dv), go.shape))
+    dq = np.empty((B, H, Sq, D), np.float32)
+    dk = np.empty(c.k.shape, np.float32)
+    dv = np.empty(c.v.shape, np.float32)
+    empty = _capi.View()
+    _check(lib.attn_sdpa_backward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), empty, _view(go), None,
+                                  _view(dq), _view(dk), _view(dv)), "sdpa backward")
+    return dq, dk, dv
+
+
+def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
+                      softcap=0.0, alibi_slopes=None, qkv_dtype=None, return_scores=False):
+    """The attention matrix softmax(mask(scale * q k^T)), (B, H, Sq, Sk), for
+    pictures (e.g. matplotlib's imshow(w[0, 0])). Same arguments as sdpa.
+    With return_scores also the scores, -inf where a key is not visible."""
+    c = _Call(q, k, None, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, "ref", qkv_dtype,
+              with_v=False)
+    B, H, Sq, Sk, D, Dv = c.shape
+    w = np.empty((B, H, Sq, Sk), np.float32)
+    s = np.empty((B, H, Sq, Sk), np.float32) if return_scores else None
+    _check(lib.attn_sdpa_weights(ctypes.byref(c.desc), _view(c.q), _view(c.k), _fptr(s), _fptr(w)),
+           "attention_weights")
+    return (w, s) if return_scores else w
+
+
+# ---- layers --------------------------------------------------------------------
+
+def _numpy_state(sd):
+    """state_dict values as float32 numpy arrays (tensors, arrays or lists)."""
+    out = {}
+    for name, t in (sd or {}).items():
+        if hasattr(t, "detach"):  # a torch tensor
+            t = t.detach().cpu().float().numpy()
+        a = np.asarray(t)
+        if a.dtype == np.bool_:
+            a = a.astype(np.float32)
+        if a.dtype.kind not in "fiu":
+            raise TypeError("state_dict[%r]: dtype %s is not a number type" % (name, a.dtype))
+        out[name] = np.ascontiguousarray(a, dtype=np.float32)
+    return out
+
+
+class _Owned:
+    """Owns a C handle (self._h), freed by close() or when collected."""
+    _h = None
+
+    def close(self):
+        if self._h:
+            self._free(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Layer(_Owned):
+    """One of the seed layers (LAYER_KINDS, named as the CLI names them) with
+    the weights of a PyTorch state_dict (tensors or numpy arrays).
+
+        layer = libattn.Layer("mha", model.state_dict(), heads=2)
+        out = layer(x)                       # x (S, C) or (B, S, C), float32
+
+    Config names as in `attn run`: heads, context_length, dropout,
+    out_dropout (defaults to dropout), torch_flavor ('mkl' or 'nomkl': which
+    PyTorch build's dropout stream train=True reproduces), impl.
+    """
+
+    _free = staticmethod(lambda h: lib.attn_layer_free(h))
+
+    def __init__(self, kind, state_dict=None, *, heads=None, context_length=None, dropout=0.0, out_dropout=None,
+                 torch_flavor="mkl", impl="auto"):
+        if kind not in LAYER_KINDS:
+            raise ValueError("unknown layer kind %r (one of %s)" % (kind, ", ".join(LAYER_KINDS)))
+        if torch_flavor not in _capi.FLAVOR:
+            raise ValueError("torch_flavor must be 'mkl' or 'nomkl', got %r" % (torch_flavor,))
+        if impl not in _capi.IMPL:
+            raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
+        self.kind, self._flavor, self._impl = kind, torch_flavor, impl
+        self._h = None
+        k = ctypes.c_int()
+        _check(lib.attn_layer_kind_parse(kind.encode(), ctypes.byref(k)), "layer kind")
+        cfg = _capi.LayerConfig()
+        lib.attn_layer_config_default(ctypes.byref(cfg), k.value, 1, 1, int(heads) if heads else 1)
+        cfg.dropout = float(dropout)
+        cfg.out_dropout = float(dropout if out_dropout is None else out_dropout)
+        if not 0.0 <= cfg.dropout <= 1.0 or not 0.0 <= cfg.out_dropout <= 1.0:
+            raise ValueError("dropout probabilities must be in [0, 1]")
+        if context_length is not None:
+            cfg.context_length = int(context_length)
+        self._cfg = cfg
+        if kind == "simple":
+            if state_dict:
+                raise ValueError("the simple layer has no weights")
+            self._simple_width = None  # created at the first call, for the input's width
+            return
+        blob = safetensors_bytes(_numpy_state(state_dict))
+        buf = ctypes.create_string_buffer(blob, len(blob))
+        f = ctypes.c_void_p()
+        _check(lib.attn_st_open_memory(buf, len(blob), ctypes.byref(f)), "state_dict")
+        h = ctypes.c_void_p()
+        detail = ctypes.create_string_buffer(256)
+        try:
+            st = lib.attn_layer_load_ex(ctypes.byref(cfg), f, ctypes.byref(h), detail, 256)
+        finally:
+            lib.attn_st_close(f)
+        _check(st, "%s weights" % kind, detail.value.decode(errors="replace") or None)
+        self._h = h
+        if heads and lib.attn_layer_get_config(h).contents.num_heads != int(heads):
+            n = lib.attn_layer_get_config(h).contents.num_heads
+            self.close()
+            raise ValueError("heads=%d disagrees with the %d heads in the state_dict" % (int(heads), n))
+
+    def _handle(self, C):
+        if self.kind == "simple" and self._simple_width != C:
+            self.close()
+            cfg = _capi.LayerConfig()
+            lib.attn_layer_config_default(ctypes.byref(cfg), 0, C, C, 1)
+            h = ctypes.c_void_p()
+            _check(lib.attn_layer_create(ctypes.byref(cfg), ctypes.byref(h)), "simple layer")
+            self._h, self._simple_width = h, C
+        if not self._h:
+            raise ValueError("the layer is closed")
+        return self._h
+
+    @property
+    def num_heads(self):
+        return int(lib.attn_layer_get_config(self._h).contents.num_heads) if self._h else 1
+
+    def state_dict(self):
+        """Parameters and persistent buffers as numpy arrays (copies), in state_dict order."""
+        out = {}
+        h = self._h
+        for i in range(lib.attn_layer_tensor_count(h) if h else 0):
+            ti = _capi.TensorInfo()
+            _check(lib.attn_layer_tensor(h, i, ctypes.byref(ti)), "tensor")
+            shape = tuple(ti.shape[j] for j in range(ti.ndim))
+            n = int(np.prod(shape)) if shape else 1
+            out[ti.name.decode()] = np.ctypeslib.as_array(ti.data, shape=(n,)).reshape(shape).copy()
+        return out
+
+    def _args(self, x, y, mask, train, seed):
+        x = np.ascontiguousarray(_array(x, "x", (2, 3)))
+        B, S, C = (1,) + x.shape if x.ndim == 2 else x.shape
+        if 0 in (B, S, C):
+            raise ValueError("x must have no empty dimension, got shape %s" % (x.shape,))
+        if self.kind != "simple" and self._h:
+            d_in = lib.attn_layer_get_config(self._h).contents.d_in
+            if C != d_in:  # the C forward trusts the width: check it here
+                raise ValueError("x has width %d but the %s weights expect %d" % (C, self.kind, d_in))
+        Sk = S
+        if self.kind == "cross":
+            y = np.ascontiguousarray(_array(y, "y", (x.ndim,)))
+            if y.shape[-1] != C or (x.ndim == 3 and y.shape[0] != B):
+                raise ValueError("y must be (%sSk, %d), got %s" % ("B, " if x.ndim == 3 else "", C, y.shape))
+            Sk = y.shape[-2]
+            if Sk == 0:
+                raise ValueError("y must have no empty dimension")
+        elif y is not None:
+            raise ValueError("only the cross layer takes y")
+        m = None
+        if mask is not None:
+            m = _array(mask, "mask", (1, 2), (np.bool_, np.uint8))
+            m = np.ascontiguousarray(m.reshape(1, -1) if m.ndim == 1 else m).astype(np.uint8, copy=False)
+            if m.shape != (B, Sk):
+                raise ValueError("mask must be (B, Sk) = (%d, %d) (True = masked), got %s" % (B, Sk, m.shape))
+        gen = None
+        if train:
+            if seed is None:
+                raise ValueError("train=True needs seed=N (the torch.manual_seed in force before forward)")
+            gen = _capi.Generator()
+            lib.attn_generator_seed(ctypes.byref(gen), int(seed))
+            lib.attn_generator_set_flavor(ctypes.byref(gen), _capi.FLAVOR[self._flavor])
+        a = _capi.ForwardArgs(_fptr(x), B, S, _fptr(y), Sk if y is not None else 0, _u8ptr(m), int(bool(train)),
+                              ctypes.pointer(gen) if gen is not None else None, _capi.IMPL[self._impl], None)
+        return a, (x, y, m, gen), B, S, Sk, C
+
+    def __call__(self, x, y=None, mask=None, *, train=False, seed=None):
+        """The layer's forward: out (S, W) or (B, S, W) float32 like x."""
+        a, keep, B, S, Sk, C = self._args(x, y, mask, train, seed)
+        h = self._handle(C)
+        W = lib.attn_layer_out_width(h)
+        out = np.empty((B, S, W), np.float32)
+        a.out = _fptr(out)
+        _check(lib.attn_layer_forward(h, ctypes.byref(a)), "%s forward" % self.kind)
+        return out[0] if keep[0].ndim == 2 else out
+
+    forward = __call__
+
+    def attention_weights(self, x, y=None, mask=None, *, train=False, seed=None, return_scores=False):
+        """Every head's attention weights (B, heads, S, Sk), what the seeds print
+        as attn_weights; with train=True those after the attention dropout."""
+        a, keep, B, S, Sk, C = self._args(x, y, mask, train, seed)
+        h = self._handle(C)
+        H = lib.attn_layer_attention_heads(h)
+        w = np.empty((B, H, S, Sk), np.float32)
+        s = np.empty((B, H, S, Sk), np.float32) if return_scores else None
+        _check(lib.attn_layer_attention_weights(h, ctypes.byref(a), _fptr(s), _fptr(w)),
+               "%s attention weights" % self.kind)
+        return (w, s) if return_scores else w
+
+    def kv_cache(self, batch, capacity, *, dtype="f32", page_size=0):
+        """A KV cache shaped for this (causal) layer's incremental forward."""
+        hk, hd = _capi.c_i64(), _capi.c_i64()
+        _check(lib.attn_layer_kv_shape(self._handle(1) if self.kind == "simple" else self._h, ctypes.byref(hk),
+                                       ctypes.byref(hd)), "%s has no KV cache (causal kinds only)" % self.kind)
+        return KVCache(batch, hk.value, capacity, hd.value, dtype=dtype, page_size=page_size)
+
+    def forward_incremental(self, cache, x):
+        """Feed the next tokens x (B, S, C) of every sequence through cache
+        (see kv_cache): out (B, S, W), as the full forward gives them."""
+        x = np.ascontiguousarray(_array(x, "x", (3,)))
+        B, S, C = x.shape
+        h = self._handle(C)
+        if C != lib.attn_layer_get_config(h).contents.d_in:
+            raise ValueError("x has width %d but the %s weights expect %d" %
+                             (C, self.kind, lib.attn_layer_get_config(h).contents.d_in))
+        W = lib.attn_layer_out_width(h)
+        out = np.empty((B, S, W), np.float32)
+        a = _capi.ForwardArgs(_fptr(x), B, S, None, 0, None, 0, None, _capi.IMPL[self._impl], _fptr(out))
+        _check(lib.attn_layer_forward_incremental(h, cache._handle(), ctypes.byref(a)), "incremental forward")
+        return out
+
+
+class KVCache(_Owned):
+    """Keys and values of `batch` sequences for incremental decoding:
+    contiguous, or paged when page_size > 0. dtype 'f32', 'f16', 'bf16' or
+    'q8_0' (storage; attention always accumulates in float32)."""
+
+    _free = staticmethod(lambda h: lib.attn_kv_cache_free(h))
+
+    def __init__(self, batch, kv_heads, capacity, head_dim, v_head_dim=None, *, dtype="f32", page_size=0,
+                 num_pages=0):
+        if dtype not in ("f32", "f16", "bf16", "q8_0"):
+            raise TypeError("KV cache dtype must be 'f32', 'f16', 'bf16' or 'q8_0', got %r" % (dtype,))
+        cfg = _capi.KVCacheConfig(int(batch), int(kv_heads), int(capacity), int(head_dim),
+                                  int(v_head_dim or head_dim), _capi.DTYPE[dtype], int(page_size), int(num_pages))
+        h = ctypes.c_void_p()
+        _check(lib.attn_kv_cache_create(ctypes.byref(cfg), ctypes.byref(h)), "KV cache")
+        self._h, self.batch, self.kv_heads = h, int(batch), int(kv_heads)
+        self.head_dim, self.v_head_dim = int(head_dim), int(v_head_dim or head_dim)
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the KV cache is closed")
+        return self._h
+
+    def __len__(self):
+        return int(lib.attn_kv_cache_len(self._handle(), 0))
+
+    def length(self, b):
+        n = lib.attn_kv_cache_len(self._handle(), int(b))
+        if n < 0:
+            raise ValueError("sequence %r out of range" % (b,))
+        return int(n)
+
+    def append(self, k, v, n=None):
+        """Append k (B, Hkv, T, D) and v (B, Hkv, T, Dv): n[b] (default T) rows
+        of each sequence b. All or nothing."""
+        k = _strided(_array(k, "k", (4,)))
+        v = _strided(_array(v, "v", (4,)))
+        nn = np.full(self.batch, k.shape[2], np.int64) if n is None else np.ascontiguousarray(n, dtype=np.int64)
+        if nn.shape != (self.batch,):
+            raise ValueError("n must have one count per sequence (%d)" % self.batch)
+        if k.shape[:2] != (self.batch, self.kv_heads) or k.shape[3] != self.head_dim or \
+                v.shape[:3] != k.shape[:3] or v.shape[3] != self.v_head_dim or (nn > k.shape[2]).any():
+            raise ValueError("k, v must be (B=%d, Hkv=%d, T, D=%d / Dv=%d) with n <= T, got %s and %s" %
+                             (self.batch, self.kv_heads, self.head_dim, self.v_head_dim, k.shape, v.shape))
+        _check(lib.attn_kv_cache_append(self._handle(), nn.ctypes.data_as(ctypes.POINTER(_capi.c_i64)), _view(k),
+                                        _view(v)), "KV cache append")
+
+    def reset(self, b=-1):
+        _check(lib.attn_kv_cache_reset(self._handle(), int(b)), "KV cache reset")
+
+    def trim(self, b, length):
+        _check(lib.attn_kv_cache_trim(self._handle(), int(b), int(length)), "KV cache trim")
+
+    def attend(self, q, *, causal="bottom-right", scale=None, key_mask=None, window=(-1, -1), softcap=0.0,
+               alibi_slopes=None, return_lse=False):
+        """Attention of q (B, H, Sq, D), float32, over each sequence's cached
+        tokens: out (B, H, Sq, Dv) (and lse)."""
+        q = _strided(_array(q, "q", (4,)))
+        B, H, Sq, D = q.shape
+        d = _capi.SdpaDesc()
+        lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, 0, D, self.v_head_dim)
+        d.causal = _causal(causal)
+        if scale is not None:
+            d.scale = float(scale)
+        keep = []
+        if key_mask is not None:
+            m = np.ascontiguousarray(_array(key_mask, "key_mask", (2,), (np.bool_, np.uint8)).astype(np.uint8))
+            keep.append(m)
+            d.key_mask, d.key_mask_stride_b, d.key_mask_polarity = _u8ptr(m), m.shape[1], \
+                _capi.MASK_TRUE_MEANS_MASKED
+        left, right = (int(w) for w in window)
+        if left >= 0 or right >= 0:
+            d.window, d.window_left, d.window_right = 1, left, right
+        d.softcap = float(softcap)
+        if alibi_slopes is not None:
+            a = np.ascontiguousarray(_array(alibi_slopes, "alibi_slopes", (1,)))
+            keep.append(a)
+            d.alibi_slopes = _fptr(a)
+        out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
+        lse = np.empty((B, H, Sq), np.float32) if return_lse else None
+        _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),
+               "KV cache attend")
+        return (out, lse) if return_lse else out

@@ -1,0 +1,115 @@
+"""libattn.torch.sdpa against PyTorch's own math, forward and autograd
+(skipped when torch is not installed; the goldens cover the numbers)."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import libattn.torch as lat  # noqa: E402
+
+
+def reference(q, k, v, causal="none", key_mask=None, scale=None):
+    """softmax(mask(scale q k^T)) v in float64 with PyTorch ops (GQA by repeat)."""
+    q, k, v = (t.double() for t in (q, k, v))
+    G = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+    s = (q @ k.transpose(-2, -1)) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+    Sq, Sk = s.shape[-2:]
+    hide = torch.zeros(Sq, Sk, dtype=torch.bool)
+    if causal == "top-left":
+        hide = torch.ones(Sq, Sk, dtype=torch.bool).triu(1)
+    elif causal == "bottom-right":
+        hide = torch.ones(Sq, Sk, dtype=torch.bool).triu(Sk - Sq + 1)
+    hide = hide[None, None]
+    if key_mask is not None:
+        hide = hide | key_mask[:, None, None, :]
+    s = s.masked_fill(hide, float("-inf"))
+    dead = hide.all(-1, keepdim=True)
+    p = torch.softmax(s.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
+    return p @ v
+
+
+@pytest.mark.parametrize("causal", ["none", "top-left", "bottom-right"])
+@pytest.mark.parametrize("gqa", [1, 2])
+def test_forward_backward(causal, gqa):
+    g = torch.Generator().manual_seed(7)
+    B, H, Sq, Sk, D = 2, 4, 9, 13, 16
+    q = torch.randn(B, H, Sq, D, generator=g, requires_grad=True)
+    k = torch.randn(B, H // gqa, Sk, D, generator=g, requires_grad=True)
+    v = torch.randn(B, H // gqa, Sk, D, generator=g, requires_grad=True)
+    mask = torch.rand(B, Sk, generator=g) < 0.2
+    go = torch.randn(B, H, Sq, D, generator=g)
+    out = lat.sdpa(q, k, v, causal=causal, key_mask=mask)
+    assert out.dtype == torch.float32 and out.requires_grad
+    out.backward(go)
+    got = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    ref = reference(q, k, v, causal, mask)
+    ref.backward(go.double())
+    torch.testing.assert_close(out, ref.float(), rtol=2e-4, atol=2e-5)
+    for a, t in zip(got, (q, k, v)):
+        torch.testing.assert_close(a, t.grad.float(), rtol=2e-4, atol=2e-5)
+
+
+def test_bshd_view_without_copy_and_half_types():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 11, 4, 32, generator=g)  # (B, S, H, D) as projections give it
+    q = x.transpose(1, 2)  # (B, H, S, D) view
+    out = lat.sdpa(q, q, q, causal="top-left")
+    torch.testing.assert_close(out, reference(q, q, q, "top-left").float(), rtol=2e-4, atol=2e-5)
+    for dt in (torch.float16, torch.bfloat16):
+        qh = q.to(dt).requires_grad_()
+        o = lat.sdpa(qh, qh, qh)
+        assert o.dtype == dt
+        o.float().sum().backward()
+        assert qh.grad.dtype == dt and torch.isfinite(qh.grad.float()).all()
+        want = reference(qh.detach().float(), qh.detach().float(), qh.detach().float()).float()
+        torch.testing.assert_close(o.float(), want, rtol=1e-2, atol=1e-2)
+
+
+def test_module_swap_gradients_and_training():
+    """A PyTorch attention module whose softmax(QK^T)V is libattn's: the
+    parameters get PyTorch's gradients, and training lowers the loss."""
+
+    class Attn(torch.nn.Module):
+        def __init__(self, d, h, use_libattn):
+            super().__init__()
+            self.h, self.use = h, use_libattn
+            self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+
+        def forward(self, x):
+            B, S, C = x.shape
+            q, k, v = self.qkv(x).view(B, S, 3, self.h, C // self.h).permute(2, 0, 3, 1, 4)
+            y = lat.sdpa(q, k, v, causal="top-left") if self.use else reference(q, k, v, "top-left").float()
+            return self.o(y.transpose(1, 2).reshape(B, S, C))
+
+    torch.manual_seed(0)
+    m, ref = Attn(16, 2, True), Attn(16, 2, False)
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(4, 10, 16)
+    target = torch.roll(x, 1, dims=1)  # copy the previous token: learnable by causal attention
+    for mod in (m, ref):
+        torch.nn.functional.mse_loss(mod(x), target).backward()
+    for (name, a), b in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-3, atol=1e-5, msg=name)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(m(x), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_errors():
+    q = torch.zeros(1, 1, 2, 4)
+    with pytest.raises(TypeError):
+        lat.sdpa(q.double(), q.double(), q.double())
+    with pytest.raises(TypeError):
+        lat.sdpa(np.zeros((1, 1, 2, 4), np.float32), q, q)
+    with pytest.raises(ValueError):
+        lat.sdpa(q, torch.zeros(1, 1, 2, 5), q)
