@@ -186,6 +186,19 @@ static void check_errors(void) {
     char *svg = slurp("tok.svg", NULL);
     CHECK(svg && strstr(svg, ">journey</text>") && strstr(svg, ">a&lt;b&amp;c</text>"), "token labels in the SVG");
     free(svg);
+    /* --vmax auto: the largest weight gets the top color of the scale (viridis' yellow) */
+    const char *v2 = "heatmap sa_v2 --weights '%s/golden/sa_v2_4.weights.safetensors' --input "
+                     "'%s/golden/sa_v2_4.io.safetensors' --output %s --vmax %s";
+    snprintf(args, sizeof args, v2, tu_srcdir, tu_srcdir, "auto.svg", "auto");
+    CHECK(run(args) == 0, "--vmax auto");
+    snprintf(args, sizeof args, v2, tu_srcdir, tu_srcdir, "zero.svg", "0");
+    CHECK(run(args) == 2, "--vmax 0 is a usage error");
+    svg = slurp("auto.svg", NULL);
+    static cell cs[64 * 64];
+    long W, H, n = svg ? svg_cells(svg, cs, 64 * 64, &W, &H) : 0, top = 0;
+    for (long i = 1; i < n && i < 64 * 64; i++) top = cs[i].wv > cs[top].wv ? i : top;
+    CHECK(n == 64 * 64 && cs[top].rgb == 0xfde725, "--vmax auto: the largest weight is #%06x", n ? cs[top].rgb : 0);
+    free(svg);
 }
 
 static void check_demo(void) {

@@ -109,7 +109,7 @@ static const char *const TOKENS[6] = {"Your", "journey", "starts", "with", "one"
 static void map_write(const char *name, const char *title, const float *w, const float *scores, int64_t S, int64_t Sk,
                       const char *const *labels) {
     if (!hm_dir || failed) return;
-    heatmap_spec h = {w, scores, S, Sk, labels, labels, title};
+    heatmap_spec h = {w, scores, S, Sk, labels, labels, title, 0.0f};
     static const char *const ext[2] = {"svg", "png"};
     for (int e = 0; e < 2; e++) {
         char path[4096], err[512];

@@ -97,7 +97,7 @@ int cmd_heatmap(int argc, char **argv) {
     char title[256];
     snprintf(title, sizeof title, "%s: head %lld of %lld, sequence %lld of %lld%s", o.module, (long long)head,
              (long long)H, (long long)batch, (long long)B, o.train ? " (train: after dropout)" : "");
-    heatmap_spec spec = {ws, ss, S, Sk, (const char *const *)ql, (const char *const *)kl, title};
+    heatmap_spec spec = {ws, ss, S, Sk, (const char *const *)ql, (const char *const *)kl, title, o.vmax};
     char err[512];
     if (heatmap_write(&spec, o.output, err, sizeof err) != 0) {
         cli_error("heatmap: %s", err);

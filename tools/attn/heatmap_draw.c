@@ -159,8 +159,13 @@ static void layout(const heatmap_spec *h, scene *sc) {
         any_masked |= m;
         if (!m && h->weights[i] > vmax) vmax = h->weights[i];
     }
-    if (!(vmax > 1.0f)) vmax = 1.0f; /* weights are probabilities: the scale is 0..1 (more after dropout) */
-    const int M = 16, ts = 2;        /* margin, title scale */
+    if (h->vmax > 0.0f)
+        vmax = h->vmax;
+    else if (h->vmax == 0.0f && !(vmax > 1.0f))
+        vmax = 1.0f; /* weights are probabilities: the scale is 0..1 (more after dropout) */
+    else if (!(vmax > 0.0f))
+        vmax = 1.0f;          /* auto on an all-zero map */
+    const int M = 16, ts = 2; /* margin, title scale */
     int title_h = h->title ? 9 * ts + 10 : 0;
     int axis_h = 7 * ts + 8; /* the "keys" / "queries" axis titles */
     int left = M + axis_h + 6 * s * maxq + 6;

@@ -13,6 +13,8 @@ typedef struct heatmap_spec {
     int64_t S, Sk;                               /* queries (rows), keys (columns) */
     const char *const *qlabels, *const *klabels; /* S and Sk labels, or NULL for positions */
     const char *title;
+    float vmax; /* top of the color scale: 0 = max(1, largest weight) (weights are probabilities;
+                 * dropout can scale them above 1), < 0 = the largest visible weight, > 0 = this */
 } heatmap_spec;
 
 /* 1 if path ends in .svg or .png (case-insensitive) */

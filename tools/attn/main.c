@@ -22,7 +22,7 @@ static void usage(FILE *f) {
                "                       optional key_mask, seqlens_k, alibi_slopes; writes out, lse\n"
                "                       (and dq, dk, dv with --grad)\n"
                "  heatmap MODULE --weights W.safetensors --input I.safetensors --output MAP.svg|MAP.png\n"
-               "       [--head H] [--batch B] [--tokens \"Your,journey,...\"] [--key-tokens ...]\n"
+               "       [--head H] [--batch B] [--tokens \"Your,journey,...\"] [--key-tokens ...] [--vmax auto|X]\n"
                "       [the layer options of run] [--train --seed N]\n"
                "                       one head's attention weights as a picture (SVG cells carry\n"
                "                       data-q, data-k, data-w)\n"

@@ -116,6 +116,15 @@ int run_parse(int argc, char **argv, run_opts *o, int heatmap) {
                 o->head = n;
             else
                 o->batch = n;
+        } else if (heatmap && !strcmp(a, "--vmax")) {
+            NEED_VALUE;
+            char *end = NULL;
+            double x = strcmp(v, "auto") ? strtod(v, &end) : -1.0;
+            if (strcmp(v, "auto") && (!end || *end || !(x > 0.0) || x > 1e30)) {
+                cli_error("--vmax must be 'auto' or a positive number, got '%s'", v);
+                return 0;
+            }
+            o->vmax = (float)x;
         } else if (heatmap && (!strcmp(a, "--tokens") || !strcmp(a, "--key-tokens"))) {
             NEED_VALUE;
             if (!strcmp(a, "--tokens"))

@@ -17,6 +17,7 @@ typedef struct run_opts {
     /* heatmap only */
     int64_t head, batch; /* -1 = not given */
     const char *tokens, *key_tokens;
+    float vmax; /* 0 default, < 0 auto */
 } run_opts;
 
 /* A loaded layer and its inputs. */
