@@ -183,6 +183,8 @@ typedef struct attn_view {
  *     and (!window  or  ((left < 0 or j >= i + off - left) and
  *                        (right < 0 or j <= i + off + right)))
  *     and the padding mask does not hide j.
+ * (For a block of a larger problem, i, j, Sq and Sk are the global ones:
+ * see q_start / k_start below.)
  * Score of a visible key: s = scale * q.k; then, if softcap > 0,
  * s = softcap * tanh(s / softcap); then, with alibi_slopes,
  * s += -slope_h * |i + off - j|. A row with no visible key gives out = 0,
@@ -210,6 +212,13 @@ typedef struct attn_sdpa_desc {
                                         * data point to uint16_t elements (strides stay in elements). Read as
                                         * float32 with float32 accumulation; out, lse, dout and the gradients
                                         * are always float32. */
+    /* ---- a block of a larger problem (context parallel, ring attention; zero = off) ---- */
+    int64_t q_start, k_start;   /* global positions of local query row 0 and local key 0 */
+    int64_t Sq_total, Sk_total; /* global lengths (0 means Sq, Sk): q_start + Sq <= Sq_total and
+                                 * k_start + Sk <= Sk_total. The rule below then reads i and j as
+                                 * global positions (i + q_start, j + k_start) with Sq_total and
+                                 * Sk_total for Sq and Sk; seqlens_k and key_mask are global
+                                 * ((B, Sk_total) mask). Dropout is refused (ATTN_E_UNSUPPORTED). */
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
@@ -253,6 +262,26 @@ ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, at
  * Either output may be NULL. */
 ATTN_API attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores,
                                        float *weights);
+
+/* Building blocks of context-parallel (ring) attention: one block of query
+ * rows against one block of keys of a larger problem, the block described
+ * by q_start / k_start / Sq_total / Sk_total (global positions). Forward:
+ * attn_sdpa_forward on each block, then merge the blocks' (out, lse) per row
+ * by log-sum-exp. Backward needs the whole rows' softmax statistics, folded
+ * over every key block first:
+ *   m, l, t (B, H, Sq), set by the caller to -INFINITY, 0, 0; each call folds
+ *   one key block in: m = row max of the (modified) scores, l = sum exp(s -
+ *   m), t = sum exp(s - m) dP with dP = dout . v. Fold the blocks in a fixed
+ *   order for reproducible results. */
+ATTN_API attn_status attn_sdpa_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
+                                           attn_view dout, float *m, float *l, float *t);
+/* One key block's share of the gradients given the whole rows' m, l, t:
+ * dq (B,H,Sq,D) from this block's keys, dk, dv of this block's keys; all
+ * WRITTEN (the caller sums dq over key blocks and dk, dv over query
+ * blocks). Both block calls run the fused path; dropout is refused. */
+ATTN_API attn_status attn_sdpa_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
+                                              attn_view dout, const float *m, const float *l, const float *t,
+                                              attn_view dq, attn_view dk, attn_view dv);
 
 /* ------------------------------------------------------------------------ */
 /* KV cache (autoregressive inference)                                       */

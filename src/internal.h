@@ -63,6 +63,12 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                                float *lse);
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv);
+/* The block primitives of attn.h on the fused path (arguments checked). */
+attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                   float *m, float *l, float *t);
+attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                      const float *m, const float *l, const float *t, attn_view dq, attn_view dk,
+                                      attn_view dv);
 /* Where the decode kernel reads K and V: float32 views (pool_k == NULL), or
  * the raw storage of a KV cache of element type dtype (F32, F16 or BF16):
  * contiguous (table == NULL: (B, Hkv, capacity, D|Dv)) or paged (page p

@@ -32,10 +32,15 @@ static attn_status check_features(const attn_sdpa_desc *d) {
         if (d->seqlens_k_dtype != 0 && d->seqlens_k_dtype != ATTN_DTYPE_I32 && d->seqlens_k_dtype != ATTN_DTYPE_I64)
             return ATTN_E_DTYPE;
         for (int64_t b = 0; b < d->B; b++) {
-            int64_t n = attn_sem_sk(d, b);
-            if (n < 0 || n > d->Sk) return ATTN_E_SHAPE;
+            int64_t n = attn_sem_skg(d, b);
+            if (n < 0 || n > attn_sem_sk_total(d)) return ATTN_E_SHAPE;
         }
     }
+    if (d->q_start < 0 || d->k_start < 0 || d->Sq_total < 0 || d->Sk_total < 0 ||
+        d->q_start > attn_sem_sq_total(d) - d->Sq || d->k_start > attn_sem_sk_total(d) - d->Sk ||
+        attn_sem_sq_total(d) > INT32_MAX || attn_sem_sk_total(d) > INT32_MAX)
+        return ATTN_E_SHAPE;
+    if (attn_sem_is_block(d) && d->dropout) return ATTN_E_UNSUPPORTED; /* keep decisions are per global element */
     if (d->window && (d->window_left < -1 || d->window_right < -1)) return ATTN_E_INVALID;
     if (!(d->softcap >= 0.0f) || isinf(d->softcap)) return ATTN_E_INVALID;
     if (d->qkv_dtype != ATTN_DTYPE_INVALID && d->qkv_dtype != ATTN_DTYPE_F32 && d->qkv_dtype != ATTN_DTYPE_F16 &&

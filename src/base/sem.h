@@ -10,16 +10,39 @@
 #include <math.h>
 #include <stdint.h>
 
-/* keys that exist for sequence b */
-static inline int64_t attn_sem_sk(const attn_sdpa_desc *d, int64_t b) {
-    if (!d->seqlens_k) return d->Sk;
+/* A descriptor may be one block of a larger problem (q_start, k_start,
+ * Sq_total, Sk_total: ring attention). Everything below works in the
+ * block's local coordinates, derived from the global rule: local query i is
+ * global i + q_start, local key j is global j + k_start. For an ordinary call
+ * (all four zero) the global and local coordinates coincide. */
+static inline int64_t attn_sem_sq_total(const attn_sdpa_desc *d) { return d->Sq_total > 0 ? d->Sq_total : d->Sq; }
+static inline int64_t attn_sem_sk_total(const attn_sdpa_desc *d) { return d->Sk_total > 0 ? d->Sk_total : d->Sk; }
+static inline int attn_sem_is_block(const attn_sdpa_desc *d) {
+    return d->q_start != 0 || d->k_start != 0 || d->Sq_total != 0 || d->Sk_total != 0;
+}
+
+/* keys that exist for sequence b, globally */
+static inline int64_t attn_sem_skg(const attn_sdpa_desc *d, int64_t b) {
+    if (!d->seqlens_k) return attn_sem_sk_total(d);
     return d->seqlens_k_dtype == ATTN_DTYPE_I32 ? (int64_t)((const int32_t *)d->seqlens_k)[b]
                                                 : ((const int64_t *)d->seqlens_k)[b];
 }
 
-/* position of query row 0 on the key axis minus 0: key i + off is "now" */
-static inline int64_t attn_sem_off(const attn_sdpa_desc *d, int64_t skb) {
-    return d->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : skb - d->Sq;
+/* keys of this block that exist for sequence b: local keys [0, sk) */
+static inline int64_t attn_sem_sk(const attn_sdpa_desc *d, int64_t b) {
+    int64_t n = attn_sem_skg(d, b) - d->k_start;
+    return n < 0 ? 0 : n > d->Sk ? d->Sk : n;
+}
+
+/* the offset of the query rows on the key axis, local: local key i + off is
+ * "now" for local row i (global: key i + q_start + off_g, off_g = 0 for
+ * top-left, Sk_b - Sq_total otherwise), given the global key count skg */
+static inline int64_t attn_sem_off_skg(const attn_sdpa_desc *d, int64_t skg) {
+    int64_t off_g = d->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : skg - attn_sem_sq_total(d);
+    return off_g + d->q_start - d->k_start;
+}
+static inline int64_t attn_sem_off(const attn_sdpa_desc *d, int64_t b) {
+    return attn_sem_off_skg(d, attn_sem_skg(d, b));
 }
 
 /* Keys [*lo, *hi) of query row i of sequence b (skb = attn_sem_sk, off =
@@ -47,17 +70,17 @@ static inline void attn_sem_rows_range(const attn_sdpa_desc *d, int64_t skb, int
     if (*hi < *lo) *hi = *lo;
 }
 
-/* does the padding mask hide key j of sequence b? */
+/* does the padding mask hide (local) key j of sequence b? */
 static inline int attn_sem_padded(const attn_sdpa_desc *d, int64_t b, int64_t j) {
     if (!d->key_mask) return 0;
-    int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
+    int t = d->key_mask[b * d->key_mask_stride_b + d->k_start + j] != 0;
     return d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? t : !t;
 }
 
 /* full visibility of key j to row i (the reference's per-element test) */
 static inline int attn_sem_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {
     int64_t skb = attn_sem_sk(d, b), lo, hi;
-    attn_sem_range(d, skb, attn_sem_off(d, skb), i, &lo, &hi);
+    attn_sem_range(d, skb, attn_sem_off(d, b), i, &lo, &hi);
     return j >= lo && j < hi && !attn_sem_padded(d, b, j);
 }
 

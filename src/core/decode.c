@@ -72,7 +72,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     size_t nitems = 0;
     for (int64_t b = 0; b < B; b++) {
         int64_t skb = attn_sem_sk(d, b), lo, hi;
-        attn_sem_rows_range(d, skb, attn_sem_off(d, skb), 0, Sq, &lo, &hi);
+        attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, Sq, &lo, &hi);
         int64_t ns = hi > lo ? (hi - lo + DEC_SPLIT - 1) / DEC_SPLIT : 1;
         nitems += (size_t)(ns * Hkv);
     }
@@ -88,7 +88,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     size_t n = 0;
     for (int64_t b = 0; b < B; b++) {
         int64_t skb = attn_sem_sk(d, b), lo, hi;
-        attn_sem_rows_range(d, skb, attn_sem_off(d, skb), 0, Sq, &lo, &hi);
+        attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, Sq, &lo, &hi);
         for (int64_t hk = 0; hk < Hkv; hk++) {
             first[b * Hkv + hk] = (int64_t)n;
             int64_t j = lo;
@@ -119,7 +119,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         for (size_t it = 0; it < n; it++) {
             if (!ok) continue;
             int64_t b = items[it].b, hk = items[it].hk;
-            int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb);
+            int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, b);
             if (b != packed_b || hk != packed_hk) { /* the group's rows r = g * Sq + i, sign folded in */
                 for (int64_t r = 0; r < R; r++) {
                     float *row = Qg + r * D; /* 16-bit queries are converted in place */

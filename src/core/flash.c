@@ -58,7 +58,7 @@ typedef struct seqc {
 
 static seqc seq_of(const attn_sdpa_desc *d, int64_t b) {
     int64_t skb = attn_sem_sk(d, b);
-    seqc s = {b, skb, attn_sem_off(d, skb)};
+    seqc s = {b, skb, attn_sem_off(d, b)};
     return s;
 }
 
@@ -91,11 +91,7 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
 static int key_mask_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t SkP) {
     int any = 0;
     for (int64_t j = 0; j < SkP; j++) {
-        int vis = 1;
-        if (j < d->Sk && d->key_mask) {
-            int t = d->key_mask[b * d->key_mask_stride_b + j] != 0;
-            vis = d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? !t : t;
-        }
+        int vis = j >= d->Sk || !attn_sem_padded(d, b, j);
         add[j] = vis ? 0.0f : -INFINITY;
         any |= !vis;
     }
@@ -389,7 +385,7 @@ static int64_t kb_cost(const attn_sdpa_desc *d, const seqc *shape, int64_t kb) {
 }
 
 static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk, bwd_chunk *ch) {
-    seqc shape = {0, d->Sk, attn_sem_off(d, d->Sk)};
+    seqc shape = {0, d->Sk, attn_sem_off_skg(d, attn_sem_sk_total(d))};
     int64_t total = 0;
     for (int64_t kb = 0; kb < nkb; kb++) total += kb_cost(d, &shape, kb);
     int64_t c = 0, acc = 0, start = 0;
@@ -459,8 +455,8 @@ static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const m
 }
 
 static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc,
-                                 attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *il_out,
-                                 float *di_out) {
+                                 attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *l_out,
+                                 float *t_out) {
     int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = round_up(d->D, 16), DvP = round_up(d->Dv, 16);
     int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = d->Hkv > 0 ? d->Hkv : H;
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
@@ -506,9 +502,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             }
             for (int64_t r = 0; r < rows; r++) {
                 size_t at = (size_t)(bh * Sq + i0 + r);
-                m_out[at] = m[r];
-                il_out[at] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* 0: the row sees no key, P = 0 */
-                di_out[at] = l[r] > 0.0f ? acc[r] / l[r] : 0.0f;
+                m_out[at] = m[r], l_out[at] = l[r], t_out[at] = acc[r];
             }
         }
         free(Qp), free(dOp), free(S), free(dP), free(add), free(keep);
@@ -516,9 +510,95 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
     return st;
 }
 
+/* K^T and V^T panels of every kv head (zero-padded keys), for the row
+ * statistics and the main pass. */
+static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_view v, bwd_panels *pn, float *panels) {
+    int64_t D = d->D, Dv = d->Dv, Sk = d->Sk, Hkv = d->Hkv > 0 ? d->Hkv : d->H, BHkv = d->B * Hkv;
+    attn_status st = ATTN_OK;
+    pn->KT = panels, pn->VT = panels + (size_t)BHkv * (size_t)pn->per_h;
+#pragma omp parallel
+    {
+        float *tmp = malloc((size_t)(D + Dv) * sizeof(float)); /* rows of 16-bit inputs */
+        if (!tmp) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < BHkv; bh++) {
+            float *KT = pn->KT + bh * pn->per_h, *VT = pn->VT + bh * pn->per_h;
+            int64_t b = bh / Hkv, hk = bh % Hkv;
+            for (int64_t j = 0; tmp && j < pn->ldk; j++) {
+                const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, tmp) : NULL;
+                const float *vr = j < Sk ? attn_row_f32(v, d->qkv_dtype, b, hk, j, Dv, tmp + D) : NULL;
+                for (int64_t c = 0; c < D; c++) KT[c * pn->ldk + j] = kr ? kr[c] : 0.0f;
+                for (int64_t c = 0; c < Dv; c++) VT[c * pn->ldk + j] = vr ? vr[c] : 0.0f;
+            }
+        }
+        free(tmp);
+    }
+    return st;
+}
+
+/* bytes of the panels; 0 on overflow */
+static size_t bwd_panels_size(const attn_sdpa_desc *d, bwd_panels *pn) {
+    int64_t D = d->D, Dv = d->Dv, Hkv = d->Hkv > 0 ? d->Hkv : d->H, nkb = (d->Sk + BC_B - 1) / BC_B;
+    size_t n;
+    pn->ldk = panel_ld(nkb * BC_B);
+    pn->per_h = pn->ldk * (D > Dv ? D : Dv);
+    if (attn_mul_size((size_t)pn->ldk, (size_t)(D > Dv ? D : Dv), &n) ||
+        attn_mul3_size(n, (size_t)(d->B * Hkv), 2 * sizeof(float), &n))
+        return 0;
+    return n;
+}
+
+attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                   float *m, float *l, float *t) {
+    size_t nrows, BH = (size_t)(d->B * d->H);
+    if (attn_mul_size(BH, (size_t)d->Sq, &nrows)) return ATTN_E_OVERFLOW;
+    if (nrows == 0 || d->Sk == 0 || d->B * (d->Hkv > 0 ? d->Hkv : d->H) == 0) return ATTN_OK; /* nothing to fold */
+    bwd_panels pn = {NULL, NULL, 0, 0};
+    size_t np = bwd_panels_size(d, &pn);
+    if (!np) return ATTN_E_OVERFLOW;
+    float *panels = malloc(np), *bm = malloc(nrows * sizeof(float)), *bl = malloc(nrows * sizeof(float));
+    float *bt = malloc(nrows * sizeof(float));
+    attn_status st = panels && bm && bl && bt ? ATTN_OK : ATTN_E_NOMEM;
+    const mcg_consts mc = mcg_setup(d);
+    if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
+    if (!st) st = bwd_row_stats(attn_kernels(), d, &mc, q, dout, &pn, bm, bl, bt);
+    for (size_t r = 0; !st && r < nrows; r++) { /* fold this block into the running statistics */
+        if (bm[r] == -INFINITY) continue;
+        if (m[r] == -INFINITY) {
+            m[r] = bm[r], l[r] = bl[r], t[r] = bt[r];
+            continue;
+        }
+        float M = m[r] > bm[r] ? m[r] : bm[r], a = expf(m[r] - M), c = expf(bm[r] - M);
+        l[r] = l[r] * a + bl[r] * c, t[r] = t[r] * a + bt[r] * c, m[r] = M;
+    }
+    free(panels), free(bm), free(bl), free(bt);
+    return st;
+}
+
+static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                             const float *gm, const float *gl, const float *gt, attn_view dq, attn_view dk,
+                             attn_view dv);
+
 attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                 attn_view dout, const float *lse_in, attn_view dq, attn_view dk, attn_view dv) {
     (void)out, (void)lse_in; /* the row statistics are recomputed (bwd_row_stats) */
+    return flash_bwd(d, q, k, v, dout, NULL, NULL, NULL, dq, dk, dv);
+}
+
+attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                      const float *m, const float *l, const float *t, attn_view dq, attn_view dk,
+                                      attn_view dv) {
+    return flash_bwd(d, q, k, v, dout, m, l, t, dq, dk, dv);
+}
+
+/* The fused backward. gm, gl, gt: the whole rows' statistics (a block of a
+ * larger problem), or NULL to compute them from this call's keys. */
+static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                             const float *gm, const float *gl, const float *gt, attn_view dq, attn_view dk,
+                             attn_view dv) {
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
     int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv, BHkv = B * Hkv;
@@ -544,14 +624,11 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     int64_t maxkb = 0;
     for (int64_t c = 0; c < nchunk; c++) maxkb = ch[c].kb1 - ch[c].kb0 > maxkb ? ch[c].kb1 - ch[c].kb0 : maxkb;
     int64_t LP = maxkb * BC_B; /* keys per chunk, padded */
-    bwd_panels pn = {NULL, NULL, panel_ld(nkb * BC_B), 0};
-    size_t nparts, nrows, npanel;
+    bwd_panels pn = {NULL, NULL, 0, 0};
+    size_t nparts, nrows, npanel = bwd_panels_size(d, &pn);
     if (attn_mul3_size((size_t)(BH * nchunk), (size_t)SqP, (size_t)DP, &nparts) ||
-        attn_mul_size((size_t)BH, (size_t)Sq, &nrows) ||
-        attn_mul_size((size_t)pn.ldk, (size_t)(D > Dv ? D : Dv), &npanel) ||
-        attn_mul3_size(npanel, (size_t)BHkv, 2 * sizeof(float), &npanel))
+        attn_mul_size((size_t)BH, (size_t)Sq, &nrows) || !npanel)
         return ATTN_E_OVERFLOW;
-    pn.per_h = pn.ldk * (D > Dv ? D : Dv);
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
@@ -560,29 +637,15 @@ attn_status attn_flash_backward(const attn_sdpa_desc *d, attn_view q, attn_view 
     float *rowm = malloc(nrows * sizeof(float)), *rowil = malloc(nrows * sizeof(float));
     float *rowdi = malloc(nrows * sizeof(float));
     attn_status st = parts && panels && rowm && rowil && rowdi ? ATTN_OK : ATTN_E_NOMEM;
-    if (!st) {
-        pn.KT = panels, pn.VT = panels + (size_t)BHkv * (size_t)pn.per_h;
-#pragma omp parallel
-        {
-            float *tmp = malloc((size_t)(D + Dv) * sizeof(float)); /* rows of 16-bit inputs */
-            if (!tmp) {
-#pragma omp atomic write
-                st = ATTN_E_NOMEM;
-            }
-#pragma omp for schedule(static)
-            for (int64_t bh = 0; bh < BHkv; bh++) {
-                float *KT = pn.KT + bh * pn.per_h, *VT = pn.VT + bh * pn.per_h;
-                int64_t b = bh / Hkv, hk = bh % Hkv;
-                for (int64_t j = 0; tmp && j < pn.ldk; j++) {
-                    const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, tmp) : NULL;
-                    const float *vr = j < Sk ? attn_row_f32(v, d->qkv_dtype, b, hk, j, Dv, tmp + D) : NULL;
-                    for (int64_t c = 0; c < D; c++) KT[c * pn.ldk + j] = kr ? kr[c] : 0.0f;
-                    for (int64_t c = 0; c < Dv; c++) VT[c * pn.ldk + j] = vr ? vr[c] : 0.0f;
-                }
-            }
-            free(tmp);
-        }
-        if (!st) st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
+    if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
+    if (!st && !gm) st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
+    if (!st && gm) memcpy(rowm, gm, nrows * sizeof(float)), memcpy(rowil, gl, nrows * sizeof(float)),
+            memcpy(rowdi, gt, nrows * sizeof(float));
+    /* (m, l, t) -> (m, 1/l, Di = t / l); 1/l = 0 marks a row that sees no key (P = 0) */
+    for (size_t r = 0; !st && r < nrows; r++) {
+        float lr = rowil[r];
+        rowil[r] = lr > 0.0f ? 1.0f / lr : 0.0f;
+        rowdi[r] = lr > 0.0f ? rowdi[r] / lr : 0.0f;
     }
     if (st) {
         free(parts), free(panels), free(rowm), free(rowil), free(rowdi);

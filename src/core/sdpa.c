@@ -31,3 +31,29 @@ attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_backward(d, q, k, v, dout, dq, dk, dv);
     return attn_flash_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
 }
+
+/* Context-parallel building blocks (attn.h): always the fused path. */
+static attn_status block_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                               const float *m, const float *l, const float *t) {
+    attn_status st = attn_sdpa_check(d, q, k, v, dout, 1);
+    if (st != ATTN_OK) return st;
+    if (d->dropout) return ATTN_E_UNSUPPORTED;
+    if (d->B * d->H * d->Sq > 0 && (!m || !l || !t)) return ATTN_E_INVALID;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                  float *m, float *l, float *t) {
+    attn_status st = block_check(d, q, k, v, dout, m, l, t);
+    return st != ATTN_OK ? st : attn_flash_block_stats(d, q, k, v, dout, m, l, t);
+}
+
+attn_status attn_sdpa_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
+                                     const float *m, const float *l, const float *t, attn_view dq, attn_view dk,
+                                     attn_view dv) {
+    attn_status st = block_check(d, q, k, v, dout, m, l, t);
+    if (st != ATTN_OK) return st;
+    int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
+    if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
+    return attn_flash_block_backward(d, q, k, v, dout, m, l, t, dq, dk, dv);
+}

@@ -17,7 +17,7 @@ static const float *row_of(attn_view t, int64_t b, int64_t h, int64_t s) {
 static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int64_t b, int64_t h, int64_t i,
                           double *sc, double *dcap, float *tmp /* 2 D floats for 16-bit inputs */) {
     const float *qi = attn_row_f32(q, d->qkv_dtype, b, h, i, d->D, tmp);
-    int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, skb), lo, hi, nvis = 0;
+    int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b), lo, hi, nvis = 0;
     attn_sem_range(d, skb, off, i, &lo, &hi);
     for (int64_t j = 0; j < d->Sk; j++) {
         if (j < lo || j >= hi || attn_sem_padded(d, b, j)) {
