@@ -69,7 +69,8 @@ typedef enum attn_status {
     ATTN_E_CONTEXT = 9,      /* sequence longer than the layer's context length */
     ATTN_E_UNSUPPORTED = 10, /* valid request this build or path cannot serve */
     ATTN_E_BUFFER = 11,      /* a persistent buffer (mask/tril) has unexpected contents */
-    ATTN_E_STATE = 12        /* call out of order (e.g. backward before forward) */
+    ATTN_E_STATE = 12,       /* call out of order (e.g. backward before forward) */
+    ATTN_E_COMM = 13         /* a message-passing call failed (libattn_mpi) */
 } attn_status;
 
 /* A short static English description of a status; never NULL. */

@@ -22,20 +22,6 @@ typedef struct prob {
     float *slopes;
 } prob;
 
-static float *rnd(size_t n, uint32_t *s, float amp) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = amp * tu_frand(s);
-    return p;
-}
-
-/* f32 -> bf16 bits (round to nearest even) */
-static uint16_t to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* (B, heads, S, W) array from row row0; es = element size (2: bf16 bits) */
 static attn_view view(int64_t es, const void *data, int64_t heads, int64_t S, int64_t W, int64_t row0) {
     attn_view v = {(float *)((char *)data + (size_t)(row0 * W * es)), heads * S * W, S * W, W};
@@ -50,7 +36,8 @@ static void make(prob *p, uint32_t *s) {
     attn_sdpa_desc_init(d, B, H, Sq, Sk, D, Dv);
     d->Hkv = Hkv;
     d->causal = (attn_causal)tu_irand(s, 0, 2);
-    if (tu_irand(s, 0, 3) == 0) d->window = 1, d->window_left = tu_irand(s, -1, 20), d->window_right = tu_irand(s, -1, 5);
+    if (tu_irand(s, 0, 3) == 0)
+        d->window = 1, d->window_left = tu_irand(s, -1, 20), d->window_right = tu_irand(s, -1, 5);
     if (tu_irand(s, 0, 3) == 0) d->softcap = 3.0f + (float)tu_irand(s, 0, 10);
     if (tu_irand(s, 0, 2) == 0) {
         p->seqlens = malloc((size_t)B * sizeof *p->seqlens);
@@ -67,10 +54,10 @@ static void make(prob *p, uint32_t *s) {
         for (int64_t h = 0; h < H; h++) p->slopes[h] = 0.05f * (float)(h + 1);
         d->alibi_slopes = p->slopes;
     }
-    p->q = rnd((size_t)(B * H * Sq * D), s, 1.5f);
-    p->k = rnd((size_t)(B * Hkv * Sk * D), s, 1.5f);
-    p->v = rnd((size_t)(B * Hkv * Sk * Dv), s, 1.0f);
-    p->dout = rnd((size_t)(B * H * Sq * Dv), s, 1.0f);
+    p->q = tu_rand_array((size_t)(B * H * Sq * D), s, 1.5f);
+    p->k = tu_rand_array((size_t)(B * Hkv * Sk * D), s, 1.5f);
+    p->v = tu_rand_array((size_t)(B * Hkv * Sk * Dv), s, 1.0f);
+    p->dout = tu_rand_array((size_t)(B * H * Sq * Dv), s, 1.0f);
     if (tu_irand(s, 0, 3) == 0) { /* bf16 inputs */
         d->qkv_dtype = ATTN_DTYPE_BF16;
         float *src[3] = {p->q, p->k, p->v};
@@ -78,7 +65,7 @@ static void make(prob *p, uint32_t *s) {
         size_t n[3] = {(size_t)(B * H * Sq * D), (size_t)(B * Hkv * Sk * D), (size_t)(B * Hkv * Sk * Dv)};
         for (int t = 0; t < 3; t++) {
             *dst[t] = malloc(n[t] * 2);
-            for (size_t i = 0; i < n[t]; i++) (*dst[t])[i] = to_bf16(src[t][i]);
+            for (size_t i = 0; i < n[t]; i++) (*dst[t])[i] = tu_bf16(src[t][i]);
         }
     }
 }
@@ -191,8 +178,8 @@ static void run_case(uint32_t *s, int cid) {
                 }
             memset(pdq, 0, nq * 4), memset(pdk, 0, nk * 4), memset(pdv, 0, nv * 4);
             CHECK_OK(attn_sdpa_block_backward(&e, view(es, Q, H, Sq, D, qs), view(es, K, Hkv, Sk, D, ks),
-                                              view(es, V, Hkv, Sk, Dv, ks), view(4, p.dout, H, Sq, Dv, qs), mm, ll,
-                                              tt, view(4, pdq, H, Sq, D, qs), view(4, pdk, Hkv, Sk, D, ks),
+                                              view(es, V, Hkv, Sk, Dv, ks), view(4, p.dout, H, Sq, Dv, qs), mm, ll, tt,
+                                              view(4, pdq, H, Sq, D, qs), view(4, pdk, Hkv, Sk, D, ks),
                                               view(4, pdv, Hkv, Sk, Dv, ks)));
             for (size_t i = 0; i < nq; i++) bdq[i] += pdq[i];
             for (size_t i = 0; i < nk; i++) bdk[i] += pdk[i];

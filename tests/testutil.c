@@ -88,3 +88,16 @@ int tu_irand(uint32_t *state, int lo, int hi) {
     *state = *state * 1664525u + 1013904223u;
     return lo + (int)((*state >> 8) % (uint32_t)(hi - lo + 1));
 }
+
+float *tu_rand_array(size_t n, uint32_t *state, float amp) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; p && i < n; i++) p[i] = amp * tu_frand(state);
+    return p;
+}
+
+uint16_t tu_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}

@@ -35,6 +35,10 @@ void tu_init(int argc, char **argv);
 /* Small deterministic LCG for test data: uniform in [-1, 1) and in [lo, hi]. */
 float tu_frand(uint32_t *state);
 int tu_irand(uint32_t *state, int lo, int hi);
+/* n floats uniform in [-amp, amp) (malloc'ed, at least one element) */
+float *tu_rand_array(size_t n, uint32_t *state, float amp);
+/* float32 -> bfloat16 bits, round to nearest even */
+uint16_t tu_bf16(float x);
 /* Prints "N passed, N failed" and returns the exit code. */
 int tu_finish(const char *name);
 

@@ -19,7 +19,7 @@ c_u8_p = ctypes.POINTER(ctypes.c_uint8)
 
 # status codes (pinned in attn.h)
 OK, E_INVALID, E_SHAPE, E_NOMEM, E_OVERFLOW, E_IO, E_FORMAT, E_NOT_FOUND, E_DTYPE, E_CONTEXT, E_UNSUPPORTED, \
-    E_BUFFER, E_STATE = range(13)
+    E_BUFFER, E_STATE, E_COMM = range(14)
 DTYPE = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "bool": 5, "u8": 6, "i64": 7, "i32": 8, "q8_0": 9}
 CAUSAL = {"none": 0, "top-left": 1, "bottom-right": 2}
 MASK_TRUE_MEANS_MASKED = 1

@@ -18,6 +18,7 @@ const char *attn_status_string(attn_status s) {
     case ATTN_E_UNSUPPORTED: return "unsupported by this path or build";
     case ATTN_E_BUFFER: return "buffer has unexpected contents";
     case ATTN_E_STATE: return "call out of order";
+    case ATTN_E_COMM: return "message passing failed";
     }
     return "unknown status";
 }

@@ -639,7 +639,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     attn_status st = parts && panels && rowm && rowil && rowdi ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st && !gm) st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
-    if (!st && gm) memcpy(rowm, gm, nrows * sizeof(float)), memcpy(rowil, gl, nrows * sizeof(float)),
+    if (!st && gm)
+        memcpy(rowm, gm, nrows * sizeof(float)), memcpy(rowil, gl, nrows * sizeof(float)),
             memcpy(rowdi, gt, nrows * sizeof(float));
     /* (m, l, t) -> (m, 1/l, Di = t / l); 1/l = 0 marks a row that sees no key (P = 0) */
     for (size_t r = 0; !st && r < nrows; r++) {

@@ -217,7 +217,7 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     if (!c || !din) return ATTN_E_INVALID;
     if (din->dropout) return ATTN_E_UNSUPPORTED;
     if (din->seqlens_k || (din->Hkv != 0 && din->Hkv != c->cfg.kv_heads)) return ATTN_E_INVALID;
-    if (attn_sem_is_block(din)) return ATTN_E_INVALID; /* the cache's keys are the whole problem */
+    if (attn_sem_is_block(din)) return ATTN_E_INVALID;        /* the cache's keys are the whole problem */
     if (attn_is16(din->qkv_dtype)) return ATTN_E_UNSUPPORTED; /* queries over a cache are float32 */
     if (din->B != c->cfg.batch || din->D != c->cfg.head_dim || din->Dv != c->Dv) return ATTN_E_SHAPE;
     int64_t Sk = 0;
