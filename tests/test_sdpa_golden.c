@@ -2,7 +2,10 @@
  * from gen_sdpa_golden.py): each case through `attn sdpa --grad` with the
  * reference and the fused path, out, lse, dq, dk, dv. A tensor missing from
  * the golden file is a test failure, not a skip.
- * usage: test_sdpa_golden SRCDIR ATTN_BINARY */
+ * With a launcher (e.g. "mpirun -np 3 --oversubscribe") the same cases run
+ * as `LAUNCHER attn sdpa --ring EXTRA...`: ring attention over MPI must write
+ * PyTorch's results too.
+ * usage: test_sdpa_golden SRCDIR ATTN_BINARY [LAUNCHER [EXTRA_OPTIONS]] */
 #include "testutil.h"
 
 #include <math.h>
@@ -24,11 +27,14 @@ static float *read_all(const attn_st_file *f, const char *name, size_t *n) {
     return p;
 }
 
+static const char *launcher = "", *ring_opts = "";
+
 static void run_case(const char *attn, const char *name, const char *opts, const char *impl) {
     char in[1024], out[256], cmd[3072];
     snprintf(in, sizeof in, "%s/golden/%s.safetensors", tu_srcdir, name);
     snprintf(out, sizeof out, "%s_%s.out.safetensors", name, impl);
-    snprintf(cmd, sizeof cmd, "'%s' sdpa --input '%s' --output '%s' --grad --impl %s %s", attn, in, out, impl, opts);
+    snprintf(cmd, sizeof cmd, "%s '%s' sdpa --input '%s' --output '%s' --grad --impl %s %s%s%s", launcher, attn, in,
+             out, impl, opts, *launcher ? " --ring " : "", ring_opts);
     int rc = system(cmd);
     CHECK(rc == 0, "%s: '%s' exited %d", name, cmd, rc);
     if (rc) return;
@@ -56,6 +62,8 @@ static void run_case(const char *attn, const char *name, const char *opts, const
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     if (argc < 3) return 2;
+    if (argc > 3) launcher = argv[3];
+    if (argc > 4) ring_opts = argv[4];
     char path[1024], line[512];
     snprintf(path, sizeof path, "%s/golden/sdpa_manifest.txt", tu_srcdir);
     FILE *m = fopen(path, "r");

@@ -5,6 +5,9 @@
  *           alibi_slopes (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad
  *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv */
 #include "cli.h"
+#ifdef ATTN_HAVE_MPI
+#include "cli_ring.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +18,7 @@ typedef struct sdpa_opts {
     const char *input, *output;
     attn_causal causal;
     double scale;
-    int has_scale, has_wl, has_wr, grad;
+    int has_scale, has_wl, has_wr, grad, ring, layout; /* layout: -1 = by the mask (zigzag when causal) */
     int64_t wl, wr, threads;
     double softcap;
     attn_impl impl;
@@ -32,11 +35,14 @@ static int parse_f64(const char *s, double *out) {
 
 static int parse(int argc, char **argv, sdpa_opts *o) {
     memset(o, 0, sizeof *o);
+    o->layout = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
         if (!strcmp(a, "--grad")) {
             o->grad = 1, takes = 0;
+        } else if (!strcmp(a, "--ring")) {
+            o->ring = 1, takes = 0;
         } else if (!v) {
             cli_error("option %s needs a value", a);
             return 0;
@@ -87,6 +93,15 @@ static int parse(int argc, char **argv, sdpa_opts *o) {
                 cli_error("--impl must be auto, ref or fast, got '%s'", v);
                 return 0;
             }
+        } else if (!strcmp(a, "--ring-layout")) {
+            if (!strcmp(v, "contiguous"))
+                o->layout = 0;
+            else if (!strcmp(v, "zigzag"))
+                o->layout = 1;
+            else {
+                cli_error("--ring-layout must be contiguous or zigzag, got '%s'", v);
+                return 0;
+            }
         } else if (!strcmp(a, "--threads")) {
             if (!cli_parse_i64(v, 1, 1024, &o->threads)) {
                 cli_error("--threads must be an integer in [1, 1024], got '%s'", v);
@@ -102,6 +117,16 @@ static int parse(int argc, char **argv, sdpa_opts *o) {
         cli_error("sdpa: --input and --output are required");
         return 0;
     }
+    if (o->layout >= 0 && !o->ring) {
+        cli_error("sdpa: --ring-layout needs --ring");
+        return 0;
+    }
+#ifndef ATTN_HAVE_MPI
+    if (o->ring) {
+        cli_error("sdpa: --ring needs libattn built with MPI (install libopenmpi-dev and rebuild)");
+        return 0;
+    }
+#endif
     return 1;
 }
 
@@ -147,7 +172,14 @@ int cmd_sdpa(int argc, char **argv) {
     sdpa_opts o;
     if (!parse(argc, argv, &o)) return EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
-    int rc = 1;
+    int rc = 1, rank = 0, synced = 0; /* synced: the ranks have agreed that every input is fine */
+#ifdef ATTN_HAVE_MPI
+    int nranks = 1;
+    if (o.ring && !cli_ring_begin(&argc, &argv, &rank, &nranks)) {
+        cli_error("sdpa --ring: MPI did not start");
+        return 1;
+    }
+#endif
     attn_st_file *f = NULL;
     attn_st_writer *w = NULL;
     float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
@@ -251,16 +283,7 @@ int cmd_sdpa(int argc, char **argv) {
     }
     attn_view vq = {q, H * Sq * D, Sq * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * Dv, Sk * Dv, Dv};
     attn_view vo = {out, H * Sq * Dv, Sq * Dv, Dv};
-    if ((st = attn_sdpa_forward(&d, vq, vk, vv, vo, lse)) != ATTN_OK) {
-        cli_error("sdpa forward failed: %s", attn_status_string(st));
-        goto done;
-    }
     int64_t os[4] = {B, H, Sq, Dv};
-    if ((st = attn_st_writer_new(&w)) != ATTN_OK || (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, 4, os, out)) ||
-        (st = attn_st_writer_add(w, "lse", ATTN_DTYPE_F32, 3, os, lse))) {
-        cli_error("cannot build output: %s", attn_status_string(st));
-        goto done;
-    }
     if (o.grad) {
         int64_t gs[ATTN_MAX_DIMS];
         if (!(go = read_f32(f, o.input, "grad_out", 4, gs))) goto done;
@@ -275,9 +298,37 @@ int cmd_sdpa(int argc, char **argv) {
             cli_error("out of memory");
             goto done;
         }
+    }
+#ifdef ATTN_HAVE_MPI
+    if (o.ring) { /* every rank runs its shard; rank 0 gets the whole results */
+        synced = 1;
+        if (!cli_ring_sync(1)) goto done; /* another rank could not read its input */
+        int layout = o.layout >= 0 ? o.layout : d.causal != ATTN_CAUSAL_NONE;
+        st = cli_ring_sdpa(&d, layout, in16 != ATTN_DTYPE_F32 ? 2 : 4, q, k, v, out, lse, o.grad ? go : NULL, dq, dk,
+                           dv);
+        if (st != ATTN_OK) {
+            if (rank == 0) cli_error("sdpa --ring on %d ranks failed: %s", nranks, attn_status_string(st));
+            goto done;
+        }
+        if (rank != 0) { /* rank 0 writes the file */
+            rc = 0;
+            goto done;
+        }
+    }
+#endif
+    if (!o.ring && (st = attn_sdpa_forward(&d, vq, vk, vv, vo, lse)) != ATTN_OK) {
+        cli_error("sdpa forward failed: %s", attn_status_string(st));
+        goto done;
+    }
+    if ((st = attn_st_writer_new(&w)) != ATTN_OK || (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, 4, os, out)) ||
+        (st = attn_st_writer_add(w, "lse", ATTN_DTYPE_F32, 3, os, lse))) {
+        cli_error("cannot build output: %s", attn_status_string(st));
+        goto done;
+    }
+    if (o.grad) {
         attn_view vg = {go, H * Sq * Dv, Sq * Dv, Dv}, vdq = {dq, H * Sq * D, Sq * D, D};
         attn_view vdk = {dk, Hkv * Sk * D, Sk * D, D}, vdv = {dv, Hkv * Sk * Dv, Sk * Dv, Dv};
-        if ((st = attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv)) != ATTN_OK) {
+        if (!o.ring && (st = attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv)) != ATTN_OK) {
             cli_error("sdpa backward failed: %s", attn_status_string(st));
             goto done;
         }
@@ -294,6 +345,13 @@ int cmd_sdpa(int argc, char **argv) {
     }
     rc = 0;
 done:
+#ifdef ATTN_HAVE_MPI
+    if (o.ring) {
+        if (!synced) cli_ring_sync(0); /* this rank failed before the ring: release the others */
+        cli_ring_end();
+    }
+#endif
+    (void)synced, (void)rank;
     attn_st_writer_free(w);
     attn_st_close(f);
     free(q), free(k), free(v), free(go), free(out), free(lse), free(dq), free(dk), free(dv);

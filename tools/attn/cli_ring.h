@@ -1,0 +1,23 @@
+/* The CLI's ring attention (tools/attn/ring.c), present when built with
+ * MPI (ATTN_HAVE_MPI). */
+#ifndef ATTN_TOOL_CLI_RING_H
+#define ATTN_TOOL_CLI_RING_H
+
+#include "attn.h"
+
+/* MPI_Init unless already initialized; this rank and the number of ranks.
+ * 0 if MPI cannot start. */
+int cli_ring_begin(int *argc, char ***argv, int *rank, int *size);
+/* 1 if every rank passes ok != 0 (collective: a rank that failed early
+ * must still call it, so that no rank waits forever) */
+int cli_ring_sync(int ok);
+/* MPI_Finalize if cli_ring_begin started MPI */
+void cli_ring_end(void);
+/* The whole problem d on whole arrays present on every rank (es-byte q, k,
+ * v): each rank runs the ring on its shard (layout: attn_ring_layout), and
+ * out, lse (and, with dout, dq, dk, dv) are gathered whole on rank 0.
+ * Collective; the same status on every rank. */
+attn_status cli_ring_sdpa(const attn_sdpa_desc *d, int layout, int64_t es, const void *q, const void *k, const void *v,
+                          float *out, float *lse, const float *dout, float *dq, float *dk, float *dv);
+
+#endif
