@@ -56,6 +56,8 @@ typedef struct ring {
     int64_t kmax;                 /* the most keys any rank holds */
     attn_ring_timing tm;
     int mpi_failed;
+    MPI_Request *pending; /* the step's messages in flight (polled between blocks) */
+    int npending;
 } ring;
 
 static double now(void) { return MPI_Wtime(); }
@@ -251,8 +253,10 @@ static attn_status kv_ring(ring *R, attn_view k, attn_view v, step_fn fn, void *
         int src = (R->r - s + R->n) % R->n, from = (R->r - s - 1 + 2 * R->n) % R->n;
         MPI_Request rq[2];
         post_kv(R, s, src, from, buf, cur, rq); /* send what we hold on, receive the next shard */
+        R->pending = rq, R->npending = 2;
         double t = now();
         if (!st && !R->mpi_failed) st = fn(R, src, buf[cur], ctx);
+        R->npending = 0;
         double t2 = now();
         R->tm.compute_s += t2 - t;
         mpi_ok(R, MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
@@ -278,6 +282,10 @@ static attn_status each_block(ring *R, int src, const void *buf, block_fn fn, vo
             kv_views(R, buf, R->es, nk, klo[pc], &kv, &vv);
             attn_status st = fn(R, p, &e, kv, vv, nk, klo[pc], ctx);
             if (st) return st;
+            if (R->npending) { /* let MPI progress the messages in flight (no progress thread) */
+                int done;
+                mpi_ok(R, MPI_Testall(R->npending, R->pending, &done, MPI_STATUSES_IGNORE));
+            }
         }
     return ATTN_OK;
 }
@@ -419,8 +427,12 @@ static attn_status grad_ring(ring *R, attn_view k, attn_view v, bwd_ctx *c, floa
         MPI_Request rq[2];
         int64_t nsrc = kpieces(R, src, ks, kl, klo);
         post_kv(R, s, src, from, kvb, cur, rq);
+        MPI_Request inflight[4] = {rq[0], rq[1], arq[0], arq[1]};
+        R->pending = inflight, R->npending = 4;
         double t = now();
         if (!st && !R->mpi_failed) st = grad_step(R, src, kvb[cur], c);
+        R->npending = 0;
+        rq[0] = inflight[0], rq[1] = inflight[1], arq[0] = inflight[2], arq[1] = inflight[3];
         double t2 = now();
         R->tm.compute_s += t2 - t;
         mpi_ok(R, MPI_Waitall(2, arq, MPI_STATUSES_IGNORE)); /* src's accumulator (step 0: our own, zero) */

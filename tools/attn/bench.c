@@ -4,6 +4,9 @@
  * (the machine's speed drifts); reported: the median time of each and the
  * median over rounds of the GFLOP/s ratio. */
 #include "cli.h"
+#ifdef ATTN_HAVE_MPI
+#include "cli_ring.h"
+#endif
 #include "base/half.h"
 
 #include <cblas.h>
@@ -218,7 +221,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
 
 int cmd_bench(int argc, char **argv) {
     int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048, Hkv = 0, page = 0;
-    int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0;
+    int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0, ring = 0, ring_layout = -1;
     int64_t window = -1;
     double softcap = 0.0;
     attn_dtype kv_dtype = ATTN_DTYPE_F32, qkv_dtype = ATTN_DTYPE_F32;
@@ -235,7 +238,16 @@ int cmd_bench(int argc, char **argv) {
             json = 1;
         else if (!strcmp(a, "--decode"))
             decode = 1;
-        else if (!strcmp(a, "--alibi"))
+        else if (!strcmp(a, "--ring"))
+            ring = 1;
+        else if (!strcmp(a, "--ring-layout")) {
+            if (!v || (strcmp(v, "contiguous") && strcmp(v, "zigzag"))) {
+                cli_error("--ring-layout must be contiguous or zigzag");
+                return EXIT_USAGE;
+            }
+            ring_layout = !strcmp(v, "zigzag");
+            i++;
+        } else if (!strcmp(a, "--alibi"))
             alibi = 1;
         else if (!strcmp(a, "--window"))
             dst = &window, lo = 0;
@@ -319,6 +331,21 @@ int cmd_bench(int argc, char **argv) {
     if (threads > 0) cli_set_threads((int)threads);
     int nthreads = omp_get_max_threads();
     if (decode) return bench_decode(B, H, Hkv ? Hkv : H, Sk, D, page, kv_dtype, impl, min_time, json);
+    if (ring) {
+#ifdef ATTN_HAVE_MPI
+        int rank, nr;
+        if (!cli_ring_begin(&argc, &argv, &rank, &nr)) {
+            cli_error("bench --ring: MPI did not start");
+            return 1;
+        }
+        int rc = cli_ring_bench(B, H, Hkv ? Hkv : H, S, D, causal, ring_layout, backward, min_time, json);
+        cli_ring_end();
+        return rc;
+#else
+        cli_error("bench --ring needs libattn built with MPI (install libopenmpi-dev and rebuild)");
+        return EXIT_USAGE;
+#endif
+    }
 
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */

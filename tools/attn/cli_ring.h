@@ -20,4 +20,10 @@ void cli_ring_end(void);
 attn_status cli_ring_sdpa(const attn_sdpa_desc *d, int layout, int64_t es, const void *q, const void *k, const void *v,
                           float *out, float *lse, const float *dout, float *dq, float *dk, float *dv);
 
+/* attn bench --ring: the ring on random shards of a (B, H, S, D) problem,
+ * per-step compute, the K/V message time alone, the exposed wait, printed
+ * by rank 0 (layout -1: zigzag when causal). Returns the exit code. */
+int cli_ring_bench(int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t D, int causal, int layout, int backward,
+                   double min_time, int json);
+
 #endif

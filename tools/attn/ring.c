@@ -7,6 +7,7 @@
 
 #include "attn_mpi.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,4 +119,121 @@ attn_status cli_ring_sdpa(const attn_sdpa_desc *d, int layout_id, int64_t es, co
         st = ATTN_E_NOMEM;
     free(lq), free(lk), free(lv), free(lo), free(ll), free(ldo), free(ldq), free(ldk), free(ldv);
     return st;
+}
+
+/* ---- attn bench --ring --------------------------------------------------- */
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median of v[0..n) */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n ? v[n / 2] : 0.0;
+}
+
+/* the K/V exchange of one ring alone: n-1 steps of send-to-next /
+ * receive-from-prev of this shard's K/V bytes, no compute */
+static double comm_alone(int n, int rank, void *a, void *b, int bytes) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int s = 0; s < n - 1; s++)
+        MPI_Sendrecv(a, bytes, MPI_BYTE, (rank + 1) % n, 5, b, bytes, MPI_BYTE, (rank + n - 1) % n, 5, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+    return MPI_Wtime() - t0;
+}
+
+int cli_ring_bench(int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t D, int causal, int layout_id, int backward,
+                   double min_time, int json) {
+    int n, rank;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    attn_ring_layout lay = layout_id >= 0 ? (attn_ring_layout)layout_id
+                           : causal       ? ATTN_RING_ZIGZAG
+                                          : ATTN_RING_CONTIGUOUS;
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, S, S, D, D);
+    d.Hkv = Hkv, d.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    int64_t st[2], ln[2], m = attn_ring_shard(S, n, rank, lay, st, ln), kmax = 0;
+    for (int r = 0; r < n; r++) {
+        int64_t s2[2], l2[2], mr = attn_ring_shard(S, n, r, lay, s2, l2);
+        kmax = mr > kmax ? mr : kmax;
+    }
+    size_t nq = (size_t)(B * H * m * D), nk = (size_t)(B * Hkv * m * D);
+    float *q = malloc(nq * 4 + 4), *k = malloc(nk * 4 + 4), *v = malloc(nk * 4 + 4), *o = malloc(nq * 4 + 4);
+    float *g = malloc(nq * 4 + 4), *dq = malloc(nq * 4 + 4), *dk = malloc(nk * 4 + 4), *dv = malloc(nk * 4 + 4);
+    int bytes = (int)(B * Hkv * kmax * 2 * D * 4);
+    void *ca = malloc((size_t)bytes + 1), *cb = malloc((size_t)bytes + 1);
+    int ok = q && k && v && o && g && dq && dk && dv && ca && cb;
+    if (!cli_ring_sync(ok)) {
+        if (rank == 0) cli_error("bench --ring: out of memory");
+        free(q), free(k), free(v), free(o), free(g), free(dq), free(dk), free(dv), free(ca), free(cb);
+        return 1;
+    }
+    uint32_t x = 12345u + (uint32_t)rank;
+    float *all[4] = {q, k, v, g};
+    size_t cnt[4] = {nq, nk, nk, nq};
+    for (int a = 0; a < 4; a++)
+        for (size_t i = 0; i < cnt[a]; i++)
+            x = x * 1664525u + 1013904223u, all[a][i] = (float)(x >> 8) * 0x1p-24f - 0.5f;
+    memset(ca, 1, (size_t)bytes);
+    attn_view vq = {q, H * m * D, m * D, D}, vk = {k, Hkv * m * D, m * D, D}, vv = {v, Hkv * m * D, m * D, D};
+    attn_view vo = {o, H * m * D, m * D, D}, vg = {g, H * m * D, m * D, D}, vdq = {dq, H * m * D, m * D, D};
+    attn_view vdk = {dk, Hkv * m * D, m * D, D}, vdv = {dv, Hkv * m * D, m * D, D};
+    double tot[64], comp[64], wait[64], alone[64];
+    int reps = 0;
+    attn_status stt = ATTN_OK;
+    double start = MPI_Wtime();
+    do {
+        attn_ring_timing t;
+        MPI_Barrier(MPI_COMM_WORLD);
+        stt = backward ? attn_ring_backward(MPI_COMM_WORLD, &d, lay, vq, vk, vv, vg, vdq, vdk, vdv, &t)
+                       : attn_ring_forward(MPI_COMM_WORLD, &d, lay, vq, vk, vv, vo, NULL, &t);
+        if (stt) break;
+        /* the call's time (slowest rank), the slowest and fastest compute */
+        double mine[3] = {t.total_s, t.compute_s, -t.compute_s}, mx[3];
+        MPI_Allreduce(mine, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        double ca_t = comm_alone(n, rank, ca, cb, bytes), ca_mx;
+        MPI_Allreduce(&ca_t, &ca_mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        tot[reps] = mx[0], comp[reps] = mx[1], wait[reps] = mx[1] + mx[2], alone[reps] = ca_mx;
+        reps++;
+        double el = MPI_Wtime() - start;
+        MPI_Bcast(&el, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (reps >= 3 && el >= min_time) break;
+    } while (reps < 64);
+    if (stt) {
+        if (rank == 0) cli_error("bench --ring: %s", attn_status_string(stt));
+    } else if (rank == 0) {
+        int rings = backward ? 2 : 1, steps = n * rings;
+        double ex[64];
+        for (int i = 0; i < reps; i++) ex[i] = tot[i] - comp[i]; /* beyond the slowest rank's compute */
+        double T = median(tot, reps), C = median(comp, reps), I = median(wait, reps), W = median(ex, reps);
+        double M = median(alone, reps) * rings; /* the exchanges alone, as many rings as the call runs */
+        /* the part of the message time hidden behind compute: exposed time against the messages alone */
+        double hidden = M > 0.0 ? 1.0 - W / M : 1.0;
+        hidden = hidden < 0.0 ? 0.0 : hidden > 1.0 ? 1.0 : hidden;
+        double flops =
+            (backward ? 10.0 : 4.0) * (double)(B * H) * (double)S * (double)S * (double)D * (causal ? 0.5 : 1.0);
+        if (json)
+            printf("{\"op\": \"ring_%s\", \"ranks\": %d, \"layout\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
+                   "\"S\": %lld, \"D\": %lld, \"causal\": %d, \"reps\": %d, \"ms\": %.4f, \"compute_ms_per_step\": "
+                   "%.4f, \"message_ms_per_step\": %.4f, \"exposed_ms_per_step\": %.4f, \"overlap\": %.3f, "
+                   "\"imbalance_ms_per_step\": %.4f, \"kv_bytes_per_step\": %d, \"gflops\": %.2f}\n",
+                   backward ? "backward" : "forward", n, lay ? "zigzag" : "contiguous", (long long)B, (long long)H,
+                   (long long)Hkv, (long long)S, (long long)D, causal, reps, T * 1e3, C / steps * 1e3,
+                   n > 1 ? M / (rings * (n - 1)) * 1e3 : 0.0, W / steps * 1e3, hidden, I / steps * 1e3, bytes,
+                   flops / T * 1e-9);
+        else
+            printf("ring %s on %d ranks (%s), B=%lld H=%lld Hkv=%lld S=%lld D=%lld%s: %.3f ms (%.1f GFLOP/s); per "
+                   "step: compute %.3f ms (slowest rank; fastest %.3f less), K/V message %.3f ms alone (%d bytes), "
+                   "exposed %.3f ms; overlap %.2f\n",
+                   backward ? "backward" : "forward", n, lay ? "zigzag" : "contiguous", (long long)B, (long long)H,
+                   (long long)Hkv, (long long)S, (long long)D, causal ? " causal" : "", T * 1e3, flops / T * 1e-9,
+                   C / steps * 1e3, I / steps * 1e3, n > 1 ? M / (rings * (n - 1)) * 1e3 : 0.0, bytes, W / steps * 1e3,
+                   hidden);
+    }
+    free(q), free(k), free(v), free(o), free(g), free(dq), free(dk), free(dv), free(ca), free(cb);
+    return stt != ATTN_OK;
 }
