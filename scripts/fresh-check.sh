@@ -34,6 +34,9 @@ rm -f "$root.log"
 mkdir -p "$root/src"
 git -C "$repo" archive HEAD | tar -x -C "$root/src"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# /etc/hosts as Debian's installer writes it (debootstrap does not): without
+# the machine's own name, every lookup of it (mpirun's start) waits for DNS
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n' "$(hostname)" > "$root/etc/hosts"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --bind /dev "$root/dev"
