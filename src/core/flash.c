@@ -358,47 +358,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* Key chunks of the backward: a kv head's key blocks are split into nchunk
- * ranges of about equal work so that few heads still keep every core busy.
- * nchunk depends only on the shape (never on the thread count): each chunk
- * writes its own dQ partial and the partials are summed in chunk order, so
- * results stay bitwise identical for any number of threads. */
+/* Work items of the backward: at least this many (b, kv head, query chunk)
+ * items, so that few heads still keep every core busy. */
 #define BWD_MIN_ITEMS 4
-
-typedef struct bwd_chunk {
-    int64_t kb0, kb1; /* key blocks [kb0, kb1) */
-} bwd_chunk;
-
-/* does the query block at i0 possibly see key block [j0, j0 + BC_B)? */
-static int block_meets(const attn_sdpa_desc *d, const seqc *sq, int64_t i0, int64_t rows, int64_t j0) {
-    int64_t lo, hi;
-    block_rng(d, sq, i0, rows, &lo, &hi);
-    return lo < j0 + BC_B && hi > j0 && hi > lo;
-}
-
-/* query blocks that see key block kb (the shape's rule, seqlens aside) */
-static int64_t kb_cost(const attn_sdpa_desc *d, const seqc *shape, int64_t kb) {
-    int64_t n = 0;
-    for (int64_t i0 = 0; i0 < d->Sq; i0 += BR)
-        n += block_meets(d, shape, i0, d->Sq - i0 < BR ? d->Sq - i0 : BR, kb * BC_B);
-    return n;
-}
-
-static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk, bwd_chunk *ch) {
-    seqc shape = {0, d->Sk, attn_sem_off_skg(d, attn_sem_sk_total(d))};
-    int64_t total = 0;
-    for (int64_t kb = 0; kb < nkb; kb++) total += kb_cost(d, &shape, kb);
-    int64_t c = 0, acc = 0, start = 0;
-    for (int64_t kb = 0; kb < nkb && c < nchunk - 1; kb++) {
-        acc += kb_cost(d, &shape, kb);
-        if (acc * nchunk >= total * (c + 1)) {
-            ch[c++] = (bwd_chunk){start, kb + 1};
-            start = kb + 1;
-        }
-    }
-    if (start < nkb) ch[c++] = (bwd_chunk){start, nkb};
-    return c;
-}
 
 /* Row statistics of the backward, per query row i (one pass over its keys):
  *   m_i  = max_j t_ij over visible keys, t = the modified score (fl(scale * s)
@@ -414,8 +376,12 @@ static int64_t split_chunks(const attn_sdpa_desc *d, int64_t nkb, int64_t nchunk
  * float32 PyTorch (issue 9). The price is two more tile products (S and dP)
  * per tile: the backward does 7 instead of 5. */
 typedef struct bwd_panels {
-    float *KT, *VT;     /* per kv head: K^T (D x ldk) and V^T (Dv x ldk), keys zero-padded */
-    int64_t ldk, per_h; /* row stride, floats per head */
+    float *KT, *VT;     /* per kv head: K^T and V^T in tiles of BC_B keys, keys zero-padded: tile t is
+                         * (D x BC_B) at KT + t * D * BC_B (V^T likewise with Dv), so that a tile's
+                         * rows are contiguous (one long (D x Sk) panel put every row of a tile on
+                         * another page: TLB and cache-set misses once tiles are visited by
+                         * query block) */
+    int64_t ldk, per_h; /* row stride within a tile (BC_B), floats per head */
 } bwd_panels;
 
 /* Score tile (BR x BC_B) of query rows i0.. of head h against keys j0.. from
@@ -424,7 +390,7 @@ typedef struct bwd_panels {
 static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h, const float *Qp,
                        int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows, int64_t i0,
                        int64_t j0, const float *add, int any_add) {
-    tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + j0, ldk, S, BC_B, 0);
+    tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + (j0 / BC_B) * d->D * BC_B, ldk, S, BC_B, 0);
     if (has_mods(d)) {
         float scale = fabsf(d->scale), inv = 1.0f / d->softcap;
         for (int64_t r = 0; r < rows; r++) {
@@ -450,7 +416,7 @@ static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
 static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, const float *dOp,
                    int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h, int64_t i0,
                    int64_t j0, uint8_t *keep) {
-    tile_gemm(kt, BR, BC_B, d->Dv, dOp, DvP, VT + j0, ldk, dP, BC_B, 0);
+    tile_gemm(kt, BR, BC_B, d->Dv, dOp, DvP, VT + (j0 / BC_B) * d->Dv * BC_B, ldk, dP, BC_B, 0);
     if (d->dropout) dropout_tile(kt, d, mc, dP, BC_B, BC_B, rows, b, h, i0, j0, keep);
 }
 
@@ -527,11 +493,13 @@ static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_vi
         for (int64_t bh = 0; bh < BHkv; bh++) {
             float *KT = pn->KT + bh * pn->per_h, *VT = pn->VT + bh * pn->per_h;
             int64_t b = bh / Hkv, hk = bh % Hkv;
-            for (int64_t j = 0; tmp && j < pn->ldk; j++) {
+            int64_t nkeys = (Sk + BC_B - 1) / BC_B * BC_B;
+            for (int64_t j = 0; tmp && j < nkeys; j++) {
                 const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, tmp) : NULL;
                 const float *vr = j < Sk ? attn_row_f32(v, d->qkv_dtype, b, hk, j, Dv, tmp + D) : NULL;
-                for (int64_t c = 0; c < D; c++) KT[c * pn->ldk + j] = kr ? kr[c] : 0.0f;
-                for (int64_t c = 0; c < Dv; c++) VT[c * pn->ldk + j] = vr ? vr[c] : 0.0f;
+                float *kt_ = KT + (j / BC_B) * D * BC_B + j % BC_B, *vt_ = VT + (j / BC_B) * Dv * BC_B + j % BC_B;
+                for (int64_t c = 0; c < D; c++) kt_[c * BC_B] = kr ? kr[c] : 0.0f;
+                for (int64_t c = 0; c < Dv; c++) vt_[c * BC_B] = vr ? vr[c] : 0.0f;
             }
         }
         free(tmp);
@@ -543,9 +511,9 @@ static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_vi
 static size_t bwd_panels_size(const attn_sdpa_desc *d, bwd_panels *pn) {
     int64_t D = d->D, Dv = d->Dv, Hkv = d->Hkv > 0 ? d->Hkv : d->H, nkb = (d->Sk + BC_B - 1) / BC_B;
     size_t n;
-    pn->ldk = panel_ld(nkb * BC_B);
-    pn->per_h = pn->ldk * (D > Dv ? D : Dv);
-    if (attn_mul_size((size_t)pn->ldk, (size_t)(D > Dv ? D : Dv), &n) ||
+    pn->ldk = BC_B;
+    pn->per_h = nkb * BC_B * (D > Dv ? D : Dv);
+    if (attn_mul_size((size_t)(nkb * BC_B), (size_t)(D > Dv ? D : Dv), &n) ||
         attn_mul3_size(n, (size_t)(d->B * Hkv), 2 * sizeof(float), &n))
         return 0;
     return n;
@@ -594,8 +562,17 @@ attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn
     return flash_bwd(d, q, k, v, dout, m, l, t, dq, dk, dv);
 }
 
-/* The fused backward. gm, gl, gt: the whole rows' statistics (a block of a
- * larger problem), or NULL to compute them from this call's keys. */
+/* The fused backward, query-block outer (FlashAttention-2's order, with
+ * the statistics of issue 9). Per query block of a head: pass 1 computes
+ * every tile's S = Q K^T and dP = dO V^T once and keeps them (BR x Sk per
+ * thread), folding the row statistics (m, l, rowsum(P dP)) from those very
+ * tiles; pass 2 turns them into P and dS and accumulates dV += P^T dO and
+ * dK += dS^T Q into the work item's partials and dQ += dS K in registers'
+ * reach: five tile products per tile instead of seven. Work items are
+ * (b, kv head, chunk of the group's query blocks); the chunking depends only
+ * on the shape, and the partials are summed in chunk order, so results are
+ * bitwise identical for any number of threads. gm, gl, gt: the whole rows'
+ * statistics (a block of a larger problem), or NULL to compute them here. */
 static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                              const float *gm, const float *gl, const float *gt, attn_view dq, attn_view dk,
                              attn_view dv) {
@@ -617,153 +594,157 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             }
         return ATTN_OK;
     }
-    int64_t SqP = round_up(Sq, BR), DP = round_up(D, 16), DvP = round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B;
-    int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < nkb ? want : nkb;
-    bwd_chunk ch[BWD_MIN_ITEMS];
-    nchunk = split_chunks(d, nkb, nchunk, ch);
-    int64_t maxkb = 0;
-    for (int64_t c = 0; c < nchunk; c++) maxkb = ch[c].kb1 - ch[c].kb0 > maxkb ? ch[c].kb1 - ch[c].kb0 : maxkb;
-    int64_t LP = maxkb * BC_B; /* keys per chunk, padded */
+    int64_t DP = round_up(D, 16), DvP = round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
+    int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
+    int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
     bwd_panels pn = {NULL, NULL, 0, 0};
-    size_t nparts, nrows, npanel = bwd_panels_size(d, &pn);
-    if (attn_mul3_size((size_t)(BH * nchunk), (size_t)SqP, (size_t)DP, &nparts) ||
-        attn_mul_size((size_t)BH, (size_t)Sq, &nrows) || !npanel)
+    size_t npanel = bwd_panels_size(d, &pn), nkrow, npart_k, npart_v, nbuf;
+    if (!npanel || attn_mul3_size((size_t)BHkv, (size_t)SkP, (size_t)DP, &nkrow) ||
+        attn_mul3_size((size_t)(BHkv * nchunk), (size_t)SkP, (size_t)DP, &npart_k) ||
+        attn_mul3_size((size_t)(BHkv * nchunk), (size_t)SkP, (size_t)DvP, &npart_v) ||
+        attn_mul_size((size_t)BR, (size_t)SkP, &nbuf))
         return ATTN_E_OVERFLOW;
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
-    /* dQ partials (one per query head and chunk), K^T / V^T panels, row statistics */
-    float *parts = malloc(nparts * sizeof(float)), *panels = malloc(npanel);
-    float *rowm = malloc(nrows * sizeof(float)), *rowil = malloc(nrows * sizeof(float));
-    float *rowdi = malloc(nrows * sizeof(float));
-    attn_status st = parts && panels && rowm && rowil && rowdi ? ATTN_OK : ATTN_E_NOMEM;
+    float *panels = malloc(npanel), *krows = malloc(nkrow * sizeof(float));
+    float *pk = malloc(npart_k * sizeof(float)), *pv = malloc(npart_v * sizeof(float));
+    attn_status st = panels && krows && pk && pv ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
-    if (!st && !gm) st = bwd_row_stats(kt, d, &mc, q, dout, &pn, rowm, rowil, rowdi);
-    if (!st && gm)
-        memcpy(rowm, gm, nrows * sizeof(float)), memcpy(rowil, gl, nrows * sizeof(float)),
-            memcpy(rowdi, gt, nrows * sizeof(float));
-    /* (m, l, t) -> (m, 1/l, Di = t / l); 1/l = 0 marks a row that sees no key (P = 0) */
-    for (size_t r = 0; !st && r < nrows; r++) {
-        float lr = rowil[r];
-        rowil[r] = lr > 0.0f ? 1.0f / lr : 0.0f;
-        rowdi[r] = lr > 0.0f ? rowdi[r] / lr : 0.0f;
+    if (!st) {
+#pragma omp parallel for schedule(static)
+        for (int64_t bh = 0; bh < BHkv; bh++) /* K row-major (keys x DP) for dQ = dS K */
+            for (int64_t j = 0; j < SkP; j++) {
+                float *row = krows + ((size_t)bh * (size_t)SkP + (size_t)j) * (size_t)DP;
+                const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, row) : NULL;
+                for (int64_t c = DP - 1; c >= 0; c--) row[c] = (kr && c < D) ? kr[c] : 0.0f;
+            }
     }
     if (st) {
-        free(parts), free(panels), free(rowm), free(rowil), free(rowdi);
+        free(panels), free(krows), free(pk), free(pv);
         return st;
     }
 #pragma omp parallel
     {
-        /* per-thread, per-call buffers (no allocation inside the loops) */
-        float *Kp = malloc((size_t)(LP * DP) * sizeof(float)); /* K (keys x DP) for dQ = dS K */
-        float *add = malloc((size_t)(nkb * BC_B) * sizeof(float));
-        float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
-        float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *dS = malloc((size_t)(BR * BC_B) * sizeof(float));
-        float *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));                 /* dropped-out P */
-        float *Gt = capped ? malloc((size_t)(BR * BC_B) * sizeof(float)) : NULL; /* softcap derivative */
-        float *dKb = malloc((size_t)(BC_B * DP) * sizeof(float)), *dVb = malloc((size_t)(BC_B * DvP) * sizeof(float));
+        float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *Qu = malloc((size_t)(BR * DP) * sizeof(float));
+        float *dOp = malloc((size_t)(BR * DvP) * sizeof(float)), *dQ = malloc((size_t)(BR * DP) * sizeof(float));
+        float *Sb = malloc(nbuf * sizeof(float)), *dPb = malloc(nbuf * sizeof(float));
+        float *Gb = capped ? malloc(nbuf * sizeof(float)) : NULL; /* softcap derivative */
+        float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
+        float *add = malloc((size_t)SkP * sizeof(float));
         uint8_t *keep = malloc(BC_B);
-        int ok = Kp && add && Qp && dOp && P && dS && Pd && dKb && dVb && keep && (Gt || !capped);
+        int ok = Qp && Qu && dOp && dQ && Sb && dPb && P && Pd && add && keep && (Gb || !capped);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
         }
-        /* one item: a kv head's chunk of keys against every query head of its group */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t item = 0; item < BHkv * nchunk; item++) {
             if (!ok) continue;
             int64_t bhk = item / nchunk, b = bhk / Hkv, hk = bhk % Hkv, cidx = item % nchunk;
-            int64_t k0 = ch[cidx].kb0 * BC_B, k1 = ch[cidx].kb1 * BC_B < Sk ? ch[cidx].kb1 * BC_B : Sk;
-            int any_add = key_mask_row(d, b, add, nkb * BC_B);
-            seqc sq = seq_of(d, b);
+            int64_t u0 = units * cidx / nchunk, u1 = units * (cidx + 1) / nchunk;
+            float *dKp = pk + (size_t)item * (size_t)(SkP * DP), *dVp = pv + (size_t)item * (size_t)(SkP * DvP);
+            memset(dKp, 0, (size_t)(SkP * DP) * sizeof(float));
+            memset(dVp, 0, (size_t)(SkP * DvP) * sizeof(float));
             const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
-            /* this chunk's K rows, local index jl = j - k0 */
-            for (int64_t jl = 0; jl < LP; jl++) {
-                int64_t j = k0 + jl;
-                float *row = Kp + jl * DP;
-                const float *kr = j < k1 ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, row) : NULL; /* in place */
-                for (int64_t c = 0; c < DP; c++) row[c] = (kr && c < D) ? kr[c] : 0.0f;
-            }
-            for (int64_t h = hk * G; h < (hk + 1) * G; h++)
-                memset(parts + (size_t)((b * H + h) * nchunk + cidx) * (size_t)(SqP * DP), 0,
-                       (size_t)(SqP * DP) * sizeof(float));
-            for (int64_t j0 = k0; j0 < k1; j0 += BC_B) {
-                int64_t jl0 = j0 - k0;
-                memset(dKb, 0, (size_t)(BC_B * DP) * sizeof(float));
-                memset(dVb, 0, (size_t)(BC_B * DvP) * sizeof(float));
-                for (int64_t h = hk * G; h < (hk + 1) * G; h++) {
-                    int64_t bh = b * H + h;
-                    const float *rm = rowm + bh * Sq, *ril = rowil + bh * Sq, *rdi = rowdi + bh * Sq;
-                    float *dQ = parts + (size_t)(bh * nchunk + cidx) * (size_t)(SqP * DP);
-                    for (int64_t i0 = 0; i0 < Sq; i0 += BR) {
-                        int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
-                        if (!block_meets(d, &sq, i0, rows, j0)) continue; /* no row of the block sees these keys */
-                        pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, sign);
-                        pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
-                        /* P = exp(t - m) / l, the tiles of bwd_row_stats */
-                        bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, P, Gt, rows, i0, j0, add, any_add);
-                        for (int64_t r = 0; r < BR; r++) {
-                            float *pr = P + r * BC_B;
-                            if (r >= rows || ril[i0 + r] == 0.0f) {
-                                memset(pr, 0, BC_B * sizeof(float));
-                                continue;
-                            }
-                            kt->exp_row(pr, pr, BC_B, escale, rm[i0 + r]);
-                            kt->scale_row(pr, BC_B, ril[i0 + r]);
+            const float *Kr = krows + (size_t)bhk * (size_t)(SkP * DP);
+            int any_add = key_mask_row(d, b, add, SkP);
+            seqc sq = seq_of(d, b);
+            for (int64_t u = u0; u < u1; u++) {
+                int64_t h = hk * G + u / nqb, i0 = (u % nqb) * BR, rows = Sq - i0 < BR ? Sq - i0 : BR;
+                int64_t bh = b * H + h, klo, khi;
+                block_rng(d, &sq, i0, rows, &klo, &khi);
+                int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, sign);
+                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
+                float m[BR], il[BR], di[BR], l[BR], acc[BR];
+                for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
+                /* pass 1: S and dP of every tile, kept; the row statistics from them */
+                for (int64_t t = t0; t < t1; t++) {
+                    float *S = Sb + (t - t0) * BR * BC_B, *dP = dPb + (t - t0) * BR * BC_B;
+                    bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, S, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows,
+                               i0, t * BC_B, add, any_add);
+                    bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dP, rows, b, h, i0, t * BC_B, keep);
+                    for (int64_t r = 0; !gm && r < rows; r++) {
+                        const float *sr = S + r * BC_B;
+                        float mt = kt->max_row(sr, BC_B) * escale;
+                        if (mt == -INFINITY) continue; /* no visible key in this tile */
+                        if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
+                            float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
+                            l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
                         }
-                        /* dP = dO V^T * dropout */
-                        bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dS, rows, b, h, i0, j0, keep);
-                        /* dV += Pd^T dO with Pd = P * keep * s */
-                        const float *pd = P;
-                        if (d->dropout) {
-                            memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
-                            dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
-                            pd = Pd;
-                        }
-                        tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVb, DvP, 1);
-                        /* dS = P (dP - Di) dt/ds (scale, times 1 - tanh^2 under a softcap); P is zero where masked */
-                        for (int64_t r = 0; r < rows; r++) {
-                            float di = rdi[i0 + r], *ds = dS + r * BC_B;
-                            const float *p = P + r * BC_B;
-                            if (capped) {
-                                const float *g = Gt + r * BC_B;
-                                for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * g[c];
-                            } else {
-                                for (int64_t c = 0; c < BC_B; c++) ds[c] = p[c] * (ds[c] - di) * d->scale;
-                            }
-                        }
-                        for (int64_t r = rows; r < BR; r++) memset(dS + r * BC_B, 0, BC_B * sizeof(float));
-                        /* dK += dS^T Q (Q unnegated: the scale in dS carries the sign) */
-                        if (sign < 0.0f) kt->scale_row(Qp, BR * DP, -1.0f);
-                        tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qp, DP, dKb, DP, 1);
-                        /* dQ += dS K */
-                        tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kp + jl0 * DP, DP, dQ + i0 * DP, DP, 1);
+                        l[r] += kt->exp_row(sr, P, BC_B, escale, m[r]);
+                        acc[r] += kt->dot_row(P, dP + r * BC_B, BC_B);
                     }
                 }
-                for (int64_t j = j0; j < j0 + BC_B && j < Sk; j++) {
-                    float *gk = dk.data + b * dk.stride_b + hk * dk.stride_h + j * dk.stride_s;
-                    float *gv = dv.data + b * dv.stride_b + hk * dv.stride_h + j * dv.stride_s;
-                    memcpy(gk, dKb + (j - j0) * DP, (size_t)D * sizeof(float));
-                    memcpy(gv, dVb + (j - j0) * DvP, (size_t)Dv * sizeof(float));
+                for (int64_t r = 0; r < BR; r++) {
+                    if (gm && r < rows) {
+                        size_t at = (size_t)(bh * Sq + i0 + r);
+                        m[r] = gm[at], l[r] = gl[at], acc[r] = gt[at];
+                    }
+                    il[r] = r < rows && l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* 0: the row sees no key, P = 0 */
+                    di[r] = r < rows && l[r] > 0.0f ? acc[r] / l[r] : 0.0f;
                 }
+                memcpy(Qu, Qp, (size_t)(BR * DP) * sizeof(float));
+                if (sign < 0.0f) kt->scale_row(Qu, BR * DP, -1.0f); /* dK += dS^T Q with Q unnegated */
+                memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
+                /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
+                for (int64_t t = t0; t < t1; t++) {
+                    const float *S = Sb + (t - t0) * BR * BC_B;
+                    float *dS = dPb + (t - t0) * BR * BC_B;
+                    int64_t j0 = t * BC_B;
+                    for (int64_t r = 0; r < BR; r++) {
+                        float *pr = P + r * BC_B;
+                        if (il[r] == 0.0f) {
+                            memset(pr, 0, BC_B * sizeof(float));
+                            memset(dS + r * BC_B, 0, BC_B * sizeof(float));
+                            continue;
+                        }
+                        kt->exp_row(S + r * BC_B, pr, BC_B, escale, m[r]);
+                        kt->scale_row(pr, BC_B, il[r]);
+                        float *ds = dS + r * BC_B;
+                        if (capped) {
+                            const float *g = Gb + (t - t0) * BR * BC_B + r * BC_B;
+                            for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
+                        } else {
+                            for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * d->scale;
+                        }
+                    }
+                    const float *pd = P;
+                    if (d->dropout) {
+                        memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
+                        dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
+                        pd = Pd;
+                    }
+                    tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + j0 * DvP, DvP, 1);
+                    tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + j0 * DP, DP, 1);
+                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kr + j0 * DP, DP, dQ, DP, 1);
+                }
+                for (int64_t r = 0; r < rows; r++)
+                    memcpy(dq.data + b * dq.stride_b + h * dq.stride_h + (i0 + r) * dq.stride_s, dQ + r * DP,
+                           (size_t)D * sizeof(float));
             }
         }
-        free(Kp), free(add), free(Gt);
-        free(Qp), free(dOp), free(P), free(dS), free(Pd), free(dKb), free(dVb), free(keep);
-        /* dQ = sum of the chunk partials, in chunk order */
+        free(Qp), free(Qu), free(dOp), free(dQ), free(Sb), free(dPb), free(Gb), free(P), free(Pd), free(add);
+        free(keep);
+        /* dK, dV = the chunk partials summed in chunk order */
 #pragma omp for schedule(static)
-        for (int64_t row = 0; row < BH * Sq; row++) {
+        for (int64_t row = 0; row < BHkv * Sk; row++) {
             if (st) continue;
-            int64_t bh = row / Sq, i = row % Sq;
-            float *gq = dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s;
-            const float *p0 = parts + ((size_t)(bh * nchunk) * (size_t)SqP + (size_t)i) * (size_t)DP;
-            for (int64_t c = 0; c < D; c++) gq[c] = p0[c];
+            int64_t bhk = row / Sk, j = row % Sk;
+            float *gk = dk.data + (bhk / Hkv) * dk.stride_b + (bhk % Hkv) * dk.stride_h + j * dk.stride_s;
+            float *gv = dv.data + (bhk / Hkv) * dv.stride_b + (bhk % Hkv) * dv.stride_h + j * dv.stride_s;
+            const float *k0 = pk + ((size_t)(bhk * nchunk) * (size_t)SkP + (size_t)j) * (size_t)DP;
+            const float *v0 = pv + ((size_t)(bhk * nchunk) * (size_t)SkP + (size_t)j) * (size_t)DvP;
+            for (int64_t c = 0; c < D; c++) gk[c] = k0[c];
+            for (int64_t c = 0; c < Dv; c++) gv[c] = v0[c];
             for (int64_t cc = 1; cc < nchunk; cc++) {
-                const float *pc = p0 + (size_t)cc * (size_t)(SqP * DP);
-                for (int64_t c = 0; c < D; c++) gq[c] += pc[c];
+                const float *kc = k0 + (size_t)cc * (size_t)(SkP * DP), *vc = v0 + (size_t)cc * (size_t)(SkP * DvP);
+                for (int64_t c = 0; c < D; c++) gk[c] += kc[c];
+                for (int64_t c = 0; c < Dv; c++) gv[c] += vc[c];
             }
         }
     }
-    free(parts), free(panels), free(rowm), free(rowil), free(rowdi);
+    free(panels), free(krows), free(pk), free(pv);
     return st;
 }
