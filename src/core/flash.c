@@ -420,6 +420,23 @@ static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const m
     if (d->dropout) dropout_tile(kt, d, mc, dP, BC_B, BC_B, rows, b, h, i0, j0, keep);
 }
 
+/* Fold one (S, dP) tile into the rows' statistics (m, l, acc = sum exp(s -
+ * m) dP); E: a BC_B scratch row for the exponentials (S is kept). */
+static void fold_tile(const attn_kernel_table *kt, const float *S, const float *dP, int64_t rows, float escale,
+                      float *m, float *l, float *acc, float *E) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *sr = S + r * BC_B;
+        float mt = kt->max_row(sr, BC_B) * escale;
+        if (mt == -INFINITY) continue; /* no visible key in this tile */
+        if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
+            float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
+            l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
+        }
+        l[r] += kt->exp_row(sr, E, BC_B, escale, m[r]);
+        acc[r] += kt->dot_row(E, dP + r * BC_B, BC_B);
+    }
+}
+
 static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc,
                                  attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *l_out,
                                  float *t_out) {
@@ -455,16 +472,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
                 bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, j0, add, any_add);
                 bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, j0, keep);
-                for (int64_t r = 0; r < rows; r++) {
-                    float *sr = S + r * BC_B, mt = kt->max_row(sr, BC_B) * escale;
-                    if (mt == -INFINITY) continue; /* no visible key in this tile */
-                    if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
-                        float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
-                        l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
-                    }
-                    l[r] += kt->exp_row(sr, sr, BC_B, escale, m[r]);
-                    acc[r] += kt->dot_row(sr, dP + r * BC_B, BC_B);
-                }
+                /* the scratch row is S's row 0: rows are folded in order, row 0 first (in place) */
+                fold_tile(kt, S, dP, rows, escale, m, l, acc, S);
             }
             for (int64_t r = 0; r < rows; r++) {
                 size_t at = (size_t)(bh * Sq + i0 + r);
@@ -665,17 +674,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, S, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows,
                                i0, t * BC_B, add, any_add);
                     bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dP, rows, b, h, i0, t * BC_B, keep);
-                    for (int64_t r = 0; !gm && r < rows; r++) {
-                        const float *sr = S + r * BC_B;
-                        float mt = kt->max_row(sr, BC_B) * escale;
-                        if (mt == -INFINITY) continue; /* no visible key in this tile */
-                        if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
-                            float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
-                            l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
-                        }
-                        l[r] += kt->exp_row(sr, P, BC_B, escale, m[r]);
-                        acc[r] += kt->dot_row(P, dP + r * BC_B, BC_B);
-                    }
+                    if (!gm) fold_tile(kt, S, dP, rows, escale, m, l, acc, P);
                 }
                 for (int64_t r = 0; r < BR; r++) {
                     if (gm && r < rows) {
