@@ -140,22 +140,26 @@ static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
     }
 }
 
-/* Row stride of a transposed (D x SkP) panel: SkP plus one cache line, so
- * that the rows a microkernel walks do not all map to the same L1 sets when
- * SkP * 4 is a multiple of 4 KiB (S = 2048, 4096, ...). */
-static int64_t panel_ld(int64_t SkP) { return SkP + 16; }
-
-/* Pack K^T (D x SkP, row stride panel_ld) and V (SkP x DvP) of one head,
+/* Pack K^T of one head as 16-key panels, the micro-kernel's B operand
+ * contiguous (panel p: D x 16 at KT + p * D * 16), and V (SkP x DvP),
  * zero-padded; 16-bit inputs are converted here (tmp: D + Dv floats). */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
                     float *KT, float *Vp /* NULL: V is used in place */, float *tmp) {
-    int64_t ldk = panel_ld(SkP);
     for (int64_t j = 0; j < SkP; j++) {
         const float *kr = j < d->Sk ? attn_row_f32(k, d->qkv_dtype, b, h, j, d->D, tmp) : NULL;
         const float *vr = j < d->Sk && Vp ? attn_row_f32(v, d->qkv_dtype, b, h, j, d->Dv, tmp + d->D) : NULL;
-        for (int64_t c = 0; c < d->D; c++) KT[c * ldk + j] = kr ? kr[c] : 0.0f;
+        float *kp = KT + (j / 16) * d->D * 16 + j % 16;
+        for (int64_t c = 0; c < d->D; c++) kp[c * 16] = kr ? kr[c] : 0.0f;
         for (int64_t c = 0; Vp && c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
     }
+}
+
+/* C (M x N) = A (M x K) B (K x N) with B in 16-column panels (panel p: K x 16
+ * at Bp + p * K * 16), M % 6 == 0, N % 16 == 0. */
+static void tile_gemm_panels(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                             const float *Bp, float *C, int64_t ldc) {
+    for (int64_t j = 0; j < N; j += 16)
+        for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16(K, A + i * lda, lda, Bp + j * K, 16, C + i * ldc + j, ldc, 0);
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
@@ -234,7 +238,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     /* V rows are used in place when Dv is a multiple of 16 (the N of the PV tile) */
     int v_direct = Dv % 16 == 0 && !attn_is16(d->qkv_dtype), mods = has_mods(d);
     size_t head_kt, head_v = 0, npanel, nwork;
-    if (attn_mul_size((size_t)panel_ld(SkP), (size_t)D, &head_kt) ||
+    if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) ||
         (!v_direct && attn_mul_size((size_t)SkP, (size_t)DvP, &head_v)) ||
         attn_mul3_size((size_t)(B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
@@ -318,7 +322,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
                 /* the block's last tile is trimmed to the keys some row can see */
                 int64_t nc = khi - j0 < BC_F ? round_up(khi - j0, 16) : BC_F;
-                tile_gemm(kt, BR, nc, D, Qp, D, KT + j0, panel_ld(SkP), S, BC_F, 0);
+                tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, S, BC_F);
                 if (mods) apply_mods(kt, d, &sq, h, S, BC_F, nc, rows, i0, j0);
                 if (tile_needs_mask(d, &sq, nc, i0, rows, j0, any_add))
                     mask_tile(d, &sq, S, BC_F, nc, rows, i0, j0, add, any_add);
