@@ -377,8 +377,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
  * cancels as exactly as it does in torch. FlashAttention's shortcut Di = dO.O
  * and P = exp(s - lse) with a float lse cannot: their rounding does not cancel
  * and peaked softmax (logits of 100-1000) lost up to 1000x the precision of
- * float32 PyTorch (issue 9). The price is two more tile products (S and dP)
- * per tile: the backward does 7 instead of 5. */
+ * float32 PyTorch (issue 9). The backward keeps a query block's S and dP
+ * tiles from this fold for its gradient pass, so they are computed once:
+ * 5 tile products per tile (flash_bwd). */
 typedef struct bwd_panels {
     float *KT, *VT;     /* per kv head: K^T and V^T in tiles of BC_B keys, keys zero-padded: tile t is
                          * (D x BC_B) at KT + t * D * BC_B (V^T likewise with Dv), so that a tile's
