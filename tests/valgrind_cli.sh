@@ -46,5 +46,33 @@ else
   echo "FAILED: valid cross --grad run under valgrind"
   cat "$tmp/err"
 fi
+# heatmaps: the layout and both renderings, with labels that stress them
+# (UTF-8, empty, long, markup), and a failing one that must keep the sentinel
+for ext in svg png; do
+  printf 'sentinel' > "$tmp/map.$ext"
+  if OMP_NUM_THREADS=1 $vg "$attn" heatmap causal_mha --heads 2 --context-length 18 \
+       --weights "$g/causal_mha_16.weights.safetensors" --input "$g/causal_mha_16.io.safetensors" --batch 1 --head 1 \
+       --output "$tmp/map.$ext" >/dev/null 2>"$tmp/err" &&
+     OMP_NUM_THREADS=1 $vg "$attn" heatmap sa_v1 --weights "$g/sa_v1_0.weights.safetensors" \
+       --input "$g/sa_v1_0.io.safetensors" --output "$tmp/tok.$ext" \
+       --tokens "Ünïcödé,,a-very-long-token-that-gets-cut,<b>&,\",x" >/dev/null 2>>"$tmp/err" &&
+     [ "$(head -c 8 "$tmp/map.$ext")" != sentinel ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAILED: heatmap .$ext under valgrind"
+    cat "$tmp/err"
+  fi
+done
+printf 'sentinel' > "$tmp/keep.png"
+OMP_NUM_THREADS=1 $vg "$attn" heatmap sa_v1 --weights "$g/sa_v1_0.weights.safetensors" --input "$g/sa_v1_0.io.safetensors" \
+  --output "$tmp/keep.png" --tokens a,b >/dev/null 2>"$tmp/err"
+rc=$?
+if [ "$rc" = 2 ] && [ "$(cat "$tmp/keep.png")" = sentinel ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAILED (exit $rc, want 2): heatmap with too few tokens"
+fi
 echo "valgrind_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
