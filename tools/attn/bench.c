@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 static double now(void) {
@@ -221,7 +222,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
 
 int cmd_bench(int argc, char **argv) {
     int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048, Hkv = 0, page = 0;
-    int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0, ring = 0, ring_layout = -1;
+    int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0, ring = 0, ring_layout = -1, blas_keep = 0;
     int64_t window = -1;
     double softcap = 0.0;
     attn_dtype kv_dtype = ATTN_DTYPE_F32, qkv_dtype = ATTN_DTYPE_F32;
@@ -240,7 +241,14 @@ int cmd_bench(int argc, char **argv) {
             decode = 1;
         else if (!strcmp(a, "--ring"))
             ring = 1;
-        else if (!strcmp(a, "--ring-layout")) {
+        else if (!strcmp(a, "--blas-env")) {
+            if (!v || (strcmp(v, "keep") && strcmp(v, "clear"))) {
+                cli_error("--blas-env must be keep or clear");
+                return EXIT_USAGE;
+            }
+            blas_keep = !strcmp(v, "keep");
+            i++;
+        } else if (!strcmp(a, "--ring-layout")) {
             if (!v || (strcmp(v, "contiguous") && strcmp(v, "zigzag"))) {
                 cli_error("--ring-layout must be contiguous or zigzag");
                 return EXIT_USAGE;
@@ -347,6 +355,35 @@ int cmd_bench(int argc, char **argv) {
 #endif
     }
 
+    /* The sgemm reference runs with the BLAS at the machine's full ISA: an
+     * environment that pins OpenBLAS lower (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE:
+     * this project's test environment does) would make every ratio flattering.
+     * Unless --blas-env keep, re-run this command without them (OpenBLAS reads
+     * them once, when it loads); the SDPA kernels do not depend on them. */
+    char pinned[256] = "";
+    for (int e = 0; e < 2; e++) {
+        const char *name = e ? "OPENBLAS_L2_SIZE" : "OPENBLAS_CORETYPE", *val = getenv(name);
+        if (val && *val)
+            snprintf(pinned + strlen(pinned), sizeof pinned - strlen(pinned), "%s%s=%s", *pinned ? " " : "", name, val);
+    }
+    const char *was = getenv("ATTN_BENCH_BLAS_WAS"); /* set by the re-run: what the caller's environment pinned */
+    if (sgemm_n > 0 && *pinned && !blas_keep && !was) {
+        setenv("ATTN_BENCH_BLAS_WAS", pinned, 1);
+        unsetenv("OPENBLAS_CORETYPE"), unsetenv("OPENBLAS_L2_SIZE");
+        fflush(stdout);
+        execv("/proc/self/exe", argv - 1); /* argv - 1: the program's own argv[0] ("attn") */
+        cli_error("bench: cannot re-run without %s: the sgemm reference below is pinned", pinned);
+    }
+    const char *core = openblas_get_corename();
+    char blas_note[384];
+    if (*pinned)
+        snprintf(blas_note, sizeof blas_note, "OpenBLAS %s, PINNED by %s: ratios are against a restricted BLAS",
+                 core ? core : "?", pinned);
+    else if (was && *was)
+        snprintf(blas_note, sizeof blas_note, "OpenBLAS %s, unrestricted (re-run without %s)", core ? core : "?", was);
+    else
+        snprintf(blas_note, sizeof blas_note, "OpenBLAS %s", core ? core : "?");
+
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
     sg_ctx sg = {(int)sgemm_n, NULL, NULL, NULL};
@@ -438,15 +475,16 @@ int cmd_bench(int argc, char **argv) {
     double sg_ms = r.tb * 1e3, sg_gflops = r.tb > 0 ? sg_flops / r.tb * 1e-9 : 0.0;
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json) {
-        printf("{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
-               "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"Sq\": %lld, "
-               "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
-               "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
-               "\"ratio_to_sgemm\": %.3f}\n",
-               backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
-               (long long)H, (long long)Hkv, (long long)window, softcap, alibi ? "true" : "false", (long long)S,
-               (long long)Sk, (long long)D, causal ? "true" : "false", nthreads, reps, t * 1e3, gflops,
-               (long long)sgemm_n, sg_ms, sg_gflops, ratio);
+        printf(
+            "{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
+            "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"Sq\": %lld, "
+            "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
+            "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
+            "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\"}\n",
+            backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H,
+            (long long)Hkv, (long long)window, softcap, alibi ? "true" : "false", (long long)S, (long long)Sk,
+            (long long)D, causal ? "true" : "false", nthreads, reps, t * 1e3, gflops, (long long)sgemm_n, sg_ms,
+            sg_gflops, ratio, core ? core : "?", pinned, was ? was : "");
     } else {
         char feat[96] = "";
         int fl = 0;
@@ -460,7 +498,8 @@ int cmd_bench(int argc, char **argv) {
                backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
                (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", feat, nthreads,
                t * 1e3, gflops);
-        if (sgemm_n > 0) printf("; sgemm %lld^3: %.1f GFLOP/s; ratio %.2f", (long long)sgemm_n, sg_gflops, ratio);
+        if (sgemm_n > 0)
+            printf("; sgemm %lld^3: %.1f GFLOP/s (%s); ratio %.2f", (long long)sgemm_n, sg_gflops, blas_note, ratio);
         printf("\n");
     }
     free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse), free(slopes);

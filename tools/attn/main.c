@@ -33,6 +33,7 @@ static void usage(FILE *f) {
                "                       the last line is 'accuracy X' on held-out sequences\n"
                "  bench [--batch B] [--heads H] [--kv-heads H2] [--seq S] [--kv-seq S2] [--head-dim D]\n"
                "        [--causal] [--backward] [--impl fast|ref] [--threads N] [--json] [--min-time SEC]\n"
+               "        [--blas-env clear|keep]\n"
                "                       time the core SDPA next to OpenBLAS sgemm (GFLOP/s)\n"
                "  bench --decode [--batch B] [--heads Hq] [--kv-heads Hkv] [--head-dim D] --kv-seq T\n"
                "        [--kv-dtype f32] [--page-size P] [--json]\n"
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
     if (strcmp(cmd, "heatmap") == 0) return cmd_heatmap(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("attn %s\n", attn_version());
+        printf("attn %s (kernels: %s)\n", attn_version(), attn_kernel_name());
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
