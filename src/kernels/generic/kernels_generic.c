@@ -6,22 +6,40 @@
 #include "../../base/half.h"
 
 #include <math.h>
+#include <string.h>
 
-/* C[6x16] (+)= A[6xK] B[Kx16] with A(i, k) at A[i * rs + k * cs]. */
+/* 4-lane float vectors of the compiler (GCC/Clang vector extensions: SSE on
+ * x86-64, NEON on aarch64, scalar code elsewhere): portable C, no intrinsics. */
+typedef float v4 __attribute__((vector_size(16)));
+
+static inline v4 v4_load(const float *p) {
+    v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void v4_store(float *p, v4 v) { memcpy(p, &v, sizeof v); }
+
+/* C[6x16] (+)= A[6xK] B[Kx16] with A(i, k) at A[i * rs + k * cs], as two
+ * 6 x 8 halves: 12 vector accumulators, 2 B vectors and one broadcast fit
+ * 16 vector registers (a 6 x 16 block of plain floats spilled to memory). */
 static void gemm_6x16_strided(int64_t K, const float *A, int64_t rs, int64_t cs, const float *B, int64_t ldb, float *C,
                               int64_t ldc, int acc) {
-    float c[6][16];
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 16; j++) c[i][j] = acc ? C[i * ldc + j] : 0.0f;
-    for (int64_t k = 0; k < K; k++) {
-        const float *b = B + k * ldb;
-        for (int i = 0; i < 6; i++) {
-            float a = A[i * rs + k * cs];
-            for (int j = 0; j < 16; j++) c[i][j] += a * b[j];
+    for (int h = 0; h < 16; h += 8) {
+        v4 c[6][2];
+        for (int i = 0; i < 6; i++)
+            for (int w = 0; w < 2; w++) c[i][w] = acc ? v4_load(C + i * ldc + h + 4 * w) : (v4){0, 0, 0, 0};
+        for (int64_t k = 0; k < K; k++) {
+            v4 b0 = v4_load(B + k * ldb + h), b1 = v4_load(B + k * ldb + h + 4);
+            for (int i = 0; i < 6; i++) {
+                float a = A[i * rs + k * cs];
+                v4 av = {a, a, a, a};
+                c[i][0] += av * b0;
+                c[i][1] += av * b1;
+            }
         }
+        for (int i = 0; i < 6; i++)
+            for (int w = 0; w < 2; w++) v4_store(C + i * ldc + h + 4 * w, c[i][w]);
     }
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 16; j++) C[i * ldc + j] = c[i][j];
 }
 
 static void gemm_6x16(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
@@ -51,9 +69,44 @@ static float exp_cephes(float x) {
     return ldexpf(y, (int)n);
 }
 
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* exp_cephes on 4 lanes, bitwise the same per lane: the clamp, floor(x
+ * log2(e) + 1/2), the same polynomial, and 2^n applied as two exact powers
+ * of two (one rounding, as ldexpf) */
+static inline v4 v4_exp(v4 x) {
+    const v4 lo = {-87.33654f, -87.33654f, -87.33654f, -87.33654f};
+    const v4 hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
+    v4i under = x<lo, over = x> hi;
+    x = (v4)(((v4i)x & ~over) | ((v4i)hi & over));
+    v4 t = x * 1.44269504088896341f + 0.5f;
+    v4i ni = __builtin_convertvector(t, v4i); /* toward zero, then down to the floor */
+    ni += (v4i)(__builtin_convertvector(ni, v4) > t);
+    v4 n = __builtin_convertvector(ni, v4);
+    v4 r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    v4 y = r * 1.9875691500e-4f + 1.3981999507e-3f; /* the scalar code's y = c0; y = y r + c1 */
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    v4i n1 = ni >> 1, n2 = ni - n1; /* 2^n = 2^n1 2^n2, each a normal float */
+    y = y * (v4)((n1 + 127) << 23) * (v4)((n2 + 127) << 23);
+    return (v4)((v4i)y & ~under);
+}
+
 static float exp_row(const float *x, float *y, int64_t n, float scale, float m) {
-    float lane[8] = {0};
-    for (int64_t j = 0; j < n; j++) {
+    v4 l0 = {0, 0, 0, 0}, l1 = l0; /* lanes j % 8 = 0..3 and 4..7 */
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        v4 e0 = v4_exp(v4_load(x + j) * scale - m), e1 = v4_exp(v4_load(x + j + 4) * scale - m);
+        v4_store(y + j, e0), v4_store(y + j + 4, e1);
+        l0 += e0, l1 += e1;
+    }
+    float lane[8];
+    v4_store(lane, l0), v4_store(lane + 4, l1);
+    for (; j < n; j++) {
         float e = exp_cephes(x[j] * scale - m);
         y[j] = e;
         lane[j & 7] += e;
@@ -69,8 +122,17 @@ static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float sca
 }
 
 static float max_row(const float *x, int64_t n) {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    v4 mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) { /* per lane m = x > m ? x : m (a NaN never wins, as below) */
+        v4 v = v4_load(x + j);
+        v4i gt = v > mv;
+        mv = (v4)(((v4i)v & gt) | ((v4i)mv & ~gt));
+    }
+    float lane[4], m = -INFINITY;
+    v4_store(lane, mv);
+    for (int l = 0; l < 4; l++) m = lane[l] > m ? lane[l] : m;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
     return m;
 }
 
