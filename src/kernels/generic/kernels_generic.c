@@ -54,6 +54,7 @@ static void gemm_6x16_tn(int64_t K, const float *A, int64_t lda, const float *B,
 
 /* Cephes-style expf: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2). */
 static float exp_cephes(float x) {
+    if (x != x) return x; /* NaN (the conversions below would be undefined) */
     if (x < -87.33654f) return 0.0f;
     if (x > 88.3762626647949f) x = 88.3762626647949f;
     float n = floorf(x * 1.44269504088896341f + 0.5f);
@@ -77,9 +78,12 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 static inline v4 v4_exp(v4 x) {
     const v4 lo = {-87.33654f, -87.33654f, -87.33654f, -87.33654f};
     const v4 hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
-    v4i under = x<lo, over = x> hi;
-    x = (v4)(((v4i)x & ~over) | ((v4i)hi & over));
-    v4 t = x * 1.44269504088896341f + 0.5f;
+    v4i under = x<lo, over = x> hi, nan = x != x;
+    /* every lane stays in range for the integer steps (no overflow, no
+     * negative shift): below lo computes exp(lo) and is zeroed at the end,
+     * NaN computes with n = 0 and stays NaN */
+    x = (v4)(((v4i)x & ~(over | under)) | ((v4i)hi & over) | ((v4i)lo & under));
+    v4 t = (v4)((v4i)(x * 1.44269504088896341f + 0.5f) & ~nan);
     v4i ni = __builtin_convertvector(t, v4i); /* toward zero, then down to the floor */
     ni += (v4i)(__builtin_convertvector(ni, v4) > t);
     v4 n = __builtin_convertvector(ni, v4);
