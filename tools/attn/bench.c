@@ -350,6 +350,7 @@ int cmd_bench(int argc, char **argv) {
         cli_ring_end();
         return rc;
 #else
+        (void)ring_layout;
         cli_error("bench --ring needs libattn built with MPI (install libopenmpi-dev and rebuild)");
         return EXIT_USAGE;
 #endif
