@@ -89,6 +89,21 @@ static int cuts(uint32_t *s, int64_t n, int64_t *at) {
     return m;
 }
 
+/* the statistics of query rows [qs, qs + n) of every (b, h): between the
+ * whole rows' arrays (B*H rows of Sq) and a block's (B*H rows of n) */
+static void stats_rows(float *const whole[3], float *const blk[3], int64_t BH, int64_t Sq, int64_t qs, int64_t n,
+                       int to_block) {
+    for (int a = 0; a < 3; a++)
+        for (int64_t bh = 0; bh < BH; bh++)
+            for (int64_t i = 0; i < n; i++) {
+                float *w = whole[a] + bh * Sq + qs + i, *k = blk[a] + bh * n + i;
+                if (to_block)
+                    *k = *w;
+                else
+                    *w = *k;
+            }
+}
+
 static void run_case(uint32_t *s, int cid) {
     prob p;
     make(&p, s);
@@ -110,6 +125,7 @@ static void run_case(uint32_t *s, int cid) {
     float *bo = calloc(no, 4), *bl = malloc(nl * 4), *bdq = calloc(nq, 4), *bdk = calloc(nk, 4), *bdv = calloc(nv, 4);
     float *po = calloc(no, 4), *pl = malloc(nl * 4), *pdq = calloc(nq, 4), *pdk = calloc(nk, 4), *pdv = calloc(nv, 4);
     float *m = malloc(nl * 4), *l = malloc(nl * 4), *t = malloc(nl * 4);
+    float *whole[3] = {m, l, t}, *blk[3] = {malloc(nl * 4 + 4), malloc(nl * 4 + 4), malloc(nl * 4 + 4)};
     for (size_t i = 0; i < nl; i++) m[i] = -INFINITY, l[i] = 0.0f, t[i] = 0.0f;
     for (int impl = ATTN_IMPL_AUTO; impl <= ATTN_IMPL_REF; impl++) {
         memset(bo, 0, no * 4), memset(bdq, 0, nq * 4), memset(bdk, 0, nk * 4), memset(bdv, 0, nv * 4);
@@ -141,20 +157,9 @@ static void run_case(uint32_t *s, int cid) {
                         bl[r] = (float)(M + log(wa + wp));
                     }
                 if (impl == ATTN_IMPL_AUTO) { /* statistics per block row, then folded */
-                    float *mm = malloc((size_t)(B * H * nqb + 1) * 4), *ll = malloc((size_t)(B * H * nqb + 1) * 4);
-                    float *tt = malloc((size_t)(B * H * nqb + 1) * 4);
-                    for (int64_t bh = 0; bh < B * H; bh++)
-                        for (int64_t i = 0; i < nqb; i++) {
-                            size_t r = (size_t)(bh * Sq + qs + i);
-                            mm[bh * nqb + i] = m[r], ll[bh * nqb + i] = l[r], tt[bh * nqb + i] = t[r];
-                        }
-                    CHECK_OK(attn_sdpa_block_stats(&e, vq, vk, vv, vdo, mm, ll, tt));
-                    for (int64_t bh = 0; bh < B * H; bh++)
-                        for (int64_t i = 0; i < nqb; i++) {
-                            size_t r = (size_t)(bh * Sq + qs + i);
-                            m[r] = mm[bh * nqb + i], l[r] = ll[bh * nqb + i], t[r] = tt[bh * nqb + i];
-                        }
-                    free(mm), free(ll), free(tt);
+                    stats_rows(whole, blk, B * H, Sq, qs, nqb, 1);
+                    CHECK_OK(attn_sdpa_block_stats(&e, vq, vk, vv, vdo, blk[0], blk[1], blk[2]));
+                    stats_rows(whole, blk, B * H, Sq, qs, nqb, 0);
                 }
             }
         char label[96];
@@ -169,13 +174,8 @@ static void run_case(uint32_t *s, int cid) {
             int64_t qs = qa[a], nqb = qa[a + 1] - qs, ks = ka[c], nkb = ka[c + 1] - ks;
             attn_sdpa_desc e = *d;
             e.Sq = nqb, e.Sk = nkb, e.q_start = qs, e.k_start = ks, e.Sq_total = Sq, e.Sk_total = Sk;
-            float *mm = malloc((size_t)(B * H * nqb + 1) * 4), *ll = malloc((size_t)(B * H * nqb + 1) * 4);
-            float *tt = malloc((size_t)(B * H * nqb + 1) * 4);
-            for (int64_t bh = 0; bh < B * H; bh++)
-                for (int64_t i = 0; i < nqb; i++) {
-                    size_t r = (size_t)(bh * Sq + qs + i);
-                    mm[bh * nqb + i] = m[r], ll[bh * nqb + i] = l[r], tt[bh * nqb + i] = t[r];
-                }
+            stats_rows(whole, blk, B * H, Sq, qs, nqb, 1);
+            float *mm = blk[0], *ll = blk[1], *tt = blk[2];
             memset(pdq, 0, nq * 4), memset(pdk, 0, nk * 4), memset(pdv, 0, nv * 4);
             CHECK_OK(attn_sdpa_block_backward(&e, view(es, Q, H, Sq, D, qs), view(es, K, Hkv, Sk, D, ks),
                                               view(es, V, Hkv, Sk, Dv, ks), view(4, p.dout, H, Sq, Dv, qs), mm, ll, tt,
@@ -184,7 +184,6 @@ static void run_case(uint32_t *s, int cid) {
             for (size_t i = 0; i < nq; i++) bdq[i] += pdq[i];
             for (size_t i = 0; i < nk; i++) bdk[i] += pdk[i];
             for (size_t i = 0; i < nv; i++) bdv[i] += pdv[i];
-            free(mm), free(ll), free(tt);
         }
     char label[96];
     snprintf(label, sizeof label, "case %d: summed block dq", cid);
@@ -195,6 +194,7 @@ static void run_case(uint32_t *s, int cid) {
     tu_allclose(label, bdv, dv, nv, 2e-4, 2e-5);
     free(out), free(lse), free(dq), free(dk), free(dv), free(bo), free(bl), free(bdq), free(bdk), free(bdv);
     free(po), free(pl), free(pdq), free(pdk), free(pdv), free(m), free(l), free(t);
+    free(blk[0]), free(blk[1]), free(blk[2]);
     release(&p);
 }
 

@@ -20,23 +20,6 @@ typedef struct cell {
     int masked;
 } cell;
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = '\0';
-    if (len) *len = (size_t)n;
-    fclose(f);
-    return s;
-}
-
 static int run(const char *args) {
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", attn, args);
@@ -116,7 +99,7 @@ static void check_case(const char *name, const char *flags, int mapped_masks) {
             CHECK(run(args) == 0, "%s: attn %s failed", name, args);
             snprintf(args, sizeof args, fmt, flags, wpath, iopath, (long long)h, (long long)b, "png");
             CHECK(run(args) == 0, "%s: attn %s failed", name, args);
-            char *svg = slurp("hm.svg", NULL);
+            char *svg = tu_slurp("hm.svg", NULL);
             CHECK(svg != NULL, "%s: no SVG", name);
             if (!svg) continue;
             long W = 0, Hh = 0, pw = 0, ph = 0;
@@ -174,7 +157,7 @@ static void check_errors(void) {
     snprintf(args, sizeof args, "heatmap causal_mha --heads 2 --weights '%s' --input '%s' --output map.jpg", wpath,
              iopath);
     CHECK(run(args) == 2, ".jpg output: exit 2");
-    char *k = slurp("keep.png", NULL);
+    char *k = tu_slurp("keep.png", NULL);
     CHECK(k && !strcmp(k, "keep"), "a failed heatmap changed the existing output");
     free(k);
     /* tokens label the axes, escaped in the SVG */
@@ -183,7 +166,7 @@ static void check_errors(void) {
              "'%s/golden/sa_v1_0.io.safetensors' --output tok.svg --tokens 'Your,journey,starts,with,one,a<b&c'",
              tu_srcdir, tu_srcdir);
     CHECK(run(args) == 0, "heatmap with tokens");
-    char *svg = slurp("tok.svg", NULL);
+    char *svg = tu_slurp("tok.svg", NULL);
     CHECK(svg && strstr(svg, ">journey</text>") && strstr(svg, ">a&lt;b&amp;c</text>"), "token labels in the SVG");
     free(svg);
     /* --vmax auto: the largest weight gets the top color of the scale (viridis' yellow) */
@@ -193,7 +176,7 @@ static void check_errors(void) {
     CHECK(run(args) == 0, "--vmax auto");
     snprintf(args, sizeof args, v2, tu_srcdir, tu_srcdir, "zero.svg", "0");
     CHECK(run(args) == 2, "--vmax 0 is a usage error");
-    svg = slurp("auto.svg", NULL);
+    svg = tu_slurp("auto.svg", NULL);
     static cell cs[64 * 64];
     long W, H, n = svg ? svg_cells(svg, cs, 64 * 64, &W, &H) : 0, top = 0;
     for (long i = 1; i < n && i < 64 * 64; i++) top = cs[i].wv > cs[top].wv ? i : top;
@@ -219,7 +202,7 @@ static void check_demo(void) {
         char path[256];
         size_t len = 0;
         snprintf(path, sizeof path, "maps/%s.svg", names[i]);
-        char *svg = slurp(path, &len);
+        char *svg = tu_slurp(path, &len);
         CHECK(svg && strstr(svg, "data-w=\""), "%s: no cells", path);
         long W, H, pw = 0, ph = 0;
         cell c[64];
@@ -232,7 +215,7 @@ static void check_demo(void) {
         free(svg);
     }
     /* the causal map masks exactly the 15 keys above the diagonal */
-    char *svg = slurp("maps/04_causal.svg", NULL);
+    char *svg = tu_slurp("maps/04_causal.svg", NULL);
     long W, H, masked = 0, bad = 0;
     cell c[36];
     long n = svg ? svg_cells(svg, c, 36, &W, &H) : 0;

@@ -8,19 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 /* Remove whitespace and ", grad_fn=<...>" in place. */
 static void normalize(char *s) {
     char *w = s;
@@ -59,7 +46,7 @@ int main(int argc, char **argv) {
     }
     char path[1024];
     snprintf(path, sizeof path, "%s/seed_tensors.txt", tu_srcdir);
-    char *exp = slurp(path), *demo = slurp(argv[2]);
+    char *exp = tu_slurp(path, NULL), *demo = tu_slurp(argv[2], NULL);
     CHECK(exp && demo, "cannot read %s or %s", path, argv[2]);
     if (!exp || !demo) return tu_finish("test_seed_tensors");
     normalize(demo);

@@ -35,6 +35,8 @@ void tu_init(int argc, char **argv);
 /* Small deterministic LCG for test data: uniform in [-1, 1) and in [lo, hi]. */
 float tu_frand(uint32_t *state);
 int tu_irand(uint32_t *state, int lo, int hi);
+/* A whole file, NUL-terminated (malloc'ed; its length in *len if len), or NULL */
+char *tu_slurp(const char *path, size_t *len);
 /* n floats uniform in [-amp, amp) (malloc'ed, at least one element) */
 float *tu_rand_array(size_t n, uint32_t *state, float amp);
 /* float32 -> bfloat16 bits, round to nearest even */
