@@ -134,6 +134,46 @@ def _causal(c):
     return _capi.CAUSAL[c]
 
 
+def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes):
+    """The shared options of a descriptor (sdpa, attention_weights, KVCache.attend).
+    Sk: the key_mask's width (None: any width, e.g. a cache's capacity).
+    Returns the arrays d points into (keep them alive during the call)."""
+    kept = []
+    d.causal = _causal(causal)
+    if scale is not None:
+        d.scale = float(scale)
+    if key_mask is not None:
+        m = _array(key_mask, "key_mask", (2,), (np.bool_, np.uint8))
+        if m.shape[0] != B or (Sk is not None and m.shape[1] != Sk):
+            raise ValueError("key_mask must be (B, Sk) = (%d, %s), got %s" % (B, Sk if Sk is not None else "T", m.shape))
+        m = np.ascontiguousarray(m.astype(np.uint8, copy=False))
+        kept.append(m)
+        d.key_mask, d.key_mask_stride_b, d.key_mask_polarity = _u8ptr(m), m.shape[1], _capi.MASK_TRUE_MEANS_MASKED
+    if seqlens_k is not None:
+        sl = _array(seqlens_k, "seqlens_k", (1,), (np.int32, np.int64))
+        if sl.shape != (B,):
+            raise ValueError("seqlens_k must be (B,) = (%d,), got %s" % (B, sl.shape))
+        sl = np.ascontiguousarray(sl)
+        kept.append(sl)
+        d.seqlens_k = sl.ctypes.data
+        d.seqlens_k_dtype = _capi.DTYPE["i32"] if sl.dtype == np.int32 else _capi.DTYPE["i64"]
+    try:
+        left, right = (int(w) for w in window)
+    except (TypeError, ValueError):
+        raise ValueError("window must be a pair (left, right) of ints, -1 = unbounded; got %r" % (window,))
+    if left >= 0 or right >= 0:
+        d.window, d.window_left, d.window_right = 1, left, right
+    d.softcap = float(softcap)
+    if alibi_slopes is not None:
+        a = _array(alibi_slopes, "alibi_slopes", (1,))
+        if a.shape != (H,):
+            raise ValueError("alibi_slopes must be (H,) = (%d,), got %s" % (H, a.shape))
+        a = np.ascontiguousarray(a)
+        kept.append(a)
+        d.alibi_slopes = _fptr(a)
+    return kept
+
+
 class _Call:
     """A filled attn_sdpa_desc and the arrays it points into (kept alive)."""
 
@@ -155,41 +195,10 @@ class _Call:
         lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, Sk, D, Dv)
         d.Hkv = Hkv
         d.qkv_dtype = dt
-        d.causal = _causal(causal)
-        if scale is not None:
-            d.scale = float(scale)
         if impl not in _capi.IMPL:
             raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
         d.impl = _capi.IMPL[impl]
-        self.mask = None
-        if key_mask is not None:
-            m = _array(key_mask, "key_mask", (2,), (np.bool_, np.uint8))
-            if m.shape != (B, Sk):
-                raise ValueError("key_mask must be (B, Sk) = (%d, %d), got %s" % (B, Sk, m.shape))
-            self.mask = np.ascontiguousarray(m.astype(np.uint8, copy=False))
-            d.key_mask, d.key_mask_stride_b, d.key_mask_polarity = _u8ptr(self.mask), Sk, _capi.MASK_TRUE_MEANS_MASKED
-        self.seqlens = None
-        if seqlens_k is not None:
-            s = _array(seqlens_k, "seqlens_k", (1,), (np.int32, np.int64))
-            if s.shape != (B,):
-                raise ValueError("seqlens_k must be (B,) = (%d,), got %s" % (B, s.shape))
-            self.seqlens = np.ascontiguousarray(s)
-            d.seqlens_k = self.seqlens.ctypes.data
-            d.seqlens_k_dtype = _capi.DTYPE["i32"] if s.dtype == np.int32 else _capi.DTYPE["i64"]
-        try:
-            left, right = (int(w) for w in window)
-        except (TypeError, ValueError):
-            raise ValueError("window must be a pair (left, right) of ints, -1 = unbounded; got %r" % (window,))
-        if left >= 0 or right >= 0:
-            d.window, d.window_left, d.window_right = 1, left, right
-        d.softcap = float(softcap)
-        self.slopes = None
-        if alibi_slopes is not None:
-            a = _array(alibi_slopes, "alibi_slopes", (1,))
-            if a.shape != (H,):
-                raise ValueError("alibi_slopes must be (H,) = (%d,), got %s" % (H, a.shape))
-            self.slopes = np.ascontiguousarray(a)
-            d.alibi_slopes = _fptr(self.slopes)
+        self.kept = _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes)
         self.desc, self.shape = d, (B, H, Sq, Sk, D, Dv)
 
 
@@ -517,23 +526,7 @@ class KVCache(_Owned):
         B, H, Sq, D = q.shape
         d = _capi.SdpaDesc()
         lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, 0, D, self.v_head_dim)
-        d.causal = _causal(causal)
-        if scale is not None:
-            d.scale = float(scale)
-        keep = []
-        if key_mask is not None:
-            m = np.ascontiguousarray(_array(key_mask, "key_mask", (2,), (np.bool_, np.uint8)).astype(np.uint8))
-            keep.append(m)
-            d.key_mask, d.key_mask_stride_b, d.key_mask_polarity = _u8ptr(m), m.shape[1], \
-                _capi.MASK_TRUE_MEANS_MASKED
-        left, right = (int(w) for w in window)
-        if left >= 0 or right >= 0:
-            d.window, d.window_left, d.window_right = 1, left, right
-        d.softcap = float(softcap)
-        if alibi_slopes is not None:
-            a = np.ascontiguousarray(_array(alibi_slopes, "alibi_slopes", (1,)))
-            keep.append(a)
-            d.alibi_slopes = _fptr(a)
+        keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes)  # alive during the call
         out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
         lse = np.empty((B, H, Sq), np.float32) if return_lse else None
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),
