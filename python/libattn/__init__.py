@@ -145,7 +145,8 @@ def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, a
     if key_mask is not None:
         m = _array(key_mask, "key_mask", (2,), (np.bool_, np.uint8))
         if m.shape[0] != B or (Sk is not None and m.shape[1] != Sk):
-            raise ValueError("key_mask must be (B, Sk) = (%d, %s), got %s" % (B, Sk if Sk is not None else "T", m.shape))
+            want = "(%d, %s)" % (B, Sk if Sk is not None else "T")
+            raise ValueError("key_mask must be (B, Sk) = %s, got %s" % (want, m.shape))
         m = np.ascontiguousarray(m.astype(np.uint8, copy=False))
         kept.append(m)
         d.key_mask, d.key_mask_stride_b, d.key_mask_polarity = _u8ptr(m), m.shape[1], _capi.MASK_TRUE_MEANS_MASKED
@@ -526,7 +527,8 @@ class KVCache(_Owned):
         B, H, Sq, D = q.shape
         d = _capi.SdpaDesc()
         lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, 0, D, self.v_head_dim)
-        keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes)  # alive during the call
+        # keep: the arrays d points into, alive during the call
+        keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes)
         out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
         lse = np.empty((B, H, Sq), np.float32) if return_lse else None
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),
