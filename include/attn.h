@@ -271,9 +271,13 @@ ATTN_API attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, att
  * by log-sum-exp. Backward needs the whole rows' softmax statistics, folded
  * over every key block first:
  *   m, l, t (B, H, Sq), set by the caller to -INFINITY, 0, 0; each call folds
- *   one key block in: m = row max of the (modified) scores, l = sum exp(s -
- *   m), t = sum exp(s - m) dP with dP = dout . v. Fold the blocks in a fixed
- *   order for reproducible results. */
+ *   one key block in. Base 2, as the fused kernels compute them: with
+ *   u = s * log2(e) (s the scaled, modified score), m = row max of u,
+ *   l = sum 2^(u - m), t = sum 2^(u - m) dP with dP = dout . v; so the
+ *   row's log-sum-exp is (m + log2(l)) * ln(2). Pass them to
+ *   attn_sdpa_block_backward unchanged (converting m to natural units and
+ *   back would round it, and every P of the row with it). Fold the blocks
+ *   in a fixed order for reproducible results. */
 ATTN_API attn_status attn_sdpa_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v,
                                            attn_view dout, float *m, float *l, float *t);
 /* One key block's share of the gradients given the whole rows' m, l, t:

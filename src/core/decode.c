@@ -102,7 +102,9 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     first[B * Hkv] = (int64_t)n;
     float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
     int mods = d->softcap > 0.0f || d->alibi_slopes != NULL;
-    float escale = mods ? 1.0f : scale;
+    /* base 2 (exp2_row), as in flash.c: the packed queries carry scale * log2(e) unless
+     * modifiers scale the tile in natural units, then exp2_row multiplies by log2(e) */
+    float qmul = mods ? sign : d->scale * ATTN_LOG2E, escale = mods ? ATTN_LOG2E : 1.0f;
     int kind = kv_kind(kv), h16 = kind != ATTN_KV_F32; /* h16: any reduced-precision rows */
     attn_status st = ATTN_OK;
 #pragma omp parallel
@@ -120,11 +122,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             if (!ok) continue;
             int64_t b = items[it].b, hk = items[it].hk;
             int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, b);
-            if (b != packed_b || hk != packed_hk) { /* the group's rows r = g * Sq + i, sign folded in */
+            if (b != packed_b || hk != packed_hk) { /* the group's rows r = g * Sq + i, qmul folded in */
                 for (int64_t r = 0; r < R; r++) {
                     float *row = Qg + r * D; /* 16-bit queries are converted in place */
                     const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
-                    for (int64_t c = 0; c < D; c++) row[c] = sign * src[c];
+                    for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
                 }
                 packed_b = b, packed_hk = hk;
             }
@@ -202,7 +204,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 for (int64_t it = first[g]; M != -INFINITY && it < first[g + 1]; it++) {
                     const float *pm = part + (size_t)it * (size_t)(R * (DvP + 2));
                     if (pm[r] == -INFINITY || pm[R + r] == 0.0f) continue;
-                    float w = expf(pm[r] - M);
+                    float w = exp2f(pm[r] - M);
                     L += pm[R + r] * w;
                     const float *Oi = pm + 2 * R + r * DvP;
                     for (int64_t c = 0; c < Dv; c++) o[c] += Oi[c] * w;
@@ -214,7 +216,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 }
                 float inv = 1.0f / L;
                 for (int64_t c = 0; c < Dv; c++) o[c] *= inv;
-                if (lse) lse[(b * H + h) * Sq + i] = M + logf(L);
+                if (lse) lse[(b * H + h) * Sq + i] = (M + log2f(L)) * ATTN_LN2;
             }
         }
     }

@@ -124,8 +124,16 @@ static int tile_needs_mask(const attn_sdpa_desc *d, const seqc *sq, int64_t bc, 
 }
 
 /* Score modifiers (attn.h): scale, then softcap, then ALiBi, on rows x nc of
- * a raw q.k tile. Without modifiers the scale is folded into exp_row. */
+ * a raw q.k tile. Without modifiers the scale is folded into the packed queries. */
 static int has_mods(const attn_sdpa_desc *d) { return d->softcap > 0.0f || d->alibi_slopes != NULL; }
+
+/* What packed queries are multiplied by: scale * log2(e) (score tiles come
+ * out in base-2 units, exp2_row's scale is 1), or with modifiers only the
+ * scale's sign (the tile is modified in natural units, then exp2_row
+ * multiplies by log2(e)). Row maxima and statistics are in base 2. */
+static float q_multiplier(const attn_sdpa_desc *d) {
+    return has_mods(d) ? (d->scale < 0.0f ? -1.0f : 1.0f) : d->scale * ATTN_LOG2E;
+}
 
 static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h, float *S,
                        int64_t ld, int64_t nc, int64_t rows, int64_t i0, int64_t j0) {
@@ -163,13 +171,13 @@ static void tile_gemm_panels(const attn_kernel_table *kt, int64_t M, int64_t N, 
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
- * (BR x ldp) tile, zero padded, multiplied by sign (for negative scales). */
+ * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1). */
 static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n,
-                      int64_t ldp, float *dst, float sign) {
+                      int64_t ldp, float *dst, float mul) {
     for (int64_t r = 0; r < BR; r++) {
         float *row = dst + r * ldp;
         const float *src = r < rows ? attn_row_f32(t, dt, b, h, i0 + r, n, row) : NULL; /* converts in place */
-        for (int64_t c = 0; c < ldp; c++) row[c] = (src && c < n) ? sign * src[c] : 0.0f;
+        for (int64_t c = 0; c < ldp; c++) row[c] = (src && c < n) ? mul * src[c] : 0.0f;
     }
 }
 
@@ -250,8 +258,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         free(items);
         return ATTN_E_NOMEM;
     }
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
-    float escale = mods ? 1.0f : scale; /* exp_row's scale: the tile is already scaled when modified */
+    /* base 2 (exp2_row): without modifiers the packed queries carry scale * log2(e), so a score
+     * tile is already in base-2 units; modified tiles are scaled in natural units (apply_mods)
+     * and exp2_row multiplies by log2(e) */
+    float qmul = q_multiplier(d), escale = mods ? ATTN_LOG2E : 1.0f;
     const mcg_consts mc = mcg_setup(d);
     /* pack every kv head's K^T and V once (read-only afterwards; a GQA group shares them) */
     attn_status st = ATTN_OK;
@@ -314,7 +324,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v), *Vp = KT + head_kt;
             int64_t ldv = DvP;
             if (v_direct) Vp = v.data + b * v.stride_b + hk * v.stride_h, ldv = v.stride_s;
-            pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, sign);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, qmul);
             memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
             int64_t klo, khi;
@@ -344,7 +354,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 }
                 float inv = 1.0f / l[r];
                 for (int64_t c = 0; c < Dv; c++) o[c] = O[r * DvP + c] * inv;
-                if (lse) lse[(b * H + h) * Sq + i0 + r] = m[r] + logf(l[r]);
+                if (lse) lse[(b * H + h) * Sq + i0 + r] = (m[r] + log2f(l[r])) * ATTN_LN2;
             }
         }
         free(Qp);
@@ -425,8 +435,9 @@ static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const m
     if (d->dropout) dropout_tile(kt, d, mc, dP, BC_B, BC_B, rows, b, h, i0, j0, keep);
 }
 
-/* Fold one (S, dP) tile into the rows' statistics (m, l, acc = sum exp(s -
- * m) dP); E: a BC_B scratch row for the exponentials (S is kept). */
+/* Fold one (S, dP) tile into the rows' statistics (base 2: m, l = sum 2^(t -
+ * m), acc = sum 2^(t - m) dP with t the base-2 score); E: a BC_B scratch row
+ * for the exponentials (S is kept). */
 static void fold_tile(const attn_kernel_table *kt, const float *S, const float *dP, int64_t rows, float escale,
                       float *m, float *l, float *acc, float *E) {
     for (int64_t r = 0; r < rows; r++) {
@@ -434,10 +445,10 @@ static void fold_tile(const attn_kernel_table *kt, const float *S, const float *
         float mt = kt->max_row(sr, BC_B) * escale;
         if (mt == -INFINITY) continue; /* no visible key in this tile */
         if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
-            float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mt);
+            float alpha = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mt);
             l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
         }
-        l[r] += kt->exp_row(sr, E, BC_B, escale, m[r]);
+        l[r] += kt->exp2_row(sr, E, BC_B, escale, m[r]);
         acc[r] += kt->dot_row(E, dP + r * BC_B, BC_B);
     }
 }
@@ -447,7 +458,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
                                  float *t_out) {
     int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = round_up(d->D, 16), DvP = round_up(d->Dv, 16);
     int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = d->Hkv > 0 ? d->Hkv : H;
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
+    float qmul = q_multiplier(d), escale = has_mods(d) ? ATTN_LOG2E : 1.0f;
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -468,7 +479,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             int any_add = key_mask_row(d, b, add, nkb * BC_B);
             seqc sq = seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
-            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, sign);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul);
             pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
@@ -553,7 +564,7 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
             m[r] = bm[r], l[r] = bl[r], t[r] = bt[r];
             continue;
         }
-        float M = m[r] > bm[r] ? m[r] : bm[r], a = expf(m[r] - M), c = expf(bm[r] - M);
+        float M = m[r] > bm[r] ? m[r] : bm[r], a = exp2f(m[r] - M), c = exp2f(bm[r] - M);
         l[r] = l[r] * a + bl[r] * c, t[r] = t[r] * a + bt[r] * c, m[r] = M;
     }
     free(panels), free(bm), free(bl), free(bt);
@@ -618,7 +629,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
         attn_mul3_size((size_t)(BHkv * nchunk), (size_t)SkP, (size_t)DvP, &npart_v) ||
         attn_mul_size((size_t)BR, (size_t)SkP, &nbuf))
         return ATTN_E_OVERFLOW;
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, escale = has_mods(d) ? 1.0f : fabsf(d->scale);
+    float qmul = q_multiplier(d), escale = has_mods(d) ? ATTN_LOG2E : 1.0f;
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
     float *panels = malloc(npanel), *krows = malloc(nkrow * sizeof(float));
@@ -669,7 +680,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 int64_t bh = b * H + h, klo, khi;
                 block_rng(d, &sq, i0, rows, &klo, &khi);
                 int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, sign);
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, qmul);
                 pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
@@ -689,8 +700,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     il[r] = r < rows && l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* 0: the row sees no key, P = 0 */
                     di[r] = r < rows && l[r] > 0.0f ? acc[r] / l[r] : 0.0f;
                 }
-                memcpy(Qu, Qp, (size_t)(BR * DP) * sizeof(float));
-                if (sign < 0.0f) kt->scale_row(Qu, BR * DP, -1.0f); /* dK += dS^T Q with Q unnegated */
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                 for (int64_t t = t0; t < t1; t++) {
@@ -704,7 +714,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                             memset(dS + r * BC_B, 0, BC_B * sizeof(float));
                             continue;
                         }
-                        kt->exp_row(S + r * BC_B, pr, BC_B, escale, m[r]);
+                        kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
                         kt->scale_row(pr, BC_B, il[r]);
                         float *ds = dS + r * BC_B;
                         if (capped) {

@@ -8,16 +8,17 @@
 #include <math.h>
 #include <string.h>
 
-/* How far a row max may outgrow the reference max before rescaling: P is
- * then at most e^8, far from float overflow. */
-#define ATTN_LAZY_MAX 8.0f
+/* How far a row max may outgrow the reference max (base-2 units) before
+ * rescaling: P is then at most 2^11, far from float overflow. */
+#define ATTN_LAZY_MAX 11.0f
 
 /* Row s[0..n) of raw scores (already masked with -inf) against the running
  * reference max *m, sum *l and output row o[0..no): s becomes
- * P = exp(escale * s - m), and *l += sum P. Lazy rescaling: m only moves when
- * the tile's max exceeds it by more than ATTN_LAZY_MAX; then the running sum
- * and output are rescaled by exp(m_old - m_new). A row that has seen no key
- * yet gets P = 0. */
+ * P = 2^(escale * s - m), and *l += sum P. Base 2: escale carries log2(e)
+ * (or the scores already do: escale = 1) and m is in base-2 units.
+ * Lazy rescaling: m only moves when the tile's max exceeds it by more than
+ * ATTN_LAZY_MAX; then the running sum and output are rescaled by
+ * 2^(m_old - m_new). A row that has seen no key yet gets P = 0. */
 static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_t n, float escale, float *m, float *l,
                                    float *o, int64_t no) {
     float mt = kt->max_row(s, n) * escale;
@@ -28,13 +29,13 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
     if (mt > *m + ATTN_LAZY_MAX || *m == -INFINITY) {
         float mn = mt > *m ? mt : *m;
         if (*m != -INFINITY) {
-            float alpha = expf(*m - mn);
+            float alpha = exp2f(*m - mn);
             *l *= alpha;
             kt->scale_row(o, no, alpha);
         }
         *m = mn;
     }
-    *l += kt->exp_row(s, s, n, escale, *m);
+    *l += kt->exp2_row(s, s, n, escale, *m);
 }
 
 #endif

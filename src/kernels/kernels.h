@@ -6,14 +6,16 @@
  *               apart. No alignment required. K >= 0.
  *   gemm_6x16_tn  the same with A stored transposed: A(i, k) at A[k * lda + i]
  *               (so C = A^T B for a row-major A), no transpose copy needed.
- *   exp_row     y[j] = exp(fl(x[j] * scale) - m) for j < n, returns the sum of
+ *   exp2_row    y[j] = 2^t_j with t_j = fl(x[j] * scale) - m (the product
+ *               rounded before m is subtracted, no fused multiply-subtract;
+ *               scale == 1 skips the multiply), for j < n; returns the sum of
  *               the y[j] (accumulated in float lanes of 8, then pairwise).
- *               The scaled score is rounded before m is subtracted (no
- *               fused multiply-subtract), as torch scales then subtracts the
- *               row max: when m is the float row max of fl(x * scale), the
- *               maximal element gives exactly exp(0) = 1.
- *               x = -INFINITY (a masked score) gives exactly 0; arguments
- *               below -87.3 flush to 0. Relative error a few ulp.
+ *               Base 2: the callers fold log2(e) into the scale (or into the
+ *               packed queries) and keep row maxima in base-2 units, so that
+ *               the maximal element of a row gives exactly 2^0 = 1.
+ *               t is clamped to [-127, 127]: t <= -127 (a masked score, -inf)
+ *               gives exactly 0, t in (-127, -126) may give a subnormal; NaN
+ *               stays NaN. Relative error below 2^-23 (one ulp of 1; tests/test_kernels.c).
  *   dropout_mcg t[j] *= (x_j < thr) ? scale : 0 for j < n, where x_0 = x and
  *               x_{j+1} = x_j * 1132489760 mod (2^31 - 1): PyTorch's MKL
  *               dropout stream from element x onward (1 <= x < 2^31 - 1).
@@ -49,7 +51,7 @@ typedef struct attn_kernel_table {
                       int acc);
     void (*gemm_6x16_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                          int acc);
-    float (*exp_row)(const float *x, float *y, int64_t n, float scale, float m);
+    float (*exp2_row)(const float *x, float *y, int64_t n, float scale, float m);
     void (*dropout_mcg)(float *t, int64_t n, uint32_t x, uint32_t thr, float scale);
     float (*max_row)(const float *x, int64_t n);
     void (*scale_row)(float *x, int64_t n, float a);
@@ -84,6 +86,17 @@ typedef struct attn_kernel_table {
 #define ATTN_TANH_B2 2.26843463243900e-03f
 #define ATTN_TANH_B4 1.18534705686654e-04f
 #define ATTN_TANH_B6 1.19825839466702e-06f
+
+/* 2^f on [-1/2, 1/2] = 1 + C1 f + ... + C6 f^6: minimax (relative error
+ * 3.9e-9 in exact arithmetic), shared by every table's exp2_row. */
+#define ATTN_EXP2_C1 6.931472421e-1f
+#define ATTN_EXP2_C2 2.402265072e-1f
+#define ATTN_EXP2_C3 5.550297350e-2f
+#define ATTN_EXP2_C4 9.618030861e-3f
+#define ATTN_EXP2_C5 1.341000083e-3f
+#define ATTN_EXP2_C6 1.546973217e-4f
+#define ATTN_LOG2E 1.44269504088896341f
+#define ATTN_LN2 0.693147180559945309f
 
 /* element types of K/V rows in the decode kernels */
 enum { ATTN_KV_F32 = 0, ATTN_KV_F16 = 1, ATTN_KV_BF16 = 2, ATTN_KV_Q8 = 3 };

@@ -1,6 +1,6 @@
 /* Portable C kernels (the reference implementation of kernels.h's contract,
  * used on CPUs without AVX2/FMA and when ATTN_ISA=generic). Built with
- * -ffp-contract=off: every rounding is the one written here, so exp_row
+ * -ffp-contract=off: every rounding is the one written here, so exp2_row
  * rounds the scaled score before subtracting m on every CPU. */
 #include "../kernels.h"
 #include "../../base/half.h"
@@ -52,66 +52,54 @@ static void gemm_6x16_tn(int64_t K, const float *A, int64_t lda, const float *B,
     gemm_6x16_strided(K, A, 1, lda, B, ldb, C, ldc, acc);
 }
 
-/* Cephes-style expf: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2). */
-static float exp_cephes(float x) {
-    if (x != x) return x; /* NaN (the conversions below would be undefined) */
-    if (x < -87.33654f) return 0.0f;
-    if (x > 88.3762626647949f) x = 88.3762626647949f;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float y = 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * r * r + r + 1.0f;
-    return ldexpf(y, (int)n);
+/* 2^t in the AVX2 kernel's steps, without FMA (one rounding per
+ * operation): t clamped to [-127, 127], n = round(t) to nearest even (the
+ * 1.5 * 2^23 addition), 2^f for f = t - n in Estrin's scheme, times 2^n
+ * built in the exponent field (n = -127 gives exactly 0). NaN stays NaN. */
+#define EXP2_MAGIC 12582912.0f
+static float exp2_scalar(float t) {
+    if (t != t) return t; /* NaN (the conversion below would be undefined) */
+    t = t < -127.0f ? -127.0f : t > 127.0f ? 127.0f : t;
+    float n = (t + EXP2_MAGIC) - EXP2_MAGIC, f = t - n, f2 = f * f;
+    float p01 = f * ATTN_EXP2_C1 + 1.0f, p23 = f * ATTN_EXP2_C3 + ATTN_EXP2_C2, p45 = f * ATTN_EXP2_C5 + ATTN_EXP2_C4;
+    float y = f2 * (f2 * (f2 * ATTN_EXP2_C6 + p45) + p23) + p01;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float e;
+    memcpy(&e, &bits, sizeof e);
+    return y * e;
 }
 
 typedef int32_t v4i __attribute__((vector_size(16)));
 
-/* exp_cephes on 4 lanes, bitwise the same per lane: the clamp, floor(x
- * log2(e) + 1/2), the same polynomial, and 2^n applied as two exact powers
- * of two (one rounding, as ldexpf) */
-static inline v4 v4_exp(v4 x) {
-    const v4 lo = {-87.33654f, -87.33654f, -87.33654f, -87.33654f};
-    const v4 hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
-    v4i under = x<lo, over = x> hi, nan = x != x;
-    /* every lane stays in range for the integer steps (no overflow, no
-     * negative shift): below lo computes exp(lo) and is zeroed at the end,
-     * NaN computes with n = 0 and stays NaN */
-    x = (v4)(((v4i)x & ~(over | under)) | ((v4i)hi & over) | ((v4i)lo & under));
-    v4 t = (v4)((v4i)(x * 1.44269504088896341f + 0.5f) & ~nan);
-    v4i ni = __builtin_convertvector(t, v4i); /* toward zero, then down to the floor */
-    ni += (v4i)(__builtin_convertvector(ni, v4) > t);
-    v4 n = __builtin_convertvector(ni, v4);
-    v4 r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    v4 y = r * 1.9875691500e-4f + 1.3981999507e-3f; /* the scalar code's y = c0; y = y r + c1 */
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * r * r + r + 1.0f;
-    v4i n1 = ni >> 1, n2 = ni - n1; /* 2^n = 2^n1 2^n2, each a normal float */
-    y = y * (v4)((n1 + 127) << 23) * (v4)((n2 + 127) << 23);
-    return (v4)((v4i)y & ~under);
+/* exp2_scalar on 4 lanes, bitwise the same per lane */
+static inline v4 v4_exp2(v4 t) {
+    const v4 lo = {-127.0f, -127.0f, -127.0f, -127.0f}, hi = {127.0f, 127.0f, 127.0f, 127.0f};
+    const v4 magic = {EXP2_MAGIC, EXP2_MAGIC, EXP2_MAGIC, EXP2_MAGIC};
+    v4i under = t<lo, over = t> hi, nan = t != t;
+    /* every lane stays in range for the integer steps; NaN lanes compute
+     * with t = 0 and are made NaN again at the end */
+    t = (v4)(((v4i)t & ~(over | under | nan)) | ((v4i)hi & over) | ((v4i)lo & under));
+    v4 n = (t + magic) - magic, f = t - n, f2 = f * f;
+    v4 p01 = f * ATTN_EXP2_C1 + 1.0f, p23 = f * ATTN_EXP2_C3 + ATTN_EXP2_C2, p45 = f * ATTN_EXP2_C5 + ATTN_EXP2_C4;
+    v4 y = f2 * (f2 * (f2 * ATTN_EXP2_C6 + p45) + p23) + p01;
+    v4i ni = __builtin_convertvector(n, v4i);
+    y = y * (v4)((ni + 127) << 23);
+    const v4 qnan = {NAN, NAN, NAN, NAN};
+    return (v4)(((v4i)y & ~nan) | ((v4i)qnan & nan));
 }
 
-static float exp_row(const float *x, float *y, int64_t n, float scale, float m) {
+static float exp2_row(const float *x, float *y, int64_t n, float scale, float m) {
     v4 l0 = {0, 0, 0, 0}, l1 = l0; /* lanes j % 8 = 0..3 and 4..7 */
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        v4 e0 = v4_exp(v4_load(x + j) * scale - m), e1 = v4_exp(v4_load(x + j + 4) * scale - m);
+        v4 e0 = v4_exp2(v4_load(x + j) * scale - m), e1 = v4_exp2(v4_load(x + j + 4) * scale - m);
         v4_store(y + j, e0), v4_store(y + j + 4, e1);
         l0 += e0, l1 += e1;
     }
     float lane[8];
     v4_store(lane, l0), v4_store(lane + 4, l1);
     for (; j < n; j++) {
-        float e = exp_cephes(x[j] * scale - m);
+        float e = exp2_scalar(x[j] * scale - m);
         y[j] = e;
         lane[j & 7] += e;
     }
@@ -239,6 +227,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
     }
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp_row,     dropout_mcg,
+const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp2_row,    dropout_mcg,
                                                 max_row,   scale_row, dot_row,      softcap_row, alibi_row,
                                                 qk_rows,   pv_rows,   qk_rows_x,    pv_rows_x};
