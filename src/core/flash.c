@@ -46,6 +46,10 @@
 #define BC_F 128 /* keys per forward tile */
 #endif
 #define BC_B 96 /* keys per backward tile */
+/* Row stride of the forward's score tile: one cache line more than BC_F, so
+ * that the rows of a 16-column strip fall into different L1 sets (a stride
+ * of 512 bytes put 48 rows into 8 of the 64 sets: conflict misses). */
+#define LDS (BC_F + 16)
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -149,25 +153,30 @@ static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
 }
 
 /* Pack K^T of one head as 16-key panels, the micro-kernel's B operand
- * contiguous (panel p: D x 16 at KT + p * D * 16), and V (SkP x DvP),
- * zero-padded; 16-bit inputs are converted here (tmp: D + Dv floats). */
+ * contiguous (panel p: D x 16 at KT + p * D * 16), and V as 16-column
+ * panels (panel p: SkP x 16 at Vp + p * SkP * 16: the P V product's B
+ * operand contiguous too; V read in place with a power-of-two row stride
+ * put a tile's rows of one column panel into a few cache sets), zero-padded;
+ * 16-bit inputs are converted here (tmp: D + Dv floats). */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
-                    float *KT, float *Vp /* NULL: V is used in place */, float *tmp) {
+                    float *KT, float *Vp, float *tmp) {
     for (int64_t j = 0; j < SkP; j++) {
         const float *kr = j < d->Sk ? attn_row_f32(k, d->qkv_dtype, b, h, j, d->D, tmp) : NULL;
-        const float *vr = j < d->Sk && Vp ? attn_row_f32(v, d->qkv_dtype, b, h, j, d->Dv, tmp + d->D) : NULL;
+        const float *vr = j < d->Sk ? attn_row_f32(v, d->qkv_dtype, b, h, j, d->Dv, tmp + d->D) : NULL;
         float *kp = KT + (j / 16) * d->D * 16 + j % 16;
         for (int64_t c = 0; c < d->D; c++) kp[c * 16] = kr ? kr[c] : 0.0f;
-        for (int64_t c = 0; Vp && c < DvP; c++) Vp[j * DvP + c] = (vr && c < d->Dv) ? vr[c] : 0.0f;
+        for (int64_t c = 0; c < DvP; c++) Vp[(c / 16) * SkP * 16 + j * 16 + c % 16] = (vr && c < d->Dv) ? vr[c] : 0.0f;
     }
 }
 
-/* C (M x N) = A (M x K) B (K x N) with B in 16-column panels (panel p: K x 16
- * at Bp + p * K * 16), M % 6 == 0, N % 16 == 0. */
+/* C (M x N) (+)= A (M x K) B (K x N) with B in 16-column panels (panel p:
+ * column j = 16 p .. 16 p + 15 at Bp + p * ldp, rows 16 floats apart),
+ * M % 6 == 0, N % 16 == 0. */
 static void tile_gemm_panels(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                             const float *Bp, float *C, int64_t ldc) {
+                             const float *Bp, int64_t ldp, float *C, int64_t ldc, int acc) {
     for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16(K, A + i * lda, lda, Bp + j * K, 16, C + i * ldc + j, ldc, 0);
+        for (int64_t i = 0; i < M; i += 6)
+            kt->gemm_6x16(K, A + i * lda, lda, Bp + (j / 16) * ldp, 16, C + i * ldc + j, ldc, acc);
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
@@ -243,11 +252,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     int64_t Hkv = d->Hkv > 0 ? d->Hkv : H;
     if (B * H * Sq == 0) return ATTN_OK;
     int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_F), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
-    /* V rows are used in place when Dv is a multiple of 16 (the N of the PV tile) */
-    int v_direct = Dv % 16 == 0 && !attn_is16(d->qkv_dtype), mods = has_mods(d);
-    size_t head_kt, head_v = 0, npanel, nwork;
-    if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) ||
-        (!v_direct && attn_mul_size((size_t)SkP, (size_t)DvP, &head_v)) ||
+    int mods = has_mods(d);
+    size_t head_kt, head_v, npanel, nwork;
+    if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
         attn_mul3_size((size_t)(B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
         return ATTN_E_OVERFLOW;
@@ -275,7 +282,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < B * Hkv; bh++) {
             float *KT = panels + (size_t)bh * (head_kt + head_v);
-            if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, v_direct ? NULL : KT + head_kt, tmp);
+            if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
         }
         free(tmp);
     }
@@ -299,7 +306,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * D) * sizeof(float));
-        float *S = malloc((size_t)(BR * BC_F) * sizeof(float));
+        float *S = malloc((size_t)(BR * LDS) * sizeof(float));
         float *O = malloc((size_t)(BR * DvP) * sizeof(float));
         float *add = malloc((size_t)SkP * sizeof(float));
         float *m = malloc(BR * sizeof(float)), *l = malloc(BR * sizeof(float));
@@ -322,8 +329,6 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             }
             seqc sq = seq_of(d, b);
             const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v), *Vp = KT + head_kt;
-            int64_t ldv = DvP;
-            if (v_direct) Vp = v.data + b * v.stride_b + hk * v.stride_h, ldv = v.stride_s;
             pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, qmul);
             memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -332,18 +337,17 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
                 /* the block's last tile is trimmed to the keys some row can see */
                 int64_t nc = khi - j0 < BC_F ? round_up(khi - j0, 16) : BC_F;
-                tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, S, BC_F);
-                if (mods) apply_mods(kt, d, &sq, h, S, BC_F, nc, rows, i0, j0);
+                tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, D * 16, S, LDS, 0);
+                if (mods) apply_mods(kt, d, &sq, h, S, LDS, nc, rows, i0, j0);
                 if (tile_needs_mask(d, &sq, nc, i0, rows, j0, any_add))
-                    mask_tile(d, &sq, S, BC_F, nc, rows, i0, j0, add, any_add);
+                    mask_tile(d, &sq, S, LDS, nc, rows, i0, j0, add, any_add);
                 for (int64_t r = 0; r < rows; r++)
-                    attn_online_row(kt, S + r * BC_F, nc, escale, &m[r], &l[r], O + r * DvP, DvP);
-                for (int64_t r = rows; r < BR; r++) memset(S + r * BC_F, 0, (size_t)nc * sizeof(float));
-                if (d->dropout) dropout_tile(kt, d, &mc, S, BC_F, nc, rows, b, h, i0, j0, keep);
-                /* keys past the block's range have P = 0: stop the PV reduction there
-                 * (in-place V has no padding rows) */
+                    attn_online_row(kt, S + r * LDS, nc, escale, &m[r], &l[r], O + r * DvP, DvP);
+                for (int64_t r = rows; r < BR; r++) memset(S + r * LDS, 0, (size_t)nc * sizeof(float));
+                if (d->dropout) dropout_tile(kt, d, &mc, S, LDS, nc, rows, b, h, i0, j0, keep);
+                /* keys past the block's range have P = 0: stop the PV reduction there */
                 int64_t kv = khi - j0 < nc ? khi - j0 : nc;
-                tile_gemm(kt, BR, DvP, kv, S, BC_F, Vp + j0 * ldv, ldv, O, DvP, 1);
+                tile_gemm_panels(kt, BR, DvP, kv, S, LDS, Vp + j0 * 16, SkP * 16, O, DvP, 1);
             }
             for (int64_t r = 0; r < rows; r++) {
                 float *o = out.data + b * out.stride_b + h * out.stride_h + (i0 + r) * out.stride_s;
