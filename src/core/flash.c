@@ -160,12 +160,20 @@ static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
  * 16-bit inputs are converted here (tmp: D + Dv floats). */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
                     float *KT, float *Vp, float *tmp) {
+    int64_t D = d->D, Dv = d->Dv, full = Dv / 16 * 16;
     for (int64_t j = 0; j < SkP; j++) {
-        const float *kr = j < d->Sk ? attn_row_f32(k, d->qkv_dtype, b, h, j, d->D, tmp) : NULL;
-        const float *vr = j < d->Sk ? attn_row_f32(v, d->qkv_dtype, b, h, j, d->Dv, tmp + d->D) : NULL;
-        float *kp = KT + (j / 16) * d->D * 16 + j % 16;
-        for (int64_t c = 0; c < d->D; c++) kp[c * 16] = kr ? kr[c] : 0.0f;
-        for (int64_t c = 0; c < DvP; c++) Vp[(c / 16) * SkP * 16 + j * 16 + c % 16] = (vr && c < d->Dv) ? vr[c] : 0.0f;
+        float *kp = KT + (j / 16) * D * 16 + j % 16, *vp = Vp + j * 16;
+        if (j >= d->Sk) { /* padding keys */
+            for (int64_t c = 0; c < D; c++) kp[c * 16] = 0.0f;
+            for (int64_t p = 0; p < DvP; p += 16) memset(vp + p * SkP, 0, 16 * sizeof(float));
+            continue;
+        }
+        const float *kr = attn_row_f32(k, d->qkv_dtype, b, h, j, D, tmp);
+        for (int64_t c = 0; c < D; c++) kp[c * 16] = kr[c];
+        const float *vr = attn_row_f32(v, d->qkv_dtype, b, h, j, Dv, tmp + D);
+        for (int64_t p = 0; p < full; p += 16) memcpy(vp + p * SkP, vr + p, 16 * sizeof(float));
+        if (full < DvP) /* the last panel's columns past Dv are zero */
+            for (int64_t c = 0; c < 16; c++) vp[full * SkP + c] = full + c < Dv ? vr[full + c] : 0.0f;
     }
 }
 
@@ -185,8 +193,12 @@ static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t 
                       int64_t ldp, float *dst, float mul) {
     for (int64_t r = 0; r < BR; r++) {
         float *row = dst + r * ldp;
-        const float *src = r < rows ? attn_row_f32(t, dt, b, h, i0 + r, n, row) : NULL; /* converts in place */
-        for (int64_t c = 0; c < ldp; c++) row[c] = (src && c < n) ? mul * src[c] : 0.0f;
+        int64_t c = 0;
+        if (r < rows) {
+            const float *src = attn_row_f32(t, dt, b, h, i0 + r, n, row); /* converts in place */
+            for (; c < n; c++) row[c] = mul * src[c];
+        }
+        for (; c < ldp; c++) row[c] = 0.0f;
     }
 }
 
