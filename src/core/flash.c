@@ -45,7 +45,9 @@
 #ifndef BC_F
 #define BC_F 128 /* keys per forward tile */
 #endif
+#ifndef BC_B
 #define BC_B 96 /* keys per backward tile */
+#endif
 /* Row stride of the forward's score tile: one cache line more than BC_F, so
  * that the rows of a 16-column strip fall into different L1 sets (a stride
  * of 512 bytes put 48 rows into 8 of the 64 sets: conflict misses). */
