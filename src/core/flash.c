@@ -87,8 +87,10 @@ static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t
 /* C (M x N) (+)= A^T (M x K) B (K x N), A stored (K x M) row-major, M % 6 == 0, N % 16 == 0. */
 static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-    for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+    /* row slabs outer: a slab of A^T (K lines) serves every column strip while B (K x N, the
+     * backward's 48 x 64 dO or Q) stays in L1; column strips outer re-read all of A per strip */
+    for (int64_t i = 0; i < M; i += 6)
+        for (int64_t j = 0; j < N; j += 16) kt->gemm_6x16_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
 /* Additive key mask for batch row b: 0 where visible, -inf where the padding
