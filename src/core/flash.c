@@ -456,10 +456,10 @@ static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const m
 }
 
 /* Fold one (S, dP) tile into the rows' statistics (base 2: m, l = sum 2^(t -
- * m), acc = sum 2^(t - m) dP with t the base-2 score); E: a BC_B scratch row
- * for the exponentials (S is kept). */
+ * m), acc = sum 2^(t - m) dP with t the base-2 score), one pass a row
+ * (exp2_dot_row: the exponentials are not stored; S is kept). */
 static void fold_tile(const attn_kernel_table *kt, const float *S, const float *dP, int64_t rows, float escale,
-                      float *m, float *l, float *acc, float *E) {
+                      float *m, float *l, float *acc) {
     for (int64_t r = 0; r < rows; r++) {
         const float *sr = S + r * BC_B;
         float mt = kt->max_row(sr, BC_B) * escale;
@@ -468,8 +468,9 @@ static void fold_tile(const attn_kernel_table *kt, const float *S, const float *
             float alpha = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mt);
             l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
         }
-        l[r] += kt->exp2_row(sr, E, BC_B, escale, m[r]);
-        acc[r] += kt->dot_row(E, dP + r * BC_B, BC_B);
+        float dot;
+        l[r] += kt->exp2_dot_row(sr, dP + r * BC_B, BC_B, escale, m[r], &dot);
+        acc[r] += dot;
     }
 }
 
@@ -508,8 +509,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
                 bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, j0, add, any_add);
                 bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, j0, keep);
-                /* the scratch row is S's row 0: rows are folded in order, row 0 first (in place) */
-                fold_tile(kt, S, dP, rows, escale, m, l, acc, S);
+                fold_tile(kt, S, dP, rows, escale, m, l, acc);
             }
             for (int64_t r = 0; r < rows; r++) {
                 size_t at = (size_t)(bh * Sq + i0 + r);
@@ -710,7 +710,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, S, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows,
                                i0, t * BC_B, add, any_add);
                     bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dP, rows, b, h, i0, t * BC_B, keep);
-                    if (!gm) fold_tile(kt, S, dP, rows, escale, m, l, acc, P);
+                    if (!gm) fold_tile(kt, S, dP, rows, escale, m, l, acc);
                 }
                 for (int64_t r = 0; r < BR; r++) {
                     if (gm && r < rows) {
@@ -734,15 +734,15 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                             memset(dS + r * BC_B, 0, BC_B * sizeof(float));
                             continue;
                         }
+                        float *ds = dS + r * BC_B;
+                        if (!capped) {
+                            kt->softmax_grad_row(S + r * BC_B, pr, ds, BC_B, escale, m[r], il[r], di[r], d->scale);
+                            continue;
+                        }
                         kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
                         kt->scale_row(pr, BC_B, il[r]);
-                        float *ds = dS + r * BC_B;
-                        if (capped) {
-                            const float *g = Gb + (t - t0) * BR * BC_B + r * BC_B;
-                            for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
-                        } else {
-                            for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * d->scale;
-                        }
+                        const float *g = Gb + (t - t0) * BR * BC_B + r * BC_B;
+                        for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
                     }
                     const float *pd = P;
                     if (d->dropout) {

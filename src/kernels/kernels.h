@@ -16,6 +16,13 @@
  *               t is clamped to [-127, 127]: t <= -127 (a masked score, -inf)
  *               gives exactly 0, t in (-127, -126) may give a subnormal; NaN
  *               stays NaN. Relative error below 2^-23 (one ulp of 1; tests/test_kernels.c).
+ *   exp2_dot_row  exp2_row without storing y; returns its sum and sets *dot
+ *               = dot_row(y, w, n) of the same y: both sums accumulate as
+ *               those two kernels do (the same bits, one pass).
+ *   softmax_grad_row  p[j] = exp2_row's y[j] * il (as scale_row), then
+ *               g[j] = (p[j] * (g[j] - di)) * scale: the backward's P and
+ *               dS = P (dP - Di) scale in one pass (g: dP in, dS out), each
+ *               element the same operations as the three-pass form.
  *   dropout_mcg t[j] *= (x_j < thr) ? scale : 0 for j < n, where x_0 = x and
  *               x_{j+1} = x_j * 1132489760 mod (2^31 - 1): PyTorch's MKL
  *               dropout stream from element x onward (1 <= x < 2^31 - 1).
@@ -52,6 +59,9 @@ typedef struct attn_kernel_table {
     void (*gemm_6x16_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                          int acc);
     float (*exp2_row)(const float *x, float *y, int64_t n, float scale, float m);
+    float (*exp2_dot_row)(const float *x, const float *w, int64_t n, float scale, float m, float *dot);
+    void (*softmax_grad_row)(const float *x, float *p, float *g, int64_t n, float escale, float m, float il, float di,
+                             float scale);
     void (*dropout_mcg)(float *t, int64_t n, uint32_t x, uint32_t thr, float scale);
     float (*max_row)(const float *x, int64_t n);
     void (*scale_row)(float *x, int64_t n, float a);

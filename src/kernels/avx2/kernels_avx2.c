@@ -116,6 +116,54 @@ static float exp2_row(const float *x, float *y, int64_t n, float scale, float m)
     return hsum8(acc);
 }
 
+/* exp2_row without storing y, and dot_row(y, w) from the same values: the
+ * two sums accumulate exactly as those two kernels do (same bits). */
+static float exp2_dot_row(const float *x, const float *w, int64_t n, float scale, float m, float *dot) {
+    __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps(), dacc = acc;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 t = _mm256_loadu_ps(x + j);
+        if (scale != 1.0f) t = _mm256_mul_ps(t, vs);
+        __m256 e = exp2_8(_mm256_sub_ps(t, vm));
+        acc = _mm256_add_ps(acc, e);
+        dacc = _mm256_fmadd_ps(e, _mm256_loadu_ps(w + j), dacc);
+    }
+    float tail[8], d = hsum8(dacc);
+    if (j < n) {
+        __m256i mk = _mm256_castps_si256(tail_mask(n - j));
+        __m256 e = _mm256_and_ps(exp2_8(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + j, mk), vs), vm)),
+                                 _mm256_castsi256_ps(mk));
+        acc = _mm256_add_ps(acc, e);
+        _mm256_storeu_ps(tail, e);
+        for (int64_t i = 0; j + i < n; i++) d += tail[i] * w[j + i];
+    }
+    *dot = d;
+    return hsum8(acc);
+}
+
+/* p = exp2_row(x) * il (scale_row), g = (p * (g - di)) * scale: the backward's
+ * P and dS in one pass, elementwise the same operations (same bits). */
+static void softmax_grad_row(const float *x, float *p, float *g, int64_t n, float escale, float m, float il, float di,
+                             float scale) {
+    __m256 vs = _mm256_set1_ps(escale), vm = _mm256_set1_ps(m), vil = _mm256_set1_ps(il);
+    __m256 vdi = _mm256_set1_ps(di), vsc = _mm256_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 t = _mm256_loadu_ps(x + j);
+        if (escale != 1.0f) t = _mm256_mul_ps(t, vs);
+        __m256 pv = _mm256_mul_ps(exp2_8(_mm256_sub_ps(t, vm)), vil);
+        _mm256_storeu_ps(p + j, pv);
+        _mm256_storeu_ps(g + j, _mm256_mul_ps(_mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(g + j), vdi)), vsc));
+    }
+    if (j < n) {
+        __m256i mk = _mm256_castps_si256(tail_mask(n - j));
+        __m256 pv = _mm256_mul_ps(exp2_8(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + j, mk), vs), vm)), vil);
+        __m256 gv = _mm256_mul_ps(_mm256_mul_ps(pv, _mm256_sub_ps(_mm256_maskload_ps(g + j, mk), vdi)), vsc);
+        _mm256_maskstore_ps(p + j, mk, pv);
+        _mm256_maskstore_ps(g + j, mk, gv);
+    }
+}
+
 /* 4 lanes of x * c mod (2^31 - 1), x and c in the low 32 bits of 64-bit lanes */
 static inline __m256i mulmod_m31_4(__m256i x, __m256i c) {
     const __m256i m = _mm256_set1_epi64x(0x7fffffff);
@@ -539,6 +587,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
-const attn_kernel_table attn_kernels_avx2 = {"avx2",  gemm_6x16, gemm_6x16_tn, exp2_row,    dropout_mcg,
-                                             max_row, scale_row, dot_row,      softcap_row, alibi_row,
-                                             qk_rows, pv_rows,   qk_rows_x,    pv_rows_x};
+const attn_kernel_table attn_kernels_avx2 = {
+    "avx2",    gemm_6x16, gemm_6x16_tn, exp2_row,  exp2_dot_row, softmax_grad_row, dropout_mcg, max_row,
+    scale_row, dot_row,   softcap_row,  alibi_row, qk_rows,      pv_rows,          qk_rows_x,   pv_rows_x};

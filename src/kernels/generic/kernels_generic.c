@@ -106,6 +106,39 @@ static float exp2_row(const float *x, float *y, int64_t n, float scale, float m)
     return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
+static float exp2_dot_row(const float *x, const float *w, int64_t n, float scale, float m, float *dot) {
+    v4 l0 = {0, 0, 0, 0}, l1 = l0, d0 = l0, d1 = l0; /* lanes j % 8 = 0..3 and 4..7, as exp2_row / dot_row */
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        v4 e0 = v4_exp2(v4_load(x + j) * scale - m), e1 = v4_exp2(v4_load(x + j + 4) * scale - m);
+        l0 += e0, l1 += e1;
+        d0 += e0 * v4_load(w + j), d1 += e1 * v4_load(w + j + 4);
+    }
+    float lane[8], dl[8];
+    v4_store(lane, l0), v4_store(lane + 4, l1), v4_store(dl, d0), v4_store(dl + 4, d1);
+    for (; j < n; j++) {
+        float e = exp2_scalar(x[j] * scale - m);
+        lane[j & 7] += e;
+        dl[j & 7] += e * w[j];
+    }
+    *dot = ((dl[0] + dl[4]) + (dl[1] + dl[5])) + ((dl[2] + dl[6]) + (dl[3] + dl[7]));
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+static void softmax_grad_row(const float *x, float *p, float *g, int64_t n, float escale, float m, float il, float di,
+                             float scale) {
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        v4 pv = v4_exp2(v4_load(x + j) * escale - m) * il;
+        v4_store(p + j, pv);
+        v4_store(g + j, pv * (v4_load(g + j) - di) * scale);
+    }
+    for (; j < n; j++) {
+        p[j] = exp2_scalar(x[j] * escale - m) * il;
+        g[j] = p[j] * (g[j] - di) * scale;
+    }
+}
+
 static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float scale) {
     for (int64_t j = 0; j < n; j++) {
         t[j] *= x < thr ? scale : 0.0f;
@@ -227,6 +260,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
     }
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic", gemm_6x16, gemm_6x16_tn, exp2_row,    dropout_mcg,
-                                                max_row,   scale_row, dot_row,      softcap_row, alibi_row,
-                                                qk_rows,   pv_rows,   qk_rows_x,    pv_rows_x};
+const attn_kernel_table attn_kernels_generic = {
+    "generic", gemm_6x16, gemm_6x16_tn, exp2_row,  exp2_dot_row, softmax_grad_row, dropout_mcg, max_row,
+    scale_row, dot_row,   softcap_row,  alibi_row, qk_rows,      pv_rows,          qk_rows_x,   pv_rows_x};
