@@ -1,7 +1,9 @@
 /* The SIMD kernels' elementwise contract (src/kernels/kernels.h) on every
  * table this CPU can run: exp2_row's accuracy against double exp2, its
- * special values and clamps, the scale path, the returned sum, and that the
- * vector lanes and the scalar tail give the same bits (generic). */
+ * special values and clamps, the scale path, the returned sum, that the
+ * vector lanes and the scalar tail give the same bits, and that the one-pass
+ * backward kernels (exp2_dot_row, softmax_grad_row) give the bits of the
+ * passes they replace. */
 #include "kernels/kernels.h"
 #include "testutil.h"
 
@@ -75,6 +77,29 @@ static void test_exp2_lanes(const attn_kernel_table *kt) {
     CHECK(bad == 0, "%s: %d lanes differ from lane 0", kt->name, bad);
 }
 
+/* the one-pass backward kernels give the bits of the passes they replace */
+static void test_fused_rows(const attn_kernel_table *kt) {
+    enum { N = 203 };
+    static float x[N], w[N], y[N], p[N], g[N], g2[N];
+    uint32_t seed = 7;
+    int bad = 0;
+    for (int n = 1; n <= N; n += (n < 20 ? 1 : 17)) {
+        for (int j = 0; j < n; j++) x[j] = 8.0f * tu_frand(&seed) - (j % 5 == 0 ? INFINITY : 0.0f), w[j] = tu_frand(&seed);
+        for (int sc = 0; sc < 2; sc++) {
+            float scale = sc ? ATTN_LOG2E : 1.0f, m = 3.0f, dot;
+            float sum = kt->exp2_dot_row(x, w, n, scale, m, &dot);
+            float sum2 = kt->exp2_row(x, y, n, scale, m), dot2 = kt->dot_row(y, w, n);
+            bad += memcmp(&sum, &sum2, sizeof sum) != 0 || memcmp(&dot, &dot2, sizeof dot) != 0;
+            memcpy(g, w, sizeof w), memcpy(g2, w, sizeof w);
+            kt->softmax_grad_row(x, p, g, n, scale, m, 0.37f, 0.11f, -0.125f);
+            kt->scale_row(y, n, 0.37f);
+            for (int j = 0; j < n; j++) g2[j] = y[j] * (g2[j] - 0.11f) * -0.125f;
+            bad += memcmp(p, y, (size_t)n * sizeof(float)) != 0 || memcmp(g, g2, (size_t)n * sizeof(float)) != 0;
+        }
+    }
+    CHECK(bad == 0, "%s: %d one-pass rows differ from the multi-pass form", kt->name, bad);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     const attn_kernel_table *tables[2] = {&attn_kernels_generic, attn_kernels()};
@@ -83,6 +108,7 @@ int main(int argc, char **argv) {
         test_exp2_accuracy(tables[t], 1.5); /* measured 0.99 (2026-11-23) */
         test_exp2_special(tables[t]);
         test_exp2_lanes(tables[t]);
+        test_fused_rows(tables[t]);
     }
     return tu_finish("test_kernels");
 }
