@@ -232,6 +232,15 @@ ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64
  * kernels). */
 ATTN_API const char *attn_kernel_name(void);
 
+/* Scratch memory: the fused kernels keep the large buffers a call frees
+ * (packed K/V panels, gradient partials) for the next call instead of
+ * returning them to the system, up to ATTN_CACHE_MB megabytes (environment
+ * variable, read once; default 256, 0 turns the cache off). Fresh pages cost
+ * a page fault and zeroing each: without the cache a causal backward spent
+ * 11% of its cycles in the kernel. This returns every cached block now
+ * (thread-safe; later calls simply allocate again). */
+ATTN_API void attn_release_cached_memory(void);
+
 /* 1/sqrt(D) as PyTorch computes it for layers that divide by sqrt(d). */
 ATTN_API float attn_default_scale(int64_t D);
 

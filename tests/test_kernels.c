@@ -84,7 +84,8 @@ static void test_fused_rows(const attn_kernel_table *kt) {
     uint32_t seed = 7;
     int bad = 0;
     for (int n = 1; n <= N; n += (n < 20 ? 1 : 17)) {
-        for (int j = 0; j < n; j++) x[j] = 8.0f * tu_frand(&seed) - (j % 5 == 0 ? INFINITY : 0.0f), w[j] = tu_frand(&seed);
+        for (int j = 0; j < n; j++)
+            x[j] = 8.0f * tu_frand(&seed) - (j % 5 == 0 ? INFINITY : 0.0f), w[j] = tu_frand(&seed);
         for (int sc = 0; sc < 2; sc++) {
             float scale = sc ? ATTN_LOG2E : 1.0f, m = 3.0f, dot;
             float sum = kt->exp2_dot_row(x, w, n, scale, m, &dot);

@@ -24,6 +24,7 @@
  *
  * Threads: work items are claimed dynamically (largest first for causal
  * masks), OpenMP. Tile buffers are allocated once per thread per call. */
+#include "../base/workspace.h"
 #include "../kernels/kernels.h"
 #include "internal.h"
 #include "online.h"
@@ -274,11 +275,11 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         attn_mul3_size((size_t)(B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
         return ATTN_E_OVERFLOW;
-    float *panels = malloc(npanel);
-    work *items = malloc(nwork * sizeof *items);
+    float *panels = attn_ws_alloc(npanel);
+    work *items = attn_ws_alloc(nwork * sizeof *items);
     if (!panels || !items) {
-        free(panels);
-        free(items);
+        attn_ws_free(panels);
+        attn_ws_free(items);
         return ATTN_E_NOMEM;
     }
     /* base 2 (exp2_row): without modifiers the packed queries carry scale * log2(e), so a score
@@ -303,8 +304,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         free(tmp);
     }
     if (st) {
-        free(panels);
-        free(items);
+        attn_ws_free(panels);
+        attn_ws_free(items);
         return st;
     }
     size_t nw = 0;
@@ -385,8 +386,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         free(l);
         free(keep);
     }
-    free(panels);
-    free(items);
+    attn_ws_free(panels);
+    attn_ws_free(items);
     return st;
 }
 
@@ -572,8 +573,8 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
     bwd_panels pn = {NULL, NULL, 0, 0};
     size_t np = bwd_panels_size(d, &pn);
     if (!np) return ATTN_E_OVERFLOW;
-    float *panels = malloc(np), *bm = malloc(nrows * sizeof(float)), *bl = malloc(nrows * sizeof(float));
-    float *bt = malloc(nrows * sizeof(float));
+    float *panels = attn_ws_alloc(np), *bm = attn_ws_alloc(nrows * sizeof(float));
+    float *bl = attn_ws_alloc(nrows * sizeof(float)), *bt = attn_ws_alloc(nrows * sizeof(float));
     attn_status st = panels && bm && bl && bt ? ATTN_OK : ATTN_E_NOMEM;
     const mcg_consts mc = mcg_setup(d);
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
@@ -587,7 +588,7 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
         float M = m[r] > bm[r] ? m[r] : bm[r], a = exp2f(m[r] - M), c = exp2f(bm[r] - M);
         l[r] = l[r] * a + bl[r] * c, t[r] = t[r] * a + bt[r] * c, m[r] = M;
     }
-    free(panels), free(bm), free(bl), free(bt);
+    attn_ws_free(panels), attn_ws_free(bm), attn_ws_free(bl), attn_ws_free(bt);
     return st;
 }
 
@@ -652,8 +653,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     float qmul = q_multiplier(d), escale = has_mods(d) ? ATTN_LOG2E : 1.0f;
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
-    float *panels = malloc(npanel), *krows = malloc(nkrow * sizeof(float));
-    float *pk = malloc(npart_k * sizeof(float)), *pv = malloc(npart_v * sizeof(float));
+    float *panels = attn_ws_alloc(npanel), *krows = attn_ws_alloc(nkrow * sizeof(float));
+    float *pk = attn_ws_alloc(npart_k * sizeof(float)), *pv = attn_ws_alloc(npart_v * sizeof(float));
     attn_status st = panels && krows && pk && pv ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st) {
@@ -666,15 +667,15 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             }
     }
     if (st) {
-        free(panels), free(krows), free(pk), free(pv);
+        attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv);
         return st;
     }
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *Qu = malloc((size_t)(BR * DP) * sizeof(float));
         float *dOp = malloc((size_t)(BR * DvP) * sizeof(float)), *dQ = malloc((size_t)(BR * DP) * sizeof(float));
-        float *Sb = malloc(nbuf * sizeof(float)), *dPb = malloc(nbuf * sizeof(float));
-        float *Gb = capped ? malloc(nbuf * sizeof(float)) : NULL; /* softcap derivative */
+        float *Sb = attn_ws_alloc(nbuf * sizeof(float)), *dPb = attn_ws_alloc(nbuf * sizeof(float));
+        float *Gb = capped ? attn_ws_alloc(nbuf * sizeof(float)) : NULL; /* softcap derivative */
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
         float *add = malloc((size_t)SkP * sizeof(float));
         uint8_t *keep = malloc(BC_B);
@@ -759,7 +760,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                            (size_t)D * sizeof(float));
             }
         }
-        free(Qp), free(Qu), free(dOp), free(dQ), free(Sb), free(dPb), free(Gb), free(P), free(Pd), free(add);
+        free(Qp), free(Qu), free(dOp), free(dQ), free(P), free(Pd), free(add);
+        attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
         free(keep);
         /* dK, dV = the chunk partials summed in chunk order */
 #pragma omp for schedule(static)
@@ -779,6 +781,6 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             }
         }
     }
-    free(panels), free(krows), free(pk), free(pv);
+    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv);
     return st;
 }
