@@ -262,129 +262,203 @@ static int cmp_causal(const void *a, const void *b) {
     return x->blk < y->blk ? -1 : x->blk > y->blk;
 }
 
+/* What every forward block of one call shares. */
+typedef struct fwd_call {
+    const attn_sdpa_desc *d;
+    const attn_kernel_table *kt;
+    attn_view q, out;
+    float *lse;
+    int64_t SkP, DvP;
+    int mods;
+    float qmul, escale;
+    mcg_consts mc;
+} fwd_call;
+
+/* One thread's tiles. */
+typedef struct fwd_bufs {
+    float *Qp, *S, *O, *add, *m, *l;
+    uint8_t *keep;
+    int64_t last_b; /* the batch row whose key mask is in add */
+    int any_add;
+} fwd_bufs;
+
+static int fwd_bufs_init(fwd_bufs *t, int64_t D, int64_t DvP, int64_t SkP) {
+    t->Qp = malloc((size_t)(BR * D) * sizeof(float));
+    t->S = malloc((size_t)(BR * LDS) * sizeof(float));
+    t->O = malloc((size_t)(BR * DvP) * sizeof(float));
+    t->add = malloc((size_t)SkP * sizeof(float));
+    t->m = malloc(BR * sizeof(float)), t->l = malloc(BR * sizeof(float));
+    t->keep = malloc(BC_F);
+    t->last_b = -1, t->any_add = 0;
+    return t->Qp && t->S && t->O && t->add && t->m && t->l && t->keep;
+}
+
+static void fwd_bufs_free(fwd_bufs *t) {
+    free(t->Qp), free(t->S), free(t->O), free(t->add), free(t->m), free(t->l), free(t->keep);
+}
+
+/* Query rows blk * BR .. of head h, batch row b, against the packed K^T and V
+ * panels of its kv head: out and lse of those rows. */
+static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const float *KT,
+                      const float *Vp) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kernel_table *kt = c->kt;
+    int64_t H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, SkP = c->SkP, DvP = c->DvP, i0 = blk * BR;
+    int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+    float *Qp = t->Qp, *S = t->S, *O = t->O, *m = t->m, *l = t->l;
+    if (b != t->last_b) {
+        t->any_add = key_mask_row(d, b, t->add, SkP);
+        t->last_b = b;
+    }
+    seqc sq = seq_of(d, b);
+    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
+    memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
+    for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    int64_t klo, khi;
+    block_rng(d, &sq, i0, rows, &klo, &khi);
+    for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
+        /* the block's last tile is trimmed to the keys some row can see */
+        int64_t nc = khi - j0 < BC_F ? round_up(khi - j0, 16) : BC_F;
+        tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, D * 16, S, LDS, 0);
+        if (c->mods) apply_mods(kt, d, &sq, h, S, LDS, nc, rows, i0, j0);
+        if (tile_needs_mask(d, &sq, nc, i0, rows, j0, t->any_add))
+            mask_tile(d, &sq, S, LDS, nc, rows, i0, j0, t->add, t->any_add);
+        for (int64_t r = 0; r < rows; r++)
+            attn_online_row(kt, S + r * LDS, nc, c->escale, &m[r], &l[r], O + r * DvP, DvP);
+        for (int64_t r = rows; r < BR; r++) memset(S + r * LDS, 0, (size_t)nc * sizeof(float));
+        if (d->dropout) dropout_tile(kt, d, &c->mc, S, LDS, nc, rows, b, h, i0, j0, t->keep);
+        /* keys past the block's range have P = 0: stop the PV reduction there */
+        int64_t kv = khi - j0 < nc ? khi - j0 : nc;
+        tile_gemm_panels(kt, BR, DvP, kv, S, LDS, Vp + j0 * 16, SkP * 16, O, DvP, 1);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *o = c->out.data + b * c->out.stride_b + h * c->out.stride_h + (i0 + r) * c->out.stride_s;
+        float *lse = c->lse ? c->lse + (b * H + h) * Sq + i0 + r : NULL;
+        if (l[r] == 0.0f) { /* no visible key: zeros, lse -inf */
+            memset(o, 0, (size_t)Dv * sizeof(float));
+            if (lse) *lse = -INFINITY;
+            continue;
+        }
+        float inv = 1.0f / l[r];
+        for (int64_t cc = 0; cc < Dv; cc++) o[cc] = O[r * DvP + cc] * inv;
+        if (lse) *lse = (m[r] + log2f(l[r])) * ATTN_LN2;
+    }
+}
+
+/* Many kv heads for the threads (B * Hkv >= FWD_HEAD_ITEMS per thread): a work
+ * item is a whole kv head, packed by the thread that takes it into its own
+ * panels (they stay in its cache) and run for every query head of its
+ * group. Fewer: K^T and V of every head are packed once, up front, and the
+ * items are query blocks. Both give the same bits (the same blocks, the same
+ * panel values). */
+#define FWD_HEAD_ITEMS 4
+
 attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                float *lse) {
-    const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
-    int64_t Hkv = d->Hkv > 0 ? d->Hkv : H;
+    int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv;
     if (B * H * Sq == 0) return ATTN_OK;
-    int64_t SkP = round_up(Sk > 0 ? Sk : 1, BC_F), DvP = round_up(Dv, 16), nqb = (Sq + BR - 1) / BR;
-    int mods = has_mods(d);
+    /* base 2 (exp2_row): without modifiers the packed queries carry scale * log2(e), so a score
+     * tile is already in base-2 units; modified tiles are scaled in natural units (apply_mods)
+     * and exp2_row multiplies by log2(e) */
+    fwd_call c = {d,
+                  attn_kernels(),
+                  q,
+                  out,
+                  lse,
+                  round_up(Sk > 0 ? Sk : 1, BC_F),
+                  round_up(Dv, 16),
+                  has_mods(d),
+                  q_multiplier(d),
+                  has_mods(d) ? ATTN_LOG2E : 1.0f,
+                  mcg_setup(d)};
+    int64_t SkP = c.SkP, DvP = c.DvP, nqb = (Sq + BR - 1) / BR;
+#ifdef _OPENMP
+    int64_t nthreads = omp_get_max_threads();
+#else
+    int64_t nthreads = 1;
+#endif
+    int per_head = B * Hkv >= FWD_HEAD_ITEMS * nthreads;
     size_t head_kt, head_v, npanel, nwork;
     if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
-        attn_mul3_size((size_t)(B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
+        attn_mul3_size((size_t)(per_head ? nthreads : B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
         return ATTN_E_OVERFLOW;
     float *panels = attn_ws_alloc(npanel);
-    work *items = attn_ws_alloc(nwork * sizeof *items);
-    if (!panels || !items) {
+    work *items = per_head ? NULL : attn_ws_alloc(nwork * sizeof *items);
+    if (!panels || (!per_head && !items)) {
         attn_ws_free(panels);
         attn_ws_free(items);
         return ATTN_E_NOMEM;
     }
-    /* base 2 (exp2_row): without modifiers the packed queries carry scale * log2(e), so a score
-     * tile is already in base-2 units; modified tiles are scaled in natural units (apply_mods)
-     * and exp2_row multiplies by log2(e) */
-    float qmul = q_multiplier(d), escale = mods ? ATTN_LOG2E : 1.0f;
-    const mcg_consts mc = mcg_setup(d);
-    /* pack every kv head's K^T and V once (read-only afterwards; a GQA group shares them) */
     attn_status st = ATTN_OK;
+    if (!per_head) { /* pack every kv head's K^T and V once (read-only afterwards; a GQA group shares them) */
 #pragma omp parallel
-    {
-        float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
-        if (!tmp) {
+        {
+            float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
+            if (!tmp) {
 #pragma omp atomic write
-            st = ATTN_E_NOMEM;
-        }
+                st = ATTN_E_NOMEM;
+            }
 #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < B * Hkv; bh++) {
-            float *KT = panels + (size_t)bh * (head_kt + head_v);
-            if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
+            for (int64_t bh = 0; bh < B * Hkv; bh++) {
+                float *KT = panels + (size_t)bh * (head_kt + head_v);
+                if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
+            }
+            free(tmp);
         }
-        free(tmp);
+        size_t nw = 0;
+        int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
+        for (int64_t b = 0; b < B; b++) {
+            seqc sq = seq_of(d, b);
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t blk = 0; blk < nqb; blk++) {
+                    int64_t i0 = blk * BR, rows = Sq - i0 < BR ? Sq - i0 : BR, lo, hi;
+                    block_rng(d, &sq, i0, rows, &lo, &hi);
+                    items[nw++] = (work){b, h, blk, hi - lo};
+                }
+        }
+        if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
     }
     if (st) {
         attn_ws_free(panels);
         attn_ws_free(items);
         return st;
     }
-    size_t nw = 0;
-    int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
-    for (int64_t b = 0; b < B; b++) {
-        seqc sq = seq_of(d, b);
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t blk = 0; blk < nqb; blk++) {
-                int64_t i0 = blk * BR, rows = Sq - i0 < BR ? Sq - i0 : BR, lo, hi;
-                block_rng(d, &sq, i0, rows, &lo, &hi);
-                items[nw++] = (work){b, h, blk, hi - lo};
-            }
-    }
-    if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
 #pragma omp parallel
     {
-        float *Qp = malloc((size_t)(BR * D) * sizeof(float));
-        float *S = malloc((size_t)(BR * LDS) * sizeof(float));
-        float *O = malloc((size_t)(BR * DvP) * sizeof(float));
-        float *add = malloc((size_t)SkP * sizeof(float));
-        float *m = malloc(BR * sizeof(float)), *l = malloc(BR * sizeof(float));
-        uint8_t *keep = malloc(BC_F);
-        int ok = Qp && S && O && add && m && l && keep;
+        fwd_bufs t;
+        float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
+        int ok = fwd_bufs_init(&t, D, DvP, SkP) && tmp;
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
         }
-        int64_t last_b = -1;
-        int any_add = 0;
+        if (per_head) {
+#ifdef _OPENMP
+            float *KT = panels + (size_t)omp_get_thread_num() * (head_kt + head_v);
+#else
+            float *KT = panels;
+#endif
 #pragma omp for schedule(dynamic, 1)
-        for (size_t w = 0; w < nw; w++) {
-            if (!ok) continue;
-            int64_t b = items[w].b, h = items[w].h, i0 = items[w].blk * BR, hk = attn_sem_kvh(d, h);
-            int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
-            if (b != last_b) {
-                any_add = key_mask_row(d, b, add, SkP);
-                last_b = b;
+            for (int64_t bhk = 0; bhk < B * Hkv; bhk++) {
+                if (!ok) continue;
+                int64_t b = bhk / Hkv, hk = bhk % Hkv;
+                pack_kv(d, k, v, b, hk, SkP, DvP, KT, KT + head_kt, tmp);
+                for (int64_t h = hk * G; h < (hk + 1) * G; h++)
+                    for (int64_t blk = 0; blk < nqb; blk++) fwd_block(&c, &t, b, h, blk, KT, KT + head_kt);
             }
-            seqc sq = seq_of(d, b);
-            const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v), *Vp = KT + head_kt;
-            pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, qmul);
-            memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
-            for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
-            int64_t klo, khi;
-            block_rng(d, &sq, i0, rows, &klo, &khi);
-            for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
-                /* the block's last tile is trimmed to the keys some row can see */
-                int64_t nc = khi - j0 < BC_F ? round_up(khi - j0, 16) : BC_F;
-                tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, D * 16, S, LDS, 0);
-                if (mods) apply_mods(kt, d, &sq, h, S, LDS, nc, rows, i0, j0);
-                if (tile_needs_mask(d, &sq, nc, i0, rows, j0, any_add))
-                    mask_tile(d, &sq, S, LDS, nc, rows, i0, j0, add, any_add);
-                for (int64_t r = 0; r < rows; r++)
-                    attn_online_row(kt, S + r * LDS, nc, escale, &m[r], &l[r], O + r * DvP, DvP);
-                for (int64_t r = rows; r < BR; r++) memset(S + r * LDS, 0, (size_t)nc * sizeof(float));
-                if (d->dropout) dropout_tile(kt, d, &mc, S, LDS, nc, rows, b, h, i0, j0, keep);
-                /* keys past the block's range have P = 0: stop the PV reduction there */
-                int64_t kv = khi - j0 < nc ? khi - j0 : nc;
-                tile_gemm_panels(kt, BR, DvP, kv, S, LDS, Vp + j0 * 16, SkP * 16, O, DvP, 1);
-            }
-            for (int64_t r = 0; r < rows; r++) {
-                float *o = out.data + b * out.stride_b + h * out.stride_h + (i0 + r) * out.stride_s;
-                if (l[r] == 0.0f) { /* no visible key: zeros, lse -inf */
-                    memset(o, 0, (size_t)Dv * sizeof(float));
-                    if (lse) lse[(b * H + h) * Sq + i0 + r] = -INFINITY;
-                    continue;
-                }
-                float inv = 1.0f / l[r];
-                for (int64_t c = 0; c < Dv; c++) o[c] = O[r * DvP + c] * inv;
-                if (lse) lse[(b * H + h) * Sq + i0 + r] = (m[r] + log2f(l[r])) * ATTN_LN2;
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (size_t w = 0; w < nwork; w++) {
+                if (!ok) continue;
+                int64_t b = items[w].b, h = items[w].h, hk = attn_sem_kvh(d, h);
+                const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v);
+                fwd_block(&c, &t, b, h, items[w].blk, KT, KT + head_kt);
             }
         }
-        free(Qp);
-        free(S);
-        free(O);
-        free(add);
-        free(m);
-        free(l);
-        free(keep);
+        fwd_bufs_free(&t);
+        free(tmp);
     }
     attn_ws_free(panels);
     attn_ws_free(items);
