@@ -104,9 +104,10 @@ static void nan_policy(void) {
 
 /* The fused SDPA with 1, 2 and 3 threads on shapes where the forward's work
  * split changes with the thread count (whole kv heads per item when B * Hkv
- * >= 4 per thread, query blocks of pre-packed heads otherwise): the same bits. */
+ * >= 8 per thread, query blocks of pre-packed heads otherwise): the same bits. */
 static void sdpa_thread_counts(void) {
-    static const int64_t shapes[][4] = {{1, 6, 3, 157}, {2, 4, 2, 96}, {1, 8, 8, 130}, {3, 4, 4, 61}, {1, 2, 1, 200}};
+    static const int64_t shapes[][4] = {{1, 6, 3, 157}, {2, 4, 2, 96},  {1, 8, 8, 130},
+                                        {3, 4, 4, 61},  {1, 2, 1, 200}, {4, 6, 6, 40}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t B = shapes[si][0], H = shapes[si][1], Hkv = shapes[si][2], S = shapes[si][3], D = 24;
         size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * Hkv * S * D);

@@ -345,13 +345,14 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     }
 }
 
-/* Many kv heads for the threads (B * Hkv >= FWD_HEAD_ITEMS per thread): a work
+/* Many kv heads for the threads (B * Hkv >= FWD_HEAD_ITEMS per thread, so that
+ * the last item, a whole head, leaves the other threads idle briefly): a work
  * item is a whole kv head, packed by the thread that takes it into its own
  * panels (they stay in its cache) and run for every query head of its
  * group. Fewer: K^T and V of every head are packed once, up front, and the
  * items are query blocks. Both give the same bits (the same blocks, the same
  * panel values). */
-#define FWD_HEAD_ITEMS 4
+#define FWD_HEAD_ITEMS 8
 
 attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                float *lse) {
