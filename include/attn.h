@@ -228,9 +228,15 @@ ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64
                                   int64_t Dv);
 
 /* Name of the SIMD kernels the fused path uses on this CPU: "avx2" or
- * "generic" (set ATTN_ISA=generic in the environment to force the portable
- * kernels). */
+ * "generic". The environment variable ATTN_ISA (read once) forces a set:
+ * "generic", "avx2" or "auto" (the default: the best this CPU runs). */
 ATTN_API const char *attn_kernel_name(void);
+/* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it
+ * names a kernel set this CPU or build cannot run ("avx2" without AVX2/FMA/
+ * F16C; "avx512": no AVX-512 kernels yet), ATTN_E_INVALID for an unknown
+ * name. Every fused call (forward, backward, decode, blocks) then returns
+ * this status instead of running other kernels than the ones asked for. */
+ATTN_API attn_status attn_kernel_status(void);
 
 /* Scratch memory: the fused kernels keep the large buffers a call frees
  * (packed K/V panels, gradient partials) for the next call instead of

@@ -42,6 +42,14 @@ static int file_is(const char *path, const char *text) {
 
 /* expect exit code `code`, an "attn: error:" line containing `needle`, and
  * the sentinel output file unchanged */
+static int file_contains(const char *path, const char *needle) {
+    size_t n = 0;
+    char *text = tu_slurp(path, &n);
+    int found = text && strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
 static void expect_fail(const char *what, const char *args, int code, const char *needle) {
     char err[4096], full[3072];
     write_file("cli_out.safetensors", "sentinel");
@@ -161,6 +169,19 @@ int main(int argc, char **argv) {
     expect_fail("dropout not a number", "run causal --weights w --input x --dropout abc", 2, "probability");
     expect_fail("train without seed", "run causal --weights w --input x --train", 2, "--seed");
     expect_fail("heads not a number", "run mha --weights w --input x --heads two", 2, "--heads");
+
+    /* ATTN_ISA naming kernels this build/CPU cannot run: a clear message, exit 2, and version says why */
+    setenv("ATTN_ISA", "avx512", 1);
+    expect_fail("ATTN_ISA=avx512", "bench --seq 32 --heads 1 --min-time 0 --sgemm-n 0", 2, "no AVX-512 kernels");
+    CHECK(run("version", err, sizeof err) == 0, "version runs with an unusable ATTN_ISA");
+    setenv("ATTN_ISA", "fastest", 1);
+    snprintf(a, sizeof a, "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input %s/sa_v2_0.io.safetensors",
+             golden, golden);
+    expect_fail("ATTN_ISA unknown", a, 2, "unknown kernel set");
+    setenv("ATTN_ISA", "generic", 1);
+    CHECK(run("version", err, sizeof err) == 0 && file_contains("cli_stdout.txt", "kernels: generic"),
+          "ATTN_ISA=generic is honoured");
+    unsetenv("ATTN_ISA");
 
     /* data errors: exit 1 */
     snprintf(a, sizeof a, "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input missing.safetensors", golden);

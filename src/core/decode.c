@@ -63,6 +63,8 @@ typedef struct dec_item {
 
 attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
                                 float *lse) {
+    attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
+    if (ks) return ks;
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv;
     int64_t R = G * Sq, DvP = round_up(Dv, 8);

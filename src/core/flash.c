@@ -356,6 +356,8 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
 
 attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                float *lse) {
+    attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
+    if (ks) return ks;
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
     int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv;
     if (B * H * Sq == 0) return ATTN_OK;
@@ -642,6 +644,8 @@ static size_t bwd_panels_size(const attn_sdpa_desc *d, bwd_panels *pn) {
 
 attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                    float *m, float *l, float *t) {
+    attn_status ks = attn_kernel_status();
+    if (ks) return ks;
     size_t nrows, BH = (size_t)(d->B * d->H);
     if (attn_mul_size(BH, (size_t)d->Sq, &nrows)) return ATTN_E_OVERFLOW;
     if (nrows == 0 || d->Sk == 0 || d->B * (d->Hkv > 0 ? d->Hkv : d->H) == 0) return ATTN_OK; /* nothing to fold */
@@ -697,6 +701,8 @@ attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn
 static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                              const float *gm, const float *gl, const float *gt, attn_view dq, attn_view dk,
                              attn_view dv) {
+    attn_status ks = attn_kernel_status();
+    if (ks) return ks;
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
     int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv, BHkv = B * Hkv;

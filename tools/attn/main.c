@@ -48,12 +48,29 @@ static void usage(FILE *f) {
                "see README.md and docs/CLI.md\n");
 }
 
+/* why ATTN_ISA cannot be honoured (attn_kernel_status() != ATTN_OK) */
+static const char *isa_problem(void) {
+    const char *isa = getenv("ATTN_ISA");
+    if (attn_kernel_status() == ATTN_E_INVALID) return "unknown kernel set (use auto, avx2 or generic)";
+    if (isa && !strcmp(isa, "avx512"))
+        return strcmp(attn_kernel_name(), "avx2") == 0
+                   ? "this build has no AVX-512 kernels yet (this CPU runs avx2 and generic)"
+                   : "this build has no AVX-512 kernels yet (this CPU runs generic)";
+    return "this CPU (or build) lacks AVX2, FMA or F16C (it runs generic)";
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    int computes = !strcmp(cmd, "demo") || !strcmp(cmd, "run") || !strcmp(cmd, "train") || !strcmp(cmd, "bench") ||
+                   !strcmp(cmd, "sdpa") || !strcmp(cmd, "heatmap");
+    if (computes && attn_kernel_status() != ATTN_OK) {
+        cli_error("ATTN_ISA=%s: %s", getenv("ATTN_ISA"), isa_problem());
+        return EXIT_USAGE;
+    }
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
@@ -62,6 +79,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "heatmap") == 0) return cmd_heatmap(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("attn %s (kernels: %s)\n", attn_version(), attn_kernel_name());
+        if (attn_kernel_status() != ATTN_OK) printf("ATTN_ISA=%s: %s\n", getenv("ATTN_ISA"), isa_problem());
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
