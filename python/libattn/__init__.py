@@ -11,6 +11,7 @@ rest, with the library's message. `libattn.torch` adds a differentiable
 `sdpa` for PyTorch tensors.
 """
 import ctypes
+import os
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ._capi import lib
 from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
-           "kernel_name", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
+           "kernel_name", "release_cached_memory", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")
@@ -42,9 +43,19 @@ def kernel_name():
     return lib.attn_kernel_name().decode()
 
 
+def release_cached_memory():
+    """Return the fused kernels' cached scratch buffers to the system (they are
+    kept for the next call, up to ATTN_CACHE_MB megabytes; docs/API.md)."""
+    lib.attn_release_cached_memory()
+
+
 def _check(st, what, detail=None):
     if st == _capi.OK:
         return
+    ks = lib.attn_kernel_status()
+    if ks != _capi.OK and st == ks:  # ATTN_ISA asks for kernels this CPU or build cannot run
+        raise LibattnError(st, "%s: ATTN_ISA=%s cannot be honoured: %s (kernels here: %s)" % (
+            what, os.environ.get("ATTN_ISA"), lib.attn_status_string(st).decode(), kernel_name()))
     msg = "%s: %s" % (what, lib.attn_status_string(st).decode())
     if detail:
         msg += " (%s)" % detail

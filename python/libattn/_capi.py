@@ -86,6 +86,8 @@ _FUNCS = {
     "attn_abi_size": (ctypes.c_size_t, [ctypes.c_char_p]),
     "attn_status_string": (ctypes.c_char_p, [c_int]),
     "attn_kernel_name": (ctypes.c_char_p, []),
+    "attn_kernel_status": (c_int, []),
+    "attn_release_cached_memory": (None, []),
     "attn_default_scale": (c_float, [c_i64]),
     "attn_sdpa_desc_init": (None, [ctypes.POINTER(SdpaDesc), c_i64, c_i64, c_i64, c_i64, c_i64, c_i64]),
     "attn_sdpa_forward": (c_int, [ctypes.POINTER(SdpaDesc), View, View, View, View, c_float_p]),

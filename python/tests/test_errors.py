@@ -1,5 +1,7 @@
 """Bad input raises ValueError (shapes, arguments) or TypeError (dtypes) with
 the library's message; nothing crashes the interpreter."""
+import os
+
 import numpy as np
 import pytest
 
@@ -74,3 +76,28 @@ def test_layer_errors():
         libattn.KVCache(1, 1, 8, 4, dtype="f64")
     with pytest.raises(ValueError):
         libattn.KVCache(1, 1, 8, 20, dtype="q8_0")  # head size not a multiple of 32
+
+
+def test_unusable_isa_is_an_error_not_a_fallback():
+    # ATTN_ISA is read once per process: a child process with an unusable setting
+    import subprocess
+    import sys
+    code = ("import numpy as np, libattn\n"
+            "q = np.ones((1, 1, 4, 8), np.float32)\n"
+            "try:\n"
+            "    libattn.sdpa(q, q, q)\n"
+            "except libattn.LibattnError as e:\n"
+            "    print('refused:', e)\n")
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(libattn.__file__)))
+    env = dict(os.environ, ATTN_ISA="avx512",
+               PYTHONPATH=os.pathsep.join(p for p in (pkg, os.environ.get("PYTHONPATH")) if p))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "refused:" in r.stdout and "ATTN_ISA=avx512 cannot be honoured" in r.stdout, r.stdout + r.stderr
+
+
+def test_release_cached_memory():
+    q = np.random.default_rng(0).standard_normal((1, 2, 64, 16)).astype(np.float32)
+    a = libattn.sdpa(q, q, q)
+    libattn.release_cached_memory()
+    b = libattn.sdpa(q, q, q)
+    assert np.array_equal(a, b)
