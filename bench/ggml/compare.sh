@@ -1,0 +1,47 @@
+#!/bin/sh
+# libattn next to ggml's CPU flash attention (ggml_flash_attn_ext: what
+# llama.cpp runs) on the same data, alternating rounds in one process
+# (bench/ggml/ggml_bench.c). ggml is not a dependency of libattn: point
+# GGML_DIR at a ggml checkout (https://github.com/ggml-org/ggml, or
+# llama.cpp's ggml/ directory); it is built once into $GGML_DIR/build-attn
+# with its defaults (-march=native). Not part of `make test`.
+# usage: GGML_DIR=/path/to/ggml bench/ggml/compare.sh [ROUNDS] [THREADS]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+rounds=${1:-5}
+threads=${2:-2}
+: "${GGML_DIR:?set GGML_DIR to a ggml source checkout}"
+gb=$GGML_DIR/build-attn
+if [ ! -f "$gb/src/libggml.so" ]; then
+  cmake -S "$GGML_DIR" -B "$gb" -DCMAKE_BUILD_TYPE=Release -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
+    -DBUILD_SHARED_LIBS=ON >/dev/null
+  cmake --build "$gb" -j "$threads" >/dev/null
+fi
+[ -f "$root/build/libattn.so" ] || make -C "$root" build >/dev/null
+exe=$(mktemp -d)/ggml_bench
+trap 'rm -rf "$(dirname "$exe")"' EXIT
+gcc -O2 -std=c11 -I"$root/include" -I"$GGML_DIR/include" "$here/ggml_bench.c" -o "$exe" \
+  -L"$root/build" -lattn -L"$gb/src" -lggml -lggml-base -lggml-cpu -lm \
+  -Wl,-rpath,"$root/build" -Wl,-rpath,"$gb/src"
+out=$root/bench/results/ggml-compare-$(date +%Y%m%d-%H%M).jsonl
+echo "libattn vs ggml flash_attn_ext, $threads threads, $rounds rounds; JSON in $out" >&2
+for shape in "8 2048 64 0" "8 2048 64 1" "8 4096 64 1" "8 2048 128 0" "8 2048 128 1"; do
+  set -- $shape
+  OMP_NUM_THREADS=$threads "$exe" "$1" "$2" "$3" "$4" "$threads" "$rounds" >> "$out"
+done
+${PYTHON:-/usr/bin/python3} - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+cases = {}
+for r in rows:
+    cases.setdefault((r["H"], r["S"], r["D"], r["causal"]), []).append(r)
+f = lambda v: "%.0f (%.0f-%.0f)" % (statistics.median(v), min(v), max(v))
+print("| H | S | D | causal | libattn GFLOP/s | ggml GFLOP/s | libattn / ggml (per round) |")
+print("|---|---|---|---|---|---|---|")
+for (H, S, D, c), v in cases.items():
+    la = [x["libattn_gflops"] for x in v]; gg = [x["ggml_gflops"] for x in v]
+    rt = [a / b for a, b in zip(la, gg)]
+    print("| %d | %d | %d | %s | %s | %s | %.2f (%.2f-%.2f) |" % (H, S, D, "yes" if c else "no", f(la), f(gg),
+          statistics.median(rt), min(rt), max(rt)))
+PY
