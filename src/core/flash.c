@@ -1,29 +1,32 @@
 /* Fused, tiled SDPA forward and backward (FlashAttention-2 on the CPU).
+ * Scores are in base 2 throughout: the packed queries carry scale * log2(e)
+ * (q_multiplier), so a tile S = Q K^T is u = s log2(e) and P = 2^(u - m).
  *
- * Forward, per work item (b, h, block of BR query rows):
+ * Forward, per query block (b, h, BR rows; fwd_block):
  *   for each block of BC_F keys that some row of the block can see:
- *     S = Q K^T                    (gemm_6x16 on a packed K^T panel)
+ *     S = Q K^T                    (gemm_6x16 on 16-key K^T panels)
  *     mask (causal, padding, keys past Sk) with -inf
- *     online softmax per row: m' = max(m, scale*max S); P = exp(scale*S - m');
- *       l = l * exp(m - m') + sum P;  O *= exp(m - m')   (rescale only if m moved)
+ *     online softmax per row: m' = max(m, max S) (lazily, ATTN_LAZY_MAX);
+ *       P = 2^(S - m'); l = l 2^(m - m') + sum P; O *= 2^(m - m')
  *     dropout on P (keep decisions from the PyTorch stream, never materialized
  *       for MKL; the normalizer l uses the undropped P, as torch does)
- *     O += P V                     (gemm_6x16 on the packed V panel)
- *   out = O / l, lse = m + log l; a row that saw no key gives 0 and lse -inf.
- * Extra memory: packed K^T and V (B*H*Sk*D each) plus per-thread tiles.
+ *     O += P V                     (gemm_6x16 on 16-column V panels)
+ *   out = O / l, lse = (m + log2 l) ln 2; a row that saw no key gives 0, lse -inf.
+ * Work items: query blocks of K/V packed up front for every kv head, or with
+ * many kv heads per thread whole kv heads packed by the thread that runs them.
  *
- * Backward, first the row statistics (bwd_row_stats: m, l and
- * Di = rowsum(P dP) from the same tiles), then per (head, key chunk), key
- * blocks outer, query blocks inner:
- *   P = exp(scale*S - m) / l, Pd = P * dropout
- *   dV += Pd^T dO;  dP = dO V^T * dropout;  dS = P (dP - Di) scale
- *   dK += dS^T Q;   dQ += dS K
- * dQ accumulates per chunk and the chunks are summed in order, dK/dV per key
- * block: no atomics, and every output element is computed by one thread in
- * one order, so results are bitwise identical for any thread count.
+ * Backward, per (b, kv head, query chunk), query blocks outer: pass 1 computes
+ * and keeps every S and dP = dO V^T (* dropout) tile of the block's rows and
+ * folds the row statistics from them (m, l, Di = rowsum(P dP)); pass 2, per
+ * tile: P = 2^(S - m) / l and dS = P (dP - Di) scale in one row pass, then
+ *   dV += Pd^T dO;  dK += dS^T Q  (the item's partials);  dQ += dS K.
+ * dK/dV partials are summed in chunk order, dQ is the item's own: no atomics,
+ * every output element computed by one thread in one order, so results are
+ * bitwise identical for any thread count.
  *
- * Threads: work items are claimed dynamically (largest first for causal
- * masks), OpenMP. Tile buffers are allocated once per thread per call. */
+ * Threads: OpenMP, items claimed dynamically (largest first for causal
+ * masks). Tile buffers are allocated once per thread per call; the large
+ * buffers come from the scratch cache (base/workspace.h). */
 #include "../base/workspace.h"
 #include "../kernels/kernels.h"
 #include "internal.h"
