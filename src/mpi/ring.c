@@ -171,6 +171,16 @@ static void ring_done(ring *R, attn_ring_timing *timing, double t0) {
     if (R->comm != MPI_COMM_NULL) MPI_Comm_free(&R->comm);
 }
 
+/* After ring_init: 1 (with *st the status to return, the ring released) when
+ * no step can run (no communicator, or the communicator failed); 0 otherwise,
+ * *st then still carrying a local error the ring agrees on later. */
+static int ring_failed(ring *R, attn_status *st, attn_ring_timing *timing, double t0) {
+    if (*st != ATTN_E_COMM && R->comm != MPI_COMM_NULL) return 0;
+    ring_done(R, timing, t0);
+    if (!*st) *st = ATTN_E_COMM;
+    return 1;
+}
+
 /* this rank's K and V rows into a message: K (B, Hkv, nk, D) then V (B, Hkv, nk, Dv), es-byte elements */
 static void pack_kv(const ring *R, attn_view k, attn_view v, int64_t nk, void *buf) {
     int64_t es = R->es;
@@ -316,10 +326,7 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_sdpa_desc *d, attn_ring_
     double t0 = MPI_Wtime();
     ring R;
     attn_status st = ring_init(&R, comm, d, layout);
-    if (st == ATTN_E_COMM || R.comm == MPI_COMM_NULL) {
-        ring_done(&R, timing, t0);
-        return st ? st : ATTN_E_COMM;
-    }
+    if (ring_failed(&R, &st, timing, t0)) return st;
     int64_t rows = R.B * R.H * R.nq;
     fwd_ctx c = {q, NULL, NULL, NULL, NULL};
     if (!st && rows > 0 && (!q.data || !out.data)) st = ATTN_E_INVALID;
@@ -470,10 +477,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_sdpa_desc *d, attn_ring
     double t0 = MPI_Wtime();
     ring R;
     attn_status st = ring_init(&R, comm, d, layout);
-    if (st == ATTN_E_COMM || R.comm == MPI_COMM_NULL) {
-        ring_done(&R, timing, t0);
-        return st ? st : ATTN_E_COMM;
-    }
+    if (ring_failed(&R, &st, timing, t0)) return st;
     bwd_ctx c;
     memset(&c, 0, sizeof c);
     c.q = q, c.dout = dout;
