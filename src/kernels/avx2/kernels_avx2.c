@@ -92,24 +92,31 @@ static inline __m256 tail_mask(int64_t r) {
         _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
+/* 2^(fl(x * scale) - m) of 8 lanes (the multiply skipped when scale is 1:
+ * x * 1 = x) and, masked, of the n - j < 8 lanes of a row's tail (zeros past
+ * its end): the one argument rule of the exp2 row kernels. */
+static inline __m256 exp2_at(const float *x, __m256 vs, int unit, __m256 vm) {
+    __m256 t = _mm256_loadu_ps(x);
+    return exp2_8(_mm256_sub_ps(unit ? t : _mm256_mul_ps(t, vs), vm));
+}
+
+static inline __m256 exp2_tail(const float *x, __m256i mk, __m256 vs, __m256 vm) {
+    __m256 e = exp2_8(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x, mk), vs), vm));
+    return _mm256_and_ps(e, _mm256_castsi256_ps(mk));
+}
+
 static float exp2_row(const float *x, float *y, int64_t n, float scale, float m) {
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int unit = scale == 1.0f;
     int64_t j = 0;
-    if (scale == 1.0f) /* x * 1 = x: the multiply is skipped, not changed */
-        for (; j + 8 <= n; j += 8) {
-            __m256 e = exp2_8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
-            _mm256_storeu_ps(y + j, e);
-            acc = _mm256_add_ps(acc, e);
-        }
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp2_8(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), vm));
+        __m256 e = exp2_at(x + j, vs, unit, vm);
         _mm256_storeu_ps(y + j, e);
         acc = _mm256_add_ps(acc, e);
     }
     if (j < n) {
         __m256i mk = _mm256_castps_si256(tail_mask(n - j));
-        __m256 v = _mm256_maskload_ps(x + j, mk);
-        __m256 e = _mm256_and_ps(exp2_8(_mm256_sub_ps(_mm256_mul_ps(v, vs), vm)), _mm256_castsi256_ps(mk));
+        __m256 e = exp2_tail(x + j, mk, vs, vm);
         _mm256_maskstore_ps(y + j, mk, e);
         acc = _mm256_add_ps(acc, e);
     }
@@ -120,19 +127,16 @@ static float exp2_row(const float *x, float *y, int64_t n, float scale, float m)
  * two sums accumulate exactly as those two kernels do (same bits). */
 static float exp2_dot_row(const float *x, const float *w, int64_t n, float scale, float m, float *dot) {
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps(), dacc = acc;
+    int unit = scale == 1.0f;
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 t = _mm256_loadu_ps(x + j);
-        if (scale != 1.0f) t = _mm256_mul_ps(t, vs);
-        __m256 e = exp2_8(_mm256_sub_ps(t, vm));
+        __m256 e = exp2_at(x + j, vs, unit, vm);
         acc = _mm256_add_ps(acc, e);
         dacc = _mm256_fmadd_ps(e, _mm256_loadu_ps(w + j), dacc);
     }
     float tail[8], d = hsum8(dacc);
     if (j < n) {
-        __m256i mk = _mm256_castps_si256(tail_mask(n - j));
-        __m256 e = _mm256_and_ps(exp2_8(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + j, mk), vs), vm)),
-                                 _mm256_castsi256_ps(mk));
+        __m256 e = exp2_tail(x + j, _mm256_castps_si256(tail_mask(n - j)), vs, vm);
         acc = _mm256_add_ps(acc, e);
         _mm256_storeu_ps(tail, e);
         for (int64_t i = 0; j + i < n; i++) d += tail[i] * w[j + i];
@@ -147,17 +151,16 @@ static void softmax_grad_row(const float *x, float *p, float *g, int64_t n, floa
                              float scale) {
     __m256 vs = _mm256_set1_ps(escale), vm = _mm256_set1_ps(m), vil = _mm256_set1_ps(il);
     __m256 vdi = _mm256_set1_ps(di), vsc = _mm256_set1_ps(scale);
+    int unit = escale == 1.0f;
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 t = _mm256_loadu_ps(x + j);
-        if (escale != 1.0f) t = _mm256_mul_ps(t, vs);
-        __m256 pv = _mm256_mul_ps(exp2_8(_mm256_sub_ps(t, vm)), vil);
+        __m256 pv = _mm256_mul_ps(exp2_at(x + j, vs, unit, vm), vil);
         _mm256_storeu_ps(p + j, pv);
         _mm256_storeu_ps(g + j, _mm256_mul_ps(_mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(g + j), vdi)), vsc));
     }
     if (j < n) {
         __m256i mk = _mm256_castps_si256(tail_mask(n - j));
-        __m256 pv = _mm256_mul_ps(exp2_8(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + j, mk), vs), vm)), vil);
+        __m256 pv = _mm256_mul_ps(exp2_tail(x + j, mk, vs, vm), vil);
         __m256 gv = _mm256_mul_ps(_mm256_mul_ps(pv, _mm256_sub_ps(_mm256_maskload_ps(g + j, mk), vdi)), vsc);
         _mm256_maskstore_ps(p + j, mk, pv);
         _mm256_maskstore_ps(g + j, mk, gv);
