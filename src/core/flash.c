@@ -367,6 +367,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     /* base 2 (exp2_row): without modifiers the packed queries carry scale * log2(e), so a score
      * tile is already in base-2 units; modified tiles are scaled in natural units (apply_mods)
      * and exp2_row multiplies by log2(e) */
+    int mods = has_mods(d);
     fwd_call c = {d,
                   attn_kernels(),
                   q,
@@ -374,9 +375,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                   lse,
                   round_up(Sk > 0 ? Sk : 1, BC_F),
                   round_up(Dv, 16),
-                  has_mods(d),
+                  mods,
                   q_multiplier(d),
-                  has_mods(d) ? ATTN_LOG2E : 1.0f,
+                  mods ? ATTN_LOG2E : 1.0f,
                   mcg_setup(d)};
     int64_t SkP = c.SkP, DvP = c.DvP, nqb = (Sq + BR - 1) / BR;
 #ifdef _OPENMP
@@ -434,8 +435,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #pragma omp parallel
     {
         fwd_bufs t;
-        float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
-        int ok = fwd_bufs_init(&t, D, DvP, SkP) && tmp;
+        float *tmp = per_head ? malloc((size_t)(D + Dv) * sizeof(float)) : NULL; /* rows of 16-bit inputs */
+        int ok = fwd_bufs_init(&t, D, DvP, SkP) && (tmp || !per_head);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
