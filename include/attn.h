@@ -227,13 +227,17 @@ typedef struct attn_sdpa_desc {
 ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
                                   int64_t Dv);
 
-/* Name of the SIMD kernels the fused path uses on this CPU: "avx2" or
- * "generic". The environment variable ATTN_ISA (read once) forces a set:
- * "generic", "avx2" or "auto" (the default: the best this CPU runs). */
+/* Name of the SIMD kernels the fused path uses on this CPU: "avx512",
+ * "avx2" or "generic". The environment variable ATTN_ISA (read once) forces
+ * a set: "generic", "avx2", "avx512", "avx512-simde" (the AVX-512 source run
+ * through SIMD Everywhere's emulation on an AVX2 CPU: for tests, slow; only
+ * in builds made with libsimde-dev) or "auto" (the default: the best this
+ * CPU runs). */
 ATTN_API const char *attn_kernel_name(void);
 /* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it
  * names a kernel set this CPU or build cannot run ("avx2" without AVX2/FMA/
- * F16C; "avx512": no AVX-512 kernels yet), ATTN_E_INVALID for an unknown
+ * F16C, "avx512" without AVX-512 F/BW/DQ/VL and the OS's ZMM state,
+ * "avx512-simde" in a build without SIMDe), ATTN_E_INVALID for an unknown
  * name. Every fused call (forward, backward, decode, blocks) then returns
  * this status instead of running other kernels than the ones asked for. */
 ATTN_API attn_status attn_kernel_status(void);

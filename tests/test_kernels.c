@@ -4,6 +4,7 @@
  * vector lanes and the scalar tail give the same bits, and that the one-pass
  * backward kernels (exp2_dot_row, softmax_grad_row) give the bits of the
  * passes they replace. */
+#include "base/half.h"
 #include "kernels/kernels.h"
 #include "testutil.h"
 
@@ -101,15 +102,92 @@ static void test_fused_rows(const attn_kernel_table *kt) {
     CHECK(bad == 0, "%s: %d one-pass rows differ from the multi-pass form", kt->name, bad);
 }
 
+/* K/V rows of n elements stored as kind (q8_0: n a multiple of 32) */
+static void store_rows(int kind, const float *x, int64_t rows, int64_t n, void *dst) {
+    size_t rb = attn_kv_bytes(kind, n);
+    for (int64_t r = 0; r < rows; r++) {
+        unsigned char *o = (unsigned char *)dst + (size_t)r * rb;
+        const float *src = x + r * n;
+        if (kind == ATTN_KV_F32)
+            memcpy(o, src, (size_t)n * sizeof(float));
+        else if (kind == ATTN_KV_Q8)
+            attn_q8_quantize(src, n, o);
+        else
+            for (int64_t c = 0; c < n; c++) {
+                uint16_t h = kind == ATTN_KV_F16 ? attn_f32_to_f16(src[c]) : attn_f32_to_bf16(src[c]);
+                memcpy(o + 2 * c, &h, 2);
+            }
+    }
+}
+
+/* decode's qk_rows / pv_rows (every element kind) against the portable
+ * kernels: the same sums to float32 rounding, nothing written outside S's
+ * n columns or O's Dv columns (O rows are round_up(Dv, 8) apart) */
+static void test_decode_rows(const attn_kernel_table *kt) {
+    static const int64_t dims[] = {8, 16, 24, 32, 40, 64, 72, 96, 128, 136, 256};
+    enum { RMAX = 9, NMAX = 67, DMAX = 256, LD = 72 };
+    static float Q[RMAX * DMAX], X[NMAX * DMAX], S1[RMAX * LD], S2[RMAX * LD], P[RMAX * LD];
+    static float O1[RMAX * (DMAX + 8)], O2[RMAX * (DMAX + 8)];
+    static unsigned char Kx[NMAX * DMAX * 4];
+    uint32_t seed = 11;
+    int bad = 0, cases = 0;
+    for (int kind = 0; kind < 4; kind++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            int64_t D = dims[di];
+            if (kind == ATTN_KV_Q8 && D % 32) continue;
+            for (int64_t R = 1; R <= RMAX; R += (R < 5 ? 1 : 4))
+                for (int64_t n = 0; n <= NMAX; n += (n < 7 ? 1 : 20)) {
+                    for (int64_t i = 0; i < R * D; i++) Q[i] = tu_frand(&seed);
+                    for (int64_t i = 0; i < n * D; i++) X[i] = tu_frand(&seed);
+                    for (int64_t i = 0; i < R * LD; i++) P[i] = 0.5f + 0.5f * tu_frand(&seed);
+                    store_rows(kind, X, n, D, Kx);
+                    for (int64_t i = 0; i < R * LD; i++) S1[i] = S2[i] = -7.0f;
+                    int64_t ldo = (D + 7) / 8 * 8;
+                    for (int64_t i = 0; i < RMAX * (DMAX + 8); i++) O1[i] = O2[i] = 0.25f;
+                    if (kind == ATTN_KV_F32) {
+                        attn_kernels_generic.qk_rows(Q, R, D, (const float *)Kx, D, n, S1, LD, NULL, 0, 0);
+                        kt->qk_rows(Q, R, D, (const float *)Kx, D, n, S2, LD, NULL, 0, 0);
+                        attn_kernels_generic.pv_rows(P, LD, R, (const float *)Kx, D, n, D, O1, ldo, NULL, 0, 0);
+                        kt->pv_rows(P, LD, R, (const float *)Kx, D, n, D, O2, ldo, NULL, 0, 0);
+                    } else {
+                        attn_kernels_generic.qk_rows_x(Q, R, D, Kx, D, n, S1, LD, NULL, 0, 0, kind);
+                        kt->qk_rows_x(Q, R, D, Kx, D, n, S2, LD, Kx, D, D, kind);
+                        attn_kernels_generic.pv_rows_x(P, LD, R, Kx, D, n, D, O1, ldo, NULL, 0, 0, kind);
+                        kt->pv_rows_x(P, LD, R, Kx, D, n, D, O2, ldo, Kx, D, D, kind);
+                    }
+                    cases++;
+                    int ok = 1;
+                    for (int64_t i = 0; i < R * LD; i++) {
+                        double tol = 1e-5 * (double)D + 1e-6;
+                        ok &= (i % LD < n) ? fabs((double)S1[i] - S2[i]) <= tol : S2[i] == -7.0f;
+                    }
+                    for (int64_t i = 0; i < RMAX * (DMAX + 8); i++) {
+                        double tol = 1e-5 * (double)(n + 1);
+                        ok &= (i < R * ldo && i % ldo < D) ? fabs((double)O1[i] - O2[i]) <= tol : O2[i] == 0.25f;
+                    }
+                    if (!ok && bad++ < 5)
+                        fprintf(stderr, "%s: decode rows differ: kind %d D %lld R %lld n %lld\n", kt->name, kind,
+                                (long long)D, (long long)R, (long long)n);
+                }
+        }
+    CHECK(bad == 0, "%s: %d of %d decode row cases differ from the portable kernels", kt->name, bad, cases);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
-    const attn_kernel_table *tables[2] = {&attn_kernels_generic, attn_kernels()};
-    for (int t = 0; t < 2; t++) {
-        if (t == 1 && tables[1] == tables[0]) break;
-        test_exp2_accuracy(tables[t], 1.5); /* measured 0.99 (2026-11-23) */
-        test_exp2_special(tables[t]);
-        test_exp2_lanes(tables[t]);
-        test_fused_rows(tables[t]);
+    /* every table this build has and this CPU runs */
+    static const char *names[] = {"generic", "avx2", "avx512", "avx512-simde"};
+    for (int t = 0; t < 4; t++) {
+        const attn_kernel_table *kt = attn_kernels_lookup(names[t]);
+        if (!kt) {
+            printf("%s: not run here\n", names[t]);
+            continue;
+        }
+        test_exp2_accuracy(kt, 1.5); /* measured 0.99 (2026-11-23) */
+        test_exp2_special(kt);
+        test_exp2_lanes(kt);
+        test_fused_rows(kt);
+        test_decode_rows(kt);
     }
     return tu_finish("test_kernels");
 }

@@ -21,10 +21,20 @@ void tu_init(int argc, char **argv) {
         if (abs) argv[i] = abs; /* kept for the life of the test */
     }
     if (argc > 1) tu_srcdir = argv[1];
+    /* a test run per kernel table (ctest's per-ISA runs) on a CPU or build
+     * without that table is skipped, not failed (ctest: SKIP_RETURN_CODE 77) */
+    const char *isa = getenv("ATTN_ISA");
+    if (getenv("ATTN_TEST_SKIP_UNSUPPORTED") && attn_kernel_status() == ATTN_E_UNSUPPORTED) {
+        printf("skipped: ATTN_ISA=%s is not runnable on this CPU or build\n", isa ? isa : "");
+        exit(77);
+    }
+    /* scratch files under the working directory (ctest runs tests in the
+     * build tree) unless TMPDIR says otherwise */
     const char *tmp = getenv("TMPDIR");
-    snprintf(scratch, sizeof scratch, "%s/attn-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(scratch) || chdir(scratch) != 0) {
-        fprintf(stderr, "cannot create a scratch directory under %s\n", tmp && *tmp ? tmp : "/tmp");
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/attn-test.XXXXXX", tmp && *tmp ? tmp : ".");
+    if (!mkdtemp(rel) || !realpath(rel, scratch) || chdir(scratch) != 0) {
+        fprintf(stderr, "cannot create a scratch directory under %s\n", tmp && *tmp ? tmp : ".");
         exit(2);
     }
 }
@@ -117,4 +127,18 @@ char *tu_slurp(const char *path, size_t *len) {
     if (s && len) *len = (size_t)n;
     fclose(f);
     return s;
+}
+
+int tu_cpu_avx512(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
+        return 0;
+    unsigned lo, hi; /* XCR0: the OS saves opmask and ZMM state */
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0xe6) == 0xe6;
+#else
+    return 0;
+#endif
 }

@@ -43,5 +43,8 @@ float *tu_rand_array(size_t n, uint32_t *state, float amp);
 uint16_t tu_bf16(float x);
 /* Prints "N passed, N failed" and returns the exit code. */
 int tu_finish(const char *name);
+/* 1 when this CPU and its OS run AVX-512 F/BW/DQ/VL (the test's own check,
+ * independent of the library's dispatch) */
+int tu_cpu_avx512(void);
 
 #endif

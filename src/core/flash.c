@@ -4,13 +4,13 @@
  *
  * Forward, per query block (b, h, BR rows; fwd_block):
  *   for each block of BC_F keys that some row of the block can see:
- *     S = Q K^T                    (gemm_6x16 on 16-key K^T panels)
+ *     S = Q K^T                    (gemm on 16-key K^T panels)
  *     mask (causal, padding, keys past Sk) with -inf
  *     online softmax per row: m' = max(m, max S) (lazily, ATTN_LAZY_MAX);
  *       P = 2^(S - m'); l = l 2^(m - m') + sum P; O *= 2^(m - m')
  *     dropout on P (keep decisions from the PyTorch stream, never materialized
  *       for MKL; the normalizer l uses the undropped P, as torch does)
- *     O += P V                     (gemm_6x16 on 16-column V panels)
+ *     O += P V                     (gemm on 16-column V panels)
  *   out = O / l, lse = (m + log2 l) ln 2; a row that saw no key gives 0, lse -inf.
  * Work items: query blocks of K/V packed up front for every kv head, or with
  * many kv heads per thread whole kv heads packed by the thread that runs them.
@@ -39,8 +39,8 @@
 #include <omp.h>
 #endif
 
-/* Tile sizes. Query rows: a multiple of 6 (gemm_6x16 rows). Keys: forward, a
- * multiple of 16 (N of S = Q K^T); backward, also a multiple of 6 (M of the
+/* Tile sizes. Query rows: a multiple of 12 (gemm's mr: 6 or 12). Keys: forward, a
+ * multiple of 16 (N of S = Q K^T); backward, also a multiple of 12 (M of the
  * transposed tiles), so 48k. A 48 x 128 score tile is 24 KiB: it stays in L1
  * with a 16-column panel of K^T or V. */
 #ifndef BR
@@ -81,20 +81,20 @@ static void block_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i0, int64_
     attn_sem_rows_range(d, s->skb, s->off, i0, i0 + rows, lo, hi);
 }
 
-/* C (M x N) (+)= A (M x K) B (K x N) with M % 6 == 0 and N % 16 == 0. */
+/* C (M x N) (+)= A (M x K) B (K x N) with M % gemm_mr == 0 and N % 16 == 0. */
 static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
     for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += 6) kt->gemm_6x16(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+        for (int64_t i = 0; i < M; i += kt->gemm_mr) kt->gemm(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
-/* C (M x N) (+)= A^T (M x K) B (K x N), A stored (K x M) row-major, M % 6 == 0, N % 16 == 0. */
+/* C (M x N) (+)= A^T (M x K) B (K x N), A stored (K x M) row-major, M % gemm_mr == 0, N % 16 == 0. */
 static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
     /* row slabs outer: a slab of A^T (K lines) serves every column strip while B (K x N, the
      * backward's 48 x 64 dO or Q) stays in L1; column strips outer re-read all of A per strip */
-    for (int64_t i = 0; i < M; i += 6)
-        for (int64_t j = 0; j < N; j += 16) kt->gemm_6x16_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+    for (int64_t i = 0; i < M; i += kt->gemm_mr)
+        for (int64_t j = 0; j < N; j += 16) kt->gemm_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
 /* Additive key mask for batch row b: 0 where visible, -inf where the padding
@@ -187,12 +187,12 @@ static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b
 
 /* C (M x N) (+)= A (M x K) B (K x N) with B in 16-column panels (panel p:
  * column j = 16 p .. 16 p + 15 at Bp + p * ldp, rows 16 floats apart),
- * M % 6 == 0, N % 16 == 0. */
+ * M % gemm_mr == 0, N % 16 == 0. */
 static void tile_gemm_panels(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                              const float *Bp, int64_t ldp, float *C, int64_t ldc, int acc) {
     for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += 6)
-            kt->gemm_6x16(K, A + i * lda, lda, Bp + (j / 16) * ldp, 16, C + i * ldc + j, ldc, acc);
+        for (int64_t i = 0; i < M; i += kt->gemm_mr)
+            kt->gemm(K, A + i * lda, lda, Bp + (j / 16) * ldp, 16, C + i * ldc + j, ldc, acc);
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a

@@ -1,10 +1,13 @@
 /* SIMD primitives for the fused SDPA driver (src/core/flash.c).
  *
  * Contract (both implementations):
- *   gemm_6x16   C[6 x 16] = (acc ? C : 0) + A[6 x K] * B[K x 16]
- *               A rows are lda floats apart, B rows ldb apart, C rows ldc
- *               apart. No alignment required. K >= 0.
- *   gemm_6x16_tn  the same with A stored transposed: A(i, k) at A[k * lda + i]
+ *   gemm        C[mr x 16] = (acc ? C : 0) + A[mr x K] * B[K x 16], mr the
+ *               table's gemm_mr (6 or 12: 12 vector accumulators at every
+ *               width; 48 and 96, the drivers' tile sizes, are multiples of
+ *               both). A rows are lda floats apart, B rows ldb apart, C rows
+ *               ldc apart. No alignment required. K >= 0. Every element of
+ *               C is one chain of FMAs over k in order.
+ *   gemm_tn     the same with A stored transposed: A(i, k) at A[k * lda + i]
  *               (so C = A^T B for a row-major A), no transpose copy needed.
  *   exp2_row    y[j] = 2^t_j with t_j = fl(x[j] * scale) - m (the product
  *               rounded before m is subtracted, no fused multiply-subtract;
@@ -42,7 +45,7 @@
  *               Both may prefetch rows pre + t * ldpre (wpre floats each,
  *               t < n) while they work: the memory the caller reads next
  *               (pre may be NULL).
- * The driver pads tiles so that gemm_6x16 never needs edge handling.
+ * The driver pads tiles so that gemm never needs edge handling.
  * Kernels never allocate and never fail. */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
@@ -54,9 +57,10 @@
 
 typedef struct attn_kernel_table {
     const char *name;
-    void (*gemm_6x16)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+    int gemm_mr; /* rows of C per gemm call: 6 or 12 */
+    void (*gemm)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                       int acc);
-    void (*gemm_6x16_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+    void (*gemm_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                          int acc);
     float (*exp2_row)(const float *x, float *y, int64_t n, float scale, float m);
     float (*exp2_dot_row)(const float *x, const float *w, int64_t n, float scale, float m, float *dot);
@@ -134,13 +138,23 @@ static inline uint32_t attn_m31_mul(uint32_t x, uint32_t y) {
 
 extern const attn_kernel_table attn_kernels_generic;
 #if defined(__x86_64__) || defined(__i386__)
-extern const attn_kernel_table attn_kernels_avx2;
+extern const attn_kernel_table attn_kernels_avx2;   /* simd/kernels_simd.c at 8 lanes */
+extern const attn_kernel_table attn_kernels_avx512; /* the same source at 16 lanes */
 #define ATTN_HAVE_AVX2_BUILD 1
+#ifdef ATTN_HAVE_SIMDE
+extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated on AVX2 (tests) */
+#endif
 #endif
 
-/* The table for this CPU, chosen once: AVX2+FMA when the CPU has them, the
- * portable C kernels otherwise or when the environment variable ATTN_ISA is
- * "generic". */
+/* The table for this CPU, chosen once: AVX-512 (F/BW/DQ/VL with the OS's
+ * ZMM state) > AVX2+FMA+F16C > the portable C kernels; the environment
+ * variable ATTN_ISA forces one ("generic", "avx2", "avx512", "avx512-simde"
+ * where the build has SIMDe, "auto"). */
 const attn_kernel_table *attn_kernels(void);
+
+/* The table of that name ("generic", "avx2", "avx512", "avx512-simde") if
+ * this build has it and this CPU and OS run it, else NULL (tests and
+ * benchmarks compare tables side by side through this). */
+const attn_kernel_table *attn_kernels_lookup(const char *name);
 
 #endif

@@ -51,11 +51,11 @@ static void usage(FILE *f) {
 /* why ATTN_ISA cannot be honoured (attn_kernel_status() != ATTN_OK) */
 static const char *isa_problem(void) {
     const char *isa = getenv("ATTN_ISA");
-    if (attn_kernel_status() == ATTN_E_INVALID) return "unknown kernel set (use auto, avx2 or generic)";
-    if (isa && !strcmp(isa, "avx512"))
-        return strcmp(attn_kernel_name(), "avx2") == 0
-                   ? "this build has no AVX-512 kernels yet (this CPU runs avx2 and generic)"
-                   : "this build has no AVX-512 kernels yet (this CPU runs generic)";
+    if (attn_kernel_status() == ATTN_E_INVALID)
+        return "unknown kernel set (use auto, avx512, avx2, avx512-simde or generic)";
+    if (isa && !strcmp(isa, "avx512-simde"))
+        return "this build has no SIMDe-emulated table (built without libsimde-dev) or this CPU lacks AVX2";
+    if (isa && !strcmp(isa, "avx512")) return "this CPU (or its OS) lacks AVX-512 F/BW/DQ/VL";
     return "this CPU (or build) lacks AVX2, FMA or F16C (it runs generic)";
 }
 

@@ -1,0 +1,516 @@
+/* The SIMD kernels of kernels.h, written once against the vector mapping
+ * (vec.h) and compiled once per instruction set (CMakeLists.txt):
+ *   attn_kernels_avx2          -mavx2 -mfma -mf16c            VL = 8
+ *   attn_kernels_avx512        + -mavx512f/bw/dq/vl            VL = 16
+ *   attn_kernels_avx512_simde  VL = 16 through SIMD Everywhere on AVX2
+ *                              (tests only: the AVX-512 source run anywhere)
+ * A table is called only after attn_kernels() has checked the CPU (and the
+ * OS's vector state). Every rounding is as written (-ffp-contract=off). */
+#include "../kernels.h"
+#include "vec.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifndef ATTN_SIMD_TABLE
+#error "ATTN_SIMD_TABLE names the table this build of the source defines"
+#endif
+#ifndef ATTN_SIMD_NAME
+#error "ATTN_SIMD_NAME is the table's name"
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- tile products ------------------------------------------------------------ */
+
+/* C[MR x 16] (+)= A[MR x K] B[K x 16]: a 16-column row of C is NV vectors;
+ * MR rows give 12 accumulators on both widths (6 x 2 ymm, 12 x 1 zmm), one
+ * broadcast of A and NV loads of B per row and k. A(i, k) is at A[i * rs +
+ * k * cs]: (lda, 1) for a row-major A, (1, lda) for a transposed one. Each
+ * element of C is one chain of FMAs over k: the same bits on every width. */
+#define NV (16 / VL)
+#define MR (12 / NV)
+
+INLINE void gemm_strided(int64_t K, const float *A, int64_t rs, int64_t cs, const float *B, int64_t ldb, float *C,
+                         int64_t ldc, int acc) {
+    vf c[MR][NV];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int w = 0; w < NV; w++) c[i][w] = acc ? vf_load(C + i * ldc + w * VL) : vf_zero();
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < K; k++) {
+        vf b[NV];
+#pragma GCC unroll 2
+        for (int w = 0; w < NV; w++) b[w] = vf_load(B + k * ldb + w * VL);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            vf a = vf_set1(A[i * rs + k * cs]);
+#pragma GCC unroll 2
+            for (int w = 0; w < NV; w++) c[i][w] = vf_fma(a, b[w], c[i][w]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int w = 0; w < NV; w++) vf_store(C + i * ldc + w * VL, c[i][w]);
+}
+
+static void gemm(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    gemm_strided(K, A, lda, 1, B, ldb, C, ldc, acc);
+}
+
+static void gemm_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                    int acc) {
+    gemm_strided(K, A, 1, lda, B, ldb, C, ldc, acc);
+}
+
+/* ---- exponentials and rows --------------------------------------------------- */
+
+/* 2^t per lane: t clamped to [-127, 127] (NaN stays NaN: the clamps keep a
+ * NaN operand second), n = round(t) to nearest even, 2^f for f = t - n in
+ * [-1/2, 1/2] by a degree-6 minimax polynomial (relative error 3.9e-9)
+ * evaluated in Estrin's scheme (three dependent FMAs instead of six: the
+ * chain's latency, not the FMA count, bounds the row loops), times 2^n built
+ * in the exponent field; n = -127 gives exactly 0. */
+INLINE vf exp2v(vf t) {
+    t = vf_min(vf_set1(127.0f), vf_max(vf_set1(-127.0f), t));
+    vf n = vf_round(t), f = vf_sub(t, n), f2 = vf_mul(f, f);
+    vf p01 = vf_fma(f, vf_set1(ATTN_EXP2_C1), vf_set1(1.0f));
+    vf p23 = vf_fma(f, vf_set1(ATTN_EXP2_C3), vf_set1(ATTN_EXP2_C2));
+    vf p45 = vf_fma(f, vf_set1(ATTN_EXP2_C5), vf_set1(ATTN_EXP2_C4));
+    vf p46 = vf_fma(f2, vf_set1(ATTN_EXP2_C6), p45);
+    vf p26 = vf_fma(f2, p46, p23);
+    return vf_mul(vf_fma(f2, p26, p01), vf_pow2i(n));
+}
+
+/* 2^(fl(x * scale) - m) of VL lanes (the multiply skipped when scale is 1:
+ * x * 1 = x) and, masked, of the n - j < VL lanes of a row's tail (zeros past
+ * its end): the one argument rule of the exp2 row kernels. */
+INLINE vf exp2_at(const float *x, vf vs, int unit, vf vm) {
+    vf t = vf_load(x);
+    return exp2v(vf_sub(unit ? t : vf_mul(t, vs), vm));
+}
+
+INLINE vf exp2_tail(const float *x, vmask mk, vf vs, vf vm) {
+    return vf_maskz(mk, exp2v(vf_sub(vf_mul(vf_maskz_load(x, mk), vs), vm)));
+}
+
+static float exp2_row(const float *x, float *y, int64_t n, float scale, float m) {
+    vf vs = vf_set1(scale), vm = vf_set1(m), acc = vf_zero();
+    int unit = scale == 1.0f;
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf e = exp2_at(x + j, vs, unit, vm);
+        vf_store(y + j, e);
+        acc = vf_add(acc, e);
+    }
+    if (j < n) {
+        vmask mk = vm_tail(n - j);
+        vf e = exp2_tail(x + j, mk, vs, vm);
+        vf_mask_store(y + j, mk, e);
+        acc = vf_add(acc, e);
+    }
+    return vf_sum(acc);
+}
+
+/* exp2_row without storing y, and dot_row(y, w) from the same values: the
+ * two sums accumulate exactly as those two kernels do (same bits). */
+static float exp2_dot_row(const float *x, const float *w, int64_t n, float scale, float m, float *dot) {
+    vf vs = vf_set1(scale), vm = vf_set1(m), acc = vf_zero(), dacc = acc;
+    int unit = scale == 1.0f;
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf e = exp2_at(x + j, vs, unit, vm);
+        acc = vf_add(acc, e);
+        dacc = vf_fma(e, vf_load(w + j), dacc);
+    }
+    float tail[VL], d = vf_sum(dacc);
+    if (j < n) {
+        vf e = exp2_tail(x + j, vm_tail(n - j), vs, vm);
+        acc = vf_add(acc, e);
+        vf_store(tail, e);
+        for (int64_t i = 0; j + i < n; i++) d += tail[i] * w[j + i];
+    }
+    *dot = d;
+    return vf_sum(acc);
+}
+
+/* p = exp2_row(x) * il (scale_row), g = (p * (g - di)) * scale: the backward's
+ * P and dS in one pass, elementwise the same operations (same bits). */
+static void softmax_grad_row(const float *x, float *p, float *g, int64_t n, float escale, float m, float il, float di,
+                             float scale) {
+    vf vs = vf_set1(escale), vm = vf_set1(m), vil = vf_set1(il), vdi = vf_set1(di), vsc = vf_set1(scale);
+    int unit = escale == 1.0f;
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf pv = vf_mul(exp2_at(x + j, vs, unit, vm), vil);
+        vf_store(p + j, pv);
+        vf_store(g + j, vf_mul(vf_mul(pv, vf_sub(vf_load(g + j), vdi)), vsc));
+    }
+    if (j < n) {
+        vmask mk = vm_tail(n - j);
+        vf pv = vf_mul(exp2_tail(x + j, mk, vs, vm), vil);
+        vf gv = vf_mul(vf_mul(pv, vf_sub(vf_maskz_load(g + j, mk), vdi)), vsc);
+        vf_mask_store(p + j, mk, pv);
+        vf_mask_store(g + j, mk, gv);
+    }
+}
+
+/* VL stream elements per step: even elements' x in the 64-bit lanes of one
+ * register, odd ones' in another, both advanced by a^VL. */
+static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float scale) {
+    uint64_t ev_[VL / 2], od_[VL / 2];
+    uint32_t aN = 1;
+    for (int i = 0; i < VL; i++) {
+        if (i & 1)
+            od_[i / 2] = x;
+        else
+            ev_[i / 2] = x;
+        x = attn_m31_mul(x, 1132489760u);
+        aN = attn_m31_mul(aN, 1132489760u);
+    }
+    vi ev = vi64_load(ev_), od = vi64_load(od_), cN = vi64_set1(aN);
+    const vf vs = vf_set1(scale);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf_store(t + j, vf_keep(vf_load(t + j), vi_interleave(ev, od), thr, vs));
+        ev = vi_mulmod_m31(ev, cN);
+        od = vi_mulmod_m31(od, cN);
+    }
+    if (j < n) {
+        uint32_t rest[VL];
+        vi_store(rest, vi_interleave(ev, od));
+        for (int64_t i = 0; j + i < n; i++) t[j + i] *= rest[i] < thr ? scale : 0.0f;
+    }
+}
+
+static float max_row(const float *x, int64_t n) {
+    vf m = vf_set1(-INFINITY);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) m = vf_max(m, vf_load(x + j));
+    float r = vf_hmax(m);
+    for (; j < n; j++) r = x[j] > r ? x[j] : r;
+    return r;
+}
+
+static void scale_row(float *x, int64_t n, float a) {
+    vf va = vf_set1(a);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) vf_store(x + j, vf_mul(vf_load(x + j), va));
+    for (; j < n; j++) x[j] *= a;
+}
+
+static float dot_row(const float *x, const float *y, int64_t n) {
+    vf acc = vf_zero();
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) acc = vf_fma(vf_load(x + j), vf_load(y + j), acc);
+    float r = vf_sum(acc);
+    for (; j < n; j++) r += x[j] * y[j];
+    return r;
+}
+
+/* tanh per lane, the generic kernel's rational function */
+INLINE vf tanhv(vf x) {
+    vmask tiny = vf_lt(vf_abs(x), vf_set1(0.0004f));
+    vf c = vf_min(vf_set1(ATTN_TANH_CLAMP), vf_max(vf_set1(-ATTN_TANH_CLAMP), x));
+    vf x2 = vf_mul(c, c);
+    vf p = vf_set1(ATTN_TANH_A13);
+    p = vf_add(vf_mul(p, x2), vf_set1(ATTN_TANH_A11));
+    p = vf_add(vf_mul(p, x2), vf_set1(ATTN_TANH_A9));
+    p = vf_add(vf_mul(p, x2), vf_set1(ATTN_TANH_A7));
+    p = vf_add(vf_mul(p, x2), vf_set1(ATTN_TANH_A5));
+    p = vf_add(vf_mul(p, x2), vf_set1(ATTN_TANH_A3));
+    p = vf_add(vf_mul(p, x2), vf_set1(ATTN_TANH_A1));
+    p = vf_mul(p, c);
+    vf q = vf_set1(ATTN_TANH_B6);
+    q = vf_add(vf_mul(q, x2), vf_set1(ATTN_TANH_B4));
+    q = vf_add(vf_mul(q, x2), vf_set1(ATTN_TANH_B2));
+    q = vf_add(vf_mul(q, x2), vf_set1(ATTN_TANH_B0));
+    /* p / q through the reciprocal estimate and one Newton step (~1 ulp; a
+     * division would cost more than the whole polynomial) */
+    vf r = vf_rcp(q);
+    r = vf_mul(r, vf_fnma(q, r, vf_set1(2.0f)));
+    return vf_blend(tiny, vf_mul(p, r), x);
+}
+
+static void softcap_row(float *x, int64_t n, float scale, float cap) {
+    vf vs = vf_set1(scale / cap), vc = vf_set1(cap);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) vf_store(x + j, vf_mul(vc, tanhv(vf_mul(vf_load(x + j), vs))));
+    if (j < n) { /* the tail through the same lanes */
+        vmask mk = vm_tail(n - j);
+        vf_mask_store(x + j, mk, vf_mul(vc, tanhv(vf_mul(vf_maskz_load(x + j, mk), vs))));
+    }
+}
+
+static void alibi_row(float *x, int64_t n, float slope, float dist0) {
+    const vf ns = vf_set1(-slope), step = vf_set1((float)VL);
+    vf d = vf_sub(vf_set1(dist0), vf_iota());
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL, d = vf_sub(d, step)) vf_store(x + j, vf_add(vf_load(x + j), vf_mul(ns, vf_abs(d))));
+    for (; j < n; j++) x[j] += -slope * fabsf(dist0 - (float)j);
+}
+
+/* ---- decode: K/V rows of every storage kind ----------------------------------- */
+
+/* one body per element type of the K/V rows (KV_F32, KV_F16, KV_BF16,
+ * KV_Q8), specialized at compile time */
+enum { KV_F32 = ATTN_KV_F32, KV_F16 = ATTN_KV_F16, KV_BF16 = ATTN_KV_BF16, KV_Q8 = ATTN_KV_Q8 };
+
+/* q8_0 pieces: the f16 scale of the block holding idx, and VL unscaled values
+ * from idx (idx a multiple of VL: they never cross a block) */
+INLINE vf q8_scale(const void *row, int64_t idx) {
+    uint16_t dh;
+    memcpy(&dh, (const unsigned char *)row + (size_t)(idx >> 5) * 34, 2);
+    return vf_set1(half_to_float(dh));
+}
+INLINE vf q8_raw(const void *row, int64_t idx) {
+    return vf_load_i8((const unsigned char *)row + (size_t)(idx >> 5) * 34 + 2 + (idx & 31));
+}
+
+/* VL elements of a K/V row from element idx, as floats */
+INLINE vf kv_ld(const void *row, int64_t idx, int t) {
+    if (t == KV_F32) return vf_load((const float *)row + idx);
+    if (t == KV_Q8) return vf_mul(q8_raw(row, idx), q8_scale(row, idx));
+    if (t == KV_F16) return vf_load_f16((const uint16_t *)row + idx);
+    return vf_load_bf16((const uint16_t *)row + idx);
+}
+
+/* the first m < VL elements from idx, the rest 0 (no read past the row) */
+INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
+    if (t == KV_F32) return vf_maskz_load((const float *)row + idx, vm_tail(m));
+    if (t == KV_Q8) return vf_zero(); /* q8_0 rows are whole blocks: no tails */
+    uint16_t buf[VL] = {0};
+    memcpy(buf, (const uint16_t *)row + idx, (size_t)m * 2);
+    return kv_ld(buf, 0, t);
+}
+
+/* the byte address of element idx of a row (q8_0: of its values) */
+INLINE const void *kv_elem(const void *row, int64_t idx, int t) {
+    if (t == KV_Q8) return (const char *)row + (size_t)(idx >> 5) * 34 + 2 + (idx & 31);
+    return (const char *)row + attn_kv_bytes(t, idx);
+}
+
+INLINE const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
+    return (const char *)base + attn_kv_bytes(t, j * ld);
+}
+
+static inline void prefetch_bytes(const void *p, int64_t bytes) {
+    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch((const char *)p + c, 0, 2);
+}
+
+/* S[r][j] for 4 query rows and 3 keys (q[0..3], k0..k2), each sum over D in
+ * VL lanes: 12 accumulators, folded and reduced in one hadd tree. */
+INLINE void qk_store3(float *S, int64_t lds, int64_t j, int64_t nr, vf a00, vf a01, vf a02, vf a10, vf a11, vf a12,
+                      vf a20, vf a21, vf a22, vf a30, vf a31, vf a32) {
+    float s[12];
+    _mm256_storeu_ps(s, vh_sum8(vf_fold(a00), vf_fold(a01), vf_fold(a10), vf_fold(a11), vf_fold(a20), vf_fold(a21),
+                                vf_fold(a30), vf_fold(a31)));
+    _mm_storeu_ps(s + 8, vh_sum4(vf_fold(a02), vf_fold(a12), vf_fold(a22), vf_fold(a32)));
+    for (int64_t u = 0; u < nr; u++) {
+        float *o = S + u * lds + j;
+        o[0] = s[2 * u], o[1] = s[2 * u + 1], o[2] = s[8 + u];
+    }
+}
+
+/* 4 query rows x 3 keys per step (2 with q8_0 or a D tail), accumulators
+ * over D, so each key row is loaded (and converted) once for 4 rows. */
+INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    vmask mk = vm_tail(D & (VL - 1));
+    int64_t DV = D & ~(int64_t)(VL - 1), pb = (int64_t)attn_kv_bytes(t, wpre);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const float *q[4];
+        for (int64_t u = 0; u < 4; u++) q[u] = Q + (r0 + (u < nr ? u : 0)) * D;
+        int64_t j = 0;
+        if (t != KV_Q8 && DV == D) /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8,
+                                    * which bounded the loop by the load ports) */
+            for (; j + 3 <= n; j += 3) {
+                const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t), *k2 = kv_row(K, j + 2, ldk, t);
+                if (pre && r0 == 0)
+                    for (int64_t e = 0; e < 3; e++) prefetch_bytes(kv_row(pre, j + e, ldpre, t), pb);
+                vf a00 = vf_zero(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00, a20 = a00, a21 = a00,
+                   a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+                for (int64_t c = 0; c < D; c += VL) {
+                    vf x0 = kv_ld(k0, c, t), x1 = kv_ld(k1, c, t), x2 = kv_ld(k2, c, t), y;
+                    y = vf_load(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01), a02 = vf_fma(y, x2, a02);
+                    y = vf_load(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11), a12 = vf_fma(y, x2, a12);
+                    y = vf_load(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21), a22 = vf_fma(y, x2, a22);
+                    y = vf_load(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31), a32 = vf_fma(y, x2, a32);
+                }
+                qk_store3(S + r0 * lds, lds, j, nr, a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32);
+            }
+        for (; j + 2 <= n; j += 2) {
+            const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t);
+            if (pre && r0 == 0)
+                prefetch_bytes(kv_row(pre, j, ldpre, t), pb), prefetch_bytes(kv_row(pre, j + 1, ldpre, t), pb);
+            vf a00 = vf_zero(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+            int64_t c = 0;
+            vf s0 = vf_zero(), s1 = s0; /* q8_0: the current block's scales */
+            for (; c < DV; c += VL) {
+                vf x0, x1, y;
+                if (t == KV_Q8) {
+                    if ((c & 31) == 0) s0 = q8_scale(k0, c), s1 = q8_scale(k1, c);
+                    x0 = vf_mul(q8_raw(k0, c), s0), x1 = vf_mul(q8_raw(k1, c), s1);
+                } else {
+                    x0 = kv_ld(k0, c, t), x1 = kv_ld(k1, c, t);
+                }
+                y = vf_load(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
+                y = vf_load(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
+                y = vf_load(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21);
+                y = vf_load(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31);
+            }
+            if (c < D) {
+                vf x0 = kv_ld_tail(k0, c, D - c, t), x1 = kv_ld_tail(k1, c, D - c, t), y;
+                y = vf_maskz_load(q[0] + c, mk), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
+                y = vf_maskz_load(q[1] + c, mk), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
+                y = vf_maskz_load(q[2] + c, mk), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21);
+                y = vf_maskz_load(q[3] + c, mk), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31);
+            }
+            float s[8];
+            _mm256_storeu_ps(s, vh_sum8(vf_fold(a00), vf_fold(a01), vf_fold(a10), vf_fold(a11), vf_fold(a20),
+                                        vf_fold(a21), vf_fold(a30), vf_fold(a31)));
+            for (int64_t u = 0; u < nr; u++) S[(r0 + u) * lds + j] = s[2 * u], S[(r0 + u) * lds + j + 1] = s[2 * u + 1];
+        }
+        for (; j < n; j++) {
+            const void *k0 = kv_row(K, j, ldk, t);
+            if (pre && r0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+            for (int64_t u = 0; u < nr; u++) {
+                vf a = vf_zero();
+                int64_t c = 0;
+                for (; c < DV; c += VL) a = vf_fma(vf_load(q[u] + c), kv_ld(k0, c, t), a);
+                if (c < D) a = vf_fma(vf_maskz_load(q[u] + c, mk), kv_ld_tail(k0, c, D - c, t), a);
+                S[(r0 + u) * lds + j] = vf_sum(a);
+            }
+        }
+    }
+}
+
+/* O rows += P V for 4 rows: float32 rows in blocks of 4 VL columns (16
+ * accumulators; the V loads fold into the FMAs), converted rows in halves of
+ * 2 VL columns (8 accumulators beside the two converted V vectors: the
+ * AVX2 register file), edges through a general loop. */
+INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                    float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    int64_t pb = (int64_t)attn_kv_bytes(t, wpre);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        int64_t c0 = 0;
+        const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
+        size_t vs = attn_kv_bytes(t, ldv), ps = attn_kv_bytes(t, ldpre);
+        if (nr == 4 && t == KV_F32)
+            for (; c0 + 4 * VL <= Dv; c0 += 4 * VL) {
+                vf c[4][4];
+                for (int u = 0; u < 4; u++)
+                    for (int w = 0; w < 4; w++) c[u][w] = vf_load(O + (r0 + u) * ldo + c0 + w * VL);
+                const float *v = (const float *)V + c0;
+                /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
+                const char *pp = pre && r0 == 0 && c0 < wpre ? (const char *)((const float *)pre + c0) : NULL;
+                for (int64_t j = 0; j < n; j++, v += ldv) {
+                    if (pp)
+                        for (int l = 0; l < VL / 4; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
+                    vf x[4] = {vf_load(v), vf_load(v + VL), vf_load(v + 2 * VL), vf_load(v + 3 * VL)};
+                    const float *pj[4] = {p0 + j, p1 + j, p2 + j, p3 + j};
+                    for (int u = 0; u < 4; u++) {
+                        vf p = vf_set1(*pj[u]);
+                        for (int w = 0; w < 4; w++) c[u][w] = vf_fma(p, x[w], c[u][w]);
+                    }
+                }
+                for (int u = 0; u < 4; u++)
+                    for (int w = 0; w < 4; w++) vf_store(O + (r0 + u) * ldo + c0 + w * VL, c[u][w]);
+            }
+        if (nr == 4 && t != KV_F32) /* lean loops: one index for P, one V pointer stepped by the row stride (the
+                                     * front end, not the FMA units, had bounded these loops) */
+            for (; c0 + 4 * VL <= Dv; c0 += 4 * VL)
+                for (int64_t h2 = 0; h2 < 4 * VL; h2 += 2 * VL) {
+                    int64_t cc = c0 + h2;
+                    vf c[4][2];
+                    for (int u = 0; u < 4; u++)
+                        for (int w = 0; w < 2; w++) c[u][w] = vf_load(O + (r0 + u) * ldo + cc + w * VL);
+                    const char *vp = (const char *)V;
+                    const char *pp = pre && r0 == 0 && cc < wpre ? (const char *)kv_elem(pre, cc, t) : NULL;
+                    for (int64_t j = 0; j < n; j++, vp += vs) {
+                        if (pp) __builtin_prefetch(pp + (size_t)j * ps, 0, 2);
+                        vf x0, x1;
+                        if (t == KV_Q8) {
+                            vf d = q8_scale(vp, cc);
+                            x0 = vf_mul(q8_raw(vp, cc), d), x1 = vf_mul(q8_raw(vp, cc + VL), d);
+                        } else {
+                            x0 = kv_ld(vp, cc, t), x1 = kv_ld(vp, cc + VL, t);
+                        }
+                        const float *pj[4] = {p0 + j, p1 + j, p2 + j, p3 + j};
+                        for (int u = 0; u < 4; u++) {
+                            vf p = vf_set1(*pj[u]);
+                            c[u][0] = vf_fma(p, x0, c[u][0]), c[u][1] = vf_fma(p, x1, c[u][1]);
+                        }
+                    }
+                    for (int u = 0; u < 4; u++)
+                        for (int w = 0; w < 2; w++) vf_store(O + (r0 + u) * ldo + cc + w * VL, c[u][w]);
+                }
+        for (; c0 < Dv; c0 += 4 * VL) { /* edges: fewer rows or a partial column block */
+            int64_t nv = (Dv - c0 + VL - 1) / VL < 4 ? (Dv - c0 + VL - 1) / VL : 4; /* vectors in this block */
+            vf acc[4][4];
+            vmask mw[4]; /* the O columns of each vector: O has room for round_up(Dv, 8) only */
+            for (int64_t w = 0; w < 4; w++) {
+                int64_t left = Dv - c0 - VL * w;
+                mw[w] = vm_tail(left < 0 ? 0 : left < VL ? left : VL);
+            }
+            for (int64_t u = 0; u < 4; u++)
+                for (int64_t w = 0; w < 4; w++)
+                    acc[u][w] = (u < nr && w < nv) ? vf_maskz_load(O + (r0 + u) * ldo + c0 + VL * w, mw[w]) : vf_zero();
+            for (int64_t j = 0; j < n; j++) {
+                const void *v = kv_row(V, j, ldv, t);
+                if (pre && r0 == 0 && c0 == 0) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+                vf x[4];
+                for (int64_t w = 0; w < 4; w++) {
+                    int64_t left = Dv - c0 - VL * w;
+                    x[w] = w >= nv       ? vf_zero()
+                           : left >= VL ? kv_ld(v, c0 + VL * w, t)
+                                        : kv_ld_tail(v, c0 + VL * w, left, t);
+                }
+                for (int64_t u = 0; u < nr; u++) {
+                    vf p = vf_set1(P[(r0 + u) * ldp + j]);
+                    for (int64_t w = 0; w < 4; w++) acc[u][w] = vf_fma(p, x[w], acc[u][w]);
+                }
+            }
+            for (int64_t u = 0; u < nr; u++)
+                for (int64_t w = 0; w < nv; w++) vf_mask_store(O + (r0 + u) * ldo + c0 + VL * w, mw[w], acc[u][w]);
+        }
+    }
+}
+
+static void qk_rows(const float *Q, int64_t R, int64_t D, const float *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const float *pre, int64_t ldpre, int64_t wpre) {
+    qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F32);
+}
+
+static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
+                    float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre) {
+    pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F32);
+}
+
+static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
+    if (kind == KV_F16)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
+    else if (kind == KV_BF16)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_BF16);
+    else
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8);
+}
+
+static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
+    if (kind == KV_F16)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F16);
+    else if (kind == KV_BF16)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_BF16);
+    else
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
+}
+
+const attn_kernel_table ATTN_SIMD_TABLE = {
+    ATTN_SIMD_NAME, MR,        gemm,      gemm_tn, exp2_row, exp2_dot_row, softmax_grad_row, dropout_mcg, max_row,
+    scale_row,      dot_row,   softcap_row, alibi_row, qk_rows, pv_rows, qk_rows_x,   pv_rows_x};

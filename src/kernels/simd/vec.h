@@ -1,0 +1,256 @@
+/* The vector mapping of the SIMD kernels (kernels_simd.c): one block of
+ * definitions per instruction set, the kernels written once against it
+ * (ggml's simd-mappings.h, Highway's tags). A new width is a new block here.
+ *
+ *   ATTN_VEC_AVX512   16 float lanes (AVX-512 F/BW/DQ/VL), masks in k registers;
+ *                     with ATTN_VEC_SIMDE the same intrinsics through SIMD
+ *                     Everywhere's emulation (a test-only table for hosts
+ *                     without AVX-512: the same source, run anywhere)
+ *   otherwise         8 float lanes (AVX2 + FMA + F16C), masks in vectors
+ *
+ * Every operation rounds once, as its intrinsic does (the file is built with
+ * -ffp-contract=off: an FMA only where vf_fma says so). Names:
+ *   vf       VL floats              vi   VL int32 lanes (or VL/2 int64)
+ *   vmask    a lane mask            vh   the 256-bit half every reduction folds to
+ */
+#ifndef ATTN_VEC_H
+#define ATTN_VEC_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(ATTN_VEC_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+#else
+#include <immintrin.h>
+#endif
+
+#define VEC_INLINE static inline __attribute__((always_inline))
+
+#if defined(ATTN_VEC_AVX512)
+/* ---- AVX-512: 16 lanes ---------------------------------------------------- */
+#define VL 16
+typedef __m512 vf;
+typedef __m512i vi;
+typedef __mmask16 vmask;
+
+VEC_INLINE vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
+VEC_INLINE void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
+VEC_INLINE vf vf_set1(float x) { return _mm512_set1_ps(x); }
+VEC_INLINE vf vf_zero(void) { return _mm512_setzero_ps(); }
+VEC_INLINE vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+VEC_INLINE vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+VEC_INLINE vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+VEC_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a b + c, one rounding */
+VEC_INLINE vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a b */
+VEC_INLINE vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }             /* b when either is NaN */
+VEC_INLINE vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+VEC_INLINE vf vf_abs(vf a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff))); }
+VEC_INLINE vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+#if defined(ATTN_VEC_SIMDE)
+/* SIMDe 0.7.4 (Debian 12) lacks a few AVX-512 intrinsics (cvtps_epi32,
+ * rcp14, extractf32x8, cvtph_ps, cvtepu16/epi8_epi32, masked loads and
+ * stores): the emulated table does those lane by lane on the two 256-bit
+ * halves with the AVX2 instruction of the same per-lane semantics (the
+ * reciprocal estimate: AVX2's 12 bits instead of 14, refined alike). */
+VEC_INLINE __m256 vf_half(vf v, int h) {
+    float t[16];
+    memcpy(t, &v, sizeof t);
+    return _mm256_loadu_ps(t + 8 * h);
+}
+VEC_INLINE vf vf_join(__m256 lo, __m256 hi) {
+    float t[16];
+    vf v;
+    _mm256_storeu_ps(t, lo), _mm256_storeu_ps(t + 8, hi);
+    memcpy(&v, t, sizeof v);
+    return v;
+}
+#endif
+
+/* 2^n for integral n in [-127, 127] (n = -127 gives exactly 0) */
+VEC_INLINE vf vf_pow2i(vf n) {
+#if defined(ATTN_VEC_SIMDE)
+    __m256i e0 = _mm256_add_epi32(_mm256_cvtps_epi32(vf_half(n, 0)), _mm256_set1_epi32(127));
+    __m256i e1 = _mm256_add_epi32(_mm256_cvtps_epi32(vf_half(n, 1)), _mm256_set1_epi32(127));
+    return vf_join(_mm256_castsi256_ps(_mm256_slli_epi32(e0, 23)), _mm256_castsi256_ps(_mm256_slli_epi32(e1, 23)));
+#else
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+#endif
+}
+VEC_INLINE vf vf_rcp(vf a) {
+#if defined(ATTN_VEC_SIMDE)
+    return vf_join(_mm256_rcp_ps(vf_half(a, 0)), _mm256_rcp_ps(vf_half(a, 1)));
+#else
+    return _mm512_rcp14_ps(a);
+#endif
+}
+VEC_INLINE vf vf_iota(void) { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+
+/* lanes j < r (0 <= r <= VL) */
+VEC_INLINE vmask vm_tail(int64_t r) { return (vmask)(((uint32_t)1 << r) - 1u); }
+#if defined(ATTN_VEC_SIMDE)
+VEC_INLINE vf vf_maskz_load(const float *p, vmask m) {
+    float t[16] = {0};
+    for (int i = 0; i < 16; i++)
+        if (m >> i & 1) t[i] = p[i];
+    return _mm512_loadu_ps(t);
+}
+VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) {
+    float t[16];
+    _mm512_storeu_ps(t, v);
+    for (int i = 0; i < 16; i++)
+        if (m >> i & 1) p[i] = t[i];
+}
+#else
+VEC_INLINE vf vf_maskz_load(const float *p, vmask m) { return _mm512_maskz_loadu_ps(m, p); }
+VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
+#endif
+VEC_INLINE vf vf_maskz(vmask m, vf v) { return _mm512_maskz_mov_ps(m, v); }
+VEC_INLINE vmask vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, a, b); } /* m ? b : a */
+
+/* reductions fold to 256 bits first; the rest is one sequence for both widths */
+typedef __m256 vh;
+#if defined(ATTN_VEC_SIMDE)
+VEC_INLINE vh vf_fold(vf v) { return _mm256_add_ps(vf_half(v, 0), vf_half(v, 1)); }
+VEC_INLINE vh vf_fold_max(vf v) { return _mm256_max_ps(vf_half(v, 0), vf_half(v, 1)); }
+#else
+VEC_INLINE vh vf_fold(vf v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+VEC_INLINE vh vf_fold_max(vf v) { return _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+#endif
+
+/* VL elements of other types, as floats */
+#if defined(ATTN_VEC_SIMDE)
+VEC_INLINE __m256 bf16x8(const void *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+VEC_INLINE __m256 i8x8(const void *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+VEC_INLINE vf vf_load_f16(const void *p) {
+    const char *c = p;
+    return vf_join(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)c)), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + 16))));
+}
+VEC_INLINE vf vf_load_bf16(const void *p) { return vf_join(bf16x8(p), bf16x8((const char *)p + 16)); }
+VEC_INLINE vf vf_load_i8(const void *p) { return vf_join(i8x8(p), i8x8((const char *)p + 8)); }
+#else
+VEC_INLINE vf vf_load_f16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+VEC_INLINE vf vf_load_bf16(const void *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+VEC_INLINE vf vf_load_i8(const void *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+#endif
+
+/* MCG31 dropout stream: VL/2 64-bit lanes of x * c mod (2^31 - 1) */
+VEC_INLINE vi vi64_load(const uint64_t *p) { return _mm512_loadu_si512((const void *)p); }
+VEC_INLINE vi vi64_set1(uint64_t c) { return _mm512_set1_epi64((long long)c); }
+VEC_INLINE vi vi_mulmod_m31(vi x, vi c) {
+    const vi m = _mm512_set1_epi64(0x7fffffff);
+    vi p = _mm512_mul_epu32(x, c);
+    vi t = _mm512_add_epi64(_mm512_and_si512(p, m), _mm512_srli_epi64(p, 31));
+    return _mm512_mask_sub_epi64(t, _mm512_cmpge_epu64_mask(t, m), t, m);
+}
+/* even lanes' and odd lanes' x (low 32 bits of 64) back into element order */
+VEC_INLINE vi vi_interleave(vi ev, vi od) { return _mm512_or_si512(ev, _mm512_slli_epi64(od, 32)); }
+/* t * (x < thr ? scale : 0) per lane (x, thr < 2^31) */
+VEC_INLINE vf vf_keep(vf t, vi x, uint32_t thr, vf scale) {
+    return _mm512_mul_ps(t, _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(_mm512_set1_epi32((int)thr), x), scale));
+}
+VEC_INLINE void vi_store(uint32_t *p, vi v) { _mm512_storeu_si512((void *)p, v); }
+
+#else
+/* ---- AVX2 + FMA + F16C: 8 lanes ---------------------------------------------- */
+#define VL 8
+typedef __m256 vf;
+typedef __m256i vi;
+typedef __m256i vmask;
+
+VEC_INLINE vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
+VEC_INLINE void vf_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
+VEC_INLINE vf vf_set1(float x) { return _mm256_set1_ps(x); }
+VEC_INLINE vf vf_zero(void) { return _mm256_setzero_ps(); }
+VEC_INLINE vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+VEC_INLINE vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+VEC_INLINE vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+VEC_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+VEC_INLINE vf vf_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+VEC_INLINE vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+VEC_INLINE vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+VEC_INLINE vf vf_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+VEC_INLINE vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+VEC_INLINE vf vf_pow2i(vf n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+VEC_INLINE vf vf_rcp(vf a) { return _mm256_rcp_ps(a); }
+VEC_INLINE vf vf_iota(void) { return _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7); }
+
+VEC_INLINE vmask vm_tail(int64_t r) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+VEC_INLINE vf vf_maskz_load(const float *p, vmask m) { return _mm256_maskload_ps(p, m); }
+VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) { _mm256_maskstore_ps(p, m, v); }
+VEC_INLINE vf vf_maskz(vmask m, vf v) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
+VEC_INLINE vmask vf_lt(vf a, vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(m)); }
+
+typedef __m256 vh;
+VEC_INLINE vh vf_fold(vf v) { return v; }
+VEC_INLINE vh vf_fold_max(vf v) { return v; }
+
+VEC_INLINE vf vf_load_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+VEC_INLINE vf vf_load_bf16(const void *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+VEC_INLINE vf vf_load_i8(const void *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+
+VEC_INLINE vi vi64_load(const uint64_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+VEC_INLINE vi vi64_set1(uint64_t c) { return _mm256_set1_epi64x((long long)c); }
+VEC_INLINE vi vi_mulmod_m31(vi x, vi c) {
+    const vi m = _mm256_set1_epi64x(0x7fffffff);
+    vi p = _mm256_mul_epu32(x, c);
+    vi t = _mm256_add_epi64(_mm256_and_si256(p, m), _mm256_srli_epi64(p, 31));
+    vi ge = _mm256_cmpgt_epi64(t, _mm256_sub_epi64(m, _mm256_set1_epi64x(1)));
+    return _mm256_sub_epi64(t, _mm256_and_si256(ge, m));
+}
+VEC_INLINE vi vi_interleave(vi ev, vi od) { return _mm256_or_si256(ev, _mm256_slli_epi64(od, 32)); }
+VEC_INLINE vf vf_keep(vf t, vi x, uint32_t thr, vf scale) {
+    vi keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)thr), x);
+    return _mm256_mul_ps(t, _mm256_and_ps(_mm256_castsi256_ps(keep), scale));
+}
+VEC_INLINE void vi_store(uint32_t *p, vi v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
+#endif
+
+/* ---- shared by both widths ------------------------------------------------------ */
+
+/* the sum of 8 lanes, pairwise: (l0 + l4) + (l2 + l6) + ... */
+VEC_INLINE float vh_sum(vh v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+VEC_INLINE float vf_sum(vf v) { return vh_sum(vf_fold(v)); }
+VEC_INLINE float vf_hmax(vf v) {
+    vh m = vf_fold_max(v);
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+/* the eight sums of a0..a7 (each folded to 8 lanes) in one hadd tree:
+ * out = (sum a0, sum a1, ..., sum a7) */
+VEC_INLINE vh vh_sum8(vh a0, vh a1, vh a2, vh a3, vh a4, vh a5, vh a6, vh a7) {
+    __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+    __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+/* the four sums of a0..a3 */
+VEC_INLINE __m128 vh_sum4(vh a0, vh a1, vh a2, vh a3) {
+    __m256 w = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
+}
+VEC_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+#endif
