@@ -176,8 +176,8 @@ static void test_decode_rows(const attn_kernel_table *kt) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
-    static const char *names[] = {"generic", "avx2", "avx512", "avx512-simde"};
-    for (int t = 0; t < 4; t++) {
+    static const char *names[] = {"generic", "avx2", "avx512", "avx512-256", "avx512-simde"};
+    for (int t = 0; t < 5; t++) {
         const attn_kernel_table *kt = attn_kernels_lookup(names[t]);
         if (!kt) {
             printf("%s: not run here\n", names[t]);

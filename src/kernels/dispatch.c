@@ -3,8 +3,17 @@
  *            (XGETBV: XCR0 has SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM)
  *   avx2     AVX2, FMA, F16C and the OS saves the YMM state
  *   generic  the portable kernels, anywhere
+ * On CPUs that run AVX-512 on 256-bit units (AMD family 19h, Zen 4) the
+ * default is "avx512-256": the avx512 table with the decode Q K^T kernels and
+ * the float32 P V kernel of the avx2 table. Measured there
+ * (docs/PERFORMANCE.md, "Per host"): a 16-lane Q K^T row pays twice the
+ * horizontal reductions per multiply-add of an 8-lane one for the same FMA
+ * rate (12.4 vs 10.3 ns per key, R = 4, D = 128, in L1), and float32 P V
+ * from memory on one thread ran at 0.84 of the read bandwidth at 16 lanes,
+ * 0.92 at 8; 16-bit and q8_0 P V, prefill and backward are as fast or faster
+ * at 16 lanes.
  * ATTN_ISA (read once) forces a set: "auto" (the default), "generic", "avx2",
- * "avx512", or "avx512-simde" (the AVX-512 source through SIMD Everywhere's
+ * "avx512", "avx512-256", or "avx512-simde" (the AVX-512 source through SIMD Everywhere's
  * emulation, where the build has it: for tests on hosts without AVX-512).
  * A set this CPU or build cannot run makes attn_kernel_status() an error
  * (ATTN_E_UNSUPPORTED; an unknown name ATTN_E_INVALID) that every fused
@@ -17,6 +26,7 @@
 #include <string.h>
 #ifdef ATTN_HAVE_AVX2_BUILD
 #include <cpuid.h>
+#include <pthread.h>
 #endif
 
 #ifdef ATTN_HAVE_AVX2_BUILD
@@ -41,6 +51,30 @@ static int have_avx512(void) {
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vl");
 }
+
+/* AVX-512 on 256-bit units: AMD family 19h (Zen 4); Zen 5 (1Ah) and Intel's
+ * AVX-512 server cores run 512-bit operations at full width */
+static int avx512_half_width(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth"enticAMD */) return 0;
+    __get_cpuid(1, &a, &b, &c, &d);
+    unsigned family = (a >> 8 & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20 & 0xff) : 0);
+    return family == 0x19;
+}
+
+static attn_kernel_table avx512_256;
+static void make_avx512_256(void) {
+    avx512_256 = attn_kernels_avx512;
+    avx512_256.name = "avx512-256";
+    avx512_256.qk_rows = attn_kernels_avx2.qk_rows;
+    avx512_256.qk_rows_x = attn_kernels_avx2.qk_rows_x;
+    avx512_256.pv_rows = attn_kernels_avx2.pv_rows;
+}
+static const attn_kernel_table *avx512_256_table(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_avx512_256);
+    return &avx512_256;
+}
 #endif
 
 /* the table of that name, if this build has it; *ok = this CPU runs it */
@@ -50,6 +84,7 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
 #ifdef ATTN_HAVE_AVX2_BUILD
     if (!strcmp(name, "avx2")) return *ok = have_avx2(), &attn_kernels_avx2;
     if (!strcmp(name, "avx512")) return *ok = have_avx512(), &attn_kernels_avx512;
+    if (!strcmp(name, "avx512-256")) return *ok = have_avx512(), avx512_256_table();
 #ifdef ATTN_HAVE_SIMDE
     if (!strcmp(name, "avx512-simde")) return *ok = have_avx2(), &attn_kernels_avx512_simde;
 #endif
@@ -60,7 +95,7 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
 
 static const attn_kernel_table *best(void) {
 #ifdef ATTN_HAVE_AVX2_BUILD
-    if (have_avx512()) return &attn_kernels_avx512;
+    if (have_avx512()) return avx512_half_width() ? avx512_256_table() : &attn_kernels_avx512;
     if (have_avx2()) return &attn_kernels_avx2;
 #endif
     return &attn_kernels_generic;
@@ -80,7 +115,9 @@ static const attn_kernel_table *choose(attn_status *st) {
     const attn_kernel_table *t = lookup(force, &ok);
     if (t && ok) return t;
     /* known names this CPU or build cannot run are unsupported; anything else is invalid */
-    int known = t || !strcmp(force, "avx2") || !strcmp(force, "avx512") || !strcmp(force, "avx512-simde");
+    static const char *known_names[] = {"generic", "avx2", "avx512", "avx512-256", "avx512-simde"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof known_names / sizeof known_names[0]; i++) known |= !strcmp(force, known_names[i]);
     *st = known ? ATTN_E_UNSUPPORTED : ATTN_E_INVALID;
     return best();
 }

@@ -147,12 +147,14 @@ extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated o
 #endif
 
 /* The table for this CPU, chosen once: AVX-512 (F/BW/DQ/VL with the OS's
- * ZMM state) > AVX2+FMA+F16C > the portable C kernels; the environment
- * variable ATTN_ISA forces one ("generic", "avx2", "avx512", "avx512-simde"
- * where the build has SIMDe, "auto"). */
+ * ZMM state; "avx512-256" on Zen 4, see dispatch.c) > AVX2+FMA+F16C > the
+ * portable C kernels; the environment variable ATTN_ISA forces one
+ * ("generic", "avx2", "avx512", "avx512-256", "avx512-simde" where the build
+ * has SIMDe, "auto"). */
 const attn_kernel_table *attn_kernels(void);
 
-/* The table of that name ("generic", "avx2", "avx512", "avx512-simde") if
+/* The table of that name ("generic", "avx2", "avx512", "avx512-256",
+ * "avx512-simde") if
  * this build has it and this CPU and OS run it, else NULL (tests and
  * benchmarks compare tables side by side through this). */
 const attn_kernel_table *attn_kernels_lookup(const char *name);

@@ -8,6 +8,7 @@
 #include "cli_ring.h"
 #endif
 #include "base/half.h"
+#include "readbw.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -127,15 +128,11 @@ typedef struct rd_ctx {
     volatile float sink;
 } rd_ctx;
 
-/* the machine's read bandwidth: a plain multi-threaded sum over a buffer */
+/* the machine's read bandwidth on the decode's thread count (readbw.c: the
+ * widest vectors, 8 accumulators, one stream per thread) */
 static int run_read(void *v) {
     rd_ctx *r = v;
-    float s = 0.0f;
-    const float *p = r->p;
-    size_t n = r->n;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-    for (size_t i = 0; i < n; i++) s += p[i];
-    r->sink = s;
+    r->sink = attn_readbw_sum(r->p, r->n);
     return 0;
 }
 
@@ -207,9 +204,10 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
         printf("{\"op\": \"decode\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
                "\"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, "
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
-               "\"read_gbps\": %.2f, \"ratio_to_read\": %.3f}\n",
+               "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f}\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps, r.ratio);
+               (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps,
+               attn_readbw_kernel(), r.ratio);
     else
         printf("decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld %s cache%s, %d threads: %.3f ms, "
                "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",

@@ -388,10 +388,16 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
     }
 }
 
-/* O rows += P V for 4 rows: float32 rows in blocks of 4 VL columns (16
- * accumulators; the V loads fold into the FMAs), converted rows in halves of
- * 2 VL columns (8 accumulators beside the two converted V vectors: the
- * AVX2 register file), edges through a general loop. */
+/* O rows += P V for 4 rows: passes of PW vectors of columns (4 at most with
+ * AVX-512's 32 registers: 16 accumulators + 4 V vectors; 2 with AVX2's 16:
+ * 8 + 2, more would spill), one index for P and one V pointer stepped by the
+ * row stride (the front end, not the FMA units, had bounded these loops);
+ * edges (fewer rows, a partial column block) through a general loop. Each
+ * element of O is one chain of FMAs over the keys in order. */
+/* PW: 4 for converted rows at 16 lanes, else 2 (f32 rows at 16 lanes: a
+ * 256-byte pass per row ran at 0.72 of the read bandwidth on one Zen 4
+ * thread, 128-byte passes at 0.85; converted rows the other way round) */
+#define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
 INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                     float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     int64_t pb = (int64_t)attn_kv_bytes(t, wpre);
@@ -400,54 +406,38 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
         int64_t c0 = 0;
         const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
         size_t vs = attn_kv_bytes(t, ldv), ps = attn_kv_bytes(t, ldpre);
-        if (nr == 4 && t == KV_F32)
-            for (; c0 + 4 * VL <= Dv; c0 += 4 * VL) {
-                vf c[4][4];
-                for (int u = 0; u < 4; u++)
-                    for (int w = 0; w < 4; w++) c[u][w] = vf_load(O + (r0 + u) * ldo + c0 + w * VL);
-                const float *v = (const float *)V + c0;
-                /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
-                const char *pp = pre && r0 == 0 && c0 < wpre ? (const char *)((const float *)pre + c0) : NULL;
-                for (int64_t j = 0; j < n; j++, v += ldv) {
-                    if (pp)
-                        for (int l = 0; l < VL / 4; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
-                    vf x[4] = {vf_load(v), vf_load(v + VL), vf_load(v + 2 * VL), vf_load(v + 3 * VL)};
-                    const float *pj[4] = {p0 + j, p1 + j, p2 + j, p3 + j};
-                    for (int u = 0; u < 4; u++) {
-                        vf p = vf_set1(*pj[u]);
-                        for (int w = 0; w < 4; w++) c[u][w] = vf_fma(p, x[w], c[u][w]);
-                    }
-                }
-                for (int u = 0; u < 4; u++)
-                    for (int w = 0; w < 4; w++) vf_store(O + (r0 + u) * ldo + c0 + w * VL, c[u][w]);
-            }
-        if (nr == 4 && t != KV_F32) /* lean loops: one index for P, one V pointer stepped by the row stride (the
-                                     * front end, not the FMA units, had bounded these loops) */
+        if (nr == 4)
             for (; c0 + 4 * VL <= Dv; c0 += 4 * VL)
-                for (int64_t h2 = 0; h2 < 4 * VL; h2 += 2 * VL) {
+                for (int64_t h2 = 0; h2 < 4 * VL; h2 += PW(t) * VL) {
                     int64_t cc = c0 + h2;
-                    vf c[4][2];
+                    vf c[4][4];
                     for (int u = 0; u < 4; u++)
-                        for (int w = 0; w < 2; w++) c[u][w] = vf_load(O + (r0 + u) * ldo + cc + w * VL);
+                        for (int w = 0; w < PW(t); w++) c[u][w] = vf_load(O + (r0 + u) * ldo + cc + w * VL);
                     const char *vp = (const char *)V;
+                    /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
                     const char *pp = pre && r0 == 0 && cc < wpre ? (const char *)kv_elem(pre, cc, t) : NULL;
+                    int64_t plines = ((int64_t)attn_kv_bytes(t, PW(t) * VL) + 63) / 64;
                     for (int64_t j = 0; j < n; j++, vp += vs) {
-                        if (pp) __builtin_prefetch(pp + (size_t)j * ps, 0, 2);
-                        vf x0, x1;
-                        if (t == KV_Q8) {
-                            vf d = q8_scale(vp, cc);
-                            x0 = vf_mul(q8_raw(vp, cc), d), x1 = vf_mul(q8_raw(vp, cc + VL), d);
+                        if (pp)
+                            for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
+                        vf x[4];
+                        if (t == KV_Q8) { /* one scale per 32-value block (cc is a multiple of 32) */
+                            vf d = vf_zero();
+                            for (int w = 0; w < PW(t); w++) {
+                                if (w * VL % 32 == 0) d = q8_scale(vp, cc + w * VL);
+                                x[w] = vf_mul(q8_raw(vp, cc + w * VL), d);
+                            }
                         } else {
-                            x0 = kv_ld(vp, cc, t), x1 = kv_ld(vp, cc + VL, t);
+                            for (int w = 0; w < PW(t); w++) x[w] = kv_ld(vp, cc + w * VL, t);
                         }
                         const float *pj[4] = {p0 + j, p1 + j, p2 + j, p3 + j};
                         for (int u = 0; u < 4; u++) {
                             vf p = vf_set1(*pj[u]);
-                            c[u][0] = vf_fma(p, x0, c[u][0]), c[u][1] = vf_fma(p, x1, c[u][1]);
+                            for (int w = 0; w < PW(t); w++) c[u][w] = vf_fma(p, x[w], c[u][w]);
                         }
                     }
                     for (int u = 0; u < 4; u++)
-                        for (int w = 0; w < 2; w++) vf_store(O + (r0 + u) * ldo + cc + w * VL, c[u][w]);
+                        for (int w = 0; w < PW(t); w++) vf_store(O + (r0 + u) * ldo + cc + w * VL, c[u][w]);
                 }
         for (; c0 < Dv; c0 += 4 * VL) { /* edges: fewer rows or a partial column block */
             int64_t nv = (Dv - c0 + VL - 1) / VL < 4 ? (Dv - c0 + VL - 1) / VL : 4; /* vectors in this block */
