@@ -85,7 +85,8 @@ static void block_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i0, int64_
 static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
     for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += kt->gemm_mr) kt->gemm(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+        for (int64_t i = 0; i < M; i += kt->gemm_mr)
+            kt->gemm(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
 /* C (M x N) (+)= A^T (M x K) B (K x N), A stored (K x M) row-major, M % gemm_mr == 0, N % 16 == 0. */
@@ -474,6 +475,32 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 
 /* ---- backward ------------------------------------------------------------ */
 
+/* The key rows of each backward item's dK/dV partials: item (bhk, chunk c)
+ * covers query blocks [units c / nchunk, units (c + 1) / nchunk) of the
+ * group, and its partials the key tiles some row of them may see (rounded
+ * to whole tiles: rows past Sk are written, never read). r[2 it], r[2 it + 1]: the keys [lo, hi);
+ * r[2 nitem + it]: the item's first row in the packed partials. Returns the
+ * partials' total rows. */
+static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t units, int64_t nqb, int64_t *r) {
+    int64_t Hkv = d->Hkv > 0 ? d->Hkv : d->H, nitem = d->B * Hkv * nchunk, rows = 0;
+    for (int64_t it = 0; it < nitem; it++) {
+        int64_t b = it / nchunk / Hkv, c = it % nchunk, lo = INT64_MAX, hi = 0;
+        seqc sq = seq_of(d, b);
+        for (int64_t u = units * c / nchunk; u < units * (c + 1) / nchunk; u++) {
+            int64_t i0 = (u % nqb) * BR, n = d->Sq - i0 < BR ? d->Sq - i0 : BR, klo, khi;
+            block_rng(d, &sq, i0, n, &klo, &khi);
+            if (khi <= klo) continue;
+            lo = klo / BC_B * BC_B < lo ? klo / BC_B * BC_B : lo;
+            int64_t kend = (khi + BC_B - 1) / BC_B * BC_B; /* whole tiles: the products write them */
+            hi = kend > hi ? kend : hi;
+        }
+        if (lo >= hi) lo = hi = 0;
+        r[2 * it] = lo, r[2 * it + 1] = hi, r[2 * nitem + it] = rows;
+        rows += hi - lo;
+    }
+    return rows;
+}
+
 /* Work items of the backward: at least this many (b, kv head, query chunk)
  * items, so that few heads still keep every core busy. */
 #define BWD_MIN_ITEMS 4
@@ -729,20 +756,28 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
     bwd_panels pn = {NULL, NULL, 0, 0};
-    size_t npanel = bwd_panels_size(d, &pn), nkrow, npart_k, npart_v, nbuf;
+    size_t npanel = bwd_panels_size(d, &pn), nkrow, nbuf; /* nbuf: BR x SkP, the largest S/dP buffer */
     if (!npanel || attn_mul3_size((size_t)BHkv, (size_t)SkP, (size_t)DP, &nkrow) ||
-        attn_mul3_size((size_t)(BHkv * nchunk), (size_t)SkP, (size_t)DP, &npart_k) ||
-        attn_mul3_size((size_t)(BHkv * nchunk), (size_t)SkP, (size_t)DvP, &npart_v) ||
         attn_mul_size((size_t)BR, (size_t)SkP, &nbuf))
         return ATTN_E_OVERFLOW;
+    /* each item's dK/dV partial covers only the key tiles its query blocks can see
+     * (a causal chunk: the keys up to its last row), rows [plo, phi) of the sequence */
+    int64_t nitem = BHkv * nchunk, *prng = malloc((size_t)(3 * nitem + 1) * sizeof *prng);
+    if (!prng) return ATTN_E_NOMEM;
+    size_t npart = (size_t)bwd_part_ranges(d, nchunk, units, nqb, prng); /* rows of all partials */
     float qmul = q_multiplier(d), escale = has_mods(d) ? ATTN_LOG2E : 1.0f;
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
-    float *panels = attn_ws_alloc(npanel), *krows = attn_ws_alloc(nkrow * sizeof(float));
-    float *pk = attn_ws_alloc(npart_k * sizeof(float)), *pv = attn_ws_alloc(npart_v * sizeof(float));
-    attn_status st = panels && krows && pk && pv ? ATTN_OK : ATTN_E_NOMEM;
+    /* K row-major for dQ = dS K: float32 K with D a multiple of 16 is read in place
+     * (whole tiles; the last, partial tile from a padded copy per thread), other K
+     * is copied once as SkP x DP rows */
+    int k_direct = d->qkv_dtype == ATTN_DTYPE_F32 && D == DP;
+    float *panels = attn_ws_alloc(npanel), *krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
+    float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
+    float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
+    attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
-    if (!st) {
+    if (!st && !k_direct) {
 #pragma omp parallel for schedule(static)
         for (int64_t bh = 0; bh < BHkv; bh++) /* K row-major (keys x DP) for dQ = dS K */
             for (int64_t j = 0; j < SkP; j++) {
@@ -752,33 +787,56 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             }
     }
     if (st) {
-        attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv);
+        attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
         return st;
     }
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *Qu = malloc((size_t)(BR * DP) * sizeof(float));
         float *dOp = malloc((size_t)(BR * DvP) * sizeof(float)), *dQ = malloc((size_t)(BR * DP) * sizeof(float));
-        float *Sb = attn_ws_alloc(nbuf * sizeof(float)), *dPb = attn_ws_alloc(nbuf * sizeof(float));
-        float *Gb = capped ? attn_ws_alloc(nbuf * sizeof(float)) : NULL; /* softcap derivative */
+        /* S, dP (and the softcap derivative) of a query block's tiles, sized per item:
+         * BR x its partials' key range, which holds every tile range of its blocks */
+        float *Sb = NULL, *dPb = NULL, *Gb = NULL;
+        size_t nbuf_have = 0;
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
         float *add = malloc((size_t)SkP * sizeof(float));
         uint8_t *keep = malloc(BC_B);
-        int ok = Qp && Qu && dOp && dQ && Sb && dPb && P && Pd && add && keep && (Gb || !capped);
+        float *klast = k_direct ? malloc((size_t)(BC_B * DP) * sizeof(float)) : NULL; /* K's partial last tile */
+        int ok = Qp && Qu && dOp && dQ && P && Pd && add && keep && (klast || !k_direct);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
         }
+        /* items last to first: a causal group's later chunks see more keys, so the
+         * largest start first and the small ones fill in (the order of the work,
+         * not of any sum: the bits do not depend on it) */
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t item = 0; item < BHkv * nchunk; item++) {
+        for (int64_t rev = 0; rev < BHkv * nchunk; rev++) {
+            int64_t item = BHkv * nchunk - 1 - rev;
             if (!ok) continue;
             int64_t bhk = item / nchunk, b = bhk / Hkv, hk = bhk % Hkv, cidx = item % nchunk;
             int64_t u0 = units * cidx / nchunk, u1 = units * (cidx + 1) / nchunk;
-            float *dKp = pk + (size_t)item * (size_t)(SkP * DP), *dVp = pv + (size_t)item * (size_t)(SkP * DvP);
-            memset(dKp, 0, (size_t)(SkP * DP) * sizeof(float));
-            memset(dVp, 0, (size_t)(SkP * DvP) * sizeof(float));
+            /* the item's partials: row j - plo holds key j, for keys [plo, phi) */
+            int64_t plo = prng[2 * item], prows = prng[2 * item + 1] - plo, prow0 = prng[2 * nitem + item];
+            float *dKp = pk + (size_t)prow0 * (size_t)DP, *dVp = pv + (size_t)prow0 * (size_t)DvP;
+            if ((size_t)(BR * prows) > nbuf_have) {
+                attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
+                nbuf_have = (size_t)(BR * prows);
+                Sb = attn_ws_alloc(nbuf_have * sizeof(float)), dPb = attn_ws_alloc(nbuf_have * sizeof(float));
+                Gb = capped ? attn_ws_alloc(nbuf_have * sizeof(float)) : NULL;
+                if (!Sb || !dPb || (capped && !Gb)) {
+#pragma omp atomic write
+                    st = ATTN_E_NOMEM;
+                    ok = 0, nbuf_have = 0;
+                    continue;
+                }
+            }
+            memset(dKp, 0, (size_t)(prows * DP) * sizeof(float));
+            memset(dVp, 0, (size_t)(prows * DvP) * sizeof(float));
             const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
-            const float *Kr = krows + (size_t)bhk * (size_t)(SkP * DP);
+            const float *Kr =
+                k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
+            int64_t ldkr = k_direct ? k.stride_s : DP;
             int any_add = key_mask_row(d, b, add, SkP);
             seqc sq = seq_of(d, b);
             for (int64_t u = u0; u < u1; u++) {
@@ -836,9 +894,16 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                         dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
                         pd = Pd;
                     }
-                    tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + j0 * DvP, DvP, 1);
-                    tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + j0 * DP, DP, 1);
-                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, Kr + j0 * DP, DP, dQ, DP, 1);
+                    tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + (j0 - plo) * DvP, DvP, 1);
+                    tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + (j0 - plo) * DP, DP, 1);
+                    const float *kt0 = Kr + j0 * ldkr;
+                    int64_t ldt = ldkr;
+                    if (k_direct && j0 + BC_B > Sk) { /* rows past Sk are zeros, as in the copy */
+                        for (int64_t j = 0; j < BC_B; j++)
+                            for (int64_t c = 0; c < DP; c++) klast[j * DP + c] = j0 + j < Sk ? kt0[j * ldkr + c] : 0.0f;
+                        kt0 = klast, ldt = DP;
+                    }
+                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, kt0, ldt, dQ, DP, 1);
                 }
                 for (int64_t r = 0; r < rows; r++)
                     memcpy(dq.data + b * dq.stride_b + h * dq.stride_h + (i0 + r) * dq.stride_s, dQ + r * DP,
@@ -847,25 +912,31 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
         }
         free(Qp), free(Qu), free(dOp), free(dQ), free(P), free(Pd), free(add);
         attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
-        free(keep);
-        /* dK, dV = the chunk partials summed in chunk order */
+        free(keep), free(klast);
+        /* dK, dV = the chunk partials summed in chunk order; a chunk whose queries
+         * cannot see key j adds nothing (its +0 would leave the sum's bits alone: a
+         * partial is a sum of products started at +0, never -0) */
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < BHkv * Sk; row++) {
             if (st) continue;
             int64_t bhk = row / Sk, j = row % Sk;
             float *gk = dk.data + (bhk / Hkv) * dk.stride_b + (bhk % Hkv) * dk.stride_h + j * dk.stride_s;
             float *gv = dv.data + (bhk / Hkv) * dv.stride_b + (bhk % Hkv) * dv.stride_h + j * dv.stride_s;
-            const float *k0 = pk + ((size_t)(bhk * nchunk) * (size_t)SkP + (size_t)j) * (size_t)DP;
-            const float *v0 = pv + ((size_t)(bhk * nchunk) * (size_t)SkP + (size_t)j) * (size_t)DvP;
-            for (int64_t c = 0; c < D; c++) gk[c] = k0[c];
-            for (int64_t c = 0; c < Dv; c++) gv[c] = v0[c];
-            for (int64_t cc = 1; cc < nchunk; cc++) {
-                const float *kc = k0 + (size_t)cc * (size_t)(SkP * DP), *vc = v0 + (size_t)cc * (size_t)(SkP * DvP);
-                for (int64_t c = 0; c < D; c++) gk[c] += kc[c];
-                for (int64_t c = 0; c < Dv; c++) gv[c] += vc[c];
+            int first = 1;
+            for (int64_t it = bhk * nchunk; it < (bhk + 1) * nchunk; it++) {
+                if (j < prng[2 * it] || j >= prng[2 * it + 1]) continue;
+                size_t at = (size_t)(prng[2 * nitem + it] + j - prng[2 * it]);
+                const float *kc = pk + at * (size_t)DP, *vc = pv + at * (size_t)DvP;
+                for (int64_t c = 0; c < D; c++) gk[c] = first ? kc[c] : gk[c] + kc[c];
+                for (int64_t c = 0; c < Dv; c++) gv[c] = first ? vc[c] : gv[c] + vc[c];
+                first = 0;
+            }
+            if (first) { /* no query sees key j */
+                memset(gk, 0, (size_t)D * sizeof(float));
+                memset(gv, 0, (size_t)Dv * sizeof(float));
             }
         }
     }
-    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv);
+    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
     return st;
 }

@@ -58,10 +58,9 @@
 typedef struct attn_kernel_table {
     const char *name;
     int gemm_mr; /* rows of C per gemm call: 6 or 12 */
-    void (*gemm)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
-                      int acc);
+    void (*gemm)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
     void (*gemm_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
-                         int acc);
+                    int acc);
     float (*exp2_row)(const float *x, float *y, int64_t n, float scale, float m);
     float (*exp2_dot_row)(const float *x, const float *w, int64_t n, float scale, float m, float *dot);
     void (*softmax_grad_row)(const float *x, float *p, float *g, int64_t n, float escale, float m, float il, float di,

@@ -398,8 +398,8 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
  * 256-byte pass per row ran at 0.72 of the read bandwidth on one Zen 4
  * thread, 128-byte passes at 0.85; converted rows the other way round) */
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
-INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
-                    float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv, float *O,
+                    int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     int64_t pb = (int64_t)attn_kv_bytes(t, wpre);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
@@ -456,7 +456,7 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
                 vf x[4];
                 for (int64_t w = 0; w < 4; w++) {
                     int64_t left = Dv - c0 - VL * w;
-                    x[w] = w >= nv       ? vf_zero()
+                    x[w] = w >= nv      ? vf_zero()
                            : left >= VL ? kv_ld(v, c0 + VL * w, t)
                                         : kv_ld_tail(v, c0 + VL * w, left, t);
                 }
@@ -501,6 +501,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
-const attn_kernel_table ATTN_SIMD_TABLE = {
-    ATTN_SIMD_NAME, MR,        gemm,      gemm_tn, exp2_row, exp2_dot_row, softmax_grad_row, dropout_mcg, max_row,
-    scale_row,      dot_row,   softcap_row, alibi_row, qk_rows, pv_rows, qk_rows_x,   pv_rows_x};
+const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,   MR,          gemm,    gemm_tn,   exp2_row, exp2_dot_row,
+                                           softmax_grad_row, dropout_mcg, max_row, scale_row, dot_row,  softcap_row,
+                                           alibi_row,        qk_rows,     pv_rows, qk_rows_x, pv_rows_x};
