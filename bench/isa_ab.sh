@@ -21,7 +21,7 @@ r=1
 while [ "$r" -le "$rounds" ]; do
   for isa in $isas; do
     line=$(ATTN_ISA=$isa "$attn" bench "$@" --json)
-    echo "$line" | sed "s/^{/{\"round\": $r, \"host_cpu\": \"$cpu\", \"cpu_family\": $fam, \"cpu_model\": $model, \"date\": \"$(date -u +%Y-%m-%dT%H:%M)\", \"args\": \"$*\", /" | tee -a "$tmp" >>"$out"
+    echo "$line" | sed "s|^{|{\"round\": $r, \"host_cpu\": \"$cpu\", \"cpu_family\": $fam, \"cpu_model\": $model, \"date\": \"$(date -u +%Y-%m-%dT%H:%M)\", \"args\": \"$*\", |" | tee -a "$tmp" >>"$out"
   done
   r=$((r + 1))
 done

@@ -146,17 +146,18 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
                 nb = nb < runk ? nb : runk;
                 nb = nb < runv ? nb : runv;
-                /* each kernel prefetches its own stream DEC_PF rows ahead (into the next
-                 * block for contiguous rows; prefetches never fault) */
-                /* prefetch targets: DEC_PF rows ahead in this run of rows, or the start of
-                 * the next page when the run ends sooner */
-                const void *pk = (const char *)K + attn_kv_bytes(kind, DEC_PF * ldk);
-                const void *pv = (const char *)V + attn_kv_bytes(kind, DEC_PF * ldv);
-                int64_t lpk = ldk, lpv = ldv;
-                if (nb + DEC_PF > runk && j0 + runk < items[it].j1) {
-                    int64_t r2;
-                    pk = kv_rows(kv, 0, b, hk, j0 + runk, &r2, &lpk);
-                    pv = kv_rows(kv, 1, b, hk, j0 + runk, &r2, &lpv);
+                /* each kernel prefetches its own stream: the rows of key j0 + DEC_PF on
+                 * (through the page table when paged; within the item's keys, so every
+                 * page looked up exists; prefetches never fault) */
+                const void *pk = NULL, *pv = NULL;
+                int64_t lpk = ldk, lpv = ldv, r2;
+                if (j0 + DEC_PF < items[it].j1 || !kv->table) {
+                    int64_t jp = kv->table ? j0 + DEC_PF : j0;
+                    pk = kv_rows(kv, 0, b, hk, jp, &r2, &lpk);
+                    pv = kv_rows(kv, 1, b, hk, jp, &r2, &lpv);
+                    if (!kv->table)
+                        pk = (const char *)pk + attn_kv_bytes(kind, DEC_PF * ldk),
+                        pv = (const char *)pv + attn_kv_bytes(kind, DEC_PF * ldv);
                 }
                 if (h16)
                     kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
