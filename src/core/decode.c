@@ -28,7 +28,7 @@
 
 #define DEC_NB 64      /* keys per block (S is R x DEC_NB) */
 #define DEC_SPLIT 1024 /* keys per split (a multiple of DEC_NB) */
-#define DEC_PF 64      /* rows of software prefetch distance */
+#define DEC_PF 128     /* rows of software prefetch distance */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -119,7 +119,10 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             st = ATTN_E_NOMEM;
         }
         int64_t packed_b = -1, packed_hk = -1;
-#pragma omp for schedule(dynamic, 1)
+        /* static: each thread streams one contiguous run of items (keys of one head
+         * in order), so its prefetches into the next item serve itself; dynamic
+         * scheduling interleaved the threads' items: 2 threads 1.15-1.33x slower */
+#pragma omp for schedule(static)
         for (size_t it = 0; it < n; it++) {
             if (!ok) continue;
             int64_t b = items[it].b, hk = items[it].hk;
@@ -147,11 +150,12 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 nb = nb < runk ? nb : runk;
                 nb = nb < runv ? nb : runv;
                 /* each kernel prefetches its own stream: the rows of key j0 + DEC_PF on
-                 * (through the page table when paged; within the item's keys, so every
+                 * (through the page table when paged, into the next item's keys too: the
+                 * same thread often runs it next; within the sequence's keys, so every
                  * page looked up exists; prefetches never fault) */
                 const void *pk = NULL, *pv = NULL;
                 int64_t lpk = ldk, lpv = ldv, r2;
-                if (j0 + DEC_PF < items[it].j1 || !kv->table) {
+                if (j0 + DEC_PF < skb || !kv->table) {
                     int64_t jp = kv->table ? j0 + DEC_PF : j0;
                     pk = kv_rows(kv, 0, b, hk, jp, &r2, &lpk);
                     pv = kv_rows(kv, 1, b, hk, jp, &r2, &lpv);
