@@ -67,6 +67,7 @@ static inline void attn_sem_rows_range(const attn_sdpa_desc *d, int64_t skb, int
     attn_sem_range(d, skb, off, i0, lo, &e);
     attn_sem_range(d, skb, off, i1 - 1, &a, hi);
     if (*hi > skb) *hi = skb; /* an empty last row may report hi = lo beyond the keys */
+    if (*lo > skb) *lo = skb; /* rows past the keys (a window's left edge): an empty range within them */
     if (*hi < *lo) *hi = *lo;
 }
 

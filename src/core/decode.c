@@ -203,7 +203,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 float M = -INFINITY;
                 for (int64_t it = first[g]; it < first[g + 1]; it++) {
                     float mi = part[(size_t)it * (size_t)(R * (DvP + 2)) + (size_t)r];
-                    M = mi > M ? mi : M;
+                    M = attn_max_nan(mi, M);
                 }
                 float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
                 float L = 0.0f;
@@ -216,7 +216,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     const float *Oi = pm + 2 * R + r * DvP;
                     for (int64_t c = 0; c < Dv; c++) o[c] += Oi[c] * w;
                 }
-                if (L == 0.0f) { /* no visible key: zeros, lse -inf */
+                if (M == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf */
                     for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
                     if (lse) lse[(b * H + h) * Sq + i] = -INFINITY;
                     continue;

@@ -338,7 +338,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     for (int64_t r = 0; r < rows; r++) {
         float *o = c->out.data + b * c->out.stride_b + h * c->out.stride_h + (i0 + r) * c->out.stride_s;
         float *lse = c->lse ? c->lse + (b * H + h) * Sq + i0 + r : NULL;
-        if (l[r] == 0.0f) { /* no visible key: zeros, lse -inf */
+        if (m[r] == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf */
             memset(o, 0, (size_t)Dv * sizeof(float));
             if (lse) *lse = -INFINITY;
             continue;
@@ -536,14 +536,14 @@ static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
                        int64_t j0, const float *add, int any_add) {
     tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + (j0 / BC_B) * d->D * BC_B, ldk, S, BC_B, 0);
     if (has_mods(d)) {
-        float scale = fabsf(d->scale), inv = 1.0f / d->softcap;
+        float scale = fabsf(d->scale);
         for (int64_t r = 0; r < rows; r++) {
             float *s = S + r * BC_B;
             if (d->softcap > 0.0f) {
                 kt->softcap_row(s, BC_B, scale, d->softcap);
                 if (G)
                     for (int64_t c = 0; c < BC_B; c++) {
-                        float t = s[c] * inv;
+                        float t = s[c] / d->softcap; /* exactly +-1 where tanh saturates: G = 0 */
                         G[r * BC_B + c] = d->scale * (1.0f - t * t);
                     }
             } else {
@@ -573,9 +573,9 @@ static void fold_tile(const attn_kernel_table *kt, const float *S, const float *
         const float *sr = S + r * BC_B;
         float mt = kt->max_row(sr, BC_B) * escale;
         if (mt == -INFINITY) continue; /* no visible key in this tile */
-        if (mt > m[r]) {               /* new row max: rescale what was summed against the old one */
-            float alpha = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mt);
-            l[r] *= alpha, acc[r] *= alpha, m[r] = mt;
+        if (!(mt <= m[r])) {           /* new row max (or NaN): rescale what was summed against the old one */
+            float mn = attn_max_nan(mt, m[r]), alpha = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mn);
+            l[r] *= alpha, acc[r] *= alpha, m[r] = mn;
         }
         float dot;
         l[r] += kt->exp2_dot_row(sr, dP + r * BC_B, BC_B, escale, m[r], &dot);
@@ -695,7 +695,7 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
             m[r] = bm[r], l[r] = bl[r], t[r] = bt[r];
             continue;
         }
-        float M = m[r] > bm[r] ? m[r] : bm[r], a = exp2f(m[r] - M), c = exp2f(bm[r] - M);
+        float M = attn_max_nan(m[r], bm[r]), a = exp2f(m[r] - M), c = exp2f(bm[r] - M);
         l[r] = l[r] * a + bl[r] * c, t[r] = t[r] * a + bt[r] * c, m[r] = M;
     }
     attn_ws_free(panels), attn_ws_free(bm), attn_ws_free(bl), attn_ws_free(bt);
@@ -818,7 +818,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             int64_t u0 = units * cidx / nchunk, u1 = units * (cidx + 1) / nchunk;
             /* the item's partials: row j - plo holds key j, for keys [plo, phi) */
             int64_t plo = prng[2 * item], prows = prng[2 * item + 1] - plo, prow0 = prng[2 * nitem + item];
-            float *dKp = pk + (size_t)prow0 * (size_t)DP, *dVp = pv + (size_t)prow0 * (size_t)DvP;
+            float *dKp = pk ? pk + (size_t)prow0 * (size_t)DP : NULL,
+                  *dVp = pv ? pv + (size_t)prow0 * (size_t)DvP : NULL;
             if ((size_t)(BR * prows) > nbuf_have) {
                 attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
                 nbuf_have = (size_t)(BR * prows);
@@ -831,8 +832,10 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     continue;
                 }
             }
-            memset(dKp, 0, (size_t)(prows * DP) * sizeof(float));
-            memset(dVp, 0, (size_t)(prows * DvP) * sizeof(float));
+            if (prows > 0) { /* an item whose rows see no key has no partials (pk may be NULL) */
+                memset(dKp, 0, (size_t)(prows * DP) * sizeof(float));
+                memset(dVp, 0, (size_t)(prows * DvP) * sizeof(float));
+            }
             const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
             const float *Kr =
                 k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
@@ -861,8 +864,9 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                         size_t at = (size_t)(bh * Sq + i0 + r);
                         m[r] = gm[at], l[r] = gl[at], acc[r] = gt[at];
                     }
-                    il[r] = r < rows && l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* 0: the row sees no key, P = 0 */
-                    di[r] = r < rows && l[r] > 0.0f ? acc[r] / l[r] : 0.0f;
+                    int dead = r >= rows || m[r] == -INFINITY; /* the row sees no key: P = 0 */
+                    il[r] = dead ? 0.0f : 1.0f / l[r];         /* NaN rows stay NaN */
+                    di[r] = dead ? 0.0f : acc[r] / l[r];
                 }
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
@@ -873,7 +877,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     int64_t j0 = t * BC_B;
                     for (int64_t r = 0; r < BR; r++) {
                         float *pr = P + r * BC_B;
-                        if (il[r] == 0.0f) {
+                        if (m[r] == -INFINITY || r >= rows) {
                             memset(pr, 0, BC_B * sizeof(float));
                             memset(dS + r * BC_B, 0, BC_B * sizeof(float));
                             continue;

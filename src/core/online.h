@@ -8,6 +8,15 @@
 #include <math.h>
 #include <string.h>
 
+/* The rule for non-finite scores (docs/SEMANTICS.md, PyTorch's softmax with
+ * _safe_softmax), in every path's running statistics: a row max is NaN when
+ * any visible score is NaN (max_row reports it); a row whose max is -inf saw
+ * no key, or only -inf scores, and gives 0; otherwise the ordinary formulas
+ * run, so a NaN max makes P, l and the output NaN, and a +inf score gives
+ * 2^(inf - inf) = NaN. "No key" is decided from the max alone: never from a
+ * test such as l > 0 that a NaN also fails. */
+static inline float attn_max_nan(float a, float b) { return (a != a || b != b) ? NAN : a > b ? a : b; }
+
 /* How far a row max may outgrow the reference max (base-2 units) before
  * rescaling: P is then at most 2^11, far from float overflow. */
 #define ATTN_LAZY_MAX 11.0f
@@ -26,8 +35,8 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
         memset(s, 0, (size_t)n * sizeof(float));
         return;
     }
-    if (mt > *m + ATTN_LAZY_MAX || *m == -INFINITY) {
-        float mn = mt > *m ? mt : *m;
+    if (!(mt <= *m + ATTN_LAZY_MAX) || *m == -INFINITY) { /* a NaN max enters here too */
+        float mn = attn_max_nan(mt, *m);
         if (*m != -INFINITY) {
             float alpha = exp2f(*m - mn);
             *l *= alpha;

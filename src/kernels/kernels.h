@@ -29,8 +29,9 @@
  *   dropout_mcg t[j] *= (x_j < thr) ? scale : 0 for j < n, where x_0 = x and
  *               x_{j+1} = x_j * 1132489760 mod (2^31 - 1): PyTorch's MKL
  *               dropout stream from element x onward (1 <= x < 2^31 - 1).
- *   max_row     max of x[0..n), -INFINITY for n == 0; NaN-propagating is not
- *               guaranteed (NaN rows are handled by the driver's checks).
+ *   max_row     max of x[0..n), -INFINITY for n == 0, NaN if any x[j] is NaN
+ *               (the softmax's rule for non-finite scores, SEMANTICS.md, starts
+ *               here: a NaN score makes the row NaN, never "no key").
  *   scale_row   x[j] *= a for j < n.
  *   dot_row     sum_j x[j] * y[j] (lanes of 8, then pairwise).
  *   softcap_row x[j] = cap * tanh(x[j] * (scale / cap)) for j < n (tanh by
@@ -85,8 +86,11 @@ typedef struct attn_kernel_table {
 } attn_kernel_table;
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
- * returns x, beyond +-7.9 it is +-1 to float precision. Shared coefficients
- * of the generic and SIMD kernels. */
+ * returns x, beyond +-7.9 exactly +-1 (float32's tanh is 1 - 3e-7 there: a
+ * saturated softcap then has derivative 0, as PyTorch's float32 tanh gives
+ * beyond +-9, so huge scores times huge values do not overflow the
+ * backward); NaN stays NaN. Shared coefficients of the generic and SIMD
+ * kernels. */
 #define ATTN_TANH_CLAMP 7.90531110763549805f
 #define ATTN_TANH_A1 4.89352455891786e-03f
 #define ATTN_TANH_A3 6.37261928875436e-04f

@@ -3,6 +3,7 @@
  * the ground truth every other path is tested against. */
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -29,6 +30,7 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
         double acc = 0.0;
         for (int64_t c = 0; c < d->D; c++) acc += (double)qi[c] * (double)kj[c];
         double s = (double)d->scale * acc, g = (double)d->scale;
+        if (fabs(s) > FLT_MAX) s = s > 0 ? INFINITY : -INFINITY; /* where float32 scores overflow (SEMANTICS.md) */
         if (d->softcap > 0.0f) {
             double t = tanh(s / (double)d->softcap);
             s = (double)d->softcap * t;
@@ -43,7 +45,9 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
 }
 
 /* In place: scores -> probabilities. Returns the log-sum-exp (-INF when no key
- * is visible, and then every probability is 0). A NaN score propagates. */
+ * is visible or every visible score is -inf, and then every probability is 0:
+ * PyTorch's _safe_softmax). A NaN score propagates to the whole row; a +inf
+ * score makes it NaN (exp(inf - inf)), as torch.softmax does. */
 static double row_softmax(double *sc, int64_t n, int64_t nvis) {
     if (nvis == 0) {
         for (int64_t j = 0; j < n; j++) sc[j] = 0.0;
@@ -56,6 +60,10 @@ static double row_softmax(double *sc, int64_t n, int64_t nvis) {
             return NAN;
         }
         if (sc[j] > m) m = sc[j];
+    }
+    if (m == -INFINITY) { /* every visible score is -inf: no key to attend to */
+        for (int64_t j = 0; j < n; j++) sc[j] = 0.0;
+        return -INFINITY;
     }
     double sum = 0.0;
     for (int64_t j = 0; j < n; j++) {

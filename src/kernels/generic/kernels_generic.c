@@ -148,17 +148,23 @@ static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float sca
 
 static float max_row(const float *x, int64_t n) {
     v4 mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    v4i nan = {0, 0, 0, 0};
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) { /* per lane m = x > m ? x : m (a NaN never wins, as below) */
+    for (; j + 4 <= n; j += 4) { /* per lane m = x > m ? x : m, NaN lanes noted apart */
         v4 v = v4_load(x + j);
         v4i gt = v > mv;
         mv = (v4)(((v4i)v & gt) | ((v4i)mv & ~gt));
+        nan |= v != v;
     }
     float lane[4], m = -INFINITY;
     v4_store(lane, mv);
     for (int l = 0; l < 4; l++) m = lane[l] > m ? lane[l] : m;
-    for (; j < n; j++) m = x[j] > m ? x[j] : m;
-    return m;
+    int any = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (; j < n; j++) {
+        m = x[j] > m ? x[j] : m;
+        any |= x[j] != x[j];
+    }
+    return any ? NAN : m;
 }
 
 static void scale_row(float *x, int64_t n, float a) {
@@ -172,8 +178,8 @@ static float dot_row(const float *x, const float *y, int64_t n) {
 }
 
 static float tanh_rational(float x) {
-    if (fabsf(x) < 0.0004f) return x;
-    x = fminf(fmaxf(x, -ATTN_TANH_CLAMP), ATTN_TANH_CLAMP);
+    if (fabsf(x) < 0.0004f || x != x) return x; /* NaN stays NaN (fminf/fmaxf would drop it) */
+    if (fabsf(x) > ATTN_TANH_CLAMP) return x > 0 ? 1.0f : -1.0f;
     float x2 = x * x;
     float p = ATTN_TANH_A13;
     p = p * x2 + ATTN_TANH_A11;

@@ -185,13 +185,21 @@ static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float sca
     }
 }
 
+/* NaN lanes are noted apart (vf_nan_mark): the max itself drops them */
 static float max_row(const float *x, int64_t n) {
-    vf m = vf_set1(-INFINITY);
+    vf m = vf_set1(-INFINITY), u = vf_zero();
     int64_t j = 0;
-    for (; j + VL <= n; j += VL) m = vf_max(m, vf_load(x + j));
+    for (; j + VL <= n; j += VL) {
+        vf v = vf_load(x + j);
+        m = vf_max(m, v), u = vf_nan_mark(u, v);
+    }
     float r = vf_hmax(m);
-    for (; j < n; j++) r = x[j] > r ? x[j] : r;
-    return r;
+    int any = vf_any_marked(u);
+    for (; j < n; j++) {
+        r = x[j] > r ? x[j] : r;
+        any |= x[j] != x[j];
+    }
+    return any ? NAN : r;
 }
 
 static void scale_row(float *x, int64_t n, float a) {
@@ -231,7 +239,8 @@ INLINE vf tanhv(vf x) {
      * division would cost more than the whole polynomial) */
     vf r = vf_rcp(q);
     r = vf_mul(r, vf_fnma(q, r, vf_set1(2.0f)));
-    return vf_blend(tiny, vf_mul(p, r), x);
+    vmask big = vf_lt(vf_set1(ATTN_TANH_CLAMP), vf_abs(x)); /* false for NaN */
+    return vf_blend(big, vf_blend(tiny, vf_mul(p, r), x), vf_copysign1(x));
 }
 
 static void softcap_row(float *x, int64_t n, float scale, float cap) {

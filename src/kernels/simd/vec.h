@@ -48,6 +48,11 @@ VEC_INLINE vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /*
 VEC_INLINE vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }             /* b when either is NaN */
 VEC_INLINE vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 VEC_INLINE vf vf_abs(vf a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff))); }
+/* +-1 with the sign of a */
+VEC_INLINE vf vf_copysign1(vf a) {
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)),
+                                               _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+}
 VEC_INLINE vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
 #if defined(ATTN_VEC_SIMDE)
@@ -109,6 +114,11 @@ VEC_INLINE vf vf_maskz_load(const float *p, vmask m) { return _mm512_maskz_loadu
 VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
 #endif
 VEC_INLINE vf vf_maskz(vmask m, vf v) { return _mm512_maskz_mov_ps(m, v); }
+/* u with the lanes where x is NaN set to all ones (a NaN pattern) */
+VEC_INLINE vf vf_nan_mark(vf u, vf x) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), u,
+                                _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
+}
 VEC_INLINE vmask vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, a, b); } /* m ? b : a */
 
@@ -178,6 +188,7 @@ VEC_INLINE vf vf_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
 VEC_INLINE vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 VEC_INLINE vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 VEC_INLINE vf vf_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+VEC_INLINE vf vf_copysign1(vf a) { return _mm256_or_ps(_mm256_and_ps(_mm256_set1_ps(-0.0f), a), _mm256_set1_ps(1.0f)); }
 VEC_INLINE vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 VEC_INLINE vf vf_pow2i(vf n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
@@ -191,6 +202,7 @@ VEC_INLINE vmask vm_tail(int64_t r) {
 VEC_INLINE vf vf_maskz_load(const float *p, vmask m) { return _mm256_maskload_ps(p, m); }
 VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) { _mm256_maskstore_ps(p, m, v); }
 VEC_INLINE vf vf_maskz(vmask m, vf v) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
+VEC_INLINE vf vf_nan_mark(vf u, vf x) { return _mm256_or_ps(u, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
 VEC_INLINE vmask vf_lt(vf a, vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(m)); }
 
@@ -231,6 +243,11 @@ VEC_INLINE float vh_sum(vh v) {
     return _mm_cvtss_f32(s);
 }
 VEC_INLINE float vf_sum(vf v) { return vh_sum(vf_fold(v)); }
+/* any lane of a vf_nan_mark accumulator set (its sum is then NaN) */
+VEC_INLINE int vf_any_marked(vf u) {
+    float s = vf_sum(u);
+    return s != s;
+}
 VEC_INLINE float vf_hmax(vf v) {
     vh m = vf_fold_max(v);
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));

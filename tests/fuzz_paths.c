@@ -1,0 +1,613 @@
+/* fuzz_paths: a differential fuzzer over every SDPA path (docs/TESTING.md).
+ *
+ * Each case draws a random problem from (seed, case number) alone: batch,
+ * GQA/MQA heads, lengths at and around the tile edges (0, 1, 47..49, 63..65,
+ * 127..129), odd head sizes up to 256, the causal modes, windows, softcap,
+ * ALiBi, seqlens_k, key masks, dropout, f32/f16/bf16 inputs; then injects
+ * special values (NaN, +-inf, +-1e30, subnormals, all-equal logits, logits
+ * near 1e3 that peak the softmax) at random places, runs every path that
+ * accepts the problem, and checks:
+ *   - NaN/inf positions against a float64 oracle of PyTorch 2.5's math
+ *     (softmax with _safe_softmax: a row whose visible scores are all -inf
+ *     gives 0; a NaN or +inf among them makes the row NaN). The oracle runs
+ *     twice: "full" (dense, as PyTorch: hidden keys as -inf entries, zero
+ *     weights multiplied through) and "lean" (only visible keys and nonzero
+ *     weights). A path must be non-finite where lean is, and may be only
+ *     where full is (docs/SEMANTICS.md: hidden entries and exact zero
+ *     weights may or may not carry NaN).
+ *   - values against the reference path (ATTN_IMPL_REF) within the
+ *     precision rule (scaled by the problem's magnitudes);
+ *   - bitwise equality of the fused forward, decode and backward on 1 and 2
+ *     threads.
+ * Paths: the reference, the fused forward (flash) and backward, decode
+ * (Sq <= 16 through the default entry), and the KV cache's attend for every
+ * storage type, contiguous and paged, against the reference on the values
+ * the cache stores.
+ *
+ * usage: fuzz_paths [--seconds N] [--seed S] [--cases N] [--case C] [-v]
+ * A failing case prints the command that runs it alone. */
+#include "base/half.h"
+#include "base/sem.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- random numbers: splitmix64 seeded by (seed, case) ------------------ */
+static uint64_t rs;
+static uint64_t rnext(void) {
+    uint64_t z = (rs += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static int64_t rint_(int64_t lo, int64_t hi) { return lo + (int64_t)(rnext() % (uint64_t)(hi - lo + 1)); }
+static double runi(void) { return (double)(rnext() >> 11) * 0x1p-53; }
+static int rchance(double p) { return runi() < p; }
+static int64_t rpick(const int64_t *v, int n) { return v[rint_(0, n - 1)]; }
+
+/* ---- a problem ------------------------------------------------------------ */
+typedef struct prob {
+    int64_t B, H, Hkv, Sq, Sk, D, Dv;
+    attn_sdpa_desc d;
+    attn_dtype dt;
+    float *q, *k, *v, *dout; /* float32 values as the library reads them (16-bit: rounded) */
+    uint16_t *q16, *k16, *v16;
+    uint8_t *mask;
+    int64_t *seqlens;
+    float *slopes;
+    attn_dropout drop;
+    int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
+    char what[256];          /* the specials injected, for the report */
+} prob;
+
+static size_t nq(const prob *p) { return (size_t)(p->B * p->H * p->Sq * p->D); }
+static size_t nk(const prob *p) { return (size_t)(p->B * p->Hkv * p->Sk * p->D); }
+static size_t nv(const prob *p) { return (size_t)(p->B * p->Hkv * p->Sk * p->Dv); }
+static size_t no(const prob *p) { return (size_t)(p->B * p->H * p->Sq * p->Dv); }
+
+static float round_dt(attn_dtype dt, float x, uint16_t *bits) {
+    if (dt == ATTN_DTYPE_F16) return attn_f16_to_f32(*bits = attn_f32_to_f16(x));
+    if (dt == ATTN_DTYPE_BF16) return attn_bf16_to_f32(*bits = attn_f32_to_bf16(x));
+    return x;
+}
+
+static const float specials[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 1e-40f, -3e-39f};
+static const char *special_name[] = {"nan", "+inf", "-inf", "1e30", "-1e30", "subnormal", "-subnormal"};
+
+static void inject(prob *p) {
+    int n = (int)rint_(1, 3);
+    for (int t = 0; t < n; t++) {
+        int which = (int)rint_(0, 2), s = (int)rint_(0, 6);
+        float *a = which == 0 ? p->q : which == 1 ? p->k : p->v;
+        size_t len = which == 0 ? nq(p) : which == 1 ? nk(p) : nv(p);
+        if (!len) continue;
+        size_t at = (size_t)rint_(0, (int64_t)len - 1);
+        a[at] = specials[s];
+        p->nonfinite |= s < 3;
+        size_t w = strlen(p->what);
+        snprintf(p->what + w, sizeof p->what - w, " %s[%zu]=%s",
+                 which == 0   ? "q"
+                 : which == 1 ? "k"
+                              : "v",
+                 at, special_name[s]);
+    }
+}
+
+static void draw(prob *p, uint64_t seed, uint64_t cas) {
+    static const int64_t lens[] = {0, 1, 2, 5, 16, 17, 47, 48, 49, 63, 64, 65, 127, 128, 129, 200};
+    static const int64_t dims[] = {1, 3, 8, 16, 17, 32, 40, 64, 80, 96, 128, 160, 256};
+    memset(p, 0, sizeof *p);
+    rs = seed * 0x100000001b3ull ^ (cas + 1) * 0x9e3779b97f4a7c15ull;
+    p->B = rint_(1, 3);
+    p->Hkv = rint_(1, 3);
+    p->H = p->Hkv * rpick((const int64_t[]){1, 1, 2, 4}, 4);
+    p->Sq = rchance(0.3) ? rint_(1, 16) : rpick(lens, 16);
+    p->Sk = rchance(0.2) ? rint_(1, 90) : rpick(lens, 16);
+    p->D = rchance(0.3) ? rint_(1, 24) : rpick(dims, 13);
+    p->Dv = rchance(0.7) ? p->D : rpick(dims, 13);
+    /* keep a case small: the oracle is O(B H Sq Sk D) in double */
+    while (p->B * p->H * p->Sq * p->Sk * (p->D + p->Dv) > 3000000) p->Sq = p->Sq / 2, p->Sk = p->Sk * 3 / 4;
+    attn_sdpa_desc *d = &p->d;
+    attn_sdpa_desc_init(d, p->B, p->H, p->Sq, p->Sk, p->D, p->Dv);
+    d->Hkv = p->Hkv == p->H && rchance(0.5) ? 0 : p->Hkv;
+    d->causal = (attn_causal)rint_(0, 2);
+    if (rchance(0.2)) d->scale = (float)(rchance(0.5) ? -1.0 : 1.0) * (float)(0.05 + runi());
+    if (rchance(0.2)) {
+        d->window = 1;
+        d->window_left = rchance(0.8) ? rint_(0, 40) : -1;
+        d->window_right = rchance(0.6) ? rint_(0, 40) : -1;
+    }
+    if (rchance(0.15)) d->softcap = (float)(2.0 + 40.0 * runi());
+    if (rchance(0.15)) {
+        p->slopes = malloc((size_t)p->H * sizeof(float));
+        for (int64_t h = 0; h < p->H; h++) p->slopes[h] = (float)(0.5 * runi());
+        d->alibi_slopes = p->slopes;
+    }
+    if (rchance(0.2)) {
+        p->seqlens = malloc((size_t)p->B * sizeof(int64_t));
+        for (int64_t b = 0; b < p->B; b++) p->seqlens[b] = rint_(0, p->Sk);
+        d->seqlens_k = p->seqlens, d->seqlens_k_dtype = ATTN_DTYPE_I64;
+    }
+    if (rchance(0.2) && p->Sk) {
+        p->mask = malloc((size_t)(p->B * p->Sk));
+        for (int64_t i = 0; i < p->B * p->Sk; i++) p->mask[i] = (uint8_t)rchance(0.3);
+        d->key_mask = p->mask, d->key_mask_stride_b = p->Sk;
+        d->key_mask_polarity = (attn_mask_polarity)rint_(1, 2);
+    }
+    p->dt = rchance(0.6) ? ATTN_DTYPE_F32 : rchance(0.5) ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+    d->qkv_dtype = p->dt;
+    size_t a = nq(p) + 1, b = nk(p) + 1, c = nv(p) + 1;
+    p->q = malloc(a * 4), p->k = malloc(b * 4), p->v = malloc(c * 4), p->dout = malloc((no(p) + 1) * 4);
+    p->q16 = malloc(a * 2), p->k16 = malloc(b * 2), p->v16 = malloc(c * 2);
+    double qa = rchance(0.1) ? 0.0 : 1.0; /* 0: all-equal logits */
+    for (size_t i = 0; i < nq(p); i++) p->q[i] = (float)(qa * (2 * runi() - 1));
+    for (size_t i = 0; i < nk(p); i++) p->k[i] = (float)(2 * runi() - 1);
+    for (size_t i = 0; i < nv(p); i++) p->v[i] = (float)(2 * runi() - 1);
+    for (size_t i = 0; i < no(p); i++) p->dout[i] = (float)(2 * runi() - 1);
+    if (rchance(0.1)) { /* logits near 1e3: a peaked softmax */
+        double f = 3e3 / (fabs(d->scale) * sqrt((double)p->D));
+        for (size_t i = 0; i < nq(p); i++) p->q[i] = (float)(p->q[i] * f);
+        strcat(p->what, " peaked");
+    }
+    if (rchance(0.5)) inject(p);
+    for (size_t i = 0; i < nq(p); i++) p->q[i] = round_dt(p->dt, p->q[i], &p->q16[i]);
+    for (size_t i = 0; i < nk(p); i++) p->k[i] = round_dt(p->dt, p->k[i], &p->k16[i]);
+    for (size_t i = 0; i < nv(p); i++) p->v[i] = round_dt(p->dt, p->v[i], &p->v16[i]);
+    for (size_t i = 0; i < nq(p); i++) p->nonfinite |= !isfinite(p->q[i]); /* 1e30 is inf in f16 */
+    for (size_t i = 0; i < nk(p); i++) p->nonfinite |= !isfinite(p->k[i]);
+    for (size_t i = 0; i < nv(p); i++) p->nonfinite |= !isfinite(p->v[i]);
+    if (rchance(0.1) && !p->nonfinite) {
+        attn_generator g;
+        attn_generator_seed(&g, rnext());
+        attn_generator_set_flavor(&g, rchance(0.5) ? ATTN_TORCH_MKL : ATTN_TORCH_NOMKL);
+        if (attn_dropout_begin(&g, 0.1 + 0.5 * runi(), (uint64_t)(p->B * p->H * p->Sq * p->Sk), &p->drop) == ATTN_OK)
+            d->dropout = &p->drop, p->has_drop = 1;
+    }
+}
+
+static void prob_free(prob *p) {
+    free(p->q), free(p->k), free(p->v), free(p->dout), free(p->q16), free(p->k16), free(p->v16);
+    free(p->mask), free(p->seqlens), free(p->slopes);
+    if (p->has_drop) attn_dropout_end(&p->drop);
+}
+
+/* views of the problem's tensors (16-bit ones point at the bits) */
+static attn_view view(const prob *p, float *f, uint16_t *h, int64_t heads, int64_t S, int64_t n) {
+    attn_view w = {p->dt == ATTN_DTYPE_F32 ? f : (float *)(void *)h, heads * S * n, S * n, n};
+    return w;
+}
+static attn_view fview(float *f, int64_t heads, int64_t S, int64_t n) {
+    attn_view w = {f, heads * S * n, S * n, n};
+    return w;
+}
+
+/* ---- the float64 oracle: PyTorch 2.5's math ------------------------------- */
+typedef struct oracle {
+    double *out, *dq, *dk, *dv; /* lean values */
+    uint8_t *nf_lean_o, *nf_full_o, *nf_lean_q, *nf_full_q, *nf_lean_k, *nf_full_k, *nf_lean_v, *nf_full_v;
+    double smax; /* the largest finite |score| seen */
+} oracle;
+
+static int nonfin(double x) { return !isfinite(x); }
+/* a gradient element with the sum of its terms' magnitudes m: beyond float32's
+ * range the lean pass claims nothing and the full pass allows anything */
+static int gnonfin(double x, double m, int full) {
+    if (isfinite(m) && m < 1e37) return nonfin(x);
+    return full ? 1 : nonfin(x) && !isfinite(m) ? 1 : 0;
+}
+
+/* one pass: full = 1 is PyTorch's dense computation, 0 the lean one */
+static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_t *nfq, uint8_t *nfk, uint8_t *nfv,
+                        int values) {
+    const attn_sdpa_desc *d = &p->d;
+    int64_t G = p->H / p->Hkv, Sk = p->Sk, D = p->D, Dv = p->Dv;
+    double *s = malloc((size_t)(Sk + 1) * sizeof(double)), *P = malloc((size_t)(Sk + 1) * sizeof(double));
+    double *dP = malloc((size_t)(Sk + 1) * sizeof(double)), *g = malloc((size_t)(Sk + 1) * sizeof(double));
+    double *dqa = calloc((size_t)(D + 1), sizeof(double)), *dqm = calloc((size_t)(D + 1), sizeof(double));
+    double *dk = calloc(nk(p) + 1, sizeof(double)), *dv = calloc(nv(p) + 1, sizeof(double));
+    /* the sums of |terms|: past float32's range, whether float32 overflows (inf, or
+     * inf - inf = NaN) depends on the order of the sum, so either answer is PyTorch's */
+    double *dkm = calloc(nk(p) + 1, sizeof(double)), *dvm = calloc(nv(p) + 1, sizeof(double));
+    for (int64_t b = 0; b < p->B; b++)
+        for (int64_t h = 0; h < p->H; h++) {
+            int64_t hk = h / G, off = attn_sem_off(d, b);
+            for (int64_t i = 0; i < p->Sq; i++) {
+                const float *qi = p->q + ((b * p->H + h) * p->Sq + i) * D;
+                const float *doi = p->dout + ((b * p->H + h) * p->Sq + i) * Dv;
+                int any = 0;
+                double m = -INFINITY;
+                int mnan = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    const float *kj = p->k + ((b * p->Hkv + hk) * Sk + j) * D;
+                    int vis = attn_sem_visible(d, b, i, j), unsure = 0;
+                    double acc = 0;
+                    for (int64_t c = 0; c < D; c++) {
+                        double t = (double)qi[c] * kj[c];
+                        acc += t;
+                        /* a term near float32's range: whether a float32 sum overflows (or
+                         * gives inf - inf) depends on its order: any answer is PyTorch's */
+                        unsure |= fabs(t) * (double)(D + 1) * 2.0 > 3.4e38;
+                    }
+                    /* float32's score: the dot rounded (overflow to inf), then scaled */
+                    float sf = (float)acc;
+                    double x = (double)(float)(sf * d->scale);
+                    if (unsure) {
+                        if (!full)
+                            vis = 0; /* lean: no claim; full: may be NaN */
+                        else
+                            x = NAN;
+                    }
+                    g[j] = 1.0;
+                    if (d->softcap > 0) {
+                        double t = tanh(x / d->softcap);
+                        x = d->softcap * t;
+                        g[j] = 1.0 - t * t;
+                    }
+                    if (d->alibi_slopes) x += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
+                    if (!vis) x = full && isnan(x) ? NAN : -INFINITY; /* full: an additive mask keeps NaN */
+                    s[j] = x;
+                    if (vis || full) {
+                        if (isnan(x))
+                            mnan = 1;
+                        else if (x > m)
+                            m = x;
+                    }
+                    any |= vis;
+                    if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x);
+                }
+                if (mnan) m = NAN;
+                /* P over the row; _safe_softmax: all -inf (no NaN) -> 0 */
+                int dead = !mnan && m == -INFINITY;
+                double l = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    int vis = attn_sem_visible(d, b, i, j);
+                    P[j] = dead || (!vis && !full) ? 0.0 : exp(s[j] - m); /* exp(-inf - finite) = 0 */
+                    if (!full && !vis) P[j] = 0.0;
+                    l += P[j];
+                }
+                for (int64_t j = 0; j < Sk; j++)
+                    P[j] = dead || (!full && !attn_sem_visible(d, b, i, j)) ? 0.0 : P[j] / l;
+                (void)any;
+                double *orow = o->out + ((b * p->H + h) * p->Sq + i) * Dv;
+                uint8_t *nrow = nfo + ((b * p->H + h) * p->Sq + i) * Dv;
+                for (int64_t c = 0; c < Dv; c++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < Sk; j++) {
+                        if (!full && (P[j] == 0.0 || dead)) continue;
+                        acc += P[j] * p->v[((b * p->Hkv + hk) * Sk + j) * Dv + c];
+                    }
+                    if (dead && !full) acc = 0.0;
+                    nrow[c] = nonfin(acc);
+                    if (values) orow[c] = acc;
+                }
+                /* backward: dP = dO v^T, Di = sum P dP, dS = P (dP - Di) g scale */
+                double Di = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    double acc = 0;
+                    if (full || P[j] != 0.0)
+                        for (int64_t c = 0; c < Dv; c++)
+                            acc += (double)doi[c] * p->v[((b * p->Hkv + hk) * Sk + j) * Dv + c];
+                    dP[j] = acc;
+                    if (full || P[j] != 0.0) Di += P[j] * acc;
+                }
+                for (int64_t c = 0; c < D; c++) dqa[c] = 0, dqm[c] = 0;
+                for (int64_t j = 0; j < Sk; j++) {
+                    if (!full && P[j] == 0.0) continue;
+                    double ds = P[j] * (dP[j] - Di) * g[j] * d->scale;
+                    const float *kj = p->k + ((b * p->Hkv + hk) * Sk + j) * D;
+                    double *dkj = dk + ((b * p->Hkv + hk) * Sk + j) * D, *dvj = dv + ((b * p->Hkv + hk) * Sk + j) * Dv;
+                    double *dkmj = dkm + ((b * p->Hkv + hk) * Sk + j) * D,
+                           *dvmj = dvm + ((b * p->Hkv + hk) * Sk + j) * Dv;
+                    double dsm = fabs(P[j]) * (fabs(dP[j]) + fabs(Di)) * fabs(g[j] * d->scale);
+                    for (int64_t c = 0; c < D; c++) {
+                        dqa[c] += ds * kj[c], dkj[c] += ds * qi[c];
+                        dqm[c] += dsm * fabs(kj[c]), dkmj[c] += dsm * fabs(qi[c]);
+                    }
+                    for (int64_t c = 0; c < Dv; c++) dvj[c] += P[j] * doi[c], dvmj[c] += fabs(P[j] * doi[c]);
+                }
+                for (int64_t c = 0; c < D; c++) {
+                    size_t at = (size_t)(((b * p->H + h) * p->Sq + i) * D + c);
+                    nfq[at] = gnonfin(dqa[c], dqm[c], full);
+                    if (values) o->dq[at] = dqa[c];
+                }
+            }
+        }
+    for (size_t i = 0; i < nk(p); i++) nfk[i] = gnonfin(dk[i], dkm[i], full);
+    for (size_t i = 0; i < nv(p); i++) nfv[i] = gnonfin(dv[i], dvm[i], full);
+    if (values) memcpy(o->dk, dk, nk(p) * sizeof(double)), memcpy(o->dv, dv, nv(p) * sizeof(double));
+    free(s), free(P), free(dP), free(g), free(dqa), free(dqm), free(dk), free(dv), free(dkm), free(dvm);
+}
+
+static void oracle_run(const prob *p, oracle *o) {
+    memset(o, 0, sizeof *o);
+    o->out = calloc(no(p) + 1, sizeof(double)), o->dq = calloc(nq(p) + 1, sizeof(double));
+    o->dk = calloc(nk(p) + 1, sizeof(double)), o->dv = calloc(nv(p) + 1, sizeof(double));
+    o->nf_lean_o = calloc(no(p) + 1, 1), o->nf_full_o = calloc(no(p) + 1, 1);
+    o->nf_lean_q = calloc(nq(p) + 1, 1), o->nf_full_q = calloc(nq(p) + 1, 1);
+    o->nf_lean_k = calloc(nk(p) + 1, 1), o->nf_full_k = calloc(nk(p) + 1, 1);
+    o->nf_lean_v = calloc(nv(p) + 1, 1), o->nf_full_v = calloc(nv(p) + 1, 1);
+    oracle_pass(p, 1, o, o->nf_full_o, o->nf_full_q, o->nf_full_k, o->nf_full_v, 0);
+    oracle_pass(p, 0, o, o->nf_lean_o, o->nf_lean_q, o->nf_lean_k, o->nf_lean_v, 1);
+}
+
+static void oracle_free(oracle *o) {
+    free(o->out), free(o->dq), free(o->dk), free(o->dv);
+    free(o->nf_lean_o), free(o->nf_full_o), free(o->nf_lean_q), free(o->nf_full_q);
+    free(o->nf_lean_k), free(o->nf_full_k), free(o->nf_lean_v), free(o->nf_full_v);
+}
+
+/* ---- checks ----------------------------------------------------------------- */
+static int verbose, failures, failed_cases;
+static uint64_t cur_seed, cur_case;
+
+static int report(const prob *p, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int report(const prob *p, const char *path, const char *fmt, ...) {
+    va_list ap;
+    char msg[512];
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const attn_sdpa_desc *d = &p->d;
+    printf("FAIL %s: %s\n  case: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld causal=%d window=%d(%lld,%lld) "
+           "softcap=%g alibi=%d seqlens=%d mask=%d dropout=%d dtype=%d scale=%g;%s\n  reproduce: fuzz_paths --seed "
+           "%llu --case %llu -v\n",
+           path, msg, (long long)p->B, (long long)p->H, (long long)p->Hkv, (long long)p->Sq, (long long)p->Sk,
+           (long long)p->D, (long long)p->Dv, (int)d->causal, d->window, (long long)d->window_left,
+           (long long)d->window_right, (double)d->softcap, d->alibi_slopes != NULL, d->seqlens_k != NULL,
+           d->key_mask != NULL, p->has_drop, (int)p->dt, (double)d->scale, p->what, (unsigned long long)cur_seed,
+           (unsigned long long)cur_case);
+    failures++;
+    return 1;
+}
+
+/* a path's tensor x (n floats) against the oracle's non-finite positions
+ * (lean: must; full: may) */
+static int check_nonfinite(const prob *p, const char *path, const char *name, const float *x, size_t n,
+                           const uint8_t *lean, const uint8_t *full) {
+    for (size_t i = 0; i < n; i++) {
+        int nf = !isfinite(x[i]);
+        if (lean[i] && !nf)
+            return report(p, path, "%s[%zu] = %g is finite; PyTorch's math gives NaN/inf there", name, i, (double)x[i]);
+        if (nf && !full[i])
+            return report(p, path, "%s[%zu] = %g; PyTorch's math gives a finite value there", name, i, (double)x[i]);
+    }
+    return 0;
+}
+
+/* a path's tensor against the reference's where both are finite (non-finite
+ * positions are the oracle's to judge; without the oracle they must agree),
+ * within atol + rtol |ref|: atol is `ulps` float32 ulps of `base`, the
+ * magnitude the tensor's terms are made of, times (1 + the largest |score|):
+ * a score's rounding error grows with its size and exp carries it on */
+static int check_close(const prob *p, const char *path, const char *name, const float *x, const float *ref, size_t n,
+                       double rtol, double base, double smax, int strict_nf) {
+    double atol = 64 * 0x1p-24 * base * (1.0 + smax) + 1e-35;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]) || !isfinite(ref[i])) {
+            int same = (isnan(x[i]) && isnan(ref[i])) || x[i] == ref[i];
+            if (strict_nf && !same)
+                return report(p, path, "%s[%zu] = %g, reference %g", name, i, (double)x[i], (double)ref[i]);
+            continue;
+        }
+        if (fabs((double)x[i] - ref[i]) > atol + rtol * fabs(ref[i]))
+            return report(p, path, "%s[%zu] = %.9g, reference %.9g (tolerance %.3g)", name, i, (double)x[i],
+                          (double)ref[i], atol + rtol * fabs(ref[i]));
+    }
+    return 0;
+}
+
+static double maxabs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+static int bitwise(const prob *p, const char *path, const char *name, const float *a, const float *b, size_t n) {
+    if (n && memcmp(a, b, n * sizeof(float))) return report(p, path, "%s differs between 1 and 2 threads", name);
+    return 0;
+}
+
+/* ---- the paths ---------------------------------------------------------------- */
+static attn_status forward(const prob *p, attn_impl impl, int threads, float *out, float *lse) {
+    attn_sdpa_desc d = p->d;
+    d.impl = impl;
+    omp_set_num_threads(threads);
+    return attn_sdpa_forward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
+                             view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), fview(out, p->H, p->Sq, p->Dv), lse);
+}
+
+static attn_status backward(const prob *p, attn_impl impl, int threads, float *g) {
+    attn_sdpa_desc d = p->d;
+    d.impl = impl;
+    omp_set_num_threads(threads);
+    float *dq = g, *dk = g + nq(p), *dv = dk + nk(p);
+    attn_view empty = {NULL, 0, 0, 0};
+    return attn_sdpa_backward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
+                              view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), empty, fview(p->dout, p->H, p->Sq, p->Dv),
+                              NULL, fview(dq, p->H, p->Sq, p->D), fview(dk, p->Hkv, p->Sk, p->D),
+                              fview(dv, p->Hkv, p->Sk, p->Dv));
+}
+
+/* the KV cache's attend, storage type st and page size ps, against the
+ * reference on the values the cache stores */
+static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
+    if (p->has_drop || p->d.key_mask || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT) return;
+    if (st == ATTN_DTYPE_Q8_0 && (p->D % 32 || p->Dv % 32)) return;
+    attn_kv_cache_config cfg = {p->B, p->Hkv, p->Sk ? p->Sk : 1, p->D, p->Dv, st, ps, 0};
+    attn_kv_cache *c = NULL;
+    if (attn_kv_cache_create(&cfg, &c) != ATTN_OK) return;
+    int64_t n[3];
+    for (int64_t b = 0; b < p->B; b++) n[b] = p->seqlens ? p->seqlens[b] : p->Sk;
+    char path[64];
+    snprintf(path, sizeof path, "kv cache %s%s",
+             st == ATTN_DTYPE_F32    ? "f32"
+             : st == ATTN_DTYPE_F16  ? "f16"
+             : st == ATTN_DTYPE_BF16 ? "bf16"
+                                     : "q8_0",
+             ps ? " paged" : "");
+    if (attn_kv_cache_append(c, n, fview(p->k, p->Hkv, p->Sk, p->D), fview(p->v, p->Hkv, p->Sk, p->Dv)) != ATTN_OK) {
+        report(p, path, "append failed");
+        attn_kv_cache_free(c);
+        return;
+    }
+    /* the stored values, as float32, in (B, Hkv, Sk, .) */
+    float *k2 = calloc(nk(p) + 1, 4), *v2 = calloc(nv(p) + 1, 4);
+    float *o1 = calloc(no(p) + 1, 4), *o2 = calloc(no(p) + 1, 4), *o3 = calloc(no(p) + 1, 4);
+    for (int64_t b = 0; b < p->B; b++)
+        for (int64_t hk = 0; hk < p->Hkv; hk++)
+            for (int64_t j = 0; j < n[b]; j++)
+                attn_kv_cache_read(c, b, hk, j, k2 + ((b * p->Hkv + hk) * p->Sk + j) * p->D,
+                                   v2 + ((b * p->Hkv + hk) * p->Sk + j) * p->Dv);
+    attn_sdpa_desc d = p->d;
+    d.seqlens_k = NULL;
+    d.causal = p->d.causal;
+    int64_t Sk = 0;
+    for (int64_t b = 0; b < p->B; b++) Sk = n[b] > Sk ? n[b] : Sk;
+    omp_set_num_threads(1);
+    attn_status s1 = attn_kv_cache_attend(c, &d, fview(p->q, p->H, p->Sq, p->D), fview(o1, p->H, p->Sq, p->Dv), NULL);
+    omp_set_num_threads(2);
+    attn_status s2 = attn_kv_cache_attend(c, &d, fview(p->q, p->H, p->Sq, p->D), fview(o2, p->H, p->Sq, p->Dv), NULL);
+    attn_sdpa_desc r = p->d;
+    r.impl = ATTN_IMPL_REF, r.qkv_dtype = ATTN_DTYPE_F32, r.Sk = Sk, r.seqlens_k = n,
+    r.seqlens_k_dtype = ATTN_DTYPE_I64;
+    attn_view rk = {k2, p->Hkv * p->Sk * p->D, p->Sk * p->D, p->D},
+              rv = {v2, p->Hkv * p->Sk * p->Dv, p->Sk * p->Dv, p->Dv};
+    attn_status s3 = attn_sdpa_forward(&r, fview(p->q, p->H, p->Sq, p->D), rk, rv, fview(o3, p->H, p->Sq, p->Dv), NULL);
+    if (s1 != s2 || s1 != s3)
+        report(p, path, "statuses differ: attend %d / %d, reference %d", s1, s2, s3);
+    else if (s1 == ATTN_OK && !bitwise(p, path, "out", o1, o2, no(p))) {
+        /* a 16-bit or q8_0 cache may store 1e30 as inf: non-finite stored values are the
+         * main paths' to judge (zero weights may or may not carry them) */
+        int stored_nf = 0;
+        for (size_t i = 0; i < nk(p); i++) stored_nf |= !isfinite(k2[i]);
+        for (size_t i = 0; i < nv(p); i++) stored_nf |= !isfinite(v2[i]);
+        check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, !stored_nf);
+    }
+    free(k2), free(v2), free(o1), free(o2), free(o3);
+    attn_kv_cache_free(c);
+}
+
+static void run_case(uint64_t seed, uint64_t cas) {
+    prob p;
+    draw(&p, seed, cas);
+    cur_seed = seed, cur_case = cas;
+    int before = failures;
+    oracle o;
+    int use_oracle = !p.has_drop;
+    if (use_oracle) oracle_run(&p, &o);
+    float *oref = calloc(no(&p) + 1, 4), *o1 = calloc(no(&p) + 1, 4), *o2 = calloc(no(&p) + 1, 4);
+    float *oa = calloc(no(&p) + 1, 4);
+    size_t ng = nq(&p) + nk(&p) + nv(&p) + 1;
+    float *gref = calloc(ng, 4), *g1 = calloc(ng, 4), *g2 = calloc(ng, 4);
+    attn_status sr = forward(&p, ATTN_IMPL_REF, 1, oref, NULL);
+    attn_status s1 = forward(&p, ATTN_IMPL_FAST, 1, o1, NULL), s2 = forward(&p, ATTN_IMPL_FAST, 2, o2, NULL);
+    attn_status sa = forward(&p, ATTN_IMPL_AUTO, 2, oa, NULL);
+    double smax = use_oracle ? o.smax : 1e3;
+    if (sr != ATTN_OK || s1 != ATTN_OK || s2 != ATTN_OK || sa != ATTN_OK) {
+        report(&p, "forward", "statuses: ref %d fast %d/%d auto %d", sr, s1, s2, sa);
+    } else {
+        if (use_oracle) {
+            check_nonfinite(&p, "reference forward", "out", oref, no(&p), o.nf_lean_o, o.nf_full_o);
+            check_nonfinite(&p, "fused forward", "out", o1, no(&p), o.nf_lean_o, o.nf_full_o);
+            check_nonfinite(&p, "default forward (decode for Sq <= 16)", "out", oa, no(&p), o.nf_lean_o, o.nf_full_o);
+        }
+        bitwise(&p, "fused forward", "out", o1, o2, no(&p));
+        double vb = maxabs(p.v, nv(&p));
+        check_close(&p, "fused forward", "out", o1, oref, no(&p), 2e-4, vb, smax, !use_oracle);
+        check_close(&p, "default forward (decode for Sq <= 16)", "out", oa, oref, no(&p), 2e-4, vb, smax, !use_oracle);
+    }
+    if (p.Sq <= 16) { /* decode on 1 and 2 threads */
+        float *d1 = calloc(no(&p) + 1, 4);
+        if (forward(&p, ATTN_IMPL_AUTO, 1, d1, NULL) == ATTN_OK) bitwise(&p, "decode", "out", d1, oa, no(&p));
+        free(d1);
+    }
+    sr = backward(&p, ATTN_IMPL_REF, 1, gref);
+    s1 = backward(&p, ATTN_IMPL_FAST, 1, g1), s2 = backward(&p, ATTN_IMPL_FAST, 2, g2);
+    if (sr != ATTN_OK || s1 != ATTN_OK || s2 != ATTN_OK) {
+        report(&p, "backward", "statuses: ref %d fast %d/%d", sr, s1, s2);
+    } else {
+        size_t a = nq(&p), b = nk(&p), c = nv(&p);
+        if (use_oracle) {
+            check_nonfinite(&p, "reference backward", "dq", gref, a, o.nf_lean_q, o.nf_full_q);
+            check_nonfinite(&p, "reference backward", "dk", gref + a, b, o.nf_lean_k, o.nf_full_k);
+            check_nonfinite(&p, "reference backward", "dv", gref + a + b, c, o.nf_lean_v, o.nf_full_v);
+            check_nonfinite(&p, "fused backward", "dq", g1, a, o.nf_lean_q, o.nf_full_q);
+            check_nonfinite(&p, "fused backward", "dk", g1 + a, b, o.nf_lean_k, o.nf_full_k);
+            check_nonfinite(&p, "fused backward", "dv", g1 + a + b, c, o.nf_lean_v, o.nf_full_v);
+        }
+        bitwise(&p, "fused backward", "dq/dk/dv", g1, g2, a + b + c);
+        /* dS = P (dP - D): terms of |dO| |v| (times |k| or |q| and |scale| for dq, dk), summed over keys */
+        double sc = fabs(p.d.scale), dov = maxabs(p.dout, no(&p)) * maxabs(p.v, nv(&p)) * (double)p.Dv;
+        double bq = dov * maxabs(p.k, nk(&p)) * sc * (double)(p.Sk + 1),
+               bk = dov * maxabs(p.q, nq(&p)) * sc * (double)(p.Sq + 1);
+        double bv = maxabs(p.dout, no(&p)) * (double)(p.Sq + 1);
+        check_close(&p, "fused backward", "dq", g1, gref, a, 1e-3, bq, smax, !use_oracle);
+        check_close(&p, "fused backward", "dk", g1 + a, gref + a, b, 1e-3, bk, smax, !use_oracle);
+        check_close(&p, "fused backward", "dv", g1 + a + b, gref + a + b, c, 1e-3, bv, smax, !use_oracle);
+    }
+    static const attn_dtype sts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    if (p.Sq <= 16 && !p.nonfinite) { /* caches store rounded values: finite cases only */
+        int t = (int)(cas % 4);
+        cache_path(&p, sts[t], 0, smax);
+        cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
+    }
+    failed_cases += failures > before;
+    if (verbose || failures > before)
+        printf("case %llu: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld%s: %s\n", (unsigned long long)cas,
+               (long long)p.B, (long long)p.H, (long long)p.Hkv, (long long)p.Sq, (long long)p.Sk, (long long)p.D,
+               (long long)p.Dv, p.what, failures > before ? "FAILED" : "ok");
+    free(oref), free(o1), free(o2), free(oa), free(gref), free(g1), free(g2);
+    if (use_oracle) oracle_free(&o);
+    prob_free(&p);
+}
+
+int main(int argc, char **argv) {
+    double seconds = 20;
+    uint64_t seed = 1, one = UINT64_MAX, cases = UINT64_MAX;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            one = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc)
+            cases = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "-v"))
+            verbose = 1;
+        else {
+            fprintf(stderr, "usage: fuzz_paths [--seconds N] [--seed S] [--cases N] [--case C] [-v]\n");
+            return 2;
+        }
+    }
+    if (getenv("ATTN_TEST_SKIP_UNSUPPORTED") && attn_kernel_status() == ATTN_E_UNSUPPORTED) {
+        printf("skipped: ATTN_ISA=%s is not runnable on this CPU or build\n", getenv("ATTN_ISA"));
+        return 77;
+    }
+    if (one != UINT64_MAX) {
+        run_case(seed, one);
+    } else {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t c = 0;
+        for (; c < cases; c++) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > seconds) break;
+            run_case(seed, c);
+            if (failures >= 20) break;
+        }
+        printf("fuzz_paths: seed %llu, %llu cases, kernels %s\n", (unsigned long long)seed, (unsigned long long)c,
+               attn_kernel_name());
+        printf("%llu passed, %d failed\n", (unsigned long long)c - (unsigned long long)failed_cases, failed_cases);
+        return failures ? 1 : 0;
+    }
+    printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
+    return failures ? 1 : 0;
+}
