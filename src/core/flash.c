@@ -571,7 +571,7 @@ static void fold_tile(const attn_kernel_table *kt, const float *S, const float *
                       float *m, float *l, float *acc) {
     for (int64_t r = 0; r < rows; r++) {
         const float *sr = S + r * BC_B;
-        float mt = kt->max_row(sr, BC_B) * escale;
+        float mt = attn_row_max(kt, sr, BC_B) * escale;
         if (mt == -INFINITY) continue; /* no visible key in this tile */
         if (!(mt <= m[r])) {           /* new row max (or NaN): rescale what was summed against the old one */
             float mn = attn_max_nan(mt, m[r]), alpha = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mn);

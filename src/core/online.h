@@ -10,12 +10,24 @@
 
 /* The rule for non-finite scores (docs/SEMANTICS.md, PyTorch's softmax with
  * _safe_softmax), in every path's running statistics: a row max is NaN when
- * any visible score is NaN (max_row reports it); a row whose max is -inf saw
+ * any visible score is NaN (attn_row_max); a row whose max is -inf saw
  * no key, or only -inf scores, and gives 0; otherwise the ordinary formulas
  * run, so a NaN max makes P, l and the output NaN, and a +inf score gives
  * 2^(inf - inf) = NaN. "No key" is decided from the max alone: never from a
  * test such as l > 0 that a NaN also fails. */
 static inline float attn_max_nan(float a, float b) { return (a != a || b != b) ? NAN : a > b ? a : b; }
+
+/* A tile row's max for that rule: max_row's answer, or NaN when it says
+ * -inf and the row holds a NaN (max_row may drop NaN; when its answer is
+ * anything else, a NaN in the row already turns 2^(s - m) into NaN). The
+ * scan runs only for rows with nothing finite in the tile. */
+static inline float attn_row_max(const attn_kernel_table *kt, const float *s, int64_t n) {
+    float m = kt->max_row(s, n);
+    if (m == -INFINITY)
+        for (int64_t j = 0; j < n; j++)
+            if (s[j] != s[j]) return NAN;
+    return m;
+}
 
 /* How far a row max may outgrow the reference max (base-2 units) before
  * rescaling: P is then at most 2^11, far from float overflow. */
@@ -30,7 +42,7 @@ static inline float attn_max_nan(float a, float b) { return (a != a || b != b) ?
  * 2^(m_old - m_new). A row that has seen no key yet gets P = 0. */
 static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_t n, float escale, float *m, float *l,
                                    float *o, int64_t no) {
-    float mt = kt->max_row(s, n) * escale;
+    float mt = attn_row_max(kt, s, n) * escale;
     if (mt == -INFINITY && *m == -INFINITY) { /* nothing visible yet: P = 0 */
         memset(s, 0, (size_t)n * sizeof(float));
         return;

@@ -29,9 +29,11 @@
  *   dropout_mcg t[j] *= (x_j < thr) ? scale : 0 for j < n, where x_0 = x and
  *               x_{j+1} = x_j * 1132489760 mod (2^31 - 1): PyTorch's MKL
  *               dropout stream from element x onward (1 <= x < 2^31 - 1).
- *   max_row     max of x[0..n), -INFINITY for n == 0, NaN if any x[j] is NaN
- *               (the softmax's rule for non-finite scores, SEMANTICS.md, starts
- *               here: a NaN score makes the row NaN, never "no key").
+ *   max_row     max of x[0..n), -INFINITY for n == 0, when no x[j] is NaN;
+ *               with a NaN, any value (-INFINITY included): the drivers then
+ *               get NaN from 2^(x - m) or, when it says -INFINITY, look for
+ *               NaN themselves (online.h: attn_row_max), so the hot loop pays
+ *               nothing for the rule.
  *   scale_row   x[j] *= a for j < n.
  *   dot_row     sum_j x[j] * y[j] (lanes of 8, then pairwise).
  *   softcap_row x[j] = cap * tanh(x[j] * (scale / cap)) for j < n (tanh by

@@ -148,23 +148,17 @@ static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float sca
 
 static float max_row(const float *x, int64_t n) {
     v4 mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    v4i nan = {0, 0, 0, 0};
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) { /* per lane m = x > m ? x : m, NaN lanes noted apart */
+    for (; j + 4 <= n; j += 4) { /* per lane m = x > m ? x : m (a NaN never wins, as below) */
         v4 v = v4_load(x + j);
         v4i gt = v > mv;
         mv = (v4)(((v4i)v & gt) | ((v4i)mv & ~gt));
-        nan |= v != v;
     }
     float lane[4], m = -INFINITY;
     v4_store(lane, mv);
     for (int l = 0; l < 4; l++) m = lane[l] > m ? lane[l] : m;
-    int any = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
-    for (; j < n; j++) {
-        m = x[j] > m ? x[j] : m;
-        any |= x[j] != x[j];
-    }
-    return any ? NAN : m;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
 }
 
 static void scale_row(float *x, int64_t n, float a) {

@@ -185,21 +185,13 @@ static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float sca
     }
 }
 
-/* NaN lanes are noted apart (vf_nan_mark): the max itself drops them */
 static float max_row(const float *x, int64_t n) {
-    vf m = vf_set1(-INFINITY), u = vf_zero();
+    vf m = vf_set1(-INFINITY);
     int64_t j = 0;
-    for (; j + VL <= n; j += VL) {
-        vf v = vf_load(x + j);
-        m = vf_max(m, v), u = vf_nan_mark(u, v);
-    }
+    for (; j + VL <= n; j += VL) m = vf_max(m, vf_load(x + j));
     float r = vf_hmax(m);
-    int any = vf_any_marked(u);
-    for (; j < n; j++) {
-        r = x[j] > r ? x[j] : r;
-        any |= x[j] != x[j];
-    }
-    return any ? NAN : r;
+    for (; j < n; j++) r = x[j] > r ? x[j] : r;
+    return r;
 }
 
 static void scale_row(float *x, int64_t n, float a) {

@@ -114,11 +114,6 @@ VEC_INLINE vf vf_maskz_load(const float *p, vmask m) { return _mm512_maskz_loadu
 VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
 #endif
 VEC_INLINE vf vf_maskz(vmask m, vf v) { return _mm512_maskz_mov_ps(m, v); }
-/* u with the lanes where x is NaN set to all ones (a NaN pattern) */
-VEC_INLINE vf vf_nan_mark(vf u, vf x) {
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), u,
-                                _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
-}
 VEC_INLINE vmask vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, a, b); } /* m ? b : a */
 
@@ -202,7 +197,6 @@ VEC_INLINE vmask vm_tail(int64_t r) {
 VEC_INLINE vf vf_maskz_load(const float *p, vmask m) { return _mm256_maskload_ps(p, m); }
 VEC_INLINE void vf_mask_store(float *p, vmask m, vf v) { _mm256_maskstore_ps(p, m, v); }
 VEC_INLINE vf vf_maskz(vmask m, vf v) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
-VEC_INLINE vf vf_nan_mark(vf u, vf x) { return _mm256_or_ps(u, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
 VEC_INLINE vmask vf_lt(vf a, vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(m)); }
 
@@ -243,11 +237,6 @@ VEC_INLINE float vh_sum(vh v) {
     return _mm_cvtss_f32(s);
 }
 VEC_INLINE float vf_sum(vf v) { return vh_sum(vf_fold(v)); }
-/* any lane of a vf_nan_mark accumulator set (its sum is then NaN) */
-VEC_INLINE int vf_any_marked(vf u) {
-    float s = vf_sum(u);
-    return s != s;
-}
 VEC_INLINE float vf_hmax(vf v) {
     vh m = vf_fold_max(v);
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
