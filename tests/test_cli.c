@@ -4,6 +4,7 @@
  * usage: test_cli SRCDIR ATTN_BINARY */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -152,6 +153,68 @@ static void make_causal_weights(const char *path, int C, int O, int ctx, int cor
     attn_layer_free(l);
 }
 
+static int same_bytes(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    char *x = tu_slurp(a, &na), *y = tu_slurp(b, &nb);
+    int eq = x && y && na == nb && !memcmp(x, y, na);
+    free(x), free(y);
+    return eq;
+}
+
+static void copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    char *x = tu_slurp(from, &n);
+    FILE *f = fopen(to, "wb");
+    if (x && f) fwrite(x, 1, n, f);
+    if (f) fclose(f);
+    free(x);
+}
+
+/* an --output that names an input (the same path, another spelling, a hard
+ * link) is refused with exit 2 and the input is left as it was; a
+ * non-finite ALiBi slope is named */
+static void same_file_refused(char *err, size_t errlen) {
+    copy_file("cli_sdpa_ok.safetensors", "cli_same_ref.safetensors");
+    CHECK(run("sdpa --input cli_sdpa_ok.safetensors --output cli_sdpa_ok.safetensors", err, errlen) == 2 &&
+              strstr(err, "same file as --input"),
+          "sdpa --output = --input refused: %s", err);
+    CHECK(run("sdpa --input cli_sdpa_ok.safetensors --output ./cli_sdpa_ok.safetensors", err, errlen) == 2,
+          "sdpa --output = ./--input refused: %s", err);
+    unlink("cli_sdpa_link.safetensors");
+    CHECK(link("cli_sdpa_ok.safetensors", "cli_sdpa_link.safetensors") == 0, "hard link");
+    CHECK(run("sdpa --input cli_sdpa_ok.safetensors --output cli_sdpa_link.safetensors", err, errlen) == 2,
+          "sdpa --output = a hard link of --input refused: %s", err);
+    CHECK(same_bytes("cli_sdpa_ok.safetensors", "cli_same_ref.safetensors"), "the sdpa input is untouched");
+    char a[2048], wts[1024], in[1024];
+    snprintf(wts, sizeof wts, "%s/sa_v2_0.weights.safetensors", golden);
+    snprintf(in, sizeof in, "%s/sa_v2_0.io.safetensors", golden);
+    copy_file(wts, "cli_w.safetensors"), copy_file(in, "cli_in.safetensors");
+    snprintf(a, sizeof a,
+             "run sa_v2 --weights cli_w.safetensors --input cli_in.safetensors --output cli_w.safetensors");
+    CHECK(run(a, err, errlen) == 2 && strstr(err, "same file as --weights"), "run --output = --weights refused: %s",
+          err);
+    snprintf(a, sizeof a,
+             "run sa_v2 --weights cli_w.safetensors --input cli_in.safetensors --output cli_in.safetensors");
+    CHECK(run(a, err, errlen) == 2 && strstr(err, "same file as --input"), "run --output = --input refused: %s", err);
+    snprintf(a, sizeof a,
+             "heatmap sa_v2 --weights cli_w.safetensors --input cli_in.safetensors --output cli_in.safetensors");
+    CHECK(run(a, err, errlen) == 2, "heatmap --output = --input refused: %s", err);
+    CHECK(same_bytes(wts, "cli_w.safetensors") && same_bytes(in, "cli_in.safetensors"), "run's inputs are untouched");
+    /* a NaN ALiBi slope: the message names the tensor and the head */
+    attn_st_writer *w;
+    attn_st_writer_new(&w);
+    float buf[256], sl[4] = {0.5f, NAN, 0.25f, 0.125f};
+    for (int i = 0; i < 256; i++) buf[i] = (float)((i * 5) % 13) / 13.0f - 0.5f;
+    int64_t qs[4] = {1, 4, 4, 8}, ks[4] = {1, 2, 5, 8}, ss[1] = {4};
+    attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 4, qs, buf);
+    attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 4, ks, buf);
+    attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 4, ks, buf);
+    attn_st_writer_add(w, "alibi_slopes", ATTN_DTYPE_F32, 1, ss, sl);
+    attn_st_writer_save(w, "cli_sdpa_alibi.safetensors");
+    attn_st_writer_free(w);
+    expect_fail("sdpa NaN alibi slope", "sdpa --input cli_sdpa_alibi.safetensors", 1, "alibi_slopes[1]");
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     if (argc < 3) return 2;
@@ -287,6 +350,7 @@ int main(int argc, char **argv) {
               err, sizeof err) == 0,
           "sdpa with GQA, seqlens, window and softcap: %s", err);
     expect_fail("sdpa grad without grad_out", "sdpa --input cli_sdpa_ok.safetensors --grad", 1, "grad_out");
+    same_file_refused(err, sizeof err);
     expect_fail("run --incremental on a non-causal module",
                 "run sa_v2 --weights w --input x --incremental 2 --train --seed 1", 2, "--incremental");
     return tu_finish("test_cli");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -76,5 +77,13 @@ int cli_read_float(const attn_st_file *f, const char *file, const char *name, in
         *out = NULL;
         return 0;
     }
+    return 1;
+}
+
+int cli_output_is_input(const char *cmd, const char *out, const char *opt, const char *in) {
+    struct stat a, b;
+    if (!out || !in || stat(out, &a) != 0 || stat(in, &b) != 0) return 0;
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) return 0;
+    cli_error("%s: --output '%s' is the same file as %s '%s': refusing to replace an input", cmd, out, opt, in);
     return 1;
 }

@@ -21,6 +21,10 @@ int cli_parse_flavor(const char *s, attn_torch_flavor *out);
  * float32 array; its dims in *ndim and shape. Prints the error and returns 0
  * on failure. */
 int cli_read_float(const attn_st_file *f, const char *file, const char *name, int *ndim, int64_t *shape, float **out);
+/* 1 when both paths exist and name the same file (device and inode: links
+ * and other spellings included): an --output that would replace an input.
+ * Prints "CMD: --output 'out' is the same file as OPT 'in' ..." then. */
+int cli_output_is_input(const char *cmd, const char *out, const char *opt, const char *in);
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 

@@ -152,6 +152,9 @@ int run_parse(int argc, char **argv, run_opts *o, int heatmap) {
         cli_error("%s: --input and --output are required", cmd);
         return 0;
     }
+    if (cli_output_is_input(cmd, o->output, "--input", o->input) ||
+        cli_output_is_input(cmd, o->output, "--weights", o->weights))
+        return 0;
     if (o->train && !o->has_seed) {
         cli_error("%s: --train needs --seed N (the torch.manual_seed in force before forward)", cmd);
         return 0;

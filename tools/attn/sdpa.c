@@ -117,6 +117,7 @@ static int parse(int argc, char **argv, sdpa_opts *o) {
         cli_error("sdpa: --input and --output are required");
         return 0;
     }
+    if (cli_output_is_input("sdpa", o->output, "--input", o->input)) return 0;
     if (o->layout >= 0 && !o->ring) {
         cli_error("sdpa: --ring-layout needs --ring");
         return 0;
@@ -273,6 +274,12 @@ int cmd_sdpa(int argc, char **argv) {
             goto done;
         }
         if (!(slopes = read_f32(f, o.input, "alibi_slopes", 1, sh))) goto done;
+        for (int64_t h = 0; h < H; h++)
+            if (!isfinite(slopes[h])) {
+                cli_error("%s: alibi_slopes[%lld] = %g: ALiBi slopes must be finite", o.input, (long long)h,
+                          (double)slopes[h]);
+                goto done;
+            }
         d.alibi_slopes = slopes;
     }
     size_t no = (size_t)(B * H * Sq * Dv), nl = (size_t)(B * H * Sq);
