@@ -492,9 +492,78 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
         for (size_t i = 0; i < nk(p); i++) stored_nf |= !isfinite(k2[i]);
         for (size_t i = 0; i < nv(p); i++) stored_nf |= !isfinite(v2[i]);
         check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, !stored_nf);
+        if (stored_nf) { /* the rule on the values the cache holds */
+            prob p2 = *p;
+            p2.k = k2, p2.v = v2, p2.d.seqlens_k = n, p2.d.seqlens_k_dtype = ATTN_DTYPE_I64;
+            oracle o;
+            oracle_run(&p2, &o);
+            check_nonfinite(&p2, path, "out", o1, no(p), o.nf_lean_o, o.nf_full_o);
+            check_nonfinite(&p2, "reference over the cache's values", "out", o3, no(p), o.nf_lean_o, o.nf_full_o);
+            oracle_free(&o);
+        }
     }
     free(k2), free(v2), free(o1), free(o2), free(o3);
     attn_kv_cache_free(c);
+}
+
+/* The block API (ring attention's primitives) on two key blocks [0, K1) and
+ * [K1, Sk): the forward's blocks merged by log-sum-exp as src/mpi/ring.c
+ * merges them, the backward from the folded row statistics. out and g
+ * (dq, dk, dv) as forward()/backward() give them. */
+static attn_view block_kv(const prob *p, int is_v, int64_t ks) {
+    int64_t n = is_v ? p->Dv : p->D;
+    attn_view w = view(p, is_v ? p->v : p->k, is_v ? p->v16 : p->k16, p->Hkv, p->Sk, n);
+    size_t es = p->dt == ATTN_DTYPE_F32 ? 4 : 2;
+    w.data = (float *)(void *)((char *)w.data + (size_t)(ks * n) * es);
+    return w;
+}
+
+static attn_status blocks(const prob *p, int64_t K1, float *out, float *g) {
+    int64_t ks[2] = {0, K1}, kn[2] = {K1, p->Sk - K1}, rows = p->B * p->H * p->Sq;
+    float *ob = calloc(no(p) + 1, 4), *lb = calloc((size_t)rows + 1, 4), *lse = calloc((size_t)rows + 1, 4);
+    float *m = calloc((size_t)rows + 1, 4), *l = calloc((size_t)rows + 1, 4), *t = calloc((size_t)rows + 1, 4);
+    float *dqb = calloc(nq(p) + 1, 4);
+    attn_status st = ATTN_OK;
+    for (int64_t r = 0; r < rows; r++) lse[r] = -INFINITY, m[r] = -INFINITY;
+    memset(out, 0, no(p) * 4);
+    attn_view q = view(p, p->q, p->q16, p->H, p->Sq, p->D), dO = fview(p->dout, p->H, p->Sq, p->Dv);
+    for (int bi = 0; bi < 2 && !st; bi++) {
+        if (!kn[bi]) continue;
+        attn_sdpa_desc e = p->d;
+        e.impl = ATTN_IMPL_FAST, e.Sk = kn[bi], e.k_start = ks[bi], e.Sk_total = p->Sk;
+        attn_view k = block_kv(p, 0, ks[bi]), v = block_kv(p, 1, ks[bi]);
+        if ((st = attn_sdpa_forward(&e, q, k, v, fview(ob, p->H, p->Sq, p->Dv), lb))) break;
+        for (int64_t r = 0; r < rows; r++) { /* ring.c's merge */
+            float lp = lb[r], la = lse[r], *o = out + r * p->Dv;
+            const float *op = ob + r * p->Dv;
+            if (lp == -INFINITY) continue;
+            if (la == -INFINITY) {
+                memcpy(o, op, (size_t)p->Dv * 4), lse[r] = lp;
+                continue;
+            }
+            double M = la > lp ? la : lp, wa = exp((double)la - M), wp = exp((double)lp - M), sum = wa + wp;
+            for (int64_t c = 0; c < p->Dv; c++) o[c] = (float)((wa * o[c] + wp * op[c]) / sum);
+            lse[r] = (float)(M + log(sum));
+        }
+        if ((st = attn_sdpa_block_stats(&e, q, k, v, dO, m, l, t))) break;
+    }
+    float *dq = g, *dk = g + nq(p), *dv = dk + nk(p);
+    memset(g, 0, (nq(p) + nk(p) + nv(p)) * 4);
+    int first = 1;
+    for (int bi = 0; bi < 2 && !st; bi++) {
+        if (!kn[bi]) continue;
+        attn_sdpa_desc e = p->d;
+        e.impl = ATTN_IMPL_FAST, e.Sk = kn[bi], e.k_start = ks[bi], e.Sk_total = p->Sk;
+        attn_view gk = fview(dk + ks[bi] * p->D, p->Hkv, p->Sk, p->D);
+        attn_view gv = fview(dv + ks[bi] * p->Dv, p->Hkv, p->Sk, p->Dv);
+        if ((st = attn_sdpa_block_backward(&e, q, block_kv(p, 0, ks[bi]), block_kv(p, 1, ks[bi]), dO, m, l, t,
+                                           fview(dqb, p->H, p->Sq, p->D), gk, gv)))
+            break;
+        for (size_t i = 0; i < nq(p); i++) dq[i] = first ? dqb[i] : dq[i] + dqb[i];
+        first = 0;
+    }
+    free(ob), free(lb), free(lse), free(m), free(l), free(t), free(dqb);
+    return st;
 }
 
 static void run_case(uint64_t seed, uint64_t cas) {
@@ -531,6 +600,11 @@ static void run_case(uint64_t seed, uint64_t cas) {
         if (forward(&p, ATTN_IMPL_AUTO, 1, d1, NULL) == ATTN_OK) bitwise(&p, "decode", "out", d1, oa, no(&p));
         free(d1);
     }
+    /* dS = P (dP - D): terms of |dO| |v| (times |k| or |q| and |scale| for dq, dk), summed over keys */
+    double sc = fabs(p.d.scale), dov = maxabs(p.dout, no(&p)) * maxabs(p.v, nv(&p)) * (double)p.Dv;
+    double gbase[3] = {dov * maxabs(p.k, nk(&p)) * sc * (double)(p.Sk + 1),
+                       dov * maxabs(p.q, nq(&p)) * sc * (double)(p.Sq + 1),
+                       maxabs(p.dout, no(&p)) * (double)(p.Sq + 1)};
     sr = backward(&p, ATTN_IMPL_REF, 1, gref);
     s1 = backward(&p, ATTN_IMPL_FAST, 1, g1), s2 = backward(&p, ATTN_IMPL_FAST, 2, g2);
     if (sr != ATTN_OK || s1 != ATTN_OK || s2 != ATTN_OK) {
@@ -546,17 +620,30 @@ static void run_case(uint64_t seed, uint64_t cas) {
             check_nonfinite(&p, "fused backward", "dv", g1 + a + b, c, o.nf_lean_v, o.nf_full_v);
         }
         bitwise(&p, "fused backward", "dq/dk/dv", g1, g2, a + b + c);
-        /* dS = P (dP - D): terms of |dO| |v| (times |k| or |q| and |scale| for dq, dk), summed over keys */
-        double sc = fabs(p.d.scale), dov = maxabs(p.dout, no(&p)) * maxabs(p.v, nv(&p)) * (double)p.Dv;
-        double bq = dov * maxabs(p.k, nk(&p)) * sc * (double)(p.Sk + 1),
-               bk = dov * maxabs(p.q, nq(&p)) * sc * (double)(p.Sq + 1);
-        double bv = maxabs(p.dout, no(&p)) * (double)(p.Sq + 1);
-        check_close(&p, "fused backward", "dq", g1, gref, a, 1e-3, bq, smax, !use_oracle);
-        check_close(&p, "fused backward", "dk", g1 + a, gref + a, b, 1e-3, bk, smax, !use_oracle);
-        check_close(&p, "fused backward", "dv", g1 + a + b, gref + a + b, c, 1e-3, bv, smax, !use_oracle);
+        check_close(&p, "fused backward", "dq", g1, gref, a, 1e-3, gbase[0], smax, !use_oracle);
+        check_close(&p, "fused backward", "dk", g1 + a, gref + a, b, 1e-3, gbase[1], smax, !use_oracle);
+        check_close(&p, "fused backward", "dv", g1 + a + b, gref + a + b, c, 1e-3, gbase[2], smax, !use_oracle);
+    }
+    if (use_oracle && p.Sk > 0 && p.Sq > 0) { /* the block API: two key blocks */
+        float *ob = calloc(no(&p) + 1, 4), *gb = calloc(ng, 4);
+        attn_status sb = blocks(&p, rint_(0, p.Sk), ob, gb);
+        if (sb != ATTN_OK) {
+            report(&p, "blocks", "status %d", sb);
+        } else {
+            size_t a = nq(&p), b = nk(&p), c = nv(&p);
+            check_nonfinite(&p, "block forward", "out", ob, no(&p), o.nf_lean_o, o.nf_full_o);
+            check_nonfinite(&p, "block backward", "dq", gb, a, o.nf_lean_q, o.nf_full_q);
+            check_nonfinite(&p, "block backward", "dk", gb + a, b, o.nf_lean_k, o.nf_full_k);
+            check_nonfinite(&p, "block backward", "dv", gb + a + b, c, o.nf_lean_v, o.nf_full_v);
+            check_close(&p, "block forward", "out", ob, oref, no(&p), 2e-4, maxabs(p.v, nv(&p)), smax, 0);
+            check_close(&p, "block backward", "dq", gb, gref, a, 1e-3, gbase[0], smax, 0);
+            check_close(&p, "block backward", "dk", gb + a, gref + a, b, 1e-3, gbase[1], smax, 0);
+            check_close(&p, "block backward", "dv", gb + a + b, gref + a + b, c, 1e-3, gbase[2], smax, 0);
+        }
+        free(ob), free(gb);
     }
     static const attn_dtype sts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
-    if (p.Sq <= 16 && !p.nonfinite) { /* caches store rounded values: finite cases only */
+    if (p.Sq <= 16) { /* every storage type, contiguous and paged, in turn */
         int t = (int)(cas % 4);
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);

@@ -59,12 +59,21 @@ static inline uint16_t attn_f32_to_bf16(float f) {
 
 static inline size_t attn_q8_row_bytes(int64_t n) { return (size_t)(n / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES; }
 
-/* n (a multiple of 32) floats into n / 32 blocks */
+/* n (a multiple of 32) floats into n / 32 blocks. A block holding a NaN, an
+ * infinity, or a value too large for its f16 scale (|x| > 65504 * 127) is
+ * stored with a NaN scale: all 32 of its values read back as NaN. */
 static inline void attn_q8_quantize(const float *x, int64_t n, void *dst) {
     unsigned char *o = dst;
     for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK, o += ATTN_Q8_BYTES) {
         float amax = 0.0f;
-        for (int i = 0; i < ATTN_Q8_BLOCK; i++) amax = fmaxf(amax, fabsf(x[b0 + i]));
+        int nan = 0;
+        for (int i = 0; i < ATTN_Q8_BLOCK; i++) amax = fmaxf(amax, fabsf(x[b0 + i])), nan |= x[b0 + i] != x[b0 + i];
+        if (nan || !(amax <= 65504.0f * 127.0f)) {
+            uint16_t qnan = 0x7e00;
+            memcpy(o, &qnan, 2);
+            memset(o + 2, 0, ATTN_Q8_BLOCK);
+            continue;
+        }
         float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
         uint16_t dh = attn_f32_to_f16(d);
         memcpy(o, &dh, 2);
