@@ -10,6 +10,9 @@
 #include <stdint.h>
 
 /* Checked size arithmetic: return 1 on overflow, 0 otherwise. */
+/* x rounded up to a multiple of m (x >= 0, m > 0) */
+static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 static inline int attn_mul_size(size_t a, size_t b, size_t *out) {
     if (a && b > SIZE_MAX / a) return 1;
     *out = a * b;

@@ -91,10 +91,13 @@ static inline double attn_sem_alibi(float slope, int64_t i, int64_t off, int64_t
     return -(double)slope * (double)(dist < 0 ? -dist : dist);
 }
 
-/* kv head read by query head h */
-static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) {
-    int64_t hkv = d->Hkv > 0 ? d->Hkv : d->H;
-    return h / (d->H / hkv);
+/* key/value heads (Hkv = 0 means H) and query heads per kv head */
+static inline int64_t attn_sem_hkv(const attn_sdpa_desc *d) { return d->Hkv > 0 ? d->Hkv : d->H; }
+static inline int64_t attn_sem_group(const attn_sdpa_desc *d) {
+    return attn_sem_hkv(d) > 0 ? d->H / attn_sem_hkv(d) : 1;
 }
+
+/* kv head read by query head h */
+static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) { return h / attn_sem_group(d); }
 
 #endif

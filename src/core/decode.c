@@ -18,6 +18,7 @@
 #include "../kernels/kernels.h"
 #include "internal.h"
 #include "online.h"
+#include "score.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,8 +30,6 @@
 #define DEC_NB 64      /* keys per block (S is R x DEC_NB) */
 #define DEC_SPLIT 1024 /* keys per split (a multiple of DEC_NB) */
 #define DEC_PF 128     /* rows of software prefetch distance */
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* the kernels' element kind of the source */
 static int kv_kind(const attn_kv_src *s) { return attn_kv_kind(s->dtype); }
@@ -66,8 +65,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
     if (ks) return ks;
     const attn_kernel_table *kt = attn_kernels();
-    int64_t B = d->B, H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv;
-    int64_t R = G * Sq, DvP = round_up(Dv, 8);
+    int64_t B = d->B, H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), G = H / Hkv;
+    int64_t R = G * Sq, DvP = attn_round_up(Dv, 8);
     if (B * H * Sq == 0) return ATTN_OK;
     if (d->dropout) return ATTN_E_UNSUPPORTED;
     /* the items: every (b, hk) key range cut into splits */
@@ -102,11 +101,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         }
     }
     first[B * Hkv] = (int64_t)n;
-    float sign = d->scale < 0.0f ? -1.0f : 1.0f, scale = fabsf(d->scale);
-    int mods = d->softcap > 0.0f || d->alibi_slopes != NULL;
-    /* base 2 (exp2_row), as in flash.c: the packed queries carry scale * log2(e) unless
-     * modifiers scale the tile in natural units, then exp2_row multiplies by log2(e) */
-    float qmul = mods ? sign : d->scale * ATTN_LOG2E, escale = mods ? ATTN_LOG2E : 1.0f;
+    /* base 2: see score.h */
+    float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     int kind = kv_kind(kv), h16 = kind != ATTN_KV_F32; /* h16: any reduced-precision rows */
     attn_status st = ATTN_OK;
 #pragma omp parallel
@@ -167,22 +163,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
                 else
                     kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
-                for (int64_t r = 0; r < R; r++) {
-                    int64_t h = hk * G + r / Sq, i = r % Sq, lo, hi;
+                attn_score_keys keys = {{b, skb, off}, NULL, 0}; /* the padding mask key by key */
+                for (int64_t r = 0; r < R; r++) {                /* row r: query i of head h */
+                    int64_t h = hk * G + r / Sq, i = r % Sq;
                     float *s = S + r * DEC_NB;
-                    if (mods) {
-                        if (d->softcap > 0.0f)
-                            kt->softcap_row(s, nb, scale, d->softcap);
-                        else
-                            kt->scale_row(s, nb, scale);
-                        if (d->alibi_slopes) kt->alibi_row(s, nb, d->alibi_slopes[h], (float)(i + off - j0));
-                    }
-                    attn_sem_range(d, skb, off, i, &lo, &hi);
-                    for (int64_t c = 0; c < nb && j0 + c < lo; c++) s[c] = -INFINITY;
-                    for (int64_t c = hi - j0 < 0 ? 0 : hi - j0; c < nb; c++) s[c] = -INFINITY;
-                    if (d->key_mask)
-                        for (int64_t c = 0; c < nb; c++)
-                            if (attn_sem_padded(d, b, j0 + c)) s[c] = -INFINITY;
+                    attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
                     attn_online_row(kt, s, nb, escale, &m[r], &l[r], O + r * DvP, DvP);
                 }
                 if (h16)

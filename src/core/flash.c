@@ -31,6 +31,7 @@
 #include "../kernels/kernels.h"
 #include "internal.h"
 #include "online.h"
+#include "score.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,27 +58,8 @@
  * of 512 bytes put 48 rows into 8 of the 64 sets: conflict misses). */
 #define LDS (BC_F + 16)
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-/* The visibility rule of one sequence (base/sem.h): keys that exist and the
- * offset of the query rows on the key axis. Row ranges [lo, hi) are
- * non-decreasing in the row, so a block's keys are [lo(first), hi(last)). */
-typedef struct seqc {
-    int64_t b, skb, off;
-} seqc;
-
-static seqc seq_of(const attn_sdpa_desc *d, int64_t b) {
-    int64_t skb = attn_sem_sk(d, b);
-    seqc s = {b, skb, attn_sem_off(d, b)};
-    return s;
-}
-
-static void row_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i, int64_t *lo, int64_t *hi) {
-    attn_sem_range(d, s->skb, s->off, i, lo, hi);
-}
-
 /* keys [*lo, *hi) that some row of i0 .. i0 + rows - 1 may see */
-static void block_rng(const attn_sdpa_desc *d, const seqc *s, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi) {
+static void block_rng(const attn_sdpa_desc *d, const attn_seq *s, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi) {
     attn_sem_rows_range(d, s->skb, s->off, i0, i0 + rows, lo, hi);
 }
 
@@ -96,69 +78,6 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
      * backward's 48 x 64 dO or Q) stays in L1; column strips outer re-read all of A per strip */
     for (int64_t i = 0; i < M; i += kt->gemm_mr)
         for (int64_t j = 0; j < N; j += 16) kt->gemm_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
-}
-
-/* Additive key mask for batch row b: 0 where visible, -inf where the padding
- * mask hides the key (keys past Sk are cut by mask_tile's limit instead).
- * Returns 1 if the padding mask hides any key (0: the pass can be skipped). */
-static int key_mask_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t SkP) {
-    int any = 0;
-    for (int64_t j = 0; j < SkP; j++) {
-        int vis = j >= d->Sk || !attn_sem_padded(d, b, j);
-        add[j] = vis ? 0.0f : -INFINITY;
-        any |= !vis;
-    }
-    return any;
-}
-
-/* Mask a score tile (rows x bc, row stride ld): keys outside each row's
- * range (causal, window, seqlens, past Sk) and keys the padding mask hides,
- * to -inf. Row r is query i0 + r, column c is key j0 + c. */
-static void mask_tile(const attn_sdpa_desc *d, const seqc *sq, float *S, int64_t ld, int64_t bc, int64_t rows,
-                      int64_t i0, int64_t j0, const float *add, int use_add) {
-    for (int64_t r = 0; r < rows; r++) {
-        float *s = S + r * ld;
-        if (use_add)
-            for (int64_t c = 0; c < bc; c++) s[c] += add[j0 + c];
-        int64_t lo, hi;
-        row_rng(d, sq, i0 + r, &lo, &hi);
-        for (int64_t c = 0; c < bc && c < lo - j0; c++) s[c] = -INFINITY;
-        for (int64_t c = hi - j0 < 0 ? 0 : hi - j0; c < bc; c++) s[c] = -INFINITY;
-    }
-}
-
-/* Does the tile (rows from i0, keys j0 .. j0 + bc) need masking at all? */
-static int tile_needs_mask(const attn_sdpa_desc *d, const seqc *sq, int64_t bc, int64_t i0, int64_t rows, int64_t j0,
-                           int any_add) {
-    int64_t lo_last, hi_last, lo_first, hi_first;
-    row_rng(d, sq, i0, &lo_first, &hi_first);
-    row_rng(d, sq, i0 + rows - 1, &lo_last, &hi_last);
-    return any_add || lo_last > j0 || hi_first < j0 + bc;
-}
-
-/* Score modifiers (attn.h): scale, then softcap, then ALiBi, on rows x nc of
- * a raw q.k tile. Without modifiers the scale is folded into the packed queries. */
-static int has_mods(const attn_sdpa_desc *d) { return d->softcap > 0.0f || d->alibi_slopes != NULL; }
-
-/* What packed queries are multiplied by: scale * log2(e) (score tiles come
- * out in base-2 units, exp2_row's scale is 1), or with modifiers only the
- * scale's sign (the tile is modified in natural units, then exp2_row
- * multiplies by log2(e)). Row maxima and statistics are in base 2. */
-static float q_multiplier(const attn_sdpa_desc *d) {
-    return has_mods(d) ? (d->scale < 0.0f ? -1.0f : 1.0f) : d->scale * ATTN_LOG2E;
-}
-
-static void apply_mods(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h, float *S,
-                       int64_t ld, int64_t nc, int64_t rows, int64_t i0, int64_t j0) {
-    float scale = fabsf(d->scale); /* Q was packed with the scale's sign */
-    for (int64_t r = 0; r < rows; r++) {
-        float *s = S + r * ld;
-        if (d->softcap > 0.0f)
-            kt->softcap_row(s, nc, scale, d->softcap);
-        else
-            kt->scale_row(s, nc, scale);
-        if (d->alibi_slopes) kt->alibi_row(s, nc, d->alibi_slopes[h], (float)(i0 + r + sq->off - j0));
-    }
 }
 
 /* Pack K^T of one head as 16-key panels, the micro-kernel's B operand
@@ -273,7 +192,6 @@ typedef struct fwd_call {
     attn_view q, out;
     float *lse;
     int64_t SkP, DvP;
-    int mods;
     float qmul, escale;
     mcg_consts mc;
 } fwd_call;
@@ -311,10 +229,11 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
     float *Qp = t->Qp, *S = t->S, *O = t->O, *m = t->m, *l = t->l;
     if (b != t->last_b) {
-        t->any_add = key_mask_row(d, b, t->add, SkP);
+        t->any_add = attn_score_key_row(d, b, t->add, SkP);
         t->last_b = b;
     }
-    seqc sq = seq_of(d, b);
+    attn_seq sq = attn_seq_of(d, b);
+    attn_score_keys keys = {sq, t->add, t->any_add};
     pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -322,11 +241,9 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     block_rng(d, &sq, i0, rows, &klo, &khi);
     for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
         /* the block's last tile is trimmed to the keys some row can see */
-        int64_t nc = khi - j0 < BC_F ? round_up(khi - j0, 16) : BC_F;
+        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
         tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, D * 16, S, LDS, 0);
-        if (c->mods) apply_mods(kt, d, &sq, h, S, LDS, nc, rows, i0, j0);
-        if (tile_needs_mask(d, &sq, nc, i0, rows, j0, t->any_add))
-            mask_tile(d, &sq, S, LDS, nc, rows, i0, j0, t->add, t->any_add);
+        attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
         for (int64_t r = 0; r < rows; r++)
             attn_online_row(kt, S + r * LDS, nc, c->escale, &m[r], &l[r], O + r * DvP, DvP);
         for (int64_t r = rows; r < BR; r++) memset(S + r * LDS, 0, (size_t)nc * sizeof(float));
@@ -363,22 +280,18 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
     if (ks) return ks;
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
-    int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv;
+    int64_t Hkv = attn_sem_hkv(d), G = H / Hkv;
     if (B * H * Sq == 0) return ATTN_OK;
-    /* base 2 (exp2_row): without modifiers the packed queries carry scale * log2(e), so a score
-     * tile is already in base-2 units; modified tiles are scaled in natural units (apply_mods)
-     * and exp2_row multiplies by log2(e) */
-    int mods = has_mods(d);
+    /* base 2: see score.h */
     fwd_call c = {d,
                   attn_kernels(),
                   q,
                   out,
                   lse,
-                  round_up(Sk > 0 ? Sk : 1, BC_F),
-                  round_up(Dv, 16),
-                  mods,
-                  q_multiplier(d),
-                  mods ? ATTN_LOG2E : 1.0f,
+                  attn_round_up(Sk > 0 ? Sk : 1, BC_F),
+                  attn_round_up(Dv, 16),
+                  attn_score_q_multiplier(d),
+                  attn_score_escale(d),
                   mcg_setup(d)};
     int64_t SkP = c.SkP, DvP = c.DvP, nqb = (Sq + BR - 1) / BR;
 #ifdef _OPENMP
@@ -418,7 +331,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         size_t nw = 0;
         int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
         for (int64_t b = 0; b < B; b++) {
-            seqc sq = seq_of(d, b);
+            attn_seq sq = attn_seq_of(d, b);
             for (int64_t h = 0; h < H; h++)
                 for (int64_t blk = 0; blk < nqb; blk++) {
                     int64_t i0 = blk * BR, rows = Sq - i0 < BR ? Sq - i0 : BR, lo, hi;
@@ -482,10 +395,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
  * r[2 nitem + it]: the item's first row in the packed partials. Returns the
  * partials' total rows. */
 static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t units, int64_t nqb, int64_t *r) {
-    int64_t Hkv = d->Hkv > 0 ? d->Hkv : d->H, nitem = d->B * Hkv * nchunk, rows = 0;
+    int64_t Hkv = attn_sem_hkv(d), nitem = d->B * Hkv * nchunk, rows = 0;
     for (int64_t it = 0; it < nitem; it++) {
         int64_t b = it / nchunk / Hkv, c = it % nchunk, lo = INT64_MAX, hi = 0;
-        seqc sq = seq_of(d, b);
+        attn_seq sq = attn_seq_of(d, b);
         for (int64_t u = units * c / nchunk; u < units * (c + 1) / nchunk; u++) {
             int64_t i0 = (u % nqb) * BR, n = d->Sq - i0 < BR ? d->Sq - i0 : BR, klo, khi;
             block_rng(d, &sq, i0, n, &klo, &khi);
@@ -531,29 +444,12 @@ typedef struct bwd_panels {
 /* Score tile (BR x BC_B) of query rows i0.. of head h against keys j0.. from
  * packed Q: modified (scale, softcap, ALiBi) when the descriptor asks, then
  * masked. With a softcap, G (if not NULL) gets d t / d(q.k) = scale (1 - tanh^2). */
-static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const seqc *sq, int64_t h, const float *Qp,
-                       int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows, int64_t i0,
-                       int64_t j0, const float *add, int any_add) {
+static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_seq *sq, int64_t h,
+                       const float *Qp, int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows,
+                       int64_t i0, int64_t j0, const float *add, int any_add) {
     tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + (j0 / BC_B) * d->D * BC_B, ldk, S, BC_B, 0);
-    if (has_mods(d)) {
-        float scale = fabsf(d->scale);
-        for (int64_t r = 0; r < rows; r++) {
-            float *s = S + r * BC_B;
-            if (d->softcap > 0.0f) {
-                kt->softcap_row(s, BC_B, scale, d->softcap);
-                if (G)
-                    for (int64_t c = 0; c < BC_B; c++) {
-                        float t = s[c] / d->softcap; /* exactly +-1 where tanh saturates: G = 0 */
-                        G[r * BC_B + c] = d->scale * (1.0f - t * t);
-                    }
-            } else {
-                kt->scale_row(s, BC_B, scale);
-            }
-            if (d->alibi_slopes) kt->alibi_row(s, BC_B, d->alibi_slopes[h], (float)(i0 + r + sq->off - j0));
-        }
-    }
-    if (tile_needs_mask(d, sq, BC_B, i0, rows, j0, any_add))
-        mask_tile(d, sq, S, BC_B, BC_B, rows, i0, j0, add, any_add);
+    attn_score_keys keys = {*sq, add, any_add};
+    attn_score_tile(kt, d, &keys, h, S, BC_B, BC_B, rows, i0, j0, G);
 }
 
 /* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
@@ -586,9 +482,9 @@ static void fold_tile(const attn_kernel_table *kt, const float *S, const float *
 static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc,
                                  attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *l_out,
                                  float *t_out) {
-    int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = round_up(d->D, 16), DvP = round_up(d->Dv, 16);
-    int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = d->Hkv > 0 ? d->Hkv : H;
-    float qmul = q_multiplier(d), escale = has_mods(d) ? ATTN_LOG2E : 1.0f;
+    int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
+    int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = attn_sem_hkv(d);
+    float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -606,8 +502,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             if (!ok) continue;
             int64_t bh = item / nqb, b = bh / H, h = bh % H, i0 = (item % nqb) * BR, hk = attn_sem_kvh(d, h);
             int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
-            int any_add = key_mask_row(d, b, add, nkb * BC_B);
-            seqc sq = seq_of(d, b);
+            int any_add = attn_score_key_row(d, b, add, nkb * BC_B);
+            attn_seq sq = attn_seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
             pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul);
             pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
@@ -633,7 +529,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
 /* K^T and V^T panels of every kv head (zero-padded keys), for the row
  * statistics and the main pass. */
 static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_view v, bwd_panels *pn, float *panels) {
-    int64_t D = d->D, Dv = d->Dv, Sk = d->Sk, Hkv = d->Hkv > 0 ? d->Hkv : d->H, BHkv = d->B * Hkv;
+    int64_t D = d->D, Dv = d->Dv, Sk = d->Sk, Hkv = attn_sem_hkv(d), BHkv = d->B * Hkv;
     attn_status st = ATTN_OK;
     pn->KT = panels, pn->VT = panels + (size_t)BHkv * (size_t)pn->per_h;
 #pragma omp parallel
@@ -663,7 +559,7 @@ static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_vi
 
 /* bytes of the panels; 0 on overflow */
 static size_t bwd_panels_size(const attn_sdpa_desc *d, bwd_panels *pn) {
-    int64_t D = d->D, Dv = d->Dv, Hkv = d->Hkv > 0 ? d->Hkv : d->H, nkb = (d->Sk + BC_B - 1) / BC_B;
+    int64_t D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), nkb = (d->Sk + BC_B - 1) / BC_B;
     size_t n;
     pn->ldk = BC_B;
     pn->per_h = nkb * BC_B * (D > Dv ? D : Dv);
@@ -679,7 +575,7 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
     if (ks) return ks;
     size_t nrows, BH = (size_t)(d->B * d->H);
     if (attn_mul_size(BH, (size_t)d->Sq, &nrows)) return ATTN_E_OVERFLOW;
-    if (nrows == 0 || d->Sk == 0 || d->B * (d->Hkv > 0 ? d->Hkv : d->H) == 0) return ATTN_OK; /* nothing to fold */
+    if (nrows == 0 || d->Sk == 0 || d->B * attn_sem_hkv(d) == 0) return ATTN_OK; /* nothing to fold */
     bwd_panels pn = {NULL, NULL, 0, 0};
     size_t np = bwd_panels_size(d, &pn);
     if (!np) return ATTN_E_OVERFLOW;
@@ -736,7 +632,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     if (ks) return ks;
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
-    int64_t Hkv = d->Hkv > 0 ? d->Hkv : H, G = H / Hkv, BHkv = B * Hkv;
+    int64_t Hkv = attn_sem_hkv(d), G = H / Hkv, BHkv = B * Hkv;
     if (BH * Sq == 0 && BHkv * Sk == 0) return ATTN_OK;
     if (Sk == 0 || Sq == 0) { /* nothing visible anywhere: zero gradients */
         for (int64_t bh = 0; bh < BH; bh++)
@@ -752,7 +648,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             }
         return ATTN_OK;
     }
-    int64_t DP = round_up(D, 16), DvP = round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
+    int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
     int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
     bwd_panels pn = {NULL, NULL, 0, 0};
@@ -765,7 +661,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int64_t nitem = BHkv * nchunk, *prng = malloc((size_t)(3 * nitem + 1) * sizeof *prng);
     if (!prng) return ATTN_E_NOMEM;
     size_t npart = (size_t)bwd_part_ranges(d, nchunk, units, nqb, prng); /* rows of all partials */
-    float qmul = q_multiplier(d), escale = has_mods(d) ? ATTN_LOG2E : 1.0f;
+    float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
     /* K row-major for dQ = dS K: float32 K with D a multiple of 16 is read in place
@@ -840,8 +736,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             const float *Kr =
                 k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
             int64_t ldkr = k_direct ? k.stride_s : DP;
-            int any_add = key_mask_row(d, b, add, SkP);
-            seqc sq = seq_of(d, b);
+            int any_add = attn_score_key_row(d, b, add, SkP);
+            attn_seq sq = attn_seq_of(d, b);
             for (int64_t u = u0; u < u1; u++) {
                 int64_t h = hk * G + u / nqb, i0 = (u % nqb) * BR, rows = Sq - i0 < BR ? Sq - i0 : BR;
                 int64_t bh = b * H + h, klo, khi;

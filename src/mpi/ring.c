@@ -150,7 +150,7 @@ static attn_status ring_init(ring *R, MPI_Comm comm, const attn_sdpa_desc *d, at
     if (!st && (d->dropout || attn_sem_is_block(d))) st = ATTN_E_UNSUPPORTED;
     if (!st && (d->B < 1 || d->H < 1 || d->D < 1 || d->Dv < 1 || d->Sq < 0 || d->Sk < 0)) st = ATTN_E_SHAPE;
     if (st) return st;
-    R->B = d->B, R->H = d->H, R->Hkv = d->Hkv > 0 ? d->Hkv : d->H, R->D = d->D, R->Dv = d->Dv;
+    R->B = d->B, R->H = d->H, R->Hkv = attn_sem_hkv(d), R->D = d->D, R->Dv = d->Dv;
     if (R->H % R->Hkv) return ATTN_E_SHAPE;
     R->es = (d->qkv_dtype == ATTN_DTYPE_F16 || d->qkv_dtype == ATTN_DTYPE_BF16) ? 2 : 4;
     R->nq = attn_ring_shard(d->Sq, R->n, R->r, layout, R->qs, R->ql);

@@ -127,7 +127,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     size_t nsk = (size_t)(d->Sk ? d->Sk : 1), D = (size_t)d->D, Dv = (size_t)d->Dv;
     size_t nkd, nvd;
     if (attn_mul_size(nsk, D, &nkd) || attn_mul_size(nsk, Dv, &nvd)) return ATTN_E_OVERFLOW;
-    int64_t Hkv = d->Hkv > 0 ? d->Hkv : d->H, G = Hkv > 0 ? d->H / Hkv : 1;
+    int64_t Hkv = attn_sem_hkv(d), G = attn_sem_group(d);
     double *p = malloc(nsk * sizeof *p), *dp = malloc(nsk * sizeof *dp), *g = malloc(nsk * sizeof *g);
     double *gk = malloc(nkd * sizeof *gk), *gv = malloc(nvd * sizeof *gv), *gq = malloc(D * sizeof *gq);
     uint8_t *keep = malloc(nsk);

@@ -1,0 +1,127 @@
+/* The score step, once for every fused path: a raw q.k tile (rows x
+ * columns: query rows i0.., keys j0.., of one head of one sequence) into
+ * what the softmax sees. The fused forward (flash.c fwd_block), the fused
+ * backward (bwd_scores) and decode (decode.c) all call attn_score_tile; a new
+ * rule (a bias, a bool mask, chunks, tree masks) goes into base/sem.h and
+ * here, nowhere else.
+ *
+ * Order (attn.h): scale, then softcap, then ALiBi, then visibility (the
+ * causal/window/seqlens range of each row, then the padding mask), hidden
+ * keys to -inf.
+ *
+ * Base 2 (stated once, here): the fused kernels run the softmax in base 2.
+ * Without modifiers the packed queries carry scale * log2(e)
+ * (attn_score_q_multiplier), so a tile comes out as u = s log2(e) and the
+ * exponential kernels take escale = 1; with softcap or ALiBi the packed
+ * queries carry only the scale's sign, the tile is modified in natural units
+ * here, and the exponential kernels multiply by escale = log2(e). Row maxima
+ * and statistics are in base-2 units either way. */
+#ifndef ATTN_SCORE_H
+#define ATTN_SCORE_H
+
+#include "../kernels/kernels.h"
+#include "internal.h"
+
+#include <math.h>
+
+/* The visibility rule of one sequence (base/sem.h): keys that exist and the
+ * offset of the query rows on the key axis. Row ranges [lo, hi) are
+ * non-decreasing in the row, so a block's keys are [lo(first), hi(last)). */
+typedef struct attn_seq {
+    int64_t b, skb, off;
+} attn_seq;
+
+static inline attn_seq attn_seq_of(const attn_sdpa_desc *d, int64_t b) {
+    attn_seq s = {b, attn_sem_sk(d, b), attn_sem_off(d, b)};
+    return s;
+}
+
+/* score modifiers present: the tile is modified in natural units */
+static inline int attn_score_has_mods(const attn_sdpa_desc *d) { return d->softcap > 0.0f || d->alibi_slopes != NULL; }
+
+/* what the packed queries are multiplied by (see the base-2 note above) */
+static inline float attn_score_q_multiplier(const attn_sdpa_desc *d) {
+    return attn_score_has_mods(d) ? (d->scale < 0.0f ? -1.0f : 1.0f) : d->scale * ATTN_LOG2E;
+}
+
+/* the exponential kernels' scale */
+static inline float attn_score_escale(const attn_sdpa_desc *d) { return attn_score_has_mods(d) ? ATTN_LOG2E : 1.0f; }
+
+/* Additive key mask for batch row b: 0 where visible, -inf where the padding
+ * mask hides the key (keys past Sk are cut by the row ranges instead).
+ * Returns 1 if the padding mask hides any key (0: the pass can be skipped). */
+static inline int attn_score_key_row(const attn_sdpa_desc *d, int64_t b, float *add, int64_t n) {
+    int any = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int vis = j >= d->Sk || !attn_sem_padded(d, b, j);
+        add[j] = vis ? 0.0f : -INFINITY;
+        any |= !vis;
+    }
+    return any;
+}
+
+/* What hides keys of a tile: the sequence's rule and its padding mask, as an
+ * additive key row (add: 0 / -inf for keys from 0, any_add: it hides some
+ * key) or, with add NULL, looked up key by key (decode). */
+typedef struct attn_score_keys {
+    attn_seq sq;
+    const float *add;
+    int any_add;
+} attn_score_keys;
+
+/* Does the tile (rows from i0, keys j0 .. j0 + bc) need masking at all? */
+static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_score_keys *k, int64_t bc, int64_t i0,
+                                        int64_t rows, int64_t j0) {
+    int64_t lo_last, hi_last, lo_first, hi_first;
+    attn_sem_range(d, k->sq.skb, k->sq.off, i0, &lo_first, &hi_first);
+    attn_sem_range(d, k->sq.skb, k->sq.off, i0 + rows - 1, &lo_last, &hi_last);
+    return k->any_add || (!k->add && d->key_mask) || lo_last > j0 || hi_first < j0 + bc;
+}
+
+/* Keys outside each row's range (causal, window, seqlens, past Sk) and keys
+ * the padding mask hides, to -inf (added from the key row, or assigned key
+ * by key without one). Row r is query i0 + r, column c is key j0 + c. */
+static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_keys *k, float *S, int64_t ld, int64_t bc,
+                                   int64_t rows, int64_t i0, int64_t j0) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = S + r * ld;
+        if (k->any_add)
+            for (int64_t c = 0; c < bc; c++) s[c] += k->add[j0 + c];
+        int64_t lo, hi;
+        attn_sem_range(d, k->sq.skb, k->sq.off, i0 + r, &lo, &hi);
+        for (int64_t c = 0; c < bc && c < lo - j0; c++) s[c] = -INFINITY;
+        for (int64_t c = hi - j0 < 0 ? 0 : hi - j0; c < bc; c++) s[c] = -INFINITY;
+        if (!k->add && d->key_mask)
+            for (int64_t c = 0; c < bc; c++)
+                if (attn_sem_padded(d, k->sq.b, j0 + c)) s[c] = -INFINITY;
+    }
+}
+
+/* The step: the tile S (rows x bc, row stride ld) of head h from raw q.k
+ * (times the packed queries' multiplier) to the scores the softmax sees.
+ * With a softcap and G not NULL, G (same layout) gets d s / d(q.k) =
+ * scale (1 - tanh^2) (exactly 0 where tanh saturates), for the backward. */
+static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_score_keys *k,
+                                   int64_t h, float *S, int64_t ld, int64_t bc, int64_t rows, int64_t i0, int64_t j0,
+                                   float *G) {
+    if (attn_score_has_mods(d)) {
+        float scale = fabsf(d->scale); /* Q was packed with the scale's sign */
+        for (int64_t r = 0; r < rows; r++) {
+            float *s = S + r * ld;
+            if (d->softcap > 0.0f) {
+                kt->softcap_row(s, bc, scale, d->softcap);
+                if (G)
+                    for (int64_t c = 0; c < bc; c++) {
+                        float t = s[c] / d->softcap; /* exactly +-1 where tanh saturates: G = 0 */
+                        G[r * ld + c] = d->scale * (1.0f - t * t);
+                    }
+            } else {
+                kt->scale_row(s, bc, scale);
+            }
+            if (d->alibi_slopes) kt->alibi_row(s, bc, d->alibi_slopes[h], (float)(i0 + r + k->sq.off - j0));
+        }
+    }
+    if (attn_score_needs_mask(d, k, bc, i0, rows, j0)) attn_score_mask(d, k, S, ld, bc, rows, i0, j0);
+}
+
+#endif
