@@ -91,6 +91,12 @@ typedef struct attn_kv_src {
 attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
 /* Queries per (sequence, kv head) up to which the fused path uses decode */
 #define ATTN_DECODE_MAX_SQ 16
+/* The path choice, in one place for plain tensors (sdpa.c) and the KV cache
+ * (kvcache.c): a few query rows without dropout are memory-bound and run
+ * flash-decoding; the rest the fused tiles (the reference when asked). */
+static inline int attn_sdpa_wants_decode(const attn_sdpa_desc *d) {
+    return d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout;
+}
 
 /* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
  * both the reference and the fused path). */

@@ -235,7 +235,7 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     /* (a paged or 16-bit cache passes these views only to the argument check) */
     attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
     if (st != ATTN_OK) return st;
-    if (d.impl != ATTN_IMPL_REF && d.Sq <= ATTN_DECODE_MAX_SQ) { /* decode straight from the storage */
+    if (attn_sdpa_wants_decode(&d)) { /* decode straight from the storage */
         attn_kv_src src = {.k = kv_k, .v = kv_v, .Hkv = Hkv, .D = D, .Dv = Dv, .dtype = c->cfg.dtype};
         if (paged(c) || !f32)
             src.pool_k = c->k, src.pool_v = c->v, src.table = c->table, src.max_pages = c->max_pages,

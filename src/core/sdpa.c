@@ -10,7 +10,7 @@ attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k,
     attn_status st = attn_sdpa_check(d, q, k, v, out, 1);
     if (st != ATTN_OK) return st;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_forward(d, q, k, v, out, lse);
-    if (d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout) { /* a few queries: memory-bound, flash-decoding */
+    if (attn_sdpa_wants_decode(d)) { /* a few queries: memory-bound, flash-decoding */
         attn_kv_src src = {.k = k, .v = v, .Hkv = attn_sem_hkv(d), .D = d->D, .Dv = d->Dv, .dtype = d->qkv_dtype};
         return attn_decode_forward(d, q, &src, out, lse);
     }
