@@ -5,6 +5,7 @@
 #include "attn.h"
 #include "base/rows.h"
 #include "base/sem.h"
+#include "core/kv_src.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -72,31 +73,18 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
 attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                       const float *m, const float *l, const float *t, attn_view dq, attn_view dk,
                                       attn_view dv);
-/* Where the decode kernel reads K and V: float32 views (pool_k == NULL), or
- * the raw storage of a KV cache of element type dtype (F32, F16 or BF16):
- * contiguous (table == NULL: (B, Hkv, capacity, D|Dv)) or paged (page p
- * holds keys (Hkv, page_size, D) at pool_k + p * Hkv * page_size * D
- * elements, values likewise with Dv; sequence b's key j lives in page
- * table[b * max_pages + j / page_size]). */
-typedef struct attn_kv_src {
-    attn_view k, v;
-    const void *pool_k, *pool_v;
-    const int32_t *table;
-    int64_t max_pages, page_size, Hkv, D, Dv;
-    attn_dtype dtype;
-    int64_t capacity;
-} attn_kv_src;
 /* Flash-decoding forward (src/core/decode.c): same contract as
  * attn_sdpa_forward without dropout (ATTN_E_UNSUPPORTED), keys from kv. */
 attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
 /* Queries per (sequence, kv head) up to which the fused path uses decode */
 #define ATTN_DECODE_MAX_SQ 16
-/* The path choice, in one place for plain tensors (sdpa.c) and the KV cache
- * (kvcache.c): a few query rows without dropout are memory-bound and run
- * flash-decoding; the rest the fused tiles (the reference when asked). */
-static inline int attn_sdpa_wants_decode(const attn_sdpa_desc *d) {
-    return d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout;
-}
+/* The forward over keys from kv, arguments checked (src/core/sdpa.c): the
+ * one place that chooses the path, for plain tensors and the KV cache
+ * alike. A few query rows without dropout are memory-bound and run
+ * flash-decoding straight from the storage; the rest run the fused tiles
+ * (the reference when asked) on float32 views of the keys, gathered first
+ * when the storage is 16-bit, q8_0 or paged. */
+attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
 
 /* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
  * both the reference and the fused path). */

@@ -102,22 +102,10 @@ static void test_fused_rows(const attn_kernel_table *kt) {
     CHECK(bad == 0, "%s: %d one-pass rows differ from the multi-pass form", kt->name, bad);
 }
 
-/* K/V rows of n elements stored as kind (q8_0: n a multiple of 32) */
-static void store_rows(int kind, const float *x, int64_t rows, int64_t n, void *dst) {
-    size_t rb = attn_kv_bytes(kind, n);
-    for (int64_t r = 0; r < rows; r++) {
-        unsigned char *o = (unsigned char *)dst + (size_t)r * rb;
-        const float *src = x + r * n;
-        if (kind == ATTN_KV_F32)
-            memcpy(o, src, (size_t)n * sizeof(float));
-        else if (kind == ATTN_KV_Q8)
-            attn_q8_quantize(src, n, o);
-        else
-            for (int64_t c = 0; c < n; c++) {
-                uint16_t h = kind == ATTN_KV_F16 ? attn_f32_to_f16(src[c]) : attn_f32_to_bf16(src[c]);
-                memcpy(o + 2 * c, &h, 2);
-            }
-    }
+/* K/V rows of n elements stored as type dt (q8_0: n a multiple of 32) */
+static void store_rows(attn_dtype dt, const float *x, int64_t rows, int64_t n, void *dst) {
+    size_t rb = attn_storage_bytes(dt, n);
+    for (int64_t r = 0; r < rows; r++) attn_storage_of(dt)->store(x + r * n, n, (unsigned char *)dst + (size_t)r * rb);
 }
 
 /* decode's qk_rows / pv_rows (every element kind) against the portable
@@ -131,10 +119,12 @@ static void test_decode_rows(const attn_kernel_table *kt) {
     static unsigned char Kx[NMAX * DMAX * 4];
     uint32_t seed = 11;
     int bad = 0, cases = 0;
-    for (int kind = 0; kind < 4; kind++)
+    static const attn_dtype kinds[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    for (size_t ki = 0; ki < 4; ki++)
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            attn_dtype kind = kinds[ki];
             int64_t D = dims[di];
-            if (kind == ATTN_KV_Q8 && D % 32) continue;
+            if (kind == ATTN_DTYPE_Q8_0 && D % 32) continue;
             for (int64_t R = 1; R <= RMAX; R += (R < 5 ? 1 : 4))
                 for (int64_t n = 0; n <= NMAX; n += (n < 7 ? 1 : 20)) {
                     for (int64_t i = 0; i < R * D; i++) Q[i] = tu_frand(&seed);
@@ -144,7 +134,7 @@ static void test_decode_rows(const attn_kernel_table *kt) {
                     for (int64_t i = 0; i < R * LD; i++) S1[i] = S2[i] = -7.0f;
                     int64_t ldo = (D + 7) / 8 * 8;
                     for (int64_t i = 0; i < RMAX * (DMAX + 8); i++) O1[i] = O2[i] = 0.25f;
-                    if (kind == ATTN_KV_F32) {
+                    if (kind == ATTN_DTYPE_F32) {
                         attn_kernels_generic.qk_rows(Q, R, D, (const float *)Kx, D, n, S1, LD, NULL, 0, 0);
                         kt->qk_rows(Q, R, D, (const float *)Kx, D, n, S2, LD, NULL, 0, 0);
                         attn_kernels_generic.pv_rows(P, LD, R, (const float *)Kx, D, n, D, O1, ldo, NULL, 0, 0);
@@ -166,8 +156,8 @@ static void test_decode_rows(const attn_kernel_table *kt) {
                         ok &= (i < R * ldo && i % ldo < D) ? fabs((double)O1[i] - O2[i]) <= tol : O2[i] == 0.25f;
                     }
                     if (!ok && bad++ < 5)
-                        fprintf(stderr, "%s: decode rows differ: kind %d D %lld R %lld n %lld\n", kt->name, kind,
-                                (long long)D, (long long)R, (long long)n);
+                        fprintf(stderr, "%s: decode rows differ: %s D %lld R %lld n %lld\n", kt->name,
+                                attn_storage_of(kind)->name, (long long)D, (long long)R, (long long)n);
                 }
         }
     CHECK(bad == 0, "%s: %d of %d decode row cases differ from the portable kernels", kt->name, bad, cases);

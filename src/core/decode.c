@@ -31,31 +31,6 @@
 #define DEC_SPLIT 1024 /* keys per split (a multiple of DEC_NB) */
 #define DEC_PF 128     /* rows of software prefetch distance */
 
-/* the kernels' element kind of the source */
-static int kv_kind(const attn_kv_src *s) { return attn_kv_kind(s->dtype); }
-
-/* Up to *run rows of K (or V) of (b, hk) starting at key j, *ld elements
- * apart (elements of the source's type). */
-static const void *kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, int64_t *run,
-                           int64_t *ld) {
-    if (!s->pool_k) {
-        attn_view t = is_v ? s->v : s->k;
-        *run = INT64_MAX, *ld = t.stride_s;
-        return attn_row_addr(t, s->dtype, b, hk, j);
-    }
-    int64_t dim = is_v ? s->Dv : s->D, row;
-    const char *base = is_v ? s->pool_v : s->pool_k;
-    if (!s->table) {
-        *run = INT64_MAX, *ld = dim;
-        row = (b * s->Hkv + hk) * s->capacity + j;
-    } else {
-        int64_t ps = s->page_size, page = s->table[b * s->max_pages + j / ps];
-        *run = ps - j % ps, *ld = dim;
-        row = (page * s->Hkv + hk) * ps + j % ps;
-    }
-    return base + attn_kv_bytes(kv_kind(s), row * dim);
-}
-
 typedef struct dec_item {
     int64_t b, hk, j0, j1; /* keys [j0, j1) */
 } dec_item;
@@ -103,7 +78,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     first[B * Hkv] = (int64_t)n;
     /* base 2: see score.h */
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
-    int kind = kv_kind(kv), h16 = kind != ATTN_KV_F32; /* h16: any reduced-precision rows */
+    attn_dtype kind = kv->dtype;
+    int h16 = kind != ATTN_DTYPE_F32; /* h16: any reduced-precision rows */
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
@@ -137,8 +113,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             memset(O, 0, (size_t)(R * DvP) * sizeof(float));
             for (int64_t j0 = items[it].j0; j0 < items[it].j1;) {
                 int64_t runk, runv, ldk, ldv;
-                const void *K = kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
-                const void *V = kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
+                const void *K = attn_kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
+                const void *V = attn_kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
                 /* blocks end at multiples of DEC_NB (and page ends): a paged cache whose
                  * page size is a multiple of DEC_NB computes exactly what a contiguous one does */
                 int64_t nb = items[it].j1 - j0;
@@ -153,11 +129,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 int64_t lpk = ldk, lpv = ldv, r2;
                 if (j0 + DEC_PF < skb || !kv->table) {
                     int64_t jp = kv->table ? j0 + DEC_PF : j0;
-                    pk = kv_rows(kv, 0, b, hk, jp, &r2, &lpk);
-                    pv = kv_rows(kv, 1, b, hk, jp, &r2, &lpv);
+                    pk = attn_kv_rows(kv, 0, b, hk, jp, &r2, &lpk);
+                    pv = attn_kv_rows(kv, 1, b, hk, jp, &r2, &lpv);
                     if (!kv->table)
-                        pk = (const char *)pk + attn_kv_bytes(kind, DEC_PF * ldk),
-                        pv = (const char *)pv + attn_kv_bytes(kind, DEC_PF * ldv);
+                        pk = (const char *)pk + attn_storage_bytes(kind, DEC_PF * ldk),
+                        pv = (const char *)pv + attn_storage_bytes(kind, DEC_PF * ldv);
                 }
                 if (h16)
                     kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);

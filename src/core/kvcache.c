@@ -3,10 +3,7 @@
  * per sequence; free pages on a stack). Appends are all or nothing; the
  * attention over the cache calls the core paths (decode reads the pages in
  * place). */
-#include "../kernels/kernels.h"
 #include "internal.h"
-#include "../base/sem.h"
-#include "base/half.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +28,10 @@ struct attn_kv_cache {
     attn_kv_cache_config cfg;
     int64_t Dv;
     int64_t *len; /* (B) tokens per sequence */
-    void *k, *v;  /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool; rows of kbytes / vbytes */
-    int kind;     /* the kernels' element kind (ATTN_KV_F32, _F16, _BF16, _Q8) */
-    size_t kbytes, vbytes;
-    int32_t *table; /* paged: (B, max_pages) page ids, -1 = none */
+    void *k, *v;  /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
+    const attn_storage *type;
+    attn_kv_src store; /* the storage as every reader addresses it (core/kv_src.h) */
+    int32_t *table;    /* paged: (B, max_pages) page ids, -1 = none */
     int32_t *free_stack;
     int64_t nfree, max_pages, npages;
 };
@@ -46,15 +43,13 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     *out = NULL;
     attn_kv_cache_config c = *cfg;
     if (c.dtype == ATTN_DTYPE_INVALID) c.dtype = ATTN_DTYPE_F32;
-    if (c.dtype != ATTN_DTYPE_F32 && c.dtype != ATTN_DTYPE_F16 && c.dtype != ATTN_DTYPE_BF16 &&
-        c.dtype != ATTN_DTYPE_Q8_0)
-        return ATTN_E_UNSUPPORTED;
+    const attn_storage *type = attn_storage_of(c.dtype);
+    if (!type) return ATTN_E_UNSUPPORTED;
     if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
     if (c.batch < 1 || c.kv_heads < 1 || c.capacity < 1 || c.head_dim < 1 || c.v_head_dim < 1 || c.page_size < 0 ||
         c.num_pages < 0)
         return ATTN_E_SHAPE;
-    if (c.dtype == ATTN_DTYPE_Q8_0 && (c.head_dim % ATTN_Q8_BLOCK || c.v_head_dim % ATTN_Q8_BLOCK))
-        return ATTN_E_SHAPE; /* q8_0 rows are whole blocks of 32 */
+    if (c.head_dim % type->block || c.v_head_dim % type->block) return ATTN_E_SHAPE; /* rows of whole blocks */
     if (c.batch > INT32_MAX || c.kv_heads > INT32_MAX || c.capacity > INT32_MAX || c.head_dim > INT32_MAX ||
         c.v_head_dim > INT32_MAX)
         return ATTN_E_SHAPE;
@@ -62,9 +57,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     if (!kc) return ATTN_E_NOMEM;
     kc->cfg = c;
     kc->Dv = c.v_head_dim;
-    kc->kind = attn_kv_kind(c.dtype);
-    kc->kbytes = attn_kv_bytes(kc->kind, c.head_dim);
-    kc->vbytes = attn_kv_bytes(kc->kind, c.v_head_dim);
+    kc->type = type;
     size_t tokens, nk, nv;
     attn_status st = ATTN_OK;
     if (c.page_size > 0) {
@@ -76,7 +69,9 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     } else if (attn_mul3_size((size_t)c.batch, (size_t)c.capacity, (size_t)c.kv_heads, &tokens)) {
         st = ATTN_E_OVERFLOW;
     }
-    if (!st && (attn_mul_size(tokens, kc->kbytes, &nk) || attn_mul_size(tokens, kc->vbytes, &nv))) st = ATTN_E_OVERFLOW;
+    if (!st && (attn_mul_size(tokens, attn_storage_bytes(c.dtype, c.head_dim), &nk) ||
+                attn_mul_size(tokens, attn_storage_bytes(c.dtype, c.v_head_dim), &nv)))
+        st = ATTN_E_OVERFLOW;
     if (!st) {
         kc->len = calloc((size_t)c.batch, sizeof *kc->len);
         kc->k = alloc_big(nk);
@@ -99,6 +94,16 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         attn_kv_cache_free(kc);
         return st;
     }
+    kc->store = (attn_kv_src){.dtype = c.dtype,
+                              .Hkv = c.kv_heads,
+                              .D = c.head_dim,
+                              .Dv = c.v_head_dim,
+                              .pool_k = kc->k,
+                              .pool_v = kc->v,
+                              .table = kc->table,
+                              .max_pages = kc->max_pages,
+                              .page_size = c.page_size,
+                              .capacity = c.capacity};
     *out = kc;
     return ATTN_OK;
 }
@@ -119,40 +124,8 @@ int64_t attn_kv_cache_free_pages(const attn_kv_cache *c) { return c && paged(c) 
 
 /* where key (or value) row j of (b, hk) lives */
 static void *slot(const attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j) {
-    int64_t Hkv = c->cfg.kv_heads, row;
-    if (!paged(c)) {
-        row = (b * Hkv + hk) * c->cfg.capacity + j;
-    } else {
-        int64_t ps = c->cfg.page_size, page = c->table[b * c->max_pages + j / ps];
-        row = (page * Hkv + hk) * ps + j % ps;
-    }
-    return (char *)(is_v ? c->v : c->k) + (size_t)row * (is_v ? c->vbytes : c->kbytes);
-}
-
-/* one row into the cache's storage type (16-bit: round to nearest even; q8_0: blocks) */
-static void put_row(const attn_kv_cache *c, void *dst, const float *src, int64_t n) {
-    if (c->kind == ATTN_KV_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    }
-    if (c->kind == ATTN_KV_Q8) {
-        attn_q8_quantize(src, n, dst);
-        return;
-    }
-    uint16_t *h = dst;
-    for (int64_t i = 0; i < n; i++) h[i] = c->kind == ATTN_KV_F16 ? attn_f32_to_f16(src[i]) : attn_f32_to_bf16(src[i]);
-}
-
-/* one row out of the cache, as float32 */
-static void get_row(const attn_kv_cache *c, float *dst, const void *src, int64_t n) {
-    if (c->kind == ATTN_KV_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = c->kind == ATTN_KV_Q8    ? attn_q8_get(src, i)
-                 : c->kind == ATTN_KV_F16 ? attn_f16_to_f32(((const uint16_t *)src)[i])
-                                          : attn_bf16_to_f32(((const uint16_t *)src)[i]);
+    int64_t run, ld;
+    return (void *)(uintptr_t)attn_kv_rows(&c->store, is_v, b, hk, j, &run, &ld);
 }
 
 static int64_t pages_for(const attn_kv_cache *c, int64_t len) {
@@ -178,8 +151,8 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
             for (int64_t t = 0; t < n[b]; t++) {
                 const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
                 const float *vs = v.data + b * v.stride_b + hk * v.stride_h + t * v.stride_s;
-                put_row(c, slot(c, 0, b, hk, c->len[b] + t), ks, c->cfg.head_dim);
-                put_row(c, slot(c, 1, b, hk, c->len[b] + t), vs, c->Dv);
+                c->type->store(ks, c->cfg.head_dim, slot(c, 0, b, hk, c->len[b] + t));
+                c->type->store(vs, c->Dv, slot(c, 1, b, hk, c->len[b] + t));
             }
         c->len[b] += n[b];
     }
@@ -207,8 +180,8 @@ attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b) {
 attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v) {
     if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
     if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
-    if (k) get_row(c, k, slot(c, 0, b, hk, j), c->cfg.head_dim);
-    if (v) get_row(c, v, slot(c, 1, b, hk, j), c->Dv);
+    if (k) c->type->load(slot(c, 0, b, hk, j), c->cfg.head_dim, k);
+    if (v) c->type->load(slot(c, 1, b, hk, j), c->Dv, v);
     return ATTN_OK;
 }
 
@@ -227,46 +200,14 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     d.Sk = Sk; /* the longest sequence; each one's own length through seqlens */
     d.seqlens_k = c->len;
     d.seqlens_k_dtype = ATTN_DTYPE_I64;
-    /* contiguous float32 storage is a (B, Hkv, T, .) view; its first Sk rows per head are used */
-    int64_t T = c->cfg.capacity, D = d.D, Dv = d.Dv, Hkv = d.Hkv;
-    int f32 = c->cfg.dtype == ATTN_DTYPE_F32;
-    attn_view kv_k = {f32 ? c->k : q.data, Hkv * T * D, T * D, D},
-              kv_v = {f32 ? c->v : q.data, Hkv * T * Dv, T * Dv, Dv};
-    /* (a paged or 16-bit cache passes these views only to the argument check) */
+    /* the argument check sees views of the right shape: the storage's own
+     * for contiguous float32, else stand-ins (their data pointers are not read) */
+    attn_view kv_k, kv_v;
+    if (!attn_kv_src_f32_views(&c->store, &kv_k, &kv_v)) {
+        int64_t T = c->cfg.capacity;
+        kv_k = (attn_view){q.data, d.Hkv * T * d.D, T * d.D, d.D},
+        kv_v = (attn_view){q.data, d.Hkv * T * d.Dv, T * d.Dv, d.Dv};
+    }
     attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
-    if (st != ATTN_OK) return st;
-    if (attn_sdpa_wants_decode(&d)) { /* decode straight from the storage */
-        attn_kv_src src = {.k = kv_k, .v = kv_v, .Hkv = Hkv, .D = D, .Dv = Dv, .dtype = c->cfg.dtype};
-        if (paged(c) || !f32)
-            src.pool_k = c->k, src.pool_v = c->v, src.table = c->table, src.max_pages = c->max_pages,
-            src.page_size = c->cfg.page_size, src.capacity = T;
-        return attn_decode_forward(&d, q, &src, out, lse);
-    }
-    if (!paged(c) && f32)
-        return d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, kv_k, kv_v, out, lse)
-                                       : attn_flash_forward(&d, q, kv_k, kv_v, out, lse);
-    /* paged or 16-bit, a long query block (or the reference): gather the used rows into float32
-     * (B, Hkv, Sk, .) buffers */
-    size_t nk, nv;
-    if (attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
-        attn_mul3_size((size_t)(c->cfg.batch * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv))
-        return ATTN_E_OVERFLOW;
-    float *gk = malloc(nk * sizeof(float)), *gv = malloc(nv * sizeof(float));
-    if (!gk || !gv) {
-        free(gk), free(gv);
-        return ATTN_E_NOMEM;
-    }
-    memset(gk, 0, nk * sizeof(float));
-    memset(gv, 0, nv * sizeof(float));
-    for (int64_t b = 0; b < c->cfg.batch; b++)
-        for (int64_t hk = 0; hk < Hkv; hk++)
-            for (int64_t j = 0; j < c->len[b]; j++) {
-                get_row(c, gk + ((b * Hkv + hk) * Sk + j) * D, slot(c, 0, b, hk, j), D);
-                get_row(c, gv + ((b * Hkv + hk) * Sk + j) * Dv, slot(c, 1, b, hk, j), Dv);
-            }
-    attn_view vk = {gk, Hkv * Sk * D, Sk * D, D}, vv = {gv, Hkv * Sk * Dv, Sk * Dv, Dv};
-    st = d.impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(&d, q, vk, vv, out, lse)
-                                 : attn_flash_forward(&d, q, vk, vv, out, lse);
-    free(gk), free(gv);
-    return st;
+    return st != ATTN_OK ? st : attn_attend(&d, q, &c->store, out, lse);
 }

@@ -2,19 +2,61 @@
  *   ATTN_IMPL_REF            the reference (src/ref)
  *   Sq <= 16, no dropout     flash-decoding (src/core/decode.c): a few query
  *                            rows per head are bound by reading K and V once
- *   otherwise                the fused tiled kernel (src/core/flash.c) */
+ *   otherwise                the fused tiled kernel (src/core/flash.c)
+ * attn_attend makes that choice for plain tensors and the KV cache alike. */
 #include "internal.h"
+
+#include <stdlib.h>
+
+/* fused tiles or the reference on float32-addressable views */
+static attn_status tiles(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, float *lse) {
+    return d->impl == ATTN_IMPL_REF ? attn_sdpa_ref_forward(d, q, k, v, out, lse)
+                                    : attn_flash_forward(d, q, k, v, out, lse);
+}
+
+/* the used rows (d->Sk per head, each sequence's own length through
+ * seqlens_k) of storage that the tiles cannot read in place, as float32
+ * (B, Hkv, Sk, .) tensors; rows past a sequence's length are zeros */
+static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
+    int64_t B = d->B, Hkv = kv->Hkv, Sk = d->Sk, D = kv->D, Dv = kv->Dv;
+    size_t nk, nv;
+    if (attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
+        attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv))
+        return ATTN_E_OVERFLOW;
+    float *gk = calloc(nk, sizeof(float)), *gv = calloc(nv, sizeof(float));
+    if (!gk || !gv) {
+        free(gk), free(gv);
+        return ATTN_E_NOMEM;
+    }
+    const attn_storage *st = attn_storage_of(kv->dtype);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++)
+            for (int64_t j = 0, len = attn_sem_sk(d, b), run, ld; j < len; j++) {
+                st->load(attn_kv_rows(kv, 0, b, hk, j, &run, &ld), D, gk + ((b * Hkv + hk) * Sk + j) * D);
+                st->load(attn_kv_rows(kv, 1, b, hk, j, &run, &ld), Dv, gv + ((b * Hkv + hk) * Sk + j) * Dv);
+            }
+    attn_view vk = {gk, Hkv * Sk * D, Sk * D, D}, vv = {gv, Hkv * Sk * Dv, Sk * Dv, Dv};
+    attn_status s = tiles(d, q, vk, vv, out, lse);
+    free(gk), free(gv);
+    return s;
+}
+
+attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
+    if (d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout)
+        return attn_decode_forward(d, q, kv, out, lse); /* a few queries: memory-bound, flash-decoding */
+    attn_view k, v;
+    if (kv->pool_k && !attn_kv_src_f32_views(kv, &k, &v)) return gather(d, q, kv, out, lse);
+    if (!kv->pool_k) k = kv->k, v = kv->v; /* plain tensors of any qkv_dtype */
+    return tiles(d, q, k, v, out, lse);
+}
 
 attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                               float *lse) {
     attn_status st = attn_sdpa_check(d, q, k, v, out, 1);
     if (st != ATTN_OK) return st;
-    if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_forward(d, q, k, v, out, lse);
-    if (attn_sdpa_wants_decode(d)) { /* a few queries: memory-bound, flash-decoding */
-        attn_kv_src src = {.k = k, .v = v, .Hkv = attn_sem_hkv(d), .D = d->D, .Dv = d->Dv, .dtype = d->qkv_dtype};
-        return attn_decode_forward(d, q, &src, out, lse);
-    }
-    return attn_flash_forward(d, q, k, v, out, lse);
+    attn_kv_src src = {
+        .dtype = attn_view_dtype(d->qkv_dtype), .Hkv = attn_sem_hkv(d), .D = d->D, .Dv = d->Dv, .k = k, .v = v};
+    return attn_attend(d, q, &src, out, lse);
 }
 
 attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores, float *weights) {

@@ -54,6 +54,7 @@
 #define ATTN_KERNELS_H
 
 #include "attn.h"
+#include "base/storage.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -79,12 +80,13 @@ typedef struct attn_kernel_table {
     void (*pv_rows)(const float *P, int64_t ldp, int64_t R, const float *V, int64_t ldv, int64_t n, int64_t Dv,
                     float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre);
     /* the same on reduced-precision K/V rows, converted to float32 as they
-     * are loaded: kind ATTN_KV_F16, ATTN_KV_BF16, or ATTN_KV_Q8 (q8_0 blocks;
-     * D, Dv and every ld a multiple of 32). Strides in elements. */
+     * are loaded: dt ATTN_DTYPE_F16, ATTN_DTYPE_BF16 or ATTN_DTYPE_Q8_0 (q8_0
+     * blocks; D, Dv and every ld a multiple of 32). Strides in elements,
+     * bytes as base/storage.h says. */
     void (*qk_rows_x)(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind);
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
     void (*pv_rows_x)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
-                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind);
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
 } attn_kernel_table;
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
@@ -116,22 +118,6 @@ typedef struct attn_kernel_table {
 #define ATTN_EXP2_C6 1.546973217e-4f
 #define ATTN_LOG2E 1.44269504088896341f
 #define ATTN_LN2 0.693147180559945309f
-
-/* element types of K/V rows in the decode kernels */
-enum { ATTN_KV_F32 = 0, ATTN_KV_F16 = 1, ATTN_KV_BF16 = 2, ATTN_KV_Q8 = 3 };
-
-/* the kind of K/V rows stored as dtype (F16, BF16, Q8_0; anything else float32) */
-static inline int attn_kv_kind(int dtype) {
-    return dtype == ATTN_DTYPE_F16    ? ATTN_KV_F16
-           : dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BF16
-           : dtype == ATTN_DTYPE_Q8_0 ? ATTN_KV_Q8
-                                      : ATTN_KV_F32;
-}
-
-/* bytes of n elements of a K/V row of that kind (n a multiple of 32 for q8_0) */
-static inline size_t attn_kv_bytes(int kind, int64_t n) {
-    return kind == ATTN_KV_F32 ? (size_t)n * 4 : kind == ATTN_KV_Q8 ? (size_t)(n / 32) * 34 : (size_t)n * 2;
-}
 
 /* x * y mod (2^31 - 1) for x, y < 2^31: fold the 62-bit product (2^31 = 1).
  * Shared by both tables' dropout_mcg. */

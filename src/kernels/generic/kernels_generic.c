@@ -226,38 +226,56 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
     }
 }
 
-/* reduced-precision rows: converted element by element (base/half.h), then as above */
-static float kvx(const void *row, int64_t c, int kind) {
-    if (kind == ATTN_KV_Q8) return attn_q8_get(row, c);
-    uint16_t u = ((const uint16_t *)row)[c];
-    return kind == ATTN_KV_BF16 ? attn_bf16_to_f32(u) : attn_f16_to_f32(u);
-}
-
-static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
-    (void)pre, (void)ldpre, (void)wpre;
+/* reduced-precision rows: converted element by element (the storage table's
+ * get, base/storage.h), then as above; one body per type so that the
+ * conversion inlines */
+static inline void qk_body_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                             int64_t lds, attn_dtype dt) {
+    const attn_storage *st = attn_storage_of(dt);
     for (int64_t j = 0; j < n; j++) {
-        const void *k = (const char *)K + attn_kv_bytes(kind, j * ldk);
+        const void *k = (const char *)K + attn_storage_bytes(dt, j * ldk);
         for (int64_t r = 0; r < R; r++) {
             const float *q = Q + r * D;
             float lane[8] = {0};
-            for (int64_t c = 0; c < D; c++) lane[c & 7] += q[c] * kvx(k, c, kind);
+            for (int64_t c = 0; c < D; c++) lane[c & 7] += q[c] * st->get(k, c);
             S[r * lds + j] = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
         }
     }
 }
 
-static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
-                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
-    (void)pre, (void)ldpre, (void)wpre;
+static inline void pv_body_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                             float *O, int64_t ldo, attn_dtype dt) {
+    const attn_storage *st = attn_storage_of(dt);
     for (int64_t r = 0; r < R; r++) {
         float *o = O + r * ldo;
         for (int64_t j = 0; j < n; j++) {
             float p = P[r * ldp + j];
-            const void *v = (const char *)V + attn_kv_bytes(kind, j * ldv);
-            for (int64_t c = 0; c < Dv; c++) o[c] += p * kvx(v, c, kind);
+            const void *v = (const char *)V + attn_storage_bytes(dt, j * ldv);
+            for (int64_t c = 0; c < Dv; c++) o[c] += p * st->get(v, c);
         }
     }
+}
+
+static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    (void)pre, (void)ldpre, (void)wpre;
+    if (dt == ATTN_DTYPE_F16)
+        qk_body_x(Q, R, D, K, ldk, n, S, lds, ATTN_DTYPE_F16);
+    else if (dt == ATTN_DTYPE_BF16)
+        qk_body_x(Q, R, D, K, ldk, n, S, lds, ATTN_DTYPE_BF16);
+    else
+        qk_body_x(Q, R, D, K, ldk, n, S, lds, ATTN_DTYPE_Q8_0);
+}
+
+static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    (void)pre, (void)ldpre, (void)wpre;
+    if (dt == ATTN_DTYPE_F16)
+        pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_F16);
+    else if (dt == ATTN_DTYPE_BF16)
+        pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_BF16);
+    else
+        pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_Q8_0);
 }
 
 const attn_kernel_table attn_kernels_generic = {

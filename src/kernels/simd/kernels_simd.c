@@ -256,18 +256,22 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
 /* ---- decode: K/V rows of every storage kind ----------------------------------- */
 
 /* one body per element type of the K/V rows (KV_F32, KV_F16, KV_BF16,
- * KV_Q8), specialized at compile time */
-enum { KV_F32 = ATTN_KV_F32, KV_F16 = ATTN_KV_F16, KV_BF16 = ATTN_KV_BF16, KV_Q8 = ATTN_KV_Q8 };
+ * KV_Q8: attn_dtype values, sizes from base/storage.h), specialized at
+ * compile time */
+#define KV_F32 ATTN_DTYPE_F32
+#define KV_F16 ATTN_DTYPE_F16
+#define KV_BF16 ATTN_DTYPE_BF16
+#define KV_Q8 ATTN_DTYPE_Q8_0
 
 /* q8_0 pieces: the f16 scale of the block holding idx, and VL unscaled values
  * from idx (idx a multiple of VL: they never cross a block) */
 INLINE vf q8_scale(const void *row, int64_t idx) {
     uint16_t dh;
-    memcpy(&dh, (const unsigned char *)row + (size_t)(idx >> 5) * 34, 2);
+    memcpy(&dh, (const unsigned char *)row + attn_storage_bytes(KV_Q8, idx), 2);
     return vf_set1(half_to_float(dh));
 }
 INLINE vf q8_raw(const void *row, int64_t idx) {
-    return vf_load_i8((const unsigned char *)row + (size_t)(idx >> 5) * 34 + 2 + (idx & 31));
+    return vf_load_i8((const unsigned char *)row + attn_storage_bytes(KV_Q8, idx) + 2 + idx % ATTN_Q8_BLOCK);
 }
 
 /* VL elements of a K/V row from element idx, as floats */
@@ -289,12 +293,12 @@ INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
 
 /* the byte address of element idx of a row (q8_0: of its values) */
 INLINE const void *kv_elem(const void *row, int64_t idx, int t) {
-    if (t == KV_Q8) return (const char *)row + (size_t)(idx >> 5) * 34 + 2 + (idx & 31);
-    return (const char *)row + attn_kv_bytes(t, idx);
+    if (t == KV_Q8) return (const char *)row + attn_storage_bytes(KV_Q8, idx) + 2 + idx % ATTN_Q8_BLOCK;
+    return (const char *)row + attn_storage_bytes((attn_dtype)t, idx);
 }
 
 INLINE const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
-    return (const char *)base + attn_kv_bytes(t, j * ld);
+    return (const char *)base + attn_storage_bytes((attn_dtype)t, j * ld);
 }
 
 static inline void prefetch_bytes(const void *p, int64_t bytes) {
@@ -320,7 +324,7 @@ INLINE void qk_store3(float *S, int64_t lds, int64_t j, int64_t nr, vf a00, vf a
 INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
                     const void *pre, int64_t ldpre, int64_t wpre, int t) {
     vmask mk = vm_tail(D & (VL - 1));
-    int64_t DV = D & ~(int64_t)(VL - 1), pb = (int64_t)attn_kv_bytes(t, wpre);
+    int64_t DV = D & ~(int64_t)(VL - 1), pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         const float *q[4];
@@ -401,12 +405,12 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
 INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv, float *O,
                     int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
-    int64_t pb = (int64_t)attn_kv_bytes(t, wpre);
+    int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         int64_t c0 = 0;
         const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
-        size_t vs = attn_kv_bytes(t, ldv), ps = attn_kv_bytes(t, ldpre);
+        size_t vs = attn_storage_bytes((attn_dtype)t, ldv), ps = attn_storage_bytes((attn_dtype)t, ldpre);
         if (nr == 4)
             for (; c0 + 4 * VL <= Dv; c0 += 4 * VL)
                 for (int64_t h2 = 0; h2 < 4 * VL; h2 += PW(t) * VL) {
@@ -417,7 +421,7 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
                     const char *vp = (const char *)V;
                     /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
                     const char *pp = pre && r0 == 0 && cc < wpre ? (const char *)kv_elem(pre, cc, t) : NULL;
-                    int64_t plines = ((int64_t)attn_kv_bytes(t, PW(t) * VL) + 63) / 64;
+                    int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, PW(t) * VL) + 63) / 64;
                     for (int64_t j = 0; j < n; j++, vp += vs) {
                         if (pp)
                             for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
@@ -483,7 +487,7 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
 }
 
 static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
+                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
     if (kind == KV_F16)
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
     else if (kind == KV_BF16)
@@ -493,7 +497,7 @@ static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64
 }
 
 static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
-                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int kind) {
+                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
     if (kind == KV_F16)
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F16);
     else if (kind == KV_BF16)

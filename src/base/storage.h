@@ -1,0 +1,81 @@
+/* The element types that rows are stored as, described once: q/k/v views
+ * (float32, IEEE half, bfloat16) and KV-cache storage (those and q8_0).
+ * One entry per type: block layout (elements and bytes per block), a row's
+ * bytes, load-as-float32 and store-from-float32. Everything that sizes,
+ * addresses or converts a stored row goes through here: the KV cache
+ * (append, read, gather), decode's addressing (core/kv_src.h), the packing
+ * of q/k/v rows by the fused kernel and the reference (base/rows.h), and
+ * the kernels' byte arithmetic on reduced-precision K/V rows. The element
+ * codecs themselves are base/half.h (scalar, exact); the SIMD kernels'
+ * vector loads must agree with them bit for bit (tests/test_kernels.c).
+ *
+ * A new storage type is an entry here plus its vector load in
+ * kernels/simd/kernels_simd.c (kv_ld). The element type's enum is attn.h's
+ * attn_dtype: there is no second one. */
+#ifndef ATTN_STORAGE_H
+#define ATTN_STORAGE_H
+
+#include "attn.h"
+#include "half.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct attn_storage {
+    const char *name;   /* NULL: not a storage type */
+    int64_t block;      /* elements per block: 1, or ATTN_Q8_BLOCK */
+    size_t block_bytes; /* bytes per block */
+    /* n elements (a multiple of block) of a stored row as float32, from element 0 */
+    void (*load)(const void *src, int64_t n, float *dst);
+    /* n floats into storage: round to nearest even (16-bit), blocks (q8_0: see half.h) */
+    void (*store)(const float *src, int64_t n, void *dst);
+    /* element i of a stored row as float32 (the portable kernels' loads) */
+    float (*get)(const void *row, int64_t i);
+} attn_storage;
+
+static inline void attn_st_load_f32(const void *s, int64_t n, float *d) { memcpy(d, s, (size_t)n * sizeof(float)); }
+static inline void attn_st_store_f32(const float *s, int64_t n, void *d) { memcpy(d, s, (size_t)n * sizeof(float)); }
+static inline float attn_st_get_f32(const void *r, int64_t i) { return ((const float *)r)[i]; }
+static inline float attn_st_get_f16(const void *r, int64_t i) { return attn_f16_to_f32(((const uint16_t *)r)[i]); }
+static inline float attn_st_get_bf16(const void *r, int64_t i) { return attn_bf16_to_f32(((const uint16_t *)r)[i]); }
+static inline void attn_st_load_f16(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_st_get_f16(s, i);
+}
+static inline void attn_st_load_bf16(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_st_get_bf16(s, i);
+}
+static inline void attn_st_store_f16(const float *s, int64_t n, void *d) {
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)d)[i] = attn_f32_to_f16(s[i]);
+}
+static inline void attn_st_store_bf16(const float *s, int64_t n, void *d) {
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)d)[i] = attn_f32_to_bf16(s[i]);
+}
+static inline void attn_st_load_q8(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_q8_get(s, i);
+}
+
+/* the entry of type t, or NULL when t is not a storage type */
+static inline const attn_storage *attn_storage_of(attn_dtype t) {
+    static const attn_storage types[ATTN_DTYPE_Q8_0 + 1] = {
+        [ATTN_DTYPE_F32] = {"float32", 1, 4, attn_st_load_f32, attn_st_store_f32, attn_st_get_f32},
+        [ATTN_DTYPE_F16] = {"float16", 1, 2, attn_st_load_f16, attn_st_store_f16, attn_st_get_f16},
+        [ATTN_DTYPE_BF16] = {"bfloat16", 1, 2, attn_st_load_bf16, attn_st_store_bf16, attn_st_get_bf16},
+        [ATTN_DTYPE_Q8_0] = {"q8_0", ATTN_Q8_BLOCK, ATTN_Q8_BYTES, attn_st_load_q8, attn_q8_quantize, attn_q8_get},
+    };
+    return (int)t >= 0 && t <= ATTN_DTYPE_Q8_0 && types[t].name ? &types[t] : NULL;
+}
+
+/* bytes of n elements of type t (n a multiple of its block): a row's size,
+ * or the offset of element n of a row (q8_0: of the block holding it when n
+ * is a block boundary). t must be a storage type. */
+static inline size_t attn_storage_bytes(attn_dtype t, int64_t n) {
+    const attn_storage *s = attn_storage_of(t);
+    return s->block == 1 ? (size_t)n * s->block_bytes
+                         : (size_t)(n / s->block) * s->block_bytes; /* no division for the common case */
+}
+
+/* is t a 16-bit floating type (a q/k/v view of half or bfloat16 elements)? */
+static inline int attn_is16(attn_dtype t) { return t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16; }
+
+#endif

@@ -1,0 +1,68 @@
+/* Where K and V rows live, described once for every reader: plain q/k/v
+ * tensors (strided views) and the KV cache's storage, contiguous or paged.
+ * The cache writes and reads its rows through attn_kv_rows, decode streams
+ * them through it, and attn_attend (sdpa.c) gathers them through it when the
+ * fused kernel needs float32 tensors. Element types, row bytes and
+ * conversions are base/storage.h's. */
+#ifndef ATTN_KV_SRC_H
+#define ATTN_KV_SRC_H
+
+#include "attn.h"
+#include "base/storage.h"
+
+#include <stdint.h>
+
+/* Either views (pool_k == NULL): k (B, Hkv, Sk, D) and v (.., Dv) with
+ * element strides, elements of type dtype (F32, F16, BF16);
+ * or storage of type dtype (F32, F16, BF16, Q8_0), rows of D (Dv) elements
+ * packed back to back: contiguous (table == NULL: (B, Hkv, capacity, D|Dv)
+ * arrays at pool_k, pool_v) or paged (page p holds the rows (Hkv,
+ * page_size, .) at row p * Hkv * page_size; sequence b's key j lives in page
+ * table[b * max_pages + j / page_size]). */
+typedef struct attn_kv_src {
+    attn_dtype dtype;
+    int64_t Hkv, D, Dv;
+    attn_view k, v;
+    const void *pool_k, *pool_v;
+    const int32_t *table;
+    int64_t max_pages, page_size, capacity;
+} attn_kv_src;
+
+/* Up to *run rows of K (is_v 0) or V (1) of (b, hk) from key j on, *ld
+ * elements apart: the one addressing function of every form. */
+static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, int64_t *run,
+                                       int64_t *ld) {
+    if (!s->pool_k) {
+        attn_view t = is_v ? s->v : s->k;
+        *run = INT64_MAX, *ld = t.stride_s;
+        int64_t at = b * t.stride_b + hk * t.stride_h + j * t.stride_s;
+        return (const char *)(const void *)t.data + attn_storage_bytes(s->dtype, at);
+    }
+    int64_t dim = is_v ? s->Dv : s->D, row;
+    if (!s->table) {
+        *run = INT64_MAX, *ld = dim;
+        row = (b * s->Hkv + hk) * s->capacity + j;
+    } else {
+        int64_t ps = s->page_size, page = s->table[b * s->max_pages + j / ps];
+        *run = ps - j % ps, *ld = dim;
+        row = (page * s->Hkv + hk) * ps + j % ps;
+    }
+    return (const char *)(is_v ? s->pool_v : s->pool_k) + attn_storage_bytes(s->dtype, row * dim);
+}
+
+/* The rows of K and V as float32 views without copying, when the source is
+ * float32 views or contiguous float32 storage (its first rows per head);
+ * returns 0 for anything else (16-bit or q8_0 storage, pages). */
+static inline int attn_kv_src_f32_views(const attn_kv_src *s, attn_view *k, attn_view *v) {
+    if (s->dtype != ATTN_DTYPE_F32 || s->table) return 0;
+    if (!s->pool_k) {
+        *k = s->k, *v = s->v;
+        return 1;
+    }
+    int64_t T = s->capacity;
+    *k = (attn_view){(float *)(uintptr_t)s->pool_k, s->Hkv * T * s->D, T * s->D, s->D};
+    *v = (attn_view){(float *)(uintptr_t)s->pool_v, s->Hkv * T * s->Dv, T * s->Dv, s->Dv};
+    return 1;
+}
+
+#endif
