@@ -1,25 +1,33 @@
-/* What both halves of the layer code share, below them: the kind
- * predicates, tensor lookup by state_dict name and the forward cache's
- * release. layer.c (construction, init, load/save) and compute.c (forward,
- * backward) both call down into this file; neither calls the other. */
+/* What the layer code shares, below it: tensor lookup by state_dict name,
+ * error details and the forward cache's release. kinds.c (the table of
+ * kinds), layer.c (construction, init, load/save) and compute.c (forward,
+ * backward) call down into this file; layer.c and compute.c read the table
+ * in kinds.c and never call each other. */
 #include "layer_internal.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int attn_kind_has_buffer_mask(attn_layer_kind k) {
-    return k == ATTN_LAYER_CAUSAL || k == ATTN_LAYER_MHA_WRAPPER || k == ATTN_LAYER_MHA || k == ATTN_LAYER_GPT_MHA;
-}
-int attn_kind_is_causal(attn_layer_kind k) {
-    return attn_kind_has_buffer_mask(k) || k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
-}
-int attn_kind_takes_mask(attn_layer_kind k) {
-    return k == ATTN_LAYER_BIDIRECTIONAL || k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
-}
 layer_tensor *attn_layer_find(const attn_layer *l, const char *name) {
     for (int i = 0; i < l->n; i++)
         if (strcmp(l->t[i].name, name) == 0) return &l->t[i];
     return NULL;
+}
+
+layer_tensor *attn_layer_findf(const attn_layer *l, const char *fmt, long long h) {
+    char name[LAYER_NAME_MAX];
+    snprintf(name, sizeof name, fmt, h);
+    return attn_layer_find(l, name);
+}
+
+void attn_layer_detail(char *buf, size_t len, const char *fmt, ...) {
+    if (!buf || !len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }
 
 void attn_layer_cache_clear(layer_cache *c) {

@@ -55,11 +55,57 @@ struct attn_layer {
     layer_cache cache;
 };
 
-/* layer_common.c (shared by layer.c and compute.c) */
+/* How a kind's forward is laid out: buffer widths per token row, the
+ * number of SDPA groups, and the layer's constants. */
+typedef struct wiring {
+    int64_t w[BUF_COUNT]; /* row length of Q, K, V, CTX (0 = unused) */
+    int ngroups;
+    double p_attn;    /* attention dropout (0 for kinds without it) */
+    int has_out_proj; /* ctx -> out through the kind's output projection */
+    float scale;      /* the scores' scale */
+    int64_t out_width;
+} wiring;
+
+/* What a kind is (kinds.c has the table and the entries). */
+enum {
+    K_CAUSAL = 1 << 0,       /* causal attention (causal_align) */
+    K_TAKES_MASK = 1 << 1,   /* takes a (B, Sk) padding mask */
+    K_CROSS = 1 << 2,        /* keys and values from a second input y (B, Sk, C) */
+    K_INCREMENTAL = 1 << 3,  /* runs over a KV cache (all heads one (B, Htot, S, hd) view) */
+    K_QKV_BIAS = 1 << 4,     /* the seed class's q/k/v projections default to bias=True */
+    K_ATTN_DROPOUT = 1 << 5, /* dropout on the attention weights */
+    K_OUT_DROPOUT = 1 << 6,  /* dropout after the output projection */
+    K_TRIL = 1 << 7,         /* the causal buffer is tril(ones) (nanoGPT), else triu(ones, 1) */
+    K_SAME_WIDTH = 1 << 8,   /* d_out must equal d_in */
+    K_DIV_IN = 1 << 9,       /* d_in must be a multiple of the heads */
+    K_DIV_OUT = 1 << 10,     /* d_out must be a multiple of the heads */
+    K_MULTIHEAD = 1 << 11,   /* one group of num_heads heads over d_out */
+    K_SHARED_QKV = 1 << 12   /* q = k = v = x: backward keeps a gradient per use */
+};
+
+typedef struct layer_kind {
+    const char *name;
+    unsigned flags;                      /* K_* */
+    const char *buffer;                  /* the causal buffer's state_dict name ("%lld": per head), or NULL */
+    const char *out_proj;                /* the output projection's prefix, or NULL */
+    int head_div;                        /* > 0: one head of d_in / head_div (single_head), num_heads forced to 1 */
+    attn_status (*build)(attn_layer *l); /* registers the tensors in state_dict order */
+    attn_status (*init)(attn_layer *l, attn_generator *g); /* the seed class's init order */
+    attn_status (*infer)(attn_layer_config *c, const attn_st_file *f, char *detail, size_t dl); /* dims from a file */
+    void (*wire)(const attn_layer_config *c, wiring *w, sdpa_group *g); /* widths, groups, scale, out width */
+    void (*project)(const attn_layer *l, layer_cache *c);               /* x (and y) -> q, k, v buffers */
+    void (*project_bwd)(attn_layer *l, layer_cache *c, float *const *gb, float *dx, float *dy);
+} layer_kind;
+
+/* kinds.c */
+const layer_kind *attn_layer_kind_of(attn_layer_kind k); /* NULL when k is not a kind */
+/* the wiring of c (g: ngroups entries, or NULL for the counts alone) */
+void attn_layer_wire(const attn_layer_config *c, wiring *w, sdpa_group *g);
+
+/* layer_common.c (shared by kinds.c, layer.c and compute.c) */
 void attn_layer_cache_clear(layer_cache *c);
 layer_tensor *attn_layer_find(const attn_layer *l, const char *name);
-int attn_kind_has_buffer_mask(attn_layer_kind k); /* mask/tril persistent buffer */
-int attn_kind_is_causal(attn_layer_kind k);
-int attn_kind_takes_mask(attn_layer_kind k);
+layer_tensor *attn_layer_findf(const attn_layer *l, const char *fmt, long long h); /* fmt's "%lld" = h */
+void attn_layer_detail(char *buf, size_t len, const char *fmt, ...);               /* into detail, if any */
 
 #endif
