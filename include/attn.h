@@ -426,6 +426,17 @@ typedef enum attn_layer_kind {
 ATTN_API const char *attn_layer_kind_name(attn_layer_kind k);
 /* Parse a CLI name. ATTN_E_INVALID if unknown. */
 ATTN_API attn_status attn_layer_kind_parse(const char *name, attn_layer_kind *out);
+/* What a kind takes, from the library's table of kinds (docs/LAYERS.md). */
+enum {
+    ATTN_KIND_CAUSAL = 1 << 0,      /* causal attention (attn_layer_config.causal_align) */
+    ATTN_KIND_TAKES_MASK = 1 << 1,  /* forward takes a (B, Sk) padding mask */
+    ATTN_KIND_CROSS = 1 << 2,       /* keys and values from a second input y (B, Sk, C) */
+    ATTN_KIND_INCREMENTAL = 1 << 3, /* attn_layer_forward_incremental runs it over a KV cache */
+    ATTN_KIND_HEADS = 1 << 4,       /* num_heads is a setting (the weights do not tell it) */
+    ATTN_KIND_BUFFER = 1 << 5       /* has causal mask buffers of context_length (read from weights) */
+};
+/* The ATTN_KIND_* flags of a kind; 0 if k is not a kind. */
+ATTN_API unsigned attn_layer_kind_flags(attn_layer_kind k);
 
 typedef struct attn_layer_config {
     attn_layer_kind kind;

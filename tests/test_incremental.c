@@ -81,8 +81,39 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
     attn_layer_free(l);
 }
 
+/* the public flags of the table of kinds agree with what each layer does */
+static void test_kind_flags(void) {
+    CHECK(attn_layer_kind_flags(ATTN_LAYER_KIND_COUNT) == 0, "no flags for an unknown kind");
+    for (int k = 0; k < ATTN_LAYER_KIND_COUNT; k++) {
+        unsigned f = attn_layer_kind_flags((attn_layer_kind)k);
+        const char *name = attn_layer_kind_name((attn_layer_kind)k);
+        attn_layer *l = make_layer((attn_layer_kind)k, 16, 16, 2, 8, 1);
+        if (!l) continue;
+        int64_t h, d;
+        CHECK((attn_layer_kv_shape(l, &h, &d) == ATTN_OK) == !!(f & ATTN_KIND_INCREMENTAL), "%s: incremental", name);
+        int bufs = 0;
+        for (int i = 0; i < attn_layer_tensor_count(l); i++) {
+            attn_tensor_info ti;
+            CHECK_OK(attn_layer_tensor(l, i, &ti));
+            bufs |= ti.is_buffer;
+        }
+        CHECK(bufs == !!(f & ATTN_KIND_BUFFER), "%s: causal buffers", name);
+        float x[2 * 3 * 16] = {0}, y[2 * 3 * 16] = {0}, out[2 * 3 * 64];
+        uint8_t mask[6] = {0};
+        attn_forward_args fa = {.x = x, .B = 2, .S = 3, .out = out, .mask = mask};
+        if (f & ATTN_KIND_CROSS) fa.y = y, fa.Sk = 3;
+        attn_status st = attn_layer_forward(l, &fa);
+        CHECK((st == ATTN_OK) == !!(f & ATTN_KIND_TAKES_MASK), "%s: takes a padding mask (status %d)", name, st);
+        fa.mask = NULL, fa.y = NULL, fa.Sk = 0;
+        st = attn_layer_forward(l, &fa);
+        CHECK((st == ATTN_OK) == !(f & ATTN_KIND_CROSS), "%s: needs y exactly when cross (status %d)", name, st);
+        attn_layer_free(l);
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
+    test_kind_flags();
     run_kind(ATTN_LAYER_CAUSAL, 8, 1);
     run_kind(ATTN_LAYER_MHA_WRAPPER, 6, 3);
     run_kind(ATTN_LAYER_MHA, 16, 4);

@@ -497,31 +497,38 @@ static const layer_kind kinds[ATTN_LAYER_KIND_COUNT] = {
                            single_wire, OPS(linear)},
     [ATTN_LAYER_MHA_WRAPPER] = {"mha_wrapper", K_CAUSAL | K_INCREMENTAL | K_ATTN_DROPOUT, "heads.%lld.mask", NULL, 0,
                                 FAMILY(wrapper), wrapper_wire, OPS(wrapper)},
-    [ATTN_LAYER_MHA] = {"mha", K_CAUSAL | K_INCREMENTAL | K_ATTN_DROPOUT | K_MULTIHEAD | K_DIV_OUT, "mask", "out_proj",
-                        0, FAMILY(linear), single_wire, OPS(linear)},
+    [ATTN_LAYER_MHA] = {"mha", K_CAUSAL | K_INCREMENTAL | K_HEADS | K_ATTN_DROPOUT | K_MULTIHEAD | K_DIV_OUT, "mask",
+                        "out_proj", 0, FAMILY(linear), single_wire, OPS(linear)},
     [ATTN_LAYER_GPT_MHA] = {"gpt_mha",
                             K_CAUSAL | K_INCREMENTAL | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_TRIL | K_DIV_IN |
                                 K_SAME_WIDTH,
                             "heads.%lld.tril", "proj", 0, FAMILY(gpt), gpt_wire, OPS(gpt)},
     [ATTN_LAYER_SINGLE_HEAD] = {"single_head", K_QKV_BIAS | K_SAME_WIDTH, NULL, "Wo", 4, FAMILY(wqkv), wqkv_wire,
                                 OPS(wqkv)},
-    [ATTN_LAYER_FUSED_MHA] = {"fused_mha", K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN | K_SAME_WIDTH, NULL,
+    [ATTN_LAYER_FUSED_MHA] = {"fused_mha",
+                              K_HEADS | K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN | K_SAME_WIDTH, NULL,
                               "Wo", 0, FAMILY(wqkv), wqkv_wire, OPS(wqkv)},
     [ATTN_LAYER_BIDIRECTIONAL] = {"bidirectional",
-                                  K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN | K_SAME_WIDTH | K_TAKES_MASK,
+                                  K_HEADS | K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN | K_SAME_WIDTH |
+                                      K_TAKES_MASK,
                                   NULL, "Wo", 0, FAMILY(wqkv), wqkv_wire, OPS(wqkv)},
     [ATTN_LAYER_CAUSAL_MHA] = {"causal_mha",
-                               K_CAUSAL | K_INCREMENTAL | K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN |
-                                   K_SAME_WIDTH | K_TAKES_MASK,
+                               K_CAUSAL | K_INCREMENTAL | K_HEADS | K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT |
+                                   K_DIV_IN | K_SAME_WIDTH | K_TAKES_MASK,
                                NULL, "Wo", 0, FAMILY(wqkv), wqkv_wire, OPS(wqkv)},
     [ATTN_LAYER_CROSS] = {"cross",
-                          K_CAUSAL | K_CROSS | K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN | K_SAME_WIDTH |
-                              K_TAKES_MASK,
+                          K_CAUSAL | K_CROSS | K_HEADS | K_QKV_BIAS | K_ATTN_DROPOUT | K_OUT_DROPOUT | K_DIV_IN |
+                              K_SAME_WIDTH | K_TAKES_MASK,
                           NULL, "Wo", 0, FAMILY(cross), cross_wire, OPS(cross)},
 };
 
 const layer_kind *attn_layer_kind_of(attn_layer_kind k) {
     return (k >= 0 && k < ATTN_LAYER_KIND_COUNT) ? &kinds[k] : NULL;
+}
+
+unsigned attn_layer_kind_flags(attn_layer_kind k) {
+    const layer_kind *e = attn_layer_kind_of(k);
+    return e ? (e->flags & K_PUBLIC) | (e->buffer ? ATTN_KIND_BUFFER : 0u) : 0u;
 }
 
 void attn_layer_wire(const attn_layer_config *c, wiring *w, sdpa_group *g) {

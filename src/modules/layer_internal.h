@@ -68,19 +68,21 @@ typedef struct wiring {
 
 /* What a kind is (kinds.c has the table and the entries). */
 enum {
-    K_CAUSAL = 1 << 0,       /* causal attention (causal_align) */
-    K_TAKES_MASK = 1 << 1,   /* takes a (B, Sk) padding mask */
-    K_CROSS = 1 << 2,        /* keys and values from a second input y (B, Sk, C) */
-    K_INCREMENTAL = 1 << 3,  /* runs over a KV cache (all heads one (B, Htot, S, hd) view) */
-    K_QKV_BIAS = 1 << 4,     /* the seed class's q/k/v projections default to bias=True */
-    K_ATTN_DROPOUT = 1 << 5, /* dropout on the attention weights */
-    K_OUT_DROPOUT = 1 << 6,  /* dropout after the output projection */
-    K_TRIL = 1 << 7,         /* the causal buffer is tril(ones) (nanoGPT), else triu(ones, 1) */
-    K_SAME_WIDTH = 1 << 8,   /* d_out must equal d_in */
-    K_DIV_IN = 1 << 9,       /* d_in must be a multiple of the heads */
-    K_DIV_OUT = 1 << 10,     /* d_out must be a multiple of the heads */
-    K_MULTIHEAD = 1 << 11,   /* one group of num_heads heads over d_out */
-    K_SHARED_QKV = 1 << 12   /* q = k = v = x: backward keeps a gradient per use */
+    K_CAUSAL = ATTN_KIND_CAUSAL, /* the public flags (attn.h) first */
+    K_TAKES_MASK = ATTN_KIND_TAKES_MASK,
+    K_CROSS = ATTN_KIND_CROSS,
+    K_INCREMENTAL = ATTN_KIND_INCREMENTAL, /* all heads one (B, Htot, S, hd) view of each buffer */
+    K_HEADS = ATTN_KIND_HEADS,
+    K_PUBLIC = ATTN_KIND_CAUSAL | ATTN_KIND_TAKES_MASK | ATTN_KIND_CROSS | ATTN_KIND_INCREMENTAL | ATTN_KIND_HEADS,
+    K_QKV_BIAS = 1 << 6,     /* the seed class's q/k/v projections default to bias=True */
+    K_ATTN_DROPOUT = 1 << 7, /* dropout on the attention weights */
+    K_OUT_DROPOUT = 1 << 8,  /* dropout after the output projection */
+    K_TRIL = 1 << 9,         /* the causal buffer is tril(ones) (nanoGPT), else triu(ones, 1) */
+    K_SAME_WIDTH = 1 << 10,  /* d_out must equal d_in */
+    K_DIV_IN = 1 << 11,      /* d_in must be a multiple of the heads */
+    K_DIV_OUT = 1 << 12,     /* d_out must be a multiple of the heads */
+    K_MULTIHEAD = 1 << 13,   /* one group of num_heads heads over d_out */
+    K_SHARED_QKV = 1 << 14   /* q = k = v = x: backward keeps a gradient per use */
 };
 
 typedef struct layer_kind {

@@ -65,7 +65,7 @@ int cmd_heatmap(int argc, char **argv) {
                   B == 1 ? "" : "s", (long long)(B - 1));
         goto done;
     }
-    int cross = in.kind == ATTN_LAYER_CROSS;
+    int cross = (attn_layer_kind_flags(in.kind) & ATTN_KIND_CROSS) != 0;
     if (o.tokens && !(ql = labels("--tokens", o.tokens, S, "queries", &qstore))) goto done;
     if (o.key_tokens && !(kl = labels("--key-tokens", o.key_tokens, Sk, "keys", &kstore))) goto done;
     if (!kl && !cross) kl = ql; /* self-attention: the keys are the same tokens */

@@ -167,10 +167,7 @@ int run_parse(int argc, char **argv, run_opts *o, int heatmap) {
     return 1;
 }
 
-static int kind_needs_heads(attn_layer_kind k) {
-    return k == ATTN_LAYER_MHA || k == ATTN_LAYER_FUSED_MHA || k == ATTN_LAYER_BIDIRECTIONAL ||
-           k == ATTN_LAYER_CAUSAL_MHA || k == ATTN_LAYER_CROSS;
-}
+static int kind_needs_heads(attn_layer_kind k) { return (attn_layer_kind_flags(k) & ATTN_KIND_HEADS) != 0; }
 
 /* The forward of a causal layer fed n tokens at a time through a KV cache
  * (the last chunk shorter); the chunks' outputs are concatenated into
@@ -247,7 +244,7 @@ int run_load(const run_opts *po, run_inputs *in) {
         cli_error("%s: x has an empty dimension", o.input);
         return 1;
     }
-    if (kind == ATTN_LAYER_CROSS) {
+    if (attn_layer_kind_flags(kind) & ATTN_KIND_CROSS) {
         if (!cli_read_float(inf, o.input, "y", &ynd, ys, &in->y)) return 1;
         if (ynd != xnd || (ynd == 3 && ys[0] != B) || ys[ynd - 1] != C || ys[ynd - 2] < 1) {
             cli_error("%s: y must be (%s Sk, %lld) to match x", o.input, xnd == 3 ? "B," : "", (long long)C);
@@ -269,7 +266,7 @@ int run_load(const run_opts *po, run_inputs *in) {
             cli_error("%s: mask must have shape (B, Sk) = (%lld, %lld)", o.input, (long long)B, (long long)Sk);
             return 1;
         }
-        if (kind != ATTN_LAYER_BIDIRECTIONAL && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS) {
+        if (!(attn_layer_kind_flags(kind) & ATTN_KIND_TAKES_MASK)) {
             cli_error("%s does not take a padding mask (bidirectional, causal_mha and cross do)", o.module);
             return 1;
         }
@@ -288,7 +285,9 @@ int run_load(const run_opts *po, run_inputs *in) {
     attn_layer_config_default(&cfg, kind, C, C, o.has_heads ? o.heads : 1);
     cfg.dropout = o.dropout;
     cfg.out_dropout = o.out_dropout;
-    if (o.has_ctx && (kind == ATTN_LAYER_CAUSAL_MHA || kind == ATTN_LAYER_CROSS)) cfg.context_length = o.context_length;
+    unsigned kf = attn_layer_kind_flags(kind);
+    int ctx_setting = (kf & ATTN_KIND_CAUSAL) && !(kf & ATTN_KIND_BUFFER); /* a limit, not a buffer's size */
+    if (o.has_ctx && ctx_setting) cfg.context_length = o.context_length;
     char detail[256];
     if (o.weights) {
         if ((st = attn_st_open(o.weights, &in->wf)) != ATTN_OK) {
@@ -304,8 +303,7 @@ int run_load(const run_opts *po, run_inputs *in) {
         return 1;
     }
     const attn_layer_config *lc = attn_layer_get_config(in->layer);
-    if (o.has_ctx && lc->context_length > 0 && kind != ATTN_LAYER_CAUSAL_MHA && kind != ATTN_LAYER_CROSS &&
-        lc->context_length != o.context_length) {
+    if (o.has_ctx && lc->context_length > 0 && !ctx_setting && lc->context_length != o.context_length) {
         cli_error("--context-length %lld disagrees with the %lld x %lld mask buffer in '%s'",
                   (long long)o.context_length, (long long)lc->context_length, (long long)lc->context_length, o.weights);
         return 1;
@@ -319,8 +317,7 @@ int run_load(const run_opts *po, run_inputs *in) {
         cli_error("input x has width %lld but the %s weights expect %lld", (long long)C, o.module, (long long)lc->d_in);
         return 1;
     }
-    if (lc->context_length > 0 && (S > lc->context_length || Sk > lc->context_length) &&
-        (kind != ATTN_LAYER_FUSED_MHA && kind != ATTN_LAYER_BIDIRECTIONAL)) {
+    if (lc->context_length > 0 && (S > lc->context_length || Sk > lc->context_length) && (kf & ATTN_KIND_CAUSAL)) {
         cli_error("sequence length %lld exceeds the context length %lld", (long long)(S > Sk ? S : Sk),
                   (long long)lc->context_length);
         return 1;
