@@ -4,10 +4,12 @@
  * (the machine's speed drifts); reported: the median time of each and the
  * median over rounds of the GFLOP/s ratio. */
 #include "cli.h"
+#include "opts.h"
 #ifdef ATTN_HAVE_MPI
 #include "cli_ring.h"
 #endif
 #include "base/half.h"
+#include "base/storage.h"
 #include "readbw.h"
 
 #include <cblas.h>
@@ -174,9 +176,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     float *q = frand_buf((size_t)(B * H * D), 4), *o = frand_buf((size_t)(B * H * D), 7);
     int64_t *n = calloc((size_t)B, sizeof *n);
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
-    size_t bytes = (size_t)(2 * B * Hkv * T) * (dt == ATTN_DTYPE_F32    ? (size_t)D * 4
-                                                : dt == ATTN_DTYPE_Q8_0 ? (size_t)(D / 32) * 34
-                                                                        : (size_t)D * 2);
+    size_t bytes = (size_t)(2 * B * Hkv * T) * attn_storage_bytes(dt, D);
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
     if (!kk || !vv || !q || !o || !n || !rd.p) {
         cli_error("bench: out of memory");
@@ -218,155 +218,84 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     return 0;
 }
 
-int cmd_bench(int argc, char **argv) {
-    int64_t B = 1, H = 8, S = 2048, Sk = 0, D = 64, threads = 0, sgemm_n = 2048, Hkv = 0, page = 0;
-    int causal = 0, backward = 0, json = 0, decode = 0, alibi = 0, ring = 0, ring_layout = -1, blas_keep = 0;
-    int64_t window = -1;
-    double softcap = 0.0;
-    attn_dtype kv_dtype = ATTN_DTYPE_F32, qkv_dtype = ATTN_DTYPE_F32;
-    attn_impl impl = ATTN_IMPL_FAST;
-    double min_time = 1.0, p_drop = 0.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t *dst = NULL, lo = 1, hi = 1 << 24;
-        if (!strcmp(a, "--causal"))
-            causal = 1;
-        else if (!strcmp(a, "--backward"))
-            backward = 1;
-        else if (!strcmp(a, "--json"))
-            json = 1;
-        else if (!strcmp(a, "--decode"))
-            decode = 1;
-        else if (!strcmp(a, "--ring"))
-            ring = 1;
-        else if (!strcmp(a, "--blas-env")) {
-            if (!v || (strcmp(v, "keep") && strcmp(v, "clear"))) {
-                cli_error("--blas-env must be keep or clear");
-                return EXIT_USAGE;
-            }
-            blas_keep = !strcmp(v, "keep");
-            i++;
-        } else if (!strcmp(a, "--ring-layout")) {
-            if (!v || (strcmp(v, "contiguous") && strcmp(v, "zigzag"))) {
-                cli_error("--ring-layout must be contiguous or zigzag");
-                return EXIT_USAGE;
-            }
-            ring_layout = !strcmp(v, "zigzag");
-            i++;
-        } else if (!strcmp(a, "--alibi"))
-            alibi = 1;
-        else if (!strcmp(a, "--window"))
-            dst = &window, lo = 0;
-        else if (!strcmp(a, "--softcap")) {
-            char *end;
-            softcap = v ? strtod(v, &end) : -1.0;
-            if (!v || *end || !(softcap > 0.0 && softcap < 1e6)) {
-                cli_error("--softcap must be a positive number");
-                return EXIT_USAGE;
-            }
-            i++;
-        } else if (!strcmp(a, "--kv-heads"))
-            dst = &Hkv;
-        else if (!strcmp(a, "--page-size"))
-            dst = &page, lo = 0;
-        else if (!strcmp(a, "--dtype")) {
-            if (!v || (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16"))) {
-                cli_error("--dtype must be f32, f16 or bf16 (the element type of q, k and v)");
-                return EXIT_USAGE;
-            }
-            qkv_dtype = !strcmp(v, "f32") ? ATTN_DTYPE_F32 : !strcmp(v, "f16") ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
-            i++;
-        } else if (!strcmp(a, "--kv-dtype")) {
-            if (!v || (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "q8_0"))) {
-                cli_error("--kv-dtype must be f32, f16, bf16 or q8_0");
-                return EXIT_USAGE;
-            }
-            kv_dtype = !strcmp(v, "f32")    ? ATTN_DTYPE_F32
-                       : !strcmp(v, "f16")  ? ATTN_DTYPE_F16
-                       : !strcmp(v, "bf16") ? ATTN_DTYPE_BF16
-                                            : ATTN_DTYPE_Q8_0;
-            i++;
-        } else if (!strcmp(a, "--batch"))
-            dst = &B;
-        else if (!strcmp(a, "--heads"))
-            dst = &H;
-        else if (!strcmp(a, "--seq"))
-            dst = &S;
-        else if (!strcmp(a, "--kv-seq"))
-            dst = &Sk;
-        else if (!strcmp(a, "--head-dim"))
-            dst = &D, hi = 4096;
-        else if (!strcmp(a, "--threads"))
-            dst = &threads, hi = 1024;
-        else if (!strcmp(a, "--sgemm-n"))
-            dst = &sgemm_n, lo = 0, hi = 8192;
-        else if (!strcmp(a, "--impl")) {
-            if (!v || (strcmp(v, "fast") && strcmp(v, "ref") && strcmp(v, "auto"))) {
-                cli_error("--impl must be fast, ref or auto");
-                return EXIT_USAGE;
-            }
-            impl = !strcmp(v, "ref") ? ATTN_IMPL_REF : !strcmp(v, "auto") ? ATTN_IMPL_AUTO : ATTN_IMPL_FAST;
-            i++;
-        } else if (!strcmp(a, "--dropout")) {
-            if (!v || !cli_parse_prob(v, &p_drop)) {
-                cli_error("--dropout must be a probability in [0, 1]");
-                return EXIT_USAGE;
-            }
-            i++;
-        } else if (!strcmp(a, "--min-time")) {
-            char *end;
-            min_time = v ? strtod(v, &end) : -1.0;
-            if (!v || *end || !(min_time >= 0.0 && min_time <= 600.0)) {
-                cli_error("--min-time must be seconds in [0, 600]");
-                return EXIT_USAGE;
-            }
-            i++;
-        } else {
-            cli_error("unknown option '%s'", a);
-            return EXIT_USAGE;
-        }
-        if (dst) {
-            if (!v || !cli_parse_i64(v, lo, hi, dst)) {
-                cli_error("%s needs an integer in [%lld, %lld]", a, (long long)lo, (long long)hi);
-                return EXIT_USAGE;
-            }
-            i++;
-        }
-    }
-    if (!Sk) Sk = S;
-    if (threads > 0) cli_set_threads((int)threads);
-    int nthreads = omp_get_max_threads();
-    if (decode) return bench_decode(B, H, Hkv ? Hkv : H, Sk, D, page, kv_dtype, impl, min_time, json);
-    if (ring) {
-#ifdef ATTN_HAVE_MPI
-        int rank, nr;
-        if (!cli_ring_begin(&argc, &argv, &rank, &nr)) {
-            cli_error("bench --ring: MPI did not start");
-            return 1;
-        }
-        int rc = cli_ring_bench(B, H, Hkv ? Hkv : H, S, D, causal, ring_layout, backward, min_time, json);
-        cli_ring_end();
-        return rc;
-#else
-        (void)ring_layout;
-        cli_error("bench --ring needs libattn built with MPI (install libopenmpi-dev and rebuild)");
-        return EXIT_USAGE;
-#endif
-    }
+typedef struct bench_opts {
+    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep;
+    double softcap, min_time, p_drop;
+    int kv_dtype, qkv_dtype, impl; /* attn_dtype, attn_dtype, attn_impl */
+} bench_opts;
 
-    /* The sgemm reference runs with the BLAS at the machine's full ISA: an
-     * environment that pins OpenBLAS lower (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE:
-     * this project's test environment does) would make every ratio flattering.
-     * Unless --blas-env keep, re-run this command without them (OpenBLAS reads
-     * them once, when it loads); the SDPA kernels do not depend on them. */
-    char pinned[256] = "";
+static const int dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+static const int impls[] = {ATTN_IMPL_FAST, ATTN_IMPL_REF, ATTN_IMPL_AUTO};
+#define O(f) offsetof(bench_opts, f)
+static const cli_opt bench_table[] = {
+    {"--batch", OPT_I64, O(B), 0, 1, 1 << 24, NULL, NULL, "B: sequences"},
+    {"--heads", OPT_I64, O(H), 0, 1, 1 << 24, NULL, NULL, "H: query heads"},
+    {"--kv-heads", OPT_I64, O(Hkv), 0, 1, 1 << 24, NULL, NULL, "Hkv: key/value heads (GQA; default H)"},
+    {"--seq", OPT_I64, O(S), 0, 1, 1 << 24, NULL, NULL, "Sq: query length (default 2048)"},
+    {"--kv-seq", OPT_I64, O(Sk), 0, 1, 1 << 24, NULL, NULL,
+     "Sk: key length (default Sq); with --decode the cache length"},
+    {"--head-dim", OPT_I64, O(D), 0, 1, 4096, NULL, NULL, "D: head size (default 64)"},
+    {"--causal", OPT_FLAG, O(causal), 0, 0, 0, NULL, NULL, "causal mask (top-left)"},
+    {"--window", OPT_I64, O(window), 0, 0, 1 << 24, NULL, NULL,
+     "sliding window: keys this far left (and right unless causal)"},
+    {"--softcap", OPT_F64, O(softcap), 0, 0, 1e6, NULL, NULL, "score softcap (0 = off)"},
+    {"--alibi", OPT_FLAG, O(alibi), 0, 0, 0, NULL, NULL, "ALiBi slopes 2^(-8h/H)"},
+    {"--dropout", OPT_PROB, O(p_drop), 0, 0, 0, NULL, NULL, "attention dropout (MKL stream)"},
+    {"--dtype", OPT_CHOICE, O(qkv_dtype), 0, 0, 0, "f32|f16|bf16", dtypes, "element type of q, k and v"},
+    {"--backward", OPT_FLAG, O(backward), 0, 0, 0, NULL, NULL, "time the backward (FLOPs 2.5x the forward's)"},
+    {"--impl", OPT_CHOICE, O(impl), 0, 0, 0, "fast|ref|auto", impls, "SDPA path"},
+    {"--decode", OPT_FLAG, O(decode), 0, 0, 0, NULL, NULL,
+     "one query per head against a KV cache of --kv-seq tokens; GB/s"},
+    {"--kv-dtype", OPT_CHOICE, O(kv_dtype), 0, 0, 0, "f32|f16|bf16|q8_0", dtypes, "--decode: the cache's storage"},
+    {"--page-size", OPT_I64, O(page), 0, 0, 1 << 24, NULL, NULL, "--decode: tokens per page (0 = contiguous)"},
+    {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
+    {"--sgemm-n", OPT_I64, O(sgemm_n), 0, 0, 8192, NULL, NULL, "N of the same-run sgemm reference (0 = none)"},
+    {"--blas-env", OPT_CHOICE, O(blas_keep), 0, 0, 0, "clear|keep", NULL,
+     "clear: re-run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the sgemm reference"},
+    {"--min-time", OPT_F64, O(min_time), 0, 0, 600, NULL, NULL, "seconds to time (alternating rounds)"},
+    {"--json", OPT_FLAG, O(json), 0, 0, 0, NULL, NULL, "one JSON line"},
+    {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL, "ring attention over the MPI ranks"},
+    {"--ring-layout", OPT_CHOICE, O(ring_layout), 0, 0, 0, "contiguous|zigzag", NULL, "--ring: sequence sharding"},
+};
+#undef O
+
+static int bench_parse(int argc, char **argv, bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->B = 1, o->H = 8, o->S = 2048, o->D = 64, o->sgemm_n = 2048, o->window = -1, o->ring_layout = -1;
+    o->kv_dtype = o->qkv_dtype = ATTN_DTYPE_F32, o->impl = ATTN_IMPL_FAST, o->min_time = 1.0;
+    int r = cli_parse_opts("bench", "[options]", bench_table, (int)(sizeof bench_table / sizeof bench_table[0]), argc,
+                           argv, o);
+    if (r <= 0) return r;
+    if (o->qkv_dtype == ATTN_DTYPE_Q8_0) {
+        cli_error("--dtype must be f32, f16 or bf16 (the element type of q, k and v)");
+        return 0;
+    }
+    if (!o->Sk) o->Sk = o->S;
+    if (!o->Hkv) o->Hkv = o->H;
+    if (o->H % o->Hkv) {
+        cli_error("--heads must be a multiple of --kv-heads");
+        return 0;
+    }
+    return 1;
+}
+
+/* The sgemm reference runs with the BLAS at the machine's full ISA: an
+ * environment that pins OpenBLAS lower (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE:
+ * this project's test environment does) would make every ratio flattering.
+ * Unless --blas-env keep, re-run this command without them (OpenBLAS reads
+ * them once, when it loads); the SDPA kernels do not depend on them. Fills
+ * what was pinned, what the re-run cleared and a note for the report. */
+static void blas_env(const bench_opts *o, char **argv, char *pinned, size_t pl, const char **was, char *note,
+                     size_t nl) {
+    pinned[0] = 0;
     for (int e = 0; e < 2; e++) {
         const char *name = e ? "OPENBLAS_L2_SIZE" : "OPENBLAS_CORETYPE", *val = getenv(name);
         if (val && *val)
-            snprintf(pinned + strlen(pinned), sizeof pinned - strlen(pinned), "%s%s=%s", *pinned ? " " : "", name, val);
+            snprintf(pinned + strlen(pinned), pl - strlen(pinned), "%s%s=%s", *pinned ? " " : "", name, val);
     }
-    const char *was = getenv("ATTN_BENCH_BLAS_WAS"); /* set by the re-run: what the caller's environment pinned */
-    if (sgemm_n > 0 && *pinned && !blas_keep && !was) {
+    *was = getenv("ATTN_BENCH_BLAS_WAS"); /* set by the re-run: what the caller's environment pinned */
+    if (o->sgemm_n > 0 && *pinned && !o->blas_keep && !*was) {
         setenv("ATTN_BENCH_BLAS_WAS", pinned, 1);
         unsetenv("OPENBLAS_CORETYPE"), unsetenv("OPENBLAS_L2_SIZE");
         fflush(stdout);
@@ -374,134 +303,165 @@ int cmd_bench(int argc, char **argv) {
         cli_error("bench: cannot re-run without %s: the sgemm reference below is pinned", pinned);
     }
     const char *core = openblas_get_corename();
-    char blas_note[384];
     if (*pinned)
-        snprintf(blas_note, sizeof blas_note, "OpenBLAS %s, PINNED by %s: ratios are against a restricted BLAS",
-                 core ? core : "?", pinned);
-    else if (was && *was)
-        snprintf(blas_note, sizeof blas_note, "OpenBLAS %s, unrestricted (re-run without %s)", core ? core : "?", was);
+        snprintf(note, nl, "OpenBLAS %s, PINNED by %s: ratios are against a restricted BLAS", core ? core : "?",
+                 pinned);
+    else if (*was && **was)
+        snprintf(note, nl, "OpenBLAS %s, unrestricted (re-run without %s)", core ? core : "?", *was);
     else
-        snprintf(blas_note, sizeof blas_note, "OpenBLAS %s", core ? core : "?");
+        snprintf(note, nl, "OpenBLAS %s", core ? core : "?");
+}
 
-    /* sgemm reference point, same threads, timed in alternation with the
-     * SDPA so both see the same machine (this VM's speed drifts) */
-    sg_ctx sg = {(int)sgemm_n, NULL, NULL, NULL};
-    if (sgemm_n > 0) {
-        size_t n2 = (size_t)(sgemm_n * sgemm_n);
-        sg.a = frand_buf(n2, 1), sg.b = frand_buf(n2, 2), sg.c = frand_buf(n2, 3);
-        if (!sg.a || !sg.b || !sg.c) {
-            cli_error("bench: out of memory");
-            return 1;
-        }
-    }
-
-    if (!Hkv) Hkv = H;
-    if (H % Hkv) {
-        cli_error("--heads must be a multiple of --kv-heads");
-        return EXIT_USAGE;
-    }
-    size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * Hkv * Sk * D), nl = (size_t)(B * H * S);
-    sd_ctx c;
-    memset(&c, 0, sizeof c);
-    attn_sdpa_desc_init(&c.d, B, H, S, Sk, D, D);
-    c.d.Hkv = Hkv;
-    c.d.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-    c.d.impl = impl;
-    if (window >= 0) c.d.window = 1, c.d.window_left = window, c.d.window_right = causal ? 0 : window;
-    c.d.softcap = (float)softcap;
-    float *slopes = malloc((size_t)H * sizeof *slopes);
-    if (!slopes) return 1;
-    for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
-    if (alibi) c.d.alibi_slopes = slopes;
-    attn_dropout drop;
-    memset(&drop, 0, sizeof drop);
-    if (p_drop > 0.0) { /* the MKL stream (random access, generated inside the tiles) */
-        attn_generator gen;
-        attn_generator_seed(&gen, 0);
-        if (attn_dropout_begin(&gen, p_drop, (uint64_t)nl * (uint64_t)Sk, &drop) != ATTN_OK) {
-            cli_error("bench: dropout setup failed");
-            return 1;
-        }
-        c.d.dropout = &drop;
-    }
-    float *q = frand_buf(nq, 4), *k = frand_buf(nk, 5), *v = frand_buf(nk, 6), *o = frand_buf(nq, 7);
-    float *go = backward ? frand_buf(nq, 8) : NULL, *dq = backward ? frand_buf(nq, 9) : NULL;
-    float *dk = backward ? frand_buf(nk, 10) : NULL, *dvv = backward ? frand_buf(nk, 11) : NULL;
-    c.lse = malloc(nl * sizeof(float));
-    if (!q || !k || !v || !o || !c.lse || (backward && (!go || !dq || !dk || !dvv))) {
-        cli_error("bench: out of memory for B=%lld H=%lld S=%lld D=%lld", (long long)B, (long long)H, (long long)S,
-                  (long long)D);
-        return 1;
-    }
-    if (qkv_dtype != ATTN_DTYPE_F32) { /* 16-bit inputs: converted in place (the patterns fill the front half) */
-        float *bufs[3] = {q, k, v};
-        size_t ns[3] = {nq, nk, nk};
-        for (int t = 0; t < 3; t++) {
-            uint16_t *u = (uint16_t *)(void *)bufs[t];
-            for (size_t i = 0; i < ns[t]; i++)
-                u[i] = qkv_dtype == ATTN_DTYPE_F16 ? attn_f32_to_f16(bufs[t][i]) : attn_f32_to_bf16(bufs[t][i]);
-        }
-        c.d.qkv_dtype = qkv_dtype;
-    }
-    attn_view vq = {q, H * S * D, S * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * D, Sk * D, D};
-    attn_view vo = {o, H * S * D, S * D, D};
-    c.q = vq, c.k = vk, c.v = vv, c.o = vo;
-    if (backward) {
-        attn_view vgo = {go, H * S * D, S * D, D}, vdq = {dq, H * S * D, S * D, D};
-        attn_view vdk = {dk, Hkv * Sk * D, Sk * D, D}, vdv = {dvv, Hkv * Sk * D, Sk * D, D};
-        c.go = vgo, c.dq = vdq, c.dk = vdk, c.dv = vdv;
-        if (run_sdpa(&c)) return 1; /* forward once: out and lse for backward */
-    }
-    c.backward = backward;
-    /* FLOPs of the visible (query, key) pairs: the full S x Sk, halved when
-     * causal; a window counts only the keys it shows */
-    double pairs = (double)S * (double)Sk * (causal ? 0.5 : 1.0);
-    if (window >= 0) {
+/* FLOPs of the visible (query, key) pairs: the full S x Sk, halved when
+ * causal; a window counts only the keys it shows */
+static double prefill_flops(const bench_opts *o) {
+    double pairs = (double)o->S * (double)o->Sk * (o->causal ? 0.5 : 1.0);
+    if (o->window >= 0) {
         pairs = 0.0;
-        for (int64_t i = 0; i < S; i++) {
-            int64_t lo = i - window < 0 ? 0 : i - window,
-                    hi = causal ? i + 1 : (i + window + 1 < Sk ? i + window + 1 : Sk);
+        for (int64_t i = 0; i < o->S; i++) {
+            int64_t lo = i - o->window < 0 ? 0 : i - o->window,
+                    hi = o->causal ? i + 1 : (i + o->window + 1 < o->Sk ? i + o->window + 1 : o->Sk);
             pairs += (double)(hi > lo ? hi - lo : 0);
         }
     }
-    double flops = 4.0 * (double)B * (double)H * pairs * (double)D;
-    if (backward) flops *= 2.5;
-    double sg_flops = 2.0 * (double)sgemm_n * (double)sgemm_n * (double)sgemm_n;
-    bench_result r;
-    if (time_pair(run_sdpa, &c, flops, sgemm_n > 0 ? run_sgemm : NULL, &sg, sg_flops, min_time, &r)) return 1;
-    int reps = r.reps;
-    double t = r.ta, gflops = flops / t * 1e-9, ratio = r.ratio;
-    double sg_ms = r.tb * 1e3, sg_gflops = r.tb > 0 ? sg_flops / r.tb * 1e-9 : 0.0;
-    const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
-    if (json) {
+    return 4.0 * (double)o->B * (double)o->H * pairs * (double)o->D * (o->backward ? 2.5 : 1.0);
+}
+
+/* the problem's tensors (16-bit inputs converted in place: the patterns fill
+ * the front half) and descriptor; 0 when out of memory */
+static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *slopes, attn_dropout *drop) {
+    int64_t B = o->B, H = o->H, S = o->S, Sk = o->Sk, D = o->D, Hkv = o->Hkv;
+    size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * Hkv * Sk * D), nl = (size_t)(B * H * S);
+    memset(c, 0, sizeof *c);
+    attn_sdpa_desc_init(&c->d, B, H, S, Sk, D, D);
+    c->d.Hkv = Hkv;
+    c->d.causal = o->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    c->d.impl = (attn_impl)o->impl;
+    if (o->window >= 0) c->d.window = 1, c->d.window_left = o->window, c->d.window_right = o->causal ? 0 : o->window;
+    c->d.softcap = (float)o->softcap;
+    for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
+    if (o->alibi) c->d.alibi_slopes = slopes;
+    memset(drop, 0, sizeof *drop);
+    if (o->p_drop > 0.0) { /* the MKL stream (random access, generated inside the tiles) */
+        attn_generator gen;
+        attn_generator_seed(&gen, 0);
+        if (attn_dropout_begin(&gen, o->p_drop, (uint64_t)nl * (uint64_t)Sk, drop) != ATTN_OK) return 0;
+        c->d.dropout = drop;
+    }
+    size_t ns[8] = {nq, nk, nk, nq, nq, nq, nk, nk};
+    for (int t = 0; t < 8; t++) bufs[t] = t < 4 || o->backward ? frand_buf(ns[t], (uint32_t)(4 + t)) : NULL;
+    c->lse = malloc(nl * sizeof(float));
+    for (int t = 0; t < 8; t++)
+        if (!bufs[t] && (t < 4 || o->backward)) return 0;
+    if (!c->lse) return 0;
+    if (o->qkv_dtype != ATTN_DTYPE_F32) {
+        for (int t = 0; t < 3; t++) {
+            uint16_t *u = (uint16_t *)(void *)bufs[t];
+            for (size_t i = 0; i < ns[t]; i++)
+                u[i] = o->qkv_dtype == ATTN_DTYPE_F16 ? attn_f32_to_f16(bufs[t][i]) : attn_f32_to_bf16(bufs[t][i]);
+        }
+        c->d.qkv_dtype = (attn_dtype)o->qkv_dtype;
+    }
+    attn_view *views[8] = {&c->q, &c->k, &c->v, &c->o, &c->go, &c->dq, &c->dk, &c->dv};
+    for (int t = 0; t < 8; t++) {
+        int64_t rows = t == 1 || t == 2 || t >= 6 ? Hkv * Sk : H * S, seq = t == 1 || t == 2 || t >= 6 ? Sk : S;
+        *views[t] = (attn_view){bufs[t], rows * D, seq * D, D};
+    }
+    return 1;
+}
+
+static void prefill_report(const bench_opts *o, const bench_result *r, double flops, double sg_flops,
+                           const char *pinned, const char *was, const char *blas_note) {
+    double t = r->ta, gflops = flops / t * 1e-9, sg_ms = r->tb * 1e3,
+           sg_gflops = r->tb > 0 ? sg_flops / r->tb * 1e-9 : 0.0;
+    const char *kern = o->impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name(), *core = openblas_get_corename();
+    const char *op = o->backward ? "backward" : "forward", *impl = o->impl == ATTN_IMPL_REF ? "ref" : "fast";
+    int nthreads = omp_get_max_threads();
+    if (o->json) {
         printf(
             "{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
             "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"Sq\": %lld, "
             "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
             "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
             "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\"}\n",
-            backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H,
-            (long long)Hkv, (long long)window, softcap, alibi ? "true" : "false", (long long)S, (long long)Sk,
-            (long long)D, causal ? "true" : "false", nthreads, reps, t * 1e3, gflops, (long long)sgemm_n, sg_ms,
-            sg_gflops, ratio, core ? core : "?", pinned, was ? was : "");
-    } else {
-        char feat[96] = "";
-        int fl = 0;
-        if (Hkv != H) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " Hkv=%lld", (long long)Hkv);
-        if (window >= 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " window=%lld", (long long)window);
-        if (softcap > 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " softcap=%g", softcap);
-        if (alibi) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
-        if (qkv_dtype != ATTN_DTYPE_F32)
-            snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
-        printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s",
-               backward ? "backward" : "forward", impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B,
-               (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "", feat, nthreads,
-               t * 1e3, gflops);
-        if (sgemm_n > 0)
-            printf("; sgemm %lld^3: %.1f GFLOP/s (%s); ratio %.2f", (long long)sgemm_n, sg_gflops, blas_note, ratio);
-        printf("\n");
+            op, impl, kern, (long long)o->B, (long long)o->H, (long long)o->Hkv, (long long)o->window, o->softcap,
+            o->alibi ? "true" : "false", (long long)o->S, (long long)o->Sk, (long long)o->D,
+            o->causal ? "true" : "false", nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops,
+            r->ratio, core ? core : "?", pinned, was ? was : "");
+        return;
     }
-    free(q), free(k), free(v), free(o), free(go), free(dq), free(dk), free(dvv), free(c.lse), free(slopes);
-    free(sg.a), free(sg.b), free(sg.c);
-    return 0;
+    char feat[96] = "";
+    int fl = 0;
+    if (o->Hkv != o->H) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " Hkv=%lld", (long long)o->Hkv);
+    if (o->window >= 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " window=%lld", (long long)o->window);
+    if (o->softcap > 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " softcap=%g", o->softcap);
+    if (o->alibi) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
+    if (o->qkv_dtype != ATTN_DTYPE_F32)
+        snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", o->qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
+    printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s", op,
+           impl, kern, (long long)o->B, (long long)o->H, (long long)o->S, (long long)o->Sk, (long long)o->D,
+           o->causal ? " causal" : "", feat, nthreads, t * 1e3, gflops);
+    if (o->sgemm_n > 0)
+        printf("; sgemm %lld^3: %.1f GFLOP/s (%s); ratio %.2f", (long long)o->sgemm_n, sg_gflops, blas_note, r->ratio);
+    printf("\n");
+}
+
+static int bench_ring(const bench_opts *o, int argc, char **argv) {
+#ifdef ATTN_HAVE_MPI
+    int rank, nr;
+    if (!cli_ring_begin(&argc, &argv, &rank, &nr)) {
+        cli_error("bench --ring: MPI did not start");
+        return 1;
+    }
+    int rc =
+        cli_ring_bench(o->B, o->H, o->Hkv, o->S, o->D, o->causal, o->ring_layout, o->backward, o->min_time, o->json);
+    cli_ring_end();
+    return rc;
+#else
+    (void)o, (void)argc, (void)argv;
+    cli_error("bench --ring needs libattn built with MPI (install libopenmpi-dev and rebuild)");
+    return EXIT_USAGE;
+#endif
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int pr = bench_parse(argc, argv, &o);
+    if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
+    if (o.threads > 0) cli_set_threads((int)o.threads);
+    if (o.decode)
+        return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl, o.min_time,
+                            o.json);
+    if (o.ring) return bench_ring(&o, argc, argv);
+    char pinned[256], blas_note[384];
+    const char *was;
+    blas_env(&o, argv, pinned, sizeof pinned, &was, blas_note, sizeof blas_note);
+    /* sgemm reference point, same threads, timed in alternation with the
+     * SDPA so both see the same machine (this VM's speed drifts) */
+    sg_ctx sg = {(int)o.sgemm_n, NULL, NULL, NULL};
+    float *bufs[8] = {0}, *slopes = malloc((size_t)o.H * sizeof *slopes);
+    sd_ctx c;
+    attn_dropout drop;
+    int rc = 1;
+    memset(&c, 0, sizeof c);
+    if (o.sgemm_n > 0) {
+        size_t n2 = (size_t)(o.sgemm_n * o.sgemm_n);
+        sg.a = frand_buf(n2, 1), sg.b = frand_buf(n2, 2), sg.c = frand_buf(n2, 3);
+    }
+    if (!slopes || (o.sgemm_n > 0 && (!sg.a || !sg.b || !sg.c)) || !prefill_setup(&o, &c, bufs, slopes, &drop)) {
+        cli_error("bench: out of memory for B=%lld H=%lld S=%lld D=%lld", (long long)o.B, (long long)o.H,
+                  (long long)o.S, (long long)o.D);
+        goto done;
+    }
+    if (o.backward && run_sdpa(&c)) goto done; /* forward once: out and lse for backward */
+    c.backward = o.backward;
+    double flops = prefill_flops(&o), sg_flops = 2.0 * (double)o.sgemm_n * (double)o.sgemm_n * (double)o.sgemm_n;
+    bench_result r;
+    if (time_pair(run_sdpa, &c, flops, o.sgemm_n > 0 ? run_sgemm : NULL, &sg, sg_flops, o.min_time, &r)) goto done;
+    prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note);
+    rc = 0;
+done:
+    for (int t = 0; t < 8; t++) free(bufs[t]);
+    free(c.lse), free(slopes), free(sg.a), free(sg.b), free(sg.c);
+    return rc;
 }

@@ -42,7 +42,8 @@ static char **labels(const char *opt, const char *list, int64_t want, const char
 
 int cmd_heatmap(int argc, char **argv) {
     run_opts o;
-    if (!run_parse(argc, argv, &o, 1)) return EXIT_USAGE;
+    int pr = run_parse(argc, argv, &o, 1);
+    if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (!heatmap_format_ok(o.output)) {
         cli_error("heatmap: --output must end in .svg or .png, got '%s'", o.output);
         return EXIT_USAGE;
@@ -85,7 +86,7 @@ int cmd_heatmap(int argc, char **argv) {
     attn_generator gen;
     attn_generator_seed(&gen, (uint64_t)o.seed);
     attn_generator_set_flavor(&gen, o.flavor);
-    attn_forward_args fa = {in.x, B, S, in.y, Sk, in.mask, o.train, &gen, o.impl, NULL};
+    attn_forward_args fa = {in.x, B, S, in.y, Sk, in.mask, o.train, &gen, (attn_impl)o.impl, NULL};
     attn_status st = attn_layer_attention_weights(in.layer, &fa, sc, w);
     if (st != ATTN_OK) {
         cli_error("%s: attention weights: %s", o.module, attn_status_string(st));

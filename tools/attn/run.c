@@ -7,139 +7,103 @@
  *              (cross) and grad.<state_dict key> for every parameter.
  *              Written atomically. */
 #include "cli.h"
+#include "opts.h"
 #include "run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define O(f) offsetof(run_opts, f)
+#define RUN_COMMON                                                                                                     \
+    {NULL,                                                                                                             \
+     OPT_STR,                                                                                                          \
+     O(module),                                                                                                        \
+     0,                                                                                                                \
+     0,                                                                                                                \
+     0,                                                                                                                \
+     NULL,                                                                                                             \
+     NULL,                                                                                                             \
+     "the layer kind: simple, sa_v1, sa_v2, causal, mha_wrapper, mha, "                                                \
+     "gpt_mha, single_head, fused_mha, bidirectional, causal_mha, cross"},                                             \
+        {"--weights", OPT_STR, O(weights), 0, 0, 0, NULL, NULL, "the layer's state_dict as safetensors"},              \
+        {"--input", OPT_STR, O(input), 0, 0, 0, NULL, NULL, "safetensors with x [y, mask, grad_out]"},                 \
+        {"--output", OPT_STR, O(output), 0, 0, 0, NULL, NULL, "the file to write"},                                    \
+        {"--heads", OPT_I64, O(heads), CLI_SEEN(run_opts, has_heads), 1, 65536, NULL, NULL, "attention heads"},        \
+        {"--context-length",                                                                                           \
+         OPT_I64,                                                                                                      \
+         O(context_length),                                                                                            \
+         CLI_SEEN(run_opts, has_ctx),                                                                                  \
+         1,                                                                                                            \
+         1 << 20,                                                                                                      \
+         NULL,                                                                                                         \
+         NULL,                                                                                                         \
+         "the mask buffers' size (or the causal limit)"},                                                              \
+        {"--dropout", OPT_PROB, O(dropout), 0, 0, 0, NULL, NULL, "attention dropout (with --train)"},                  \
+        {"--out-dropout",                                                                                              \
+         OPT_PROB,                                                                                                     \
+         O(out_dropout),                                                                                               \
+         CLI_SEEN(run_opts, has_out_dropout),                                                                          \
+         0,                                                                                                            \
+         0,                                                                                                            \
+         NULL,                                                                                                         \
+         NULL,                                                                                                         \
+         "output dropout (default --dropout)"},                                                                        \
+        {"--train", OPT_FLAG, O(train), 0, 0, 0, NULL, NULL, "train mode: dropout on (needs --seed)"},                 \
+        {"--seed",                                                                                                     \
+         OPT_I64,                                                                                                      \
+         O(seed),                                                                                                      \
+         CLI_SEEN(run_opts, has_seed),                                                                                 \
+         0,                                                                                                            \
+         9.3e18,                                                                                                       \
+         NULL,                                                                                                         \
+         NULL,                                                                                                         \
+         "torch.manual_seed in force before forward"},                                                                 \
+        {"--torch-flavor",                                                                                             \
+         OPT_FLAVOR,                                                                                                   \
+         O(flavor),                                                                                                    \
+         0,                                                                                                            \
+         0,                                                                                                            \
+         0,                                                                                                            \
+         NULL,                                                                                                         \
+         NULL,                                                                                                         \
+         "dropout stream of PyTorch builds (default mkl)"},                                                            \
+        {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"}, {                       \
+        "--impl", OPT_CHOICE, O(impl), 0, 0, 0, "auto|ref|fast", NULL, "SDPA path"                                     \
+    }
+static const cli_opt run_table[] = {
+    RUN_COMMON,
+    {"--grad", OPT_FLAG, O(grad), 0, 0, 0, NULL, NULL, "also the backward of grad_out"},
+    {"--incremental", OPT_I64, O(incremental), 0, 1, INT32_MAX, NULL, NULL,
+     "feed N tokens at a time through a KV cache"},
+};
+static const cli_opt heatmap_table[] = {
+    RUN_COMMON,
+    {"--head", OPT_I64, O(head), 0, 0, INT32_MAX, NULL, NULL, "only this head"},
+    {"--batch", OPT_I64, O(batch), 0, 0, INT32_MAX, NULL, NULL, "only this batch row"},
+    {"--vmax", OPT_STR, O(vmax_s), 0, 0, 0, NULL, NULL, "'auto' or the weight at full colour"},
+    {"--tokens", OPT_STR, O(tokens), 0, 0, 0, NULL, NULL, "query labels, comma-separated"},
+    {"--key-tokens", OPT_STR, O(key_tokens), 0, 0, 0, NULL, NULL, "key labels, comma-separated"},
+};
+#undef O
+
 int run_parse(int argc, char **argv, run_opts *o, int heatmap) {
     memset(o, 0, sizeof *o);
     o->head = o->batch = -1;
     o->flavor = ATTN_TORCH_MKL; /* one documented default, never inferred from the machine */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE                                                                                                     \
-    do {                                                                                                               \
-        if (!v) {                                                                                                      \
-            cli_error("option %s needs a value", a);                                                                   \
-            return 0;                                                                                                  \
-        }                                                                                                              \
-        i++;                                                                                                           \
-    } while (0)
-        if (a[0] != '-') {
-            if (o->module) {
-                cli_error("unexpected argument '%s'", a);
-                return 0;
-            }
-            o->module = a;
-        } else if (!strcmp(a, "--weights")) {
-            NEED_VALUE;
-            o->weights = v;
-        } else if (!strcmp(a, "--input")) {
-            NEED_VALUE;
-            o->input = v;
-        } else if (!strcmp(a, "--output")) {
-            NEED_VALUE;
-            o->output = v;
-        } else if (!strcmp(a, "--heads")) {
-            NEED_VALUE;
-            if (!cli_parse_i64(v, 1, 65536, &o->heads)) {
-                cli_error("--heads must be an integer in [1, 65536], got '%s'", v);
-                return 0;
-            }
-            o->has_heads = 1;
-        } else if (!strcmp(a, "--context-length")) {
-            NEED_VALUE;
-            if (!cli_parse_i64(v, 1, 1 << 20, &o->context_length)) {
-                cli_error("--context-length must be an integer in [1, 1048576], got '%s'", v);
-                return 0;
-            }
-            o->has_ctx = 1;
-        } else if (!strcmp(a, "--dropout") || !strcmp(a, "--out-dropout")) {
-            NEED_VALUE;
-            double p;
-            if (!cli_parse_prob(v, &p)) {
-                cli_error("%s must be a probability in [0, 1], got '%s'", a, v);
-                return 0;
-            }
-            if (!strcmp(a, "--dropout"))
-                o->dropout = p;
-            else
-                o->out_dropout = p, o->has_out_dropout = 1;
-        } else if (!strcmp(a, "--seed")) {
-            NEED_VALUE;
-            if (!cli_parse_i64(v, 0, INT64_MAX, &o->seed)) {
-                cli_error("--seed must be a non-negative integer, got '%s'", v);
-                return 0;
-            }
-            o->has_seed = 1;
-        } else if (!strcmp(a, "--threads")) {
-            NEED_VALUE;
-            if (!cli_parse_i64(v, 1, 1024, &o->threads)) {
-                cli_error("--threads must be an integer in [1, 1024], got '%s'", v);
-                return 0;
-            }
-        } else if (!strcmp(a, "--impl")) {
-            NEED_VALUE;
-            if (!strcmp(v, "auto"))
-                o->impl = ATTN_IMPL_AUTO;
-            else if (!strcmp(v, "ref"))
-                o->impl = ATTN_IMPL_REF;
-            else if (!strcmp(v, "fast"))
-                o->impl = ATTN_IMPL_FAST;
-            else {
-                cli_error("--impl must be auto, ref or fast, got '%s'", v);
-                return 0;
-            }
-        } else if (!strcmp(a, "--torch-flavor")) {
-            NEED_VALUE;
-            if (!cli_parse_flavor(v, &o->flavor)) {
-                cli_error("--torch-flavor must be mkl or nomkl, got '%s'", v);
-                return 0;
-            }
-        } else if (!heatmap && !strcmp(a, "--incremental")) {
-            NEED_VALUE;
-            if (!cli_parse_i64(v, 1, INT32_MAX, &o->incremental)) {
-                cli_error("--incremental needs a chunk size >= 1, got '%s'", v);
-                return 0;
-            }
-        } else if (heatmap && (!strcmp(a, "--head") || !strcmp(a, "--batch"))) {
-            NEED_VALUE;
-            int64_t n;
-            if (!cli_parse_i64(v, 0, INT32_MAX, &n)) {
-                cli_error("%s must be a non-negative integer, got '%s'", a, v);
-                return 0;
-            }
-            if (!strcmp(a, "--head"))
-                o->head = n;
-            else
-                o->batch = n;
-        } else if (heatmap && !strcmp(a, "--vmax")) {
-            NEED_VALUE;
-            char *end = NULL;
-            double x = strcmp(v, "auto") ? strtod(v, &end) : -1.0;
-            if (strcmp(v, "auto") && (!end || *end || !(x > 0.0) || x > 1e30)) {
-                cli_error("--vmax must be 'auto' or a positive number, got '%s'", v);
-                return 0;
-            }
-            o->vmax = (float)x;
-        } else if (heatmap && (!strcmp(a, "--tokens") || !strcmp(a, "--key-tokens"))) {
-            NEED_VALUE;
-            if (!strcmp(a, "--tokens"))
-                o->tokens = v;
-            else
-                o->key_tokens = v;
-        } else if (!strcmp(a, "--train")) {
-            o->train = 1;
-        } else if (!heatmap && !strcmp(a, "--grad")) {
-            o->grad = 1;
-        } else {
-            cli_error("unknown option '%s'", a);
+    int r = heatmap ? cli_parse_opts("heatmap", "MODULE --input I --output O.png [options]", heatmap_table,
+                                     (int)(sizeof heatmap_table / sizeof heatmap_table[0]), argc, argv, o)
+                    : cli_parse_opts("run", "MODULE --weights W --input I --output O [options]", run_table,
+                                     (int)(sizeof run_table / sizeof run_table[0]), argc, argv, o);
+    if (r <= 0) return r;
+    if (o->vmax_s) {
+        char *end = NULL;
+        double x = strcmp(o->vmax_s, "auto") ? strtod(o->vmax_s, &end) : -1.0;
+        if (strcmp(o->vmax_s, "auto") && (!end || *end || !(x > 0.0) || x > 1e30)) {
+            cli_error("--vmax must be 'auto' or a positive number, got '%s'", o->vmax_s);
             return 0;
         }
-#undef NEED_VALUE
+        o->vmax = (float)x;
     }
     const char *cmd = heatmap ? "heatmap" : "run";
     if (!o->module) {
@@ -335,7 +299,8 @@ void run_inputs_free(run_inputs *in) {
 
 int cmd_run(int argc, char **argv) {
     run_opts o;
-    if (!run_parse(argc, argv, &o, 0)) return EXIT_USAGE;
+    int pr = run_parse(argc, argv, &o, 0);
+    if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     run_inputs in;
     int rc = run_load(&o, &in);
     if (rc) {
@@ -360,7 +325,7 @@ int cmd_run(int argc, char **argv) {
     attn_generator gen;
     attn_generator_seed(&gen, (uint64_t)o.seed);
     attn_generator_set_flavor(&gen, o.flavor);
-    attn_forward_args fa = {x, B, S, y, Sk, mask, o.train, &gen, o.impl, out};
+    attn_forward_args fa = {x, B, S, y, Sk, mask, o.train, &gen, (attn_impl)o.impl, out};
     if (o.incremental) { /* through the layer's KV cache, N tokens at a time */
         if (run_incremental(layer, &fa, C, W, o.incremental, o.module)) goto done;
     } else if ((st = attn_layer_forward(layer, &fa)) != ATTN_OK) {

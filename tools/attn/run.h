@@ -12,11 +12,11 @@ typedef struct run_opts {
     int64_t heads, context_length, seed, threads, incremental;
     int has_heads, has_ctx, has_seed, has_out_dropout, train, grad;
     double dropout, out_dropout;
-    attn_impl impl;
+    int impl; /* attn_impl */
     attn_torch_flavor flavor;
     /* heatmap only */
     int64_t head, batch; /* -1 = not given */
-    const char *tokens, *key_tokens;
+    const char *tokens, *key_tokens, *vmax_s;
     float vmax; /* 0 default, < 0 auto */
 } run_opts;
 
@@ -32,7 +32,8 @@ typedef struct run_inputs {
 } run_inputs;
 
 /* Parse the options of `attn run` (heatmap = 0) or `attn heatmap` (1).
- * Prints the error and returns 0 on a bad command line. */
+ * Prints the error and returns 0 on a bad command line, -1 after printing
+ * the help. */
 int run_parse(int argc, char **argv, run_opts *o, int heatmap);
 /* Read the input file and build the layer from the weights. Prints the
  * error and returns its exit code (EXIT_USAGE or 1), 0 on success; the

@@ -5,6 +5,7 @@
  *           alibi_slopes (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad
  *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv */
 #include "cli.h"
+#include "opts.h"
 #ifdef ATTN_HAVE_MPI
 #include "cli_ring.h"
 #endif
@@ -16,103 +17,42 @@
 
 typedef struct sdpa_opts {
     const char *input, *output;
-    attn_causal causal;
-    double scale;
+    int causal; /* attn_causal */
+    double scale, softcap;
     int has_scale, has_wl, has_wr, grad, ring, layout; /* layout: -1 = by the mask (zigzag when causal) */
     int64_t wl, wr, threads;
-    double softcap;
-    attn_impl impl;
+    int impl; /* attn_impl */
 } sdpa_opts;
 
-static int parse_f64(const char *s, double *out) {
-    if (!s || !*s) return 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || !isfinite(v)) return 0;
-    *out = v;
-    return 1;
-}
+#define O(f) offsetof(sdpa_opts, f)
+static const cli_opt sdpa_table[] = {
+    {"--input", OPT_STR, O(input), 0, 0, 0, NULL, NULL,
+     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, grad_out]"},
+    {"--output", OPT_STR, O(output), 0, 0, 0, NULL, NULL, "safetensors to write: out, lse [dq, dk, dv]"},
+    {"--causal", OPT_CHOICE, O(causal), 0, 0, 0, "none|top-left|bottom-right", NULL, "causal mask alignment"},
+    {"--scale", OPT_F64, O(scale), CLI_SEEN(sdpa_opts, has_scale), -1e30, 1e30, NULL, NULL,
+     "score scale (default 1/sqrt(D))"},
+    {"--window-left", OPT_I64, O(wl), CLI_SEEN(sdpa_opts, has_wl), -1, INT64_MAX, NULL, NULL,
+     "keys visible left of the diagonal (-1 = unbounded)"},
+    {"--window-right", OPT_I64, O(wr), CLI_SEEN(sdpa_opts, has_wr), -1, INT64_MAX, NULL, NULL,
+     "keys visible right of the diagonal (-1 = unbounded)"},
+    {"--softcap", OPT_F64, O(softcap), 0, 0, 1e30, NULL, NULL, "cap * tanh(s / cap) on the scores (0 = off)"},
+    {"--impl", OPT_CHOICE, O(impl), 0, 0, 0, "auto|ref|fast", NULL, "SDPA path"},
+    {"--grad", OPT_FLAG, O(grad), 0, 0, 0, NULL, NULL, "also the backward of grad_out: dq, dk, dv"},
+    {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
+    {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL,
+     "ring attention over the MPI ranks (mpirun -np N attn sdpa --ring)"},
+    {"--ring-layout", OPT_CHOICE, O(layout), 0, 0, 0, "contiguous|zigzag", NULL,
+     "how the sequence is sharded (default zigzag when causal)"},
+};
+#undef O
 
 static int parse(int argc, char **argv, sdpa_opts *o) {
     memset(o, 0, sizeof *o);
     o->layout = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (!strcmp(a, "--grad")) {
-            o->grad = 1, takes = 0;
-        } else if (!strcmp(a, "--ring")) {
-            o->ring = 1, takes = 0;
-        } else if (!v) {
-            cli_error("option %s needs a value", a);
-            return 0;
-        } else if (!strcmp(a, "--input")) {
-            o->input = v;
-        } else if (!strcmp(a, "--output")) {
-            o->output = v;
-        } else if (!strcmp(a, "--causal")) {
-            if (!strcmp(v, "none"))
-                o->causal = ATTN_CAUSAL_NONE;
-            else if (!strcmp(v, "top-left"))
-                o->causal = ATTN_CAUSAL_TOP_LEFT;
-            else if (!strcmp(v, "bottom-right"))
-                o->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-            else {
-                cli_error("--causal must be none, top-left or bottom-right, got '%s'", v);
-                return 0;
-            }
-        } else if (!strcmp(a, "--scale")) {
-            if (!parse_f64(v, &o->scale)) {
-                cli_error("--scale must be a finite number, got '%s'", v);
-                return 0;
-            }
-            o->has_scale = 1;
-        } else if (!strcmp(a, "--window-left") || !strcmp(a, "--window-right")) {
-            int64_t *dst = a[9] == 'l' ? &o->wl : &o->wr;
-            if (!cli_parse_i64(v, -1, INT64_MAX, dst)) {
-                cli_error("%s must be an integer >= -1 (-1 = unbounded), got '%s'", a, v);
-                return 0;
-            }
-            if (a[9] == 'l')
-                o->has_wl = 1;
-            else
-                o->has_wr = 1;
-        } else if (!strcmp(a, "--softcap")) {
-            if (!parse_f64(v, &o->softcap) || o->softcap < 0.0) {
-                cli_error("--softcap must be a number >= 0 (0 = off), got '%s'", v);
-                return 0;
-            }
-        } else if (!strcmp(a, "--impl")) {
-            if (!strcmp(v, "auto"))
-                o->impl = ATTN_IMPL_AUTO;
-            else if (!strcmp(v, "ref"))
-                o->impl = ATTN_IMPL_REF;
-            else if (!strcmp(v, "fast"))
-                o->impl = ATTN_IMPL_FAST;
-            else {
-                cli_error("--impl must be auto, ref or fast, got '%s'", v);
-                return 0;
-            }
-        } else if (!strcmp(a, "--ring-layout")) {
-            if (!strcmp(v, "contiguous"))
-                o->layout = 0;
-            else if (!strcmp(v, "zigzag"))
-                o->layout = 1;
-            else {
-                cli_error("--ring-layout must be contiguous or zigzag, got '%s'", v);
-                return 0;
-            }
-        } else if (!strcmp(a, "--threads")) {
-            if (!cli_parse_i64(v, 1, 1024, &o->threads)) {
-                cli_error("--threads must be an integer in [1, 1024], got '%s'", v);
-                return 0;
-            }
-        } else {
-            cli_error("unknown option '%s'", a);
-            return 0;
-        }
-        i += takes;
-    }
+    int r = cli_parse_opts("sdpa", "--input I.safetensors --output O.safetensors [options]", sdpa_table,
+                           (int)(sizeof sdpa_table / sizeof sdpa_table[0]), argc, argv, o);
+    if (r <= 0) return r;
     if (!o->input || !o->output) {
         cli_error("sdpa: --input and --output are required");
         return 0;
@@ -169,9 +109,104 @@ static int same(const int64_t *a, const int64_t *b, int n) {
     return 1;
 }
 
+/* the optional key_mask, seqlens_k and alibi_slopes of the input into d
+ * (their arrays malloc'ed into *mask, *seqlens, *slopes); 0 after an error */
+static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *d, uint8_t **mask, int64_t **seqlens,
+                       float **slopes) {
+    attn_status st = ATTN_OK;
+    int64_t B = d->B, H = d->H, Sk = d->Sk;
+    attn_dtype dt;
+    int nd;
+    int64_t sh[ATTN_MAX_DIMS];
+    if (attn_st_info(f, "key_mask", &dt, &nd, sh) == ATTN_OK) {
+        if (dt != ATTN_DTYPE_BOOL && dt != ATTN_DTYPE_U8) {
+            cli_error("%s: key_mask must be BOOL or U8 (true = masked)", file);
+            return 0;
+        }
+        if (nd != 2 || sh[0] != B || sh[1] != Sk) {
+            cli_error("%s: key_mask must have shape (B, Sk) = (%lld, %lld)", file, (long long)B, (long long)Sk);
+            return 0;
+        }
+        *mask = malloc((size_t)(B * Sk) + 1);
+        if (!*mask || (st = attn_st_read_u8(f, "key_mask", *mask, (size_t)(B * Sk))) != ATTN_OK) {
+            cli_error("%s: cannot read key_mask: %s", file, *mask ? attn_status_string(st) : "out of memory");
+            return 0;
+        }
+        d->key_mask = *mask, d->key_mask_stride_b = Sk, d->key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
+    }
+    if (attn_st_info(f, "seqlens_k", &dt, &nd, sh) == ATTN_OK) {
+        if ((dt != ATTN_DTYPE_I32 && dt != ATTN_DTYPE_I64) || nd != 1 || sh[0] != B) {
+            cli_error("%s: seqlens_k must be I32 or I64 of shape (B) = (%lld)", file, (long long)B);
+            return 0;
+        }
+        *seqlens = malloc((size_t)B * sizeof **seqlens + 1);
+        if (!*seqlens || (st = attn_st_read_i64(f, "seqlens_k", *seqlens, (size_t)B)) != ATTN_OK) {
+            cli_error("%s: cannot read seqlens_k: %s", file, *seqlens ? attn_status_string(st) : "out of memory");
+            return 0;
+        }
+        for (int64_t b = 0; b < B; b++)
+            if ((*seqlens)[b] < 0 || (*seqlens)[b] > Sk) {
+                cli_error("%s: seqlens_k[%lld] = %lld is outside [0, Sk = %lld]", file, (long long)b,
+                          (long long)(*seqlens)[b], (long long)Sk);
+                return 0;
+            }
+        d->seqlens_k = *seqlens, d->seqlens_k_dtype = ATTN_DTYPE_I64;
+    }
+    if (attn_st_info(f, "alibi_slopes", &dt, &nd, sh) == ATTN_OK) {
+        if (nd != 1 || sh[0] != H) {
+            cli_error("%s: alibi_slopes must have shape (Hq) = (%lld)", file, (long long)H);
+            return 0;
+        }
+        if (!(*slopes = read_f32(f, file, "alibi_slopes", 1, sh))) return 0;
+        for (int64_t h = 0; h < H; h++)
+            if (!isfinite((*slopes)[h])) {
+                cli_error("%s: alibi_slopes[%lld] = %g: ALiBi slopes must be finite", file, (long long)h,
+                          (double)(*slopes)[h]);
+                return 0;
+            }
+        d->alibi_slopes = *slopes;
+    }
+    return 1;
+}
+
+/* q, k, v of the input (all F16 or all BF16 are used as they are: 16-bit
+ * inputs, float32 accumulation; any other mix is converted to float32 on
+ * load) with their shapes checked against each other; 0 after an error */
+static int read_qkv(const attn_st_file *f, const char *file, float **q, float **k, float **v, int64_t *qs, int64_t *ks,
+                    int64_t *vs, attn_dtype *in16) {
+    attn_dtype qt = ATTN_DTYPE_INVALID, kt = ATTN_DTYPE_INVALID, vt = ATTN_DTYPE_INVALID;
+    attn_st_info(f, "q", &qt, NULL, NULL), attn_st_info(f, "k", &kt, NULL, NULL), attn_st_info(f, "v", &vt, NULL, NULL);
+    *in16 = (qt == kt && kt == vt && (qt == ATTN_DTYPE_F16 || qt == ATTN_DTYPE_BF16)) ? qt : ATTN_DTYPE_F32;
+    if (*in16 != ATTN_DTYPE_F32) {
+        if (!(*q = read_u16(f, file, "q", qs)) || !(*k = read_u16(f, file, "k", ks)) ||
+            !(*v = read_u16(f, file, "v", vs)))
+            return 0;
+    } else if (!(*q = read_f32(f, file, "q", 4, qs)) || !(*k = read_f32(f, file, "k", 4, ks)) ||
+               !(*v = read_f32(f, file, "v", 4, vs))) {
+        return 0;
+    }
+    int64_t B = qs[0], H = qs[1], D = qs[3], Hkv = ks[1], Sk = ks[2];
+    if (ks[0] != B || ks[3] != D) {
+        cli_error("%s: k must be (B, Hkv, Sk, D) = (%lld, Hkv, Sk, %lld) to match q", file, (long long)B, (long long)D);
+        return 0;
+    }
+    if (vs[0] != B || vs[1] != Hkv || vs[2] != Sk) {
+        cli_error("%s: v must be (B, Hkv, Sk, Dv) = (%lld, %lld, %lld, Dv) to match k", file, (long long)B,
+                  (long long)Hkv, (long long)Sk);
+        return 0;
+    }
+    if (Hkv < 1 || H % Hkv != 0) {
+        cli_error("%s: the query heads (%lld) must be a multiple of the key/value heads (%lld)", file, (long long)H,
+                  (long long)Hkv);
+        return 0;
+    }
+    return 1;
+}
+
 int cmd_sdpa(int argc, char **argv) {
     sdpa_opts o;
-    if (!parse(argc, argv, &o)) return EXIT_USAGE;
+    int pr = parse(argc, argv, &o);
+    if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
     int rc = 1, rank = 0, synced = 0; /* synced: the ranks have agreed that every input is fine */
 #ifdef ATTN_HAVE_MPI
@@ -193,95 +228,19 @@ int cmd_sdpa(int argc, char **argv) {
         goto done;
     }
     int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS];
-    /* q, k and v all F16 or all BF16 are used as they are (16-bit inputs,
-     * float32 accumulation); any other mix is converted to float32 on load */
-    attn_dtype qt = ATTN_DTYPE_INVALID, kt = ATTN_DTYPE_INVALID, vt = ATTN_DTYPE_INVALID;
-    attn_st_info(f, "q", &qt, NULL, NULL), attn_st_info(f, "k", &kt, NULL, NULL), attn_st_info(f, "v", &vt, NULL, NULL);
-    attn_dtype in16 = (qt == kt && kt == vt && (qt == ATTN_DTYPE_F16 || qt == ATTN_DTYPE_BF16)) ? qt : ATTN_DTYPE_F32;
-    if (in16 != ATTN_DTYPE_F32) {
-        if (!(q = read_u16(f, o.input, "q", qs)) || !(k = read_u16(f, o.input, "k", ks)) ||
-            !(v = read_u16(f, o.input, "v", vs)))
-            goto done;
-    } else if (!(q = read_f32(f, o.input, "q", 4, qs)) || !(k = read_f32(f, o.input, "k", 4, ks)) ||
-               !(v = read_f32(f, o.input, "v", 4, vs))) {
-        goto done;
-    }
+    attn_dtype in16;
+    if (!read_qkv(f, o.input, &q, &k, &v, qs, ks, vs, &in16)) goto done;
     int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Hkv = ks[1], Sk = ks[2], Dv = vs[3];
-    if (ks[0] != B || ks[3] != D) {
-        cli_error("%s: k must be (B, Hkv, Sk, D) = (%lld, Hkv, Sk, %lld) to match q", o.input, (long long)B,
-                  (long long)D);
-        goto done;
-    }
-    if (vs[0] != B || vs[1] != Hkv || vs[2] != Sk) {
-        cli_error("%s: v must be (B, Hkv, Sk, Dv) = (%lld, %lld, %lld, Dv) to match k", o.input, (long long)B,
-                  (long long)Hkv, (long long)Sk);
-        goto done;
-    }
-    if (Hkv < 1 || H % Hkv != 0) {
-        cli_error("%s: the query heads (%lld) must be a multiple of the key/value heads (%lld)", o.input, (long long)H,
-                  (long long)Hkv);
-        goto done;
-    }
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
     d.Hkv = Hkv;
     d.qkv_dtype = in16;
-    d.causal = o.causal;
-    d.impl = o.impl;
+    d.causal = (attn_causal)o.causal;
+    d.impl = (attn_impl)o.impl;
     if (o.has_scale) d.scale = (float)o.scale;
     if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
     d.softcap = (float)o.softcap;
-    attn_dtype dt;
-    int nd;
-    int64_t sh[ATTN_MAX_DIMS];
-    if (attn_st_info(f, "key_mask", &dt, &nd, sh) == ATTN_OK) {
-        if (dt != ATTN_DTYPE_BOOL && dt != ATTN_DTYPE_U8) {
-            cli_error("%s: key_mask must be BOOL or U8 (true = masked)", o.input);
-            goto done;
-        }
-        if (nd != 2 || sh[0] != B || sh[1] != Sk) {
-            cli_error("%s: key_mask must have shape (B, Sk) = (%lld, %lld)", o.input, (long long)B, (long long)Sk);
-            goto done;
-        }
-        mask = malloc((size_t)(B * Sk) + 1);
-        if (!mask || (st = attn_st_read_u8(f, "key_mask", mask, (size_t)(B * Sk))) != ATTN_OK) {
-            cli_error("%s: cannot read key_mask: %s", o.input, mask ? attn_status_string(st) : "out of memory");
-            goto done;
-        }
-        d.key_mask = mask, d.key_mask_stride_b = Sk, d.key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
-    }
-    if (attn_st_info(f, "seqlens_k", &dt, &nd, sh) == ATTN_OK) {
-        if ((dt != ATTN_DTYPE_I32 && dt != ATTN_DTYPE_I64) || nd != 1 || sh[0] != B) {
-            cli_error("%s: seqlens_k must be I32 or I64 of shape (B) = (%lld)", o.input, (long long)B);
-            goto done;
-        }
-        seqlens = malloc((size_t)B * sizeof *seqlens + 1);
-        if (!seqlens || (st = attn_st_read_i64(f, "seqlens_k", seqlens, (size_t)B)) != ATTN_OK) {
-            cli_error("%s: cannot read seqlens_k: %s", o.input, seqlens ? attn_status_string(st) : "out of memory");
-            goto done;
-        }
-        for (int64_t b = 0; b < B; b++)
-            if (seqlens[b] < 0 || seqlens[b] > Sk) {
-                cli_error("%s: seqlens_k[%lld] = %lld is outside [0, Sk = %lld]", o.input, (long long)b,
-                          (long long)seqlens[b], (long long)Sk);
-                goto done;
-            }
-        d.seqlens_k = seqlens, d.seqlens_k_dtype = ATTN_DTYPE_I64;
-    }
-    if (attn_st_info(f, "alibi_slopes", &dt, &nd, sh) == ATTN_OK) {
-        if (nd != 1 || sh[0] != H) {
-            cli_error("%s: alibi_slopes must have shape (Hq) = (%lld)", o.input, (long long)H);
-            goto done;
-        }
-        if (!(slopes = read_f32(f, o.input, "alibi_slopes", 1, sh))) goto done;
-        for (int64_t h = 0; h < H; h++)
-            if (!isfinite(slopes[h])) {
-                cli_error("%s: alibi_slopes[%lld] = %g: ALiBi slopes must be finite", o.input, (long long)h,
-                          (double)slopes[h]);
-                goto done;
-            }
-        d.alibi_slopes = slopes;
-    }
+    if (!read_extras(f, o.input, &d, &mask, &seqlens, &slopes)) goto done;
     size_t no = (size_t)(B * H * Sq * Dv), nl = (size_t)(B * H * Sq);
     out = malloc((no ? no : 1) * sizeof *out), lse = malloc((nl ? nl : 1) * sizeof *lse);
     if (!out || !lse) {
