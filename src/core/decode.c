@@ -35,6 +35,60 @@ typedef struct dec_item {
     int64_t b, hk, j0, j1; /* keys [j0, j1) */
 } dec_item;
 
+/* The items (when items is not NULL: first[g] the first of (b, hk) = g,
+ * first[B * Hkv] their count); returns the count. Splits depend only on the
+ * sequence's key range. */
+static size_t dec_items(const attn_sdpa_desc *d, dec_item *items, int64_t *first) {
+    int64_t Hkv = attn_sem_hkv(d);
+    size_t n = 0;
+    for (int64_t b = 0; b < d->B; b++) {
+        int64_t skb = attn_sem_sk(d, b), lo, hi;
+        attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, d->Sq, &lo, &hi);
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            if (first) first[b * Hkv + hk] = (int64_t)n;
+            int64_t j = lo;
+            do {
+                int64_t j1 = j + DEC_SPLIT < hi ? j + DEC_SPLIT : hi;
+                if (items) items[n] = (dec_item){b, hk, j, j1};
+                n++;
+                j = j1;
+            } while (j < hi);
+        }
+    }
+    if (first) first[d->B * Hkv] = (int64_t)n;
+    return n;
+}
+
+/* Row r of group g = (b, hk): its ns splits' (m, l, O) at part (each split
+ * R * (DvP + 2) floats) merged in split order into out and lse */
+static void dec_merge_row(const attn_sdpa_desc *d, const float *part, int64_t ns, int64_t R, int64_t DvP, int64_t g,
+                          int64_t r, attn_view out, float *lse) {
+    int64_t H = d->H, Sq = d->Sq, Dv = d->Dv, Hkv = attn_sem_hkv(d), G = H / Hkv;
+    int64_t b = g / Hkv, hk = g % Hkv, h = hk * G + r / Sq, i = r % Sq;
+    size_t stride = (size_t)(R * (DvP + 2));
+    float M = -INFINITY;
+    for (int64_t it = 0; it < ns; it++) M = attn_max_nan(part[(size_t)it * stride + (size_t)r], M);
+    float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
+    float L = 0.0f;
+    for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
+    for (int64_t it = 0; M != -INFINITY && it < ns; it++) {
+        const float *pm = part + (size_t)it * stride;
+        if (pm[r] == -INFINITY || pm[R + r] == 0.0f) continue;
+        float w = exp2f(pm[r] - M);
+        L += pm[R + r] * w;
+        const float *Oi = pm + 2 * R + r * DvP;
+        for (int64_t c = 0; c < Dv; c++) o[c] += Oi[c] * w;
+    }
+    if (M == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf */
+        for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
+        if (lse) lse[(b * H + h) * Sq + i] = -INFINITY;
+        return;
+    }
+    float inv = 1.0f / L;
+    for (int64_t c = 0; c < Dv; c++) o[c] *= inv;
+    if (lse) lse[(b * H + h) * Sq + i] = (M + log2f(L)) * ATTN_LN2;
+}
+
 attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
                                 float *lse) {
     attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
@@ -44,14 +98,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     int64_t R = G * Sq, DvP = attn_round_up(Dv, 8);
     if (B * H * Sq == 0) return ATTN_OK;
     if (d->dropout) return ATTN_E_UNSUPPORTED;
-    /* the items: every (b, hk) key range cut into splits */
-    size_t nitems = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t skb = attn_sem_sk(d, b), lo, hi;
-        attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, Sq, &lo, &hi);
-        int64_t ns = hi > lo ? (hi - lo + DEC_SPLIT - 1) / DEC_SPLIT : 1;
-        nitems += (size_t)(ns * Hkv);
-    }
+    size_t nitems = dec_items(d, NULL, NULL); /* every (b, hk) key range cut into splits */
     size_t npart;
     if (attn_mul3_size(nitems, (size_t)R, (size_t)(DvP + 2), &npart)) return ATTN_E_OVERFLOW;
     dec_item *items = malloc(nitems * sizeof *items);
@@ -61,21 +108,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         free(items), free(part), free(first);
         return ATTN_E_NOMEM;
     }
-    size_t n = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t skb = attn_sem_sk(d, b), lo, hi;
-        attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, Sq, &lo, &hi);
-        for (int64_t hk = 0; hk < Hkv; hk++) {
-            first[b * Hkv + hk] = (int64_t)n;
-            int64_t j = lo;
-            do {
-                int64_t j1 = j + DEC_SPLIT < hi ? j + DEC_SPLIT : hi;
-                items[n++] = (dec_item){b, hk, j, j1};
-                j = j1;
-            } while (j < hi);
-        }
-    }
-    first[B * Hkv] = (int64_t)n;
+    size_t n = dec_items(d, items, first);
     /* base 2: see score.h */
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     attn_dtype kind = kv->dtype;
@@ -158,34 +191,9 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < B * Hkv; g++) {
             if (st) continue;
-            int64_t b = g / Hkv, hk = g % Hkv;
-            for (int64_t r = 0; r < R; r++) {
-                int64_t h = hk * G + r / Sq, i = r % Sq;
-                float M = -INFINITY;
-                for (int64_t it = first[g]; it < first[g + 1]; it++) {
-                    float mi = part[(size_t)it * (size_t)(R * (DvP + 2)) + (size_t)r];
-                    M = attn_max_nan(mi, M);
-                }
-                float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
-                float L = 0.0f;
-                for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
-                for (int64_t it = first[g]; M != -INFINITY && it < first[g + 1]; it++) {
-                    const float *pm = part + (size_t)it * (size_t)(R * (DvP + 2));
-                    if (pm[r] == -INFINITY || pm[R + r] == 0.0f) continue;
-                    float w = exp2f(pm[r] - M);
-                    L += pm[R + r] * w;
-                    const float *Oi = pm + 2 * R + r * DvP;
-                    for (int64_t c = 0; c < Dv; c++) o[c] += Oi[c] * w;
-                }
-                if (M == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf */
-                    for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
-                    if (lse) lse[(b * H + h) * Sq + i] = -INFINITY;
-                    continue;
-                }
-                float inv = 1.0f / L;
-                for (int64_t c = 0; c < Dv; c++) o[c] *= inv;
-                if (lse) lse[(b * H + h) * Sq + i] = (M + log2f(L)) * ATTN_LN2;
-            }
+            for (int64_t r = 0; r < R; r++)
+                dec_merge_row(d, part + (size_t)first[g] * (size_t)(R * (DvP + 2)), first[g + 1] - first[g], R, DvP, g,
+                              r, out, lse);
         }
     }
     free(items), free(part), free(first);

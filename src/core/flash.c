@@ -625,6 +625,133 @@ attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn
  * on the shape, and the partials are summed in chunk order, so results are
  * bitwise identical for any number of threads. gm, gl, gt: the whole rows'
  * statistics (a block of a larger problem), or NULL to compute them here. */
+/* float32 row (b, h, s) of an output view */
+static float *attn_row_addr_mut(attn_view t, int64_t b, int64_t h, int64_t s) {
+    return t.data + b * t.stride_b + h * t.stride_h + s * t.stride_s;
+}
+
+/* Gradients of a problem with no query or no key: all zeros. */
+static attn_status bwd_zero_grads(const attn_sdpa_desc *d, attn_view dq, attn_view dk, attn_view dv) {
+    int64_t H = d->H, Hkv = attn_sem_hkv(d);
+    for (int64_t bh = 0; bh < d->B * H; bh++)
+        for (int64_t i = 0; i < d->Sq; i++)
+            memset(dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s, 0,
+                   (size_t)d->D * sizeof(float));
+    for (int64_t bh = 0; bh < d->B * Hkv; bh++)
+        for (int64_t j = 0; j < d->Sk; j++) {
+            memset(dk.data + (bh / Hkv) * dk.stride_b + (bh % Hkv) * dk.stride_h + j * dk.stride_s, 0,
+                   (size_t)d->D * sizeof(float));
+            memset(dv.data + (bh / Hkv) * dv.stride_b + (bh % Hkv) * dv.stride_h + j * dv.stride_s, 0,
+                   (size_t)d->Dv * sizeof(float));
+        }
+    return ATTN_OK;
+}
+
+/* K row-major (SkP keys x DP, zero padded) for dQ = dS K, when it cannot be read in place */
+static void bwd_k_rows(const attn_sdpa_desc *d, attn_view k, float *krows, int64_t SkP, int64_t DP) {
+    int64_t Hkv = attn_sem_hkv(d), Sk = d->Sk, D = d->D;
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < d->B * Hkv; bh++)
+        for (int64_t j = 0; j < SkP; j++) {
+            float *row = krows + ((size_t)bh * (size_t)SkP + (size_t)j) * (size_t)DP;
+            const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, row) : NULL;
+            for (int64_t c = DP - 1; c >= 0; c--) row[c] = (kr && c < D) ? kr[c] : 0.0f;
+        }
+}
+
+/* The tile of K rows from key j0 for dQ = dS K: read in place, or (klast
+ * given, the tile past Sk) from a copy whose rows past Sk are zeros, as in
+ * the padded copy; *ldt its row stride. */
+static const float *bwd_k_tile(const float *Kr, int64_t ldkr, int64_t j0, int64_t Sk, int64_t DP, float *klast,
+                               int64_t *ldt) {
+    const float *kt0 = Kr + j0 * ldkr;
+    if (!klast || j0 + BC_B <= Sk) return kt0;
+    for (int64_t j = 0; j < BC_B; j++)
+        for (int64_t c = 0; c < DP; c++) klast[j * DP + c] = j0 + j < Sk ? kt0[j * ldkr + c] : 0.0f;
+    *ldt = DP;
+    return klast;
+}
+
+/* rows from row0 on of a partials buffer of ld floats a row (NULL stays NULL) */
+static float *bwd_part(float *p, int64_t row0, int64_t ld) { return p ? p + (size_t)row0 * (size_t)ld : NULL; }
+
+/* The row statistics of a query block (max m, sum l, acc = sum P dP): the
+ * block API's given ones (gm, gl, gt at row at0 on) or those folded in pass
+ * 1; then 1 / l and Di = acc / l, zeros for rows that see no key (P = 0; NaN
+ * rows stay NaN) */
+static void bwd_row_finish(const float *gm, const float *gl, const float *gt, size_t at0, int64_t rows, float *m,
+                           float *l, float *acc, float *il, float *di) {
+    for (int64_t r = 0; r < BR; r++) {
+        if (gm && r < rows) m[r] = gm[at0 + r], l[r] = gl[at0 + r], acc[r] = gt[at0 + r];
+        int dead = r >= rows || m[r] == -INFINITY;
+        il[r] = dead ? 0.0f : 1.0f / l[r];
+        di[r] = dead ? 0.0f : acc[r] / l[r];
+    }
+}
+
+/* A query block's S / dP (and softcap derivative) buffers, grown to n floats; 0 when out of memory */
+static int bwd_item_bufs(size_t n, int capped, float **Sb, float **dPb, float **Gb, size_t *have) {
+    if (n <= *have) return 1;
+    attn_ws_free(*Sb), attn_ws_free(*dPb), attn_ws_free(*Gb);
+    *have = n;
+    *Sb = attn_ws_alloc(n * sizeof(float)), *dPb = attn_ws_alloc(n * sizeof(float));
+    *Gb = capped ? attn_ws_alloc(n * sizeof(float)) : NULL;
+    if (*Sb && *dPb && (!capped || *Gb)) return 1;
+    *have = 0;
+    return 0;
+}
+
+/* P = softmax rows of the tile S (max m, 1 / sum il) and dS = P (dP - di)
+ * scale, in place of dP (G: the softcap derivative, which replaces scale);
+ * rows past rows and dead rows give zeros */
+static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *S, float *dS, float *P,
+                     const float *G, int64_t rows, float escale, const float *m, const float *il, const float *di) {
+    for (int64_t r = 0; r < BR; r++) {
+        float *pr = P + r * BC_B, *ds = dS + r * BC_B;
+        if (m[r] == -INFINITY || r >= rows) {
+            memset(pr, 0, BC_B * sizeof(float));
+            memset(ds, 0, BC_B * sizeof(float));
+            continue;
+        }
+        if (!G) {
+            kt->softmax_grad_row(S + r * BC_B, pr, ds, BC_B, escale, m[r], il[r], di[r], d->scale);
+            continue;
+        }
+        kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
+        kt->scale_row(pr, BC_B, il[r]);
+        const float *g = G + r * BC_B;
+        for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
+    }
+}
+
+/* dK, dV = the chunk partials summed in chunk order (inside the parallel
+ * region: the rows are shared out); a chunk whose queries cannot see key j
+ * adds nothing (its +0 would leave the sum's bits alone: a partial is a sum
+ * of products started at +0, never -0) */
+static void bwd_sum_partials(const attn_sdpa_desc *d, int64_t nchunk, const int64_t *prng, const float *pk,
+                             const float *pv, int64_t DP, int64_t DvP, attn_view dk, attn_view dv) {
+    int64_t Hkv = attn_sem_hkv(d), Sk = d->Sk, D = d->D, Dv = d->Dv, nitem = d->B * Hkv * nchunk;
+#pragma omp for schedule(static)
+    for (int64_t row = 0; row < d->B * Hkv * Sk; row++) {
+        int64_t bhk = row / Sk, j = row % Sk;
+        float *gk = dk.data + (bhk / Hkv) * dk.stride_b + (bhk % Hkv) * dk.stride_h + j * dk.stride_s;
+        float *gv = dv.data + (bhk / Hkv) * dv.stride_b + (bhk % Hkv) * dv.stride_h + j * dv.stride_s;
+        int first = 1;
+        for (int64_t it = bhk * nchunk; it < (bhk + 1) * nchunk; it++) {
+            if (j < prng[2 * it] || j >= prng[2 * it + 1]) continue;
+            size_t at = (size_t)(prng[2 * nitem + it] + j - prng[2 * it]);
+            const float *kc = pk + at * (size_t)DP, *vc = pv + at * (size_t)DvP;
+            for (int64_t c = 0; c < D; c++) gk[c] = first ? kc[c] : gk[c] + kc[c];
+            for (int64_t c = 0; c < Dv; c++) gv[c] = first ? vc[c] : gv[c] + vc[c];
+            first = 0;
+        }
+        if (first) { /* no query sees key j */
+            memset(gk, 0, (size_t)D * sizeof(float));
+            memset(gv, 0, (size_t)Dv * sizeof(float));
+        }
+    }
+}
+
 static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                              const float *gm, const float *gl, const float *gt, attn_view dq, attn_view dk,
                              attn_view dv) {
@@ -634,20 +761,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
     int64_t Hkv = attn_sem_hkv(d), G = H / Hkv, BHkv = B * Hkv;
     if (BH * Sq == 0 && BHkv * Sk == 0) return ATTN_OK;
-    if (Sk == 0 || Sq == 0) { /* nothing visible anywhere: zero gradients */
-        for (int64_t bh = 0; bh < BH; bh++)
-            for (int64_t i = 0; i < Sq; i++)
-                memset(dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s, 0,
-                       (size_t)D * sizeof(float));
-        for (int64_t bh = 0; bh < BHkv; bh++)
-            for (int64_t j = 0; j < Sk; j++) {
-                memset(dk.data + (bh / Hkv) * dk.stride_b + (bh % Hkv) * dk.stride_h + j * dk.stride_s, 0,
-                       (size_t)D * sizeof(float));
-                memset(dv.data + (bh / Hkv) * dv.stride_b + (bh % Hkv) * dv.stride_h + j * dv.stride_s, 0,
-                       (size_t)Dv * sizeof(float));
-            }
-        return ATTN_OK;
-    }
+    if (Sk == 0 || Sq == 0) return bwd_zero_grads(d, dq, dk, dv); /* nothing visible anywhere */
     int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
     int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
@@ -673,15 +787,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
     attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
-    if (!st && !k_direct) {
-#pragma omp parallel for schedule(static)
-        for (int64_t bh = 0; bh < BHkv; bh++) /* K row-major (keys x DP) for dQ = dS K */
-            for (int64_t j = 0; j < SkP; j++) {
-                float *row = krows + ((size_t)bh * (size_t)SkP + (size_t)j) * (size_t)DP;
-                const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, row) : NULL;
-                for (int64_t c = DP - 1; c >= 0; c--) row[c] = (kr && c < D) ? kr[c] : 0.0f;
-            }
-    }
+    if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
     if (st) {
         attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
         return st;
@@ -713,25 +819,16 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             int64_t bhk = item / nchunk, b = bhk / Hkv, hk = bhk % Hkv, cidx = item % nchunk;
             int64_t u0 = units * cidx / nchunk, u1 = units * (cidx + 1) / nchunk;
             /* the item's partials: row j - plo holds key j, for keys [plo, phi) */
-            int64_t plo = prng[2 * item], prows = prng[2 * item + 1] - plo, prow0 = prng[2 * nitem + item];
-            float *dKp = pk ? pk + (size_t)prow0 * (size_t)DP : NULL,
-                  *dVp = pv ? pv + (size_t)prow0 * (size_t)DvP : NULL;
-            if ((size_t)(BR * prows) > nbuf_have) {
-                attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
-                nbuf_have = (size_t)(BR * prows);
-                Sb = attn_ws_alloc(nbuf_have * sizeof(float)), dPb = attn_ws_alloc(nbuf_have * sizeof(float));
-                Gb = capped ? attn_ws_alloc(nbuf_have * sizeof(float)) : NULL;
-                if (!Sb || !dPb || (capped && !Gb)) {
+            int64_t plo = prng[2 * item], prows = prng[2 * item + 1] - plo;
+            float *dKp = bwd_part(pk, prng[2 * nitem + item], DP), *dVp = bwd_part(pv, prng[2 * nitem + item], DvP);
+            if (!bwd_item_bufs((size_t)(BR * prows), capped, &Sb, &dPb, &Gb, &nbuf_have)) {
 #pragma omp atomic write
-                    st = ATTN_E_NOMEM;
-                    ok = 0, nbuf_have = 0;
-                    continue;
-                }
+                st = ATTN_E_NOMEM;
+                ok = 0;
+                continue;
             }
-            if (prows > 0) { /* an item whose rows see no key has no partials (pk may be NULL) */
-                memset(dKp, 0, (size_t)(prows * DP) * sizeof(float));
-                memset(dVp, 0, (size_t)(prows * DvP) * sizeof(float));
-            }
+            if (prows > 0) /* an item whose rows see no key has no partials (pk may be NULL) */
+                memset(dKp, 0, (size_t)(prows * DP) * 4), memset(dVp, 0, (size_t)(prows * DvP) * 4);
             const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
             const float *Kr =
                 k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
@@ -747,23 +844,14 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
-                /* pass 1: S and dP of every tile, kept; the row statistics from them */
-                for (int64_t t = t0; t < t1; t++) {
+                for (int64_t t = t0; t < t1; t++) { /* pass 1: S and dP of every tile, kept; row statistics */
                     float *S = Sb + (t - t0) * BR * BC_B, *dP = dPb + (t - t0) * BR * BC_B;
                     bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, S, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows,
                                i0, t * BC_B, add, any_add);
                     bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dP, rows, b, h, i0, t * BC_B, keep);
                     if (!gm) fold_tile(kt, S, dP, rows, escale, m, l, acc);
                 }
-                for (int64_t r = 0; r < BR; r++) {
-                    if (gm && r < rows) {
-                        size_t at = (size_t)(bh * Sq + i0 + r);
-                        m[r] = gm[at], l[r] = gl[at], acc[r] = gt[at];
-                    }
-                    int dead = r >= rows || m[r] == -INFINITY; /* the row sees no key: P = 0 */
-                    il[r] = dead ? 0.0f : 1.0f / l[r];         /* NaN rows stay NaN */
-                    di[r] = dead ? 0.0f : acc[r] / l[r];
-                }
+                bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
@@ -771,23 +859,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     const float *S = Sb + (t - t0) * BR * BC_B;
                     float *dS = dPb + (t - t0) * BR * BC_B;
                     int64_t j0 = t * BC_B;
-                    for (int64_t r = 0; r < BR; r++) {
-                        float *pr = P + r * BC_B;
-                        if (m[r] == -INFINITY || r >= rows) {
-                            memset(pr, 0, BC_B * sizeof(float));
-                            memset(dS + r * BC_B, 0, BC_B * sizeof(float));
-                            continue;
-                        }
-                        float *ds = dS + r * BC_B;
-                        if (!capped) {
-                            kt->softmax_grad_row(S + r * BC_B, pr, ds, BC_B, escale, m[r], il[r], di[r], d->scale);
-                            continue;
-                        }
-                        kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
-                        kt->scale_row(pr, BC_B, il[r]);
-                        const float *g = Gb + (t - t0) * BR * BC_B + r * BC_B;
-                        for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
-                    }
+                    bwd_p_ds(kt, d, S, dS, P, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di);
                     const float *pd = P;
                     if (d->dropout) {
                         memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
@@ -796,46 +868,18 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     }
                     tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + (j0 - plo) * DvP, DvP, 1);
                     tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + (j0 - plo) * DP, DP, 1);
-                    const float *kt0 = Kr + j0 * ldkr;
                     int64_t ldt = ldkr;
-                    if (k_direct && j0 + BC_B > Sk) { /* rows past Sk are zeros, as in the copy */
-                        for (int64_t j = 0; j < BC_B; j++)
-                            for (int64_t c = 0; c < DP; c++) klast[j * DP + c] = j0 + j < Sk ? kt0[j * ldkr + c] : 0.0f;
-                        kt0 = klast, ldt = DP;
-                    }
+                    const float *kt0 = bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? klast : NULL, &ldt);
                     tile_gemm(kt, BR, DP, BC_B, dS, BC_B, kt0, ldt, dQ, DP, 1);
                 }
                 for (int64_t r = 0; r < rows; r++)
-                    memcpy(dq.data + b * dq.stride_b + h * dq.stride_h + (i0 + r) * dq.stride_s, dQ + r * DP,
-                           (size_t)D * sizeof(float));
+                    memcpy(attn_row_addr_mut(dq, b, h, i0 + r), dQ + r * DP, (size_t)D * 4);
             }
         }
-        free(Qp), free(Qu), free(dOp), free(dQ), free(P), free(Pd), free(add);
+        free(Qp), free(Qu), free(dOp), free(dQ), free(P), free(Pd), free(add), free(keep), free(klast);
         attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
-        free(keep), free(klast);
-        /* dK, dV = the chunk partials summed in chunk order; a chunk whose queries
-         * cannot see key j adds nothing (its +0 would leave the sum's bits alone: a
-         * partial is a sum of products started at +0, never -0) */
-#pragma omp for schedule(static)
-        for (int64_t row = 0; row < BHkv * Sk; row++) {
-            if (st) continue;
-            int64_t bhk = row / Sk, j = row % Sk;
-            float *gk = dk.data + (bhk / Hkv) * dk.stride_b + (bhk % Hkv) * dk.stride_h + j * dk.stride_s;
-            float *gv = dv.data + (bhk / Hkv) * dv.stride_b + (bhk % Hkv) * dv.stride_h + j * dv.stride_s;
-            int first = 1;
-            for (int64_t it = bhk * nchunk; it < (bhk + 1) * nchunk; it++) {
-                if (j < prng[2 * it] || j >= prng[2 * it + 1]) continue;
-                size_t at = (size_t)(prng[2 * nitem + it] + j - prng[2 * it]);
-                const float *kc = pk + at * (size_t)DP, *vc = pv + at * (size_t)DvP;
-                for (int64_t c = 0; c < D; c++) gk[c] = first ? kc[c] : gk[c] + kc[c];
-                for (int64_t c = 0; c < Dv; c++) gv[c] = first ? vc[c] : gv[c] + vc[c];
-                first = 0;
-            }
-            if (first) { /* no query sees key j */
-                memset(gk, 0, (size_t)D * sizeof(float));
-                memset(gv, 0, (size_t)Dv * sizeof(float));
-            }
-        }
+#pragma omp barrier
+        if (!st) bwd_sum_partials(d, nchunk, prng, pk, pv, DP, DvP, dk, dv);
     }
     attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
     return st;

@@ -16,6 +16,7 @@
  * trained with libattn's AdamW; gradients from libattn's backward.
  * The last line printed is exactly "accuracy X" (held-out sequences). */
 #include "cli.h"
+#include "opts.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -204,56 +205,34 @@ static attn_status save_model(const model *m, const char *path) {
     return st;
 }
 
+typedef struct train_opts {
+    int64_t steps, seed, n, C, H, B, threads;
+    double lr;
+    const char *save;
+} train_opts;
+
+#define O(f) offsetof(train_opts, f)
+static const cli_opt train_table[] = {
+    {"--steps", OPT_I64, O(steps), 0, 1, 1000000, NULL, NULL, "at most this many AdamW steps (default 4000)"},
+    {"--seed", OPT_I64, O(seed), 0, 0, 9.3e18, NULL, NULL, "seeds init (seed), data (seed + 1, 2, 3)"},
+    {"--length", OPT_I64, O(n), 0, 1, 64, NULL, NULL, "digits to reverse (default 8)"},
+    {"--width", OPT_I64, O(C), 0, 1, 4096, NULL, NULL, "model width C (default 64)"},
+    {"--heads", OPT_I64, O(H), 0, 1, 64, NULL, NULL, "attention heads (default 4)"},
+    {"--batch", OPT_I64, O(B), 0, 1, 4096, NULL, NULL, "sequences per step (default 64)"},
+    {"--lr", OPT_F64, O(lr), 0, 1e-12, 10, NULL, NULL, "AdamW learning rate (default 3e-3)"},
+    {"--save", OPT_STR, O(save), 0, 0, 0, NULL, NULL, "write the trained weights (safetensors)"},
+    {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
+};
+#undef O
+
 int cmd_train(int argc, char **argv) {
-    int64_t steps = 4000, seed = 0, n = 8, C = 64, H = 4, B = 64, threads = 0, eval_every = 100;
-    double lr = 3e-3, target = 0.999;
-    const char *save = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t *dst = NULL, lo = 1, hi = 1000000;
-        if (!strcmp(a, "--steps"))
-            dst = &steps;
-        else if (!strcmp(a, "--seed"))
-            dst = &seed, lo = 0, hi = INT64_MAX;
-        else if (!strcmp(a, "--length"))
-            dst = &n, hi = 64;
-        else if (!strcmp(a, "--width"))
-            dst = &C, hi = 4096;
-        else if (!strcmp(a, "--heads"))
-            dst = &H, hi = 64;
-        else if (!strcmp(a, "--batch"))
-            dst = &B, hi = 4096;
-        else if (!strcmp(a, "--threads"))
-            dst = &threads, hi = 1024;
-        else if (!strcmp(a, "--lr") || !strcmp(a, "--save")) {
-            if (!v) {
-                cli_error("option %s needs a value", a);
-                return EXIT_USAGE;
-            }
-            i++;
-            if (!strcmp(a, "--save")) {
-                save = v;
-            } else {
-                char *end;
-                lr = strtod(v, &end);
-                if (*end || !(lr > 0.0 && lr < 10.0)) {
-                    cli_error("--lr must be a number in (0, 10), got '%s'", v);
-                    return EXIT_USAGE;
-                }
-            }
-            continue;
-        } else {
-            cli_error("unknown option '%s' (train takes --steps --seed --length --width --heads --batch --lr --save "
-                      "--threads)",
-                      a);
-            return EXIT_USAGE;
-        }
-        if (!v || !cli_parse_i64(v, lo, hi, dst)) {
-            cli_error("%s needs an integer in [%lld, %lld]", a, (long long)lo, (long long)hi);
-            return EXIT_USAGE;
-        }
-        i++;
-    }
+    train_opts o = {4000, 0, 8, 64, 4, 64, 0, 3e-3, NULL};
+    int pr = cli_parse_opts("train", "[options]", train_table, (int)(sizeof train_table / sizeof train_table[0]), argc,
+                            argv, &o);
+    if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
+    int64_t steps = o.steps, seed = o.seed, n = o.n, C = o.C, H = o.H, B = o.B, threads = o.threads, eval_every = 100;
+    double lr = o.lr, target = 0.999;
+    const char *save = o.save;
     if (C % H) {
         cli_error("--width %lld must be divisible by --heads %lld", (long long)C, (long long)H);
         return EXIT_USAGE;
