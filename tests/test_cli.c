@@ -215,10 +215,29 @@ static void same_file_refused(char *err, size_t errlen) {
     expect_fail("sdpa NaN alibi slope", "sdpa --input cli_sdpa_alibi.safetensors", 1, "alibi_slopes[1]");
 }
 
+/* --help prints every option of the command's table and exits 0 */
+static void test_help(void) {
+    static const char *cases[][4] = {
+        {"sdpa", "--softcap", "--window-left", "--ring-layout"},
+        {"bench", "--kv-dtype", "--blas-env", "--min-time"},
+        {"run", "--incremental", "--torch-flavor", "--context-length"},
+        {"heatmap", "--vmax", "--key-tokens", "--heads"},
+        {"train", "--lr", "--length", "--save"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[512], args[64];
+        snprintf(args, sizeof args, "%s --help", cases[i][0]);
+        CHECK(run(args, err, sizeof err) == 0, "attn %s: exit 0", args);
+        for (int k = 1; k < 4; k++)
+            CHECK(file_contains("cli_stdout.txt", cases[i][k]), "attn %s lists %s", args, cases[i][k]);
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     if (argc < 3) return 2;
     attn = argv[2];
+    test_help();
     if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
     char err[4096], a[3072];
 
