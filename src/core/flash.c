@@ -672,6 +672,30 @@ static const float *bwd_k_tile(const float *Kr, int64_t ldkr, int64_t j0, int64_
     return klast;
 }
 
+/* Pass 1 of the backward on the tile of keys from j0: its scores (and
+ * softcap derivative) and dP kept at offset at of Sb, dPb (Gb); folded into
+ * the row statistics m, l, acc unless m is NULL (the block API gives them) */
+static void bwd_tile_pass1(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_seq *sq,
+                           const mcg_consts *mc, const bwd_panels *pn, int64_t b, int64_t h, int64_t i0, int64_t rows,
+                           int64_t j0, const float *Qp, const float *KT, const float *VT, const float *dOp, int64_t at,
+                           float *Sb, float *dPb, float *Gb, const float *add, int any_add, uint8_t *keep, float *m,
+                           float *l, float *acc) {
+    int64_t DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
+    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, j0, add, any_add);
+    bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dPb + at, rows, b, h, i0, j0, keep);
+    if (m) fold_tile(kt, Sb + at, dPb + at, rows, attn_score_escale(d), m, l, acc);
+}
+
+/* P after dropout (a copy in Pd) for dV += P^T dO, or P itself without dropout */
+static const float *bwd_dropped_p(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc,
+                                  const float *P, float *Pd, int64_t rows, int64_t b, int64_t h, int64_t i0, int64_t j0,
+                                  uint8_t *keep) {
+    if (!d->dropout) return P;
+    memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
+    dropout_tile(kt, d, mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
+    return Pd;
+}
+
 /* rows from row0 on of a partials buffer of ld floats a row (NULL stays NULL) */
 static float *bwd_part(float *p, int64_t row0, int64_t ld) { return p ? p + (size_t)row0 * (size_t)ld : NULL; }
 
@@ -766,10 +790,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
     bwd_panels pn = {NULL, NULL, 0, 0};
-    size_t npanel = bwd_panels_size(d, &pn), nkrow, nbuf; /* nbuf: BR x SkP, the largest S/dP buffer */
-    if (!npanel || attn_mul3_size((size_t)BHkv, (size_t)SkP, (size_t)DP, &nkrow) ||
-        attn_mul_size((size_t)BR, (size_t)SkP, &nbuf))
-        return ATTN_E_OVERFLOW;
+    size_t npanel = bwd_panels_size(d, &pn), nkrow; /* (Sk < 2^31: S/dP buffers of BR x SkP cannot overflow) */
+    if (!npanel || attn_mul3_size((size_t)BHkv, (size_t)SkP, (size_t)DP, &nkrow)) return ATTN_E_OVERFLOW;
     /* each item's dK/dV partial covers only the key tiles its query blocks can see
      * (a causal chunk: the keys up to its last row), rows [plo, phi) of the sequence */
     int64_t nitem = BHkv * nchunk, *prng = malloc((size_t)(3 * nitem + 1) * sizeof *prng);
@@ -788,16 +810,12 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
-    if (st) {
-        attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
-        return st;
-    }
+    if (st) goto out;
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *Qu = malloc((size_t)(BR * DP) * sizeof(float));
         float *dOp = malloc((size_t)(BR * DvP) * sizeof(float)), *dQ = malloc((size_t)(BR * DP) * sizeof(float));
-        /* S, dP (and the softcap derivative) of a query block's tiles, sized per item:
-         * BR x its partials' key range, which holds every tile range of its blocks */
+        /* S, dP (, softcap derivative) of a block's tiles: BR x its item's partials' key range */
         float *Sb = NULL, *dPb = NULL, *Gb = NULL;
         size_t nbuf_have = 0;
         float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
@@ -844,13 +862,10 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
-                for (int64_t t = t0; t < t1; t++) { /* pass 1: S and dP of every tile, kept; row statistics */
-                    float *S = Sb + (t - t0) * BR * BC_B, *dP = dPb + (t - t0) * BR * BC_B;
-                    bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn.ldk, S, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows,
-                               i0, t * BC_B, add, any_add);
-                    bwd_dp(kt, d, &mc, dOp, DvP, VT, pn.ldk, dP, rows, b, h, i0, t * BC_B, keep);
-                    if (!gm) fold_tile(kt, S, dP, rows, escale, m, l, acc);
-                }
+                for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
+                    bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, t * BC_B, Qp, KT, VT, dOp,
+                                   (t - t0) * BR * BC_B, Sb, dPb, capped ? Gb : NULL, add, any_add, keep, gm ? NULL : m,
+                                   l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
@@ -860,12 +875,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     float *dS = dPb + (t - t0) * BR * BC_B;
                     int64_t j0 = t * BC_B;
                     bwd_p_ds(kt, d, S, dS, P, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di);
-                    const float *pd = P;
-                    if (d->dropout) {
-                        memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
-                        dropout_tile(kt, d, &mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
-                        pd = Pd;
-                    }
+                    const float *pd = bwd_dropped_p(kt, d, &mc, P, Pd, rows, b, h, i0, j0, keep);
                     tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + (j0 - plo) * DvP, DvP, 1);
                     tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + (j0 - plo) * DP, DP, 1);
                     int64_t ldt = ldkr;
@@ -881,6 +891,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
 #pragma omp barrier
         if (!st) bwd_sum_partials(d, nchunk, prng, pk, pv, DP, DvP, dk, dv);
     }
+out:
     attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
     return st;
 }

@@ -220,7 +220,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_st_writer *w = NULL;
     float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     float *slopes = NULL;
-    uint8_t *mask = NULL;
+    uint8_t *mask = NULL; /* the input's optional tensors (read_extras) */
     int64_t *seqlens = NULL;
     attn_status st;
     if ((st = attn_st_open(o.input, &f)) != ATTN_OK) {
@@ -233,10 +233,7 @@ int cmd_sdpa(int argc, char **argv) {
     int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Hkv = ks[1], Sk = ks[2], Dv = vs[3];
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
-    d.Hkv = Hkv;
-    d.qkv_dtype = in16;
-    d.causal = (attn_causal)o.causal;
-    d.impl = (attn_impl)o.impl;
+    d.Hkv = Hkv, d.qkv_dtype = in16, d.causal = (attn_causal)o.causal, d.impl = (attn_impl)o.impl;
     if (o.has_scale) d.scale = (float)o.scale;
     if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
     d.softcap = (float)o.softcap;
