@@ -183,13 +183,17 @@ typedef struct attn_view {
  *     and (causal == NONE  or  j <= i + off)
  *     and (!window  or  ((left < 0 or j >= i + off - left) and
  *                        (right < 0 or j <= i + off + right)))
+ *     and (attention_chunk C == 0  or  floor((i + off) / C) == floor(j / C))
  *     and the padding mask does not hide j.
  * (For a block of a larger problem, i, j, Sq and Sk are the global ones:
  * see q_start / k_start below.)
  * Score of a visible key: s = scale * q.k; then, if softcap > 0,
  * s = softcap * tanh(s / softcap); then, with alibi_slopes,
  * s += -slope_h * |i + off - j|. A row with no visible key gives out = 0,
- * lse = -inf and zero gradients. */
+ * lse = -inf and zero gradients. With sinks, row (b, h, i)'s softmax runs
+ * over its visible scores and the logit sinks[h], which carries no value:
+ * out = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^(sinks[h])), lse includes
+ * it, and a row with no visible key gives out = 0 and lse = sinks[h]. */
 typedef struct attn_sdpa_desc {
     int64_t B, H, Sq, Sk, D, Dv;
     float scale; /* scores = scale * q.k; see attn_default_scale */
@@ -220,6 +224,12 @@ typedef struct attn_sdpa_desc {
                                  * global positions (i + q_start, j + k_start) with Sq_total and
                                  * Sk_total for Sq and Sk; seqlens_k and key_mask are global
                                  * ((B, Sk_total) mask). Dropout is refused (ATTN_E_UNSUPPORTED). */
+    /* ---- newer rules (zero = off) ---- */
+    int64_t attention_chunk; /* C > 0: chunked local attention (Llama 4): row i sees key j only if
+                              * floor((i + off) / C) == floor(j / C), positions global; < 0 is ATTN_E_INVALID */
+    const float *sinks;      /* (H) finite logits, or NULL: attention sinks (gpt-oss, StreamingLLM), see above;
+                              * the block API refuses them (ATTN_E_UNSUPPORTED) */
+    float *dsinks;           /* (H) or NULL: the backward writes d loss / d sinks here when sinks are given */
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,

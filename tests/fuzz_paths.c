@@ -60,7 +60,7 @@ typedef struct prob {
     uint16_t *q16, *k16, *v16;
     uint8_t *mask;
     int64_t *seqlens;
-    float *slopes;
+    float *slopes, *sinks, *dsinks;
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
     char what[256];          /* the specials injected, for the report */
@@ -124,6 +124,12 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
         d->window_right = rchance(0.6) ? rint_(0, 40) : -1;
     }
     if (rchance(0.15)) d->softcap = (float)(2.0 + 40.0 * runi());
+    if (rchance(0.12)) d->attention_chunk = rint_(1, 70);
+    if (rchance(0.12)) { /* sinks from negligible to dominant */
+        p->sinks = malloc((size_t)p->H * sizeof(float)), p->dsinks = malloc((size_t)p->H * sizeof(float));
+        for (int64_t h = 0; h < p->H; h++) p->sinks[h] = (float)(rchance(0.2) ? 60.0 * runi() - 30.0 : 6.0 * runi() - 3.0);
+        d->sinks = p->sinks;
+    }
     if (rchance(0.15)) {
         p->slopes = malloc((size_t)p->H * sizeof(float));
         for (int64_t h = 0; h < p->H; h++) p->slopes[h] = (float)(0.5 * runi());
@@ -176,7 +182,7 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
 
 static void prob_free(prob *p) {
     free(p->q), free(p->k), free(p->v), free(p->dout), free(p->q16), free(p->k16), free(p->v16);
-    free(p->mask), free(p->seqlens), free(p->slopes);
+    free(p->mask), free(p->seqlens), free(p->slopes), free(p->sinks), free(p->dsinks);
     if (p->has_drop) attn_dropout_end(&p->drop);
 }
 
@@ -265,9 +271,12 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                     if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x);
                 }
                 if (mnan) m = NAN;
+                /* a sink: one more finite logit of the softmax, without a value */
+                double sk = d->sinks ? (double)d->sinks[h] : -INFINITY;
+                if (!mnan && sk > m) m = sk;
                 /* P over the row; _safe_softmax: all -inf (no NaN) -> 0 */
                 int dead = !mnan && m == -INFINITY;
-                double l = 0;
+                double l = d->sinks && !mnan ? exp(sk - m) : 0;
                 for (int64_t j = 0; j < Sk; j++) {
                     int vis = attn_sem_visible(d, b, i, j);
                     P[j] = dead || (!vis && !full) ? 0.0 : exp(s[j] - m); /* exp(-inf - finite) = 0 */
@@ -358,12 +367,14 @@ static int report(const prob *p, const char *path, const char *fmt, ...) {
     va_end(ap);
     const attn_sdpa_desc *d = &p->d;
     printf("FAIL %s: %s\n  case: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld causal=%d window=%d(%lld,%lld) "
-           "softcap=%g alibi=%d seqlens=%d mask=%d dropout=%d dtype=%d scale=%g;%s\n  reproduce: fuzz_paths --seed "
+           "softcap=%g alibi=%d seqlens=%d mask=%d dropout=%d dtype=%d scale=%g chunk=%lld sinks=%d;%s\n  reproduce: "
+           "fuzz_paths --seed "
            "%llu --case %llu -v\n",
            path, msg, (long long)p->B, (long long)p->H, (long long)p->Hkv, (long long)p->Sq, (long long)p->Sk,
            (long long)p->D, (long long)p->Dv, (int)d->causal, d->window, (long long)d->window_left,
            (long long)d->window_right, (double)d->softcap, d->alibi_slopes != NULL, d->seqlens_k != NULL,
-           d->key_mask != NULL, p->has_drop, (int)p->dt, (double)d->scale, p->what, (unsigned long long)cur_seed,
+           d->key_mask != NULL, p->has_drop, (int)p->dt, (double)d->scale, (long long)d->attention_chunk,
+           d->sinks != NULL, p->what, (unsigned long long)cur_seed,
            (unsigned long long)cur_case);
     failures++;
     return 1;
@@ -431,6 +442,7 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
     d.impl = impl;
     omp_set_num_threads(threads);
     float *dq = g, *dk = g + nq(p), *dv = dk + nk(p);
+    if (d.sinks) d.dsinks = dv + nv(p);
     attn_view empty = {NULL, 0, 0, 0};
     return attn_sdpa_backward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
                               view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), empty, fview(p->dout, p->H, p->Sq, p->Dv),
@@ -576,7 +588,7 @@ static void run_case(uint64_t seed, uint64_t cas) {
     if (use_oracle) oracle_run(&p, &o);
     float *oref = calloc(no(&p) + 1, 4), *o1 = calloc(no(&p) + 1, 4), *o2 = calloc(no(&p) + 1, 4);
     float *oa = calloc(no(&p) + 1, 4);
-    size_t ng = nq(&p) + nk(&p) + nv(&p) + 1;
+    size_t ng = nq(&p) + nk(&p) + nv(&p) + (size_t)p.H + 1; /* dq, dk, dv, dsinks */
     float *gref = calloc(ng, 4), *g1 = calloc(ng, 4), *g2 = calloc(ng, 4);
     attn_status sr = forward(&p, ATTN_IMPL_REF, 1, oref, NULL);
     attn_status s1 = forward(&p, ATTN_IMPL_FAST, 1, o1, NULL), s2 = forward(&p, ATTN_IMPL_FAST, 2, o2, NULL);
@@ -623,8 +635,13 @@ static void run_case(uint64_t seed, uint64_t cas) {
         check_close(&p, "fused backward", "dq", g1, gref, a, 1e-3, gbase[0], smax, !use_oracle);
         check_close(&p, "fused backward", "dk", g1 + a, gref + a, b, 1e-3, gbase[1], smax, !use_oracle);
         check_close(&p, "fused backward", "dv", g1 + a + b, gref + a + b, c, 1e-3, gbase[2], smax, !use_oracle);
+        if (p.d.sinks) { /* dsinks: sums over B Sq rows of P_sink Di, Di of the size of dO v */
+            bitwise(&p, "fused backward", "dsinks", g1 + a + b + c, g2 + a + b + c, (size_t)p.H);
+            check_close(&p, "fused backward", "dsinks", g1 + a + b + c, gref + a + b + c, (size_t)p.H, 1e-3,
+                        gbase[2] * maxabs(p.v, nv(&p)) * (double)p.Dv, smax, !use_oracle);
+        }
     }
-    if (use_oracle && p.Sk > 0 && p.Sq > 0) { /* the block API: two key blocks */
+    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks) { /* the block API: two key blocks (no sinks there) */
         float *ob = calloc(no(&p) + 1, 4), *gb = calloc(ng, 4);
         attn_status sb = blocks(&p, rint_(0, p.Sk), ob, gb);
         if (sb != ATTN_OK) {

@@ -213,6 +213,30 @@ static void same_file_refused(char *err, size_t errlen) {
     attn_st_writer_save(w, "cli_sdpa_alibi.safetensors");
     attn_st_writer_free(w);
     expect_fail("sdpa NaN alibi slope", "sdpa --input cli_sdpa_alibi.safetensors", 1, "alibi_slopes[1]");
+    /* sinks (and --attention-chunk) run, --grad writes dsinks; an unknown tensor is refused */
+    int64_t gs[4] = {1, 4, 4, 8};
+    attn_st_writer_new(&w);
+    attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 4, qs, buf);
+    attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 4, ks, buf);
+    attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 4, ks, buf);
+    sl[1] = -1.0f;
+    attn_st_writer_add(w, "sinks", ATTN_DTYPE_F32, 1, ss, sl);
+    attn_st_writer_add(w, "grad_out", ATTN_DTYPE_F32, 4, gs, buf + 7);
+    attn_st_writer_save(w, "cli_sdpa_sinks.safetensors");
+    attn_st_writer_add(w, "attn_bias", ATTN_DTYPE_F32, 1, ss, sl);
+    attn_st_writer_save(w, "cli_sdpa_bias.safetensors");
+    attn_st_writer_free(w);
+    char err2[2048];
+    CHECK(run("sdpa --input cli_sdpa_sinks.safetensors --output cli_sdpa_sinks_out.safetensors --grad "
+              "--attention-chunk 2",
+              err2, sizeof err2) == 0,
+          "sdpa with sinks and chunks: %s", err2);
+    attn_st_file *so = NULL;
+    CHECK(attn_st_open("cli_sdpa_sinks_out.safetensors", &so) == ATTN_OK &&
+              attn_st_info(so, "dsinks", NULL, NULL, NULL) == ATTN_OK,
+          "--grad with sinks writes dsinks");
+    attn_st_close(so);
+    expect_fail("sdpa unknown tensor", "sdpa --input cli_sdpa_bias.safetensors", 1, "unknown tensor 'attn_bias'");
 }
 
 /* --help prints every option of the command's table and exits 0 */

@@ -18,7 +18,7 @@ static float frand(void) { return tu_frand(&lcg); }
 static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
 
 typedef struct fcase {
-    int B, H, Hkv, Sq, Sk, D, Dv, causal, window, wl, wr, seqlens, mask, alibi;
+    int B, H, Hkv, Sq, Sk, D, Dv, causal, window, wl, wr, seqlens, mask, alibi, chunk, sinks;
     float scale, softcap;
     attn_dtype dt; /* element type of q, k, v: 0/F32, F16 or BF16 */
 } fcase;
@@ -34,12 +34,13 @@ static void to16(float *x, uint16_t *u, size_t n, attn_dtype dt) {
 /* q (B,H,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv), go (B,H,Sq,Dv) contiguous */
 static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const float *slopes, const float *q,
                    const float *k, const float *v, const float *go, double *out, double *lse, double *dq, double *dk,
-                   double *dv) {
+                   double *dv, const float *sinks, double *dsinks) {
     int G = c->H / c->Hkv;
     double *t = malloc((size_t)c->Sk * 8), *g = malloc((size_t)c->Sk * 8), *p = malloc((size_t)c->Sk * 8);
     double *dp = malloc((size_t)c->Sk * 8);
     memset(dk, 0, (size_t)c->B * c->Hkv * c->Sk * c->D * 8);
     memset(dv, 0, (size_t)c->B * c->Hkv * c->Sk * c->Dv * 8);
+    memset(dsinks, 0, (size_t)c->H * 8);
     for (int b = 0; b < c->B; b++) {
         int skb = c->seqlens ? (int)sl[b] : c->Sk;
         int off = c->causal == 1 ? 0 : skb - c->Sq;
@@ -53,6 +54,8 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
                     if (c->causal && j > i + off) vis = 0;
                     if (c->window && c->wl >= 0 && j < i + off - c->wl) vis = 0;
                     if (c->window && c->wr >= 0 && j > i + off + c->wr) vis = 0;
+                    /* chunks: floor((i + off) / C) == floor(j / C) */
+                    if (c->chunk && floor((double)(i + off) / c->chunk) != floor((double)j / c->chunk)) vis = 0;
                     const float *kj = k + (((size_t)b * c->Hkv + hk) * c->Sk + j) * c->D;
                     double s = 0;
                     for (int e = 0; e < c->D; e++) s += (double)qi[e] * kj[e];
@@ -67,10 +70,14 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
                     t[j] = vis ? s : -INFINITY;
                     if (t[j] > mx) mx = t[j];
                 }
-                double sum = 0;
+                /* a sink: one more logit in the softmax, without a value */
+                double sk = c->sinks ? (double)sinks[h] : -INFINITY;
+                if (sk > mx) mx = sk;
+                double sum = mx == -INFINITY ? 0 : exp(sk - mx);
                 for (int j = 0; j < c->Sk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(t[j] - mx);
                 size_t row = ((size_t)b * c->H + h) * c->Sq + i;
                 lse[row] = mx == -INFINITY ? -INFINITY : mx + log(sum);
+                double psink = c->sinks ? exp(sk - mx) / sum : 0;
                 for (int j = 0; j < c->Sk; j++) p[j] = sum > 0 ? p[j] / sum : 0;
                 const float *gi = go + row * c->Dv;
                 double di = 0;
@@ -86,6 +93,7 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
                     for (int j = 0; j < c->Sk; j++) o += p[j] * v[(((size_t)b * c->Hkv + hk) * c->Sk + j) * c->Dv + e];
                     out[row * c->Dv + e] = o;
                 }
+                dsinks[h] -= psink * di; /* d out / d sink = -psink out */
                 for (int e = 0; e < c->D; e++) dq[row * c->D + e] = 0;
                 for (int j = 0; j < c->Sk; j++) {
                     double ds = p[j] * (dp[j] - di) * g[j];
@@ -116,10 +124,10 @@ static int close_d(const char *what, const fcase *c, int idx, attn_impl impl, co
     int ok = worst <= tol * (1.0 + mag);
     CHECK(ok,
           "case %d %s %s: err %.3g at [%zu] (got %.7g want %.7g, |max| %.3g) B%d H%d Hkv%d Sq%d Sk%d D%d Dv%d "
-          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g dtype%d",
+          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g dtype%d chunk%d sinks%d",
           idx, impl == ATTN_IMPL_REF ? "ref" : "fast", what, worst, at, (double)a[at], r[at], mag, c->B, c->H, c->Hkv,
           c->Sq, c->Sk, c->D, c->Dv, c->causal, c->window, c->wl, c->wr, c->seqlens, c->mask, c->alibi,
-          (double)c->softcap, (int)c->dt);
+          (double)c->softcap, (int)c->dt, c->chunk, c->sinks);
     return ok;
 }
 
@@ -133,7 +141,8 @@ static void run_case(const fcase *c, int idx) {
     size_t nv = (size_t)c->B * c->Hkv * c->Sk * c->Dv, no = (size_t)c->B * c->H * c->Sq * c->Dv;
     size_t nl = (size_t)c->B * c->H * c->Sq;
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nv * 4), *go = malloc(no * 4), *sl_f = NULL;
-    float slopes[16];
+    float slopes[16], sinks[16], dsinks[16];
+    double rds[16];
     int64_t sl[8];
     uint8_t *mask = malloc((size_t)c->B * c->Sk);
     for (size_t i = 0; i < nq; i++) q[i] = frand() * 2;
@@ -141,6 +150,7 @@ static void run_case(const fcase *c, int idx) {
     for (size_t i = 0; i < nv; i++) v[i] = frand();
     for (size_t i = 0; i < no; i++) go[i] = frand();
     for (int h = 0; h < c->H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)c->H);
+    for (int h = 0; h < c->H; h++) sinks[h] = 3.0f * frand(); /* from e^-3 to e^3 of a score's weight */
     for (int b = 0; b < c->B; b++) sl[b] = b == 0 ? c->Sk : irand(0, c->Sk);
     /* 16-bit inputs: the oracle sees the rounded values, the library the 16-bit patterns */
     int h16 = c->dt == ATTN_DTYPE_F16 || c->dt == ATTN_DTYPE_BF16;
@@ -150,7 +160,7 @@ static void run_case(const fcase *c, int idx) {
     (void)sl_f;
     double *ro = malloc(no * 8), *rl = malloc(nl * 8), *rdq = malloc(nq * 8), *rdk = malloc(nk * 8),
            *rdv = malloc(nv * 8);
-    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv);
+    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv, sinks, rds);
     for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, c->B, c->H, c->Sq, c->Sk, c->D, c->Dv);
@@ -163,6 +173,8 @@ static void run_case(const fcase *c, int idx) {
         d.window = c->window, d.window_left = c->wl, d.window_right = c->wr;
         d.softcap = c->softcap;
         if (c->alibi) d.alibi_slopes = slopes;
+        d.attention_chunk = c->chunk;
+        if (c->sinks) d.sinks = sinks, d.dsinks = dsinks;
         float *o = malloc(no * 4), *l = malloc(nl * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4),
               *dv = malloc(nv * 4);
         attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D),
@@ -177,6 +189,7 @@ static void run_case(const fcase *c, int idx) {
         close_d("dq", c, idx, (attn_impl)impl, dq, rdq, nq, 4 * tol);
         close_d("dk", c, idx, (attn_impl)impl, dk, rdk, nk, 4 * tol);
         close_d("dv", c, idx, (attn_impl)impl, dv, rdv, nv, 4 * tol);
+        if (c->sinks) close_d("dsinks", c, idx, (attn_impl)impl, dsinks, rds, (size_t)c->H, 4 * tol * c->B * c->Sq);
         if (impl == ATTN_IMPL_FAST && idx % 7 == 0) { /* 1 vs 2 threads: bitwise */
             float *o1 = malloc(no * 4), *dq1 = malloc(nq * 4), *dk1 = malloc(nk * 4), *dv1 = malloc(nv * 4);
             omp_set_num_threads(1);
@@ -215,6 +228,8 @@ static fcase random_case(void) {
     c.alibi = irand(0, 2) == 0;
     c.softcap = irand(0, 2) == 0 ? 5.0f + 10.0f * (frand() + 1) : 0.0f;
     c.scale = attn_default_scale(c.D) * (irand(0, 5) == 0 ? -1.5f : 1.0f);
+    c.chunk = irand(0, 3) == 0 ? irand(1, 40) : 0;
+    c.sinks = irand(0, 3) == 0;
     int t = irand(0, 3); /* half the cases in 16-bit inputs */
     c.dt = t == 0 ? ATTN_DTYPE_F16 : t == 1 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
     return c;
@@ -287,8 +302,8 @@ int main(int argc, char **argv) {
     omp_set_num_threads(2);
     /* each feature alone on one shape, then random combinations */
     fcase base = {.B = 2, .H = 4, .Hkv = 4, .Sq = 37, .Sk = 150, .D = 24, .Dv = 24, .causal = 0, .scale = 0.2f};
-    fcase f[8];
-    for (int i = 0; i < 8; i++) f[i] = base;
+    fcase f[11];
+    for (int i = 0; i < 11; i++) f[i] = base;
     f[1].Hkv = 2;                                                 /* GQA */
     f[2].Hkv = 1;                                                 /* MQA */
     f[3].seqlens = 1;                                             /* ragged batch */
@@ -296,7 +311,10 @@ int main(int argc, char **argv) {
     f[5].softcap = 8.0f;                                          /* softcap */
     f[6].alibi = 1;                                               /* ALiBi */
     f[7].causal = 2, f[7].window = 1, f[7].wl = 10, f[7].wr = -1; /* causal sliding window */
-    for (int i = 0; i < 8; i++) run_case(&f[i], i);
+    f[8].chunk = 16;                                              /* chunked local attention */
+    f[9].causal = 2, f[9].chunk = 7;                              /* chunks, bottom-right */
+    f[10].sinks = 1;                                              /* attention sinks */
+    for (int i = 0; i < 11; i++) run_case(&f[i], i);
     for (int i = 0; i < 120; i++) {
         fcase c = random_case();
         run_case(&c, 100 + i);

@@ -145,7 +145,8 @@ def _causal(c):
     return _capi.CAUSAL[c]
 
 
-def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes):
+def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks=None,
+             attention_chunk=0):
     """The shared options of a descriptor (sdpa, attention_weights, KVCache.attend).
     Sk: the key_mask's width (None: any width, e.g. a cache's capacity).
     Returns the arrays d points into (keep them alive during the call)."""
@@ -176,13 +177,16 @@ def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, a
     if left >= 0 or right >= 0:
         d.window, d.window_left, d.window_right = 1, left, right
     d.softcap = float(softcap)
-    if alibi_slopes is not None:
-        a = _array(alibi_slopes, "alibi_slopes", (1,))
+    for name, x in (("alibi_slopes", alibi_slopes), ("sinks", sinks)):  # per-head vectors
+        if x is None:
+            continue
+        a = _array(x, name, (1,))
         if a.shape != (H,):
-            raise ValueError("alibi_slopes must be (H,) = (%d,), got %s" % (H, a.shape))
+            raise ValueError("%s must be (H,) = (%d,), got %s" % (name, H, a.shape))
         a = np.ascontiguousarray(a)
         kept.append(a)
-        d.alibi_slopes = _fptr(a)
+        setattr(d, name, _fptr(a))
+    d.attention_chunk = int(attention_chunk)
     return kept
 
 
@@ -190,7 +194,7 @@ class _Call:
     """A filled attn_sdpa_desc and the arrays it points into (kept alive)."""
 
     def __init__(self, q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl,
-                 qkv_dtype, with_v=True):
+                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0):
         self.q = _strided(_array(q, "q", (4,), (np.float32, np.float16, np.uint16)))
         self.k = _strided(_array(k, "k", (4,), (np.float32, np.float16, np.uint16)))
         self.v = _strided(_array(v, "v", (4,), (np.float32, np.float16, np.uint16))) if with_v else None
@@ -210,12 +214,13 @@ class _Call:
         if impl not in _capi.IMPL:
             raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
         d.impl = _capi.IMPL[impl]
-        self.kept = _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes)
+        self.kept = _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks,
+                             attention_chunk)
         self.desc, self.shape = d, (B, H, Sq, Sk, D, Dv)
 
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
-         alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None):
+         alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0):
     """Scaled dot-product attention, out = softmax(mask(scale * q k^T)) v.
 
     q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) with H a multiple
@@ -226,10 +231,14 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
     is_causal) or 'bottom-right' (FlashAttention, KV caches). key_mask (B, Sk)
     bool, True = masked. seqlens_k (B,) int: keys that exist per sequence.
     window (left, right): sliding window, -1 = unbounded. softcap > 0: Gemma
-    2's tanh capping. alibi_slopes (H,). Rows that see no key give zeros.
+    2's tanh capping. alibi_slopes (H,). sinks (H,): attention sinks, one
+    logit per head in every row's softmax denominator, with no value.
+    attention_chunk C > 0: a query sees only keys in its own chunk of C
+    positions (Llama 4). Rows that see no key give zeros.
     Returns out (B, H, Sq, Dv) float32, and lse (B, H, Sq) if return_lse.
     """
-    c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype)
+    c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
+              sinks=sinks, attention_chunk=attention_chunk)
     B, H, Sq, Sk, D, Dv = c.shape
     out = np.empty((B, H, Sq, Dv), np.float32)
     lse = np.empty((B, H, Sq), np.float32) if return_lse else None
@@ -239,9 +248,11 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
 
 
 def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
-                  softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None):
-    """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout)."""
-    c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype)
+                  softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0):
+    """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout);
+    with sinks also dsinks (H,): (dq, dk, dv, dsinks)."""
+    c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
+              sinks=sinks, attention_chunk=attention_chunk)
     B, H, Sq, Sk, D, Dv = c.shape
     go = _strided(_array(dout, "dout", (4,)))
     if go.shape != (B, H, Sq, Dv):
@@ -249,19 +260,23 @@ def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, se
     dq = np.empty((B, H, Sq, D), np.float32)
     dk = np.empty(c.k.shape, np.float32)
     dv = np.empty(c.v.shape, np.float32)
+    dsinks = np.empty((H,), np.float32) if sinks is not None else None
+    if dsinks is not None:
+        c.desc.dsinks = _fptr(dsinks)
     empty = _capi.View()
     _check(lib.attn_sdpa_backward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), empty, _view(go), None,
                                   _view(dq), _view(dk), _view(dv)), "sdpa backward")
-    return dq, dk, dv
+    return (dq, dk, dv) if dsinks is None else (dq, dk, dv, dsinks)
 
 
 def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
-                      softcap=0.0, alibi_slopes=None, qkv_dtype=None, return_scores=False):
+                      softcap=0.0, alibi_slopes=None, qkv_dtype=None, return_scores=False, sinks=None,
+                      attention_chunk=0):
     """The attention matrix softmax(mask(scale * q k^T)), (B, H, Sq, Sk), for
     pictures (e.g. matplotlib's imshow(w[0, 0])). Same arguments as sdpa.
     With return_scores also the scores, -inf where a key is not visible."""
     c = _Call(q, k, None, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, "ref", qkv_dtype,
-              with_v=False)
+              with_v=False, sinks=sinks, attention_chunk=attention_chunk)
     B, H, Sq, Sk, D, Dv = c.shape
     w = np.empty((B, H, Sq, Sk), np.float32)
     s = np.empty((B, H, Sq, Sk), np.float32) if return_scores else None
@@ -531,7 +546,7 @@ class KVCache(_Owned):
         _check(lib.attn_kv_cache_trim(self._handle(), int(b), int(length)), "KV cache trim")
 
     def attend(self, q, *, causal="bottom-right", scale=None, key_mask=None, window=(-1, -1), softcap=0.0,
-               alibi_slopes=None, return_lse=False):
+               alibi_slopes=None, return_lse=False, sinks=None, attention_chunk=0):
         """Attention of q (B, H, Sq, D), float32, over each sequence's cached
         tokens: out (B, H, Sq, Dv) (and lse)."""
         q = _strided(_array(q, "q", (4,)))
@@ -539,7 +554,8 @@ class KVCache(_Owned):
         d = _capi.SdpaDesc()
         lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, 0, D, self.v_head_dim)
         # keep: the arrays d points into, alive during the call
-        keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes)
+        keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes, sinks,
+                        attention_chunk)
         out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
         lse = np.empty((B, H, Sq), np.float32) if return_lse else None
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),

@@ -43,7 +43,8 @@ class SdpaDesc(ctypes.Structure):
                 ("Hkv", c_i64), ("seqlens_k", c_void_p), ("seqlens_k_dtype", c_int), ("window", c_int),
                 ("window_left", c_i64), ("window_right", c_i64), ("softcap", c_float),
                 ("alibi_slopes", c_float_p), ("qkv_dtype", c_int), ("q_start", c_i64), ("k_start", c_i64),
-                ("Sq_total", c_i64), ("Sk_total", c_i64)]
+                ("Sq_total", c_i64), ("Sk_total", c_i64), ("attention_chunk", c_i64), ("sinks", c_float_p),
+                ("dsinks", c_float_p)]
 
 
 class Generator(ctypes.Structure):

@@ -49,6 +49,12 @@ static attn_status check_features(const attn_sdpa_desc *d) {
     if (d->alibi_slopes)
         for (int64_t h = 0; h < d->H; h++)
             if (!isfinite(d->alibi_slopes[h])) return ATTN_E_INVALID;
+    if (d->attention_chunk < 0) return ATTN_E_INVALID;
+    if (d->sinks) {
+        if (attn_sem_is_block(d)) return ATTN_E_UNSUPPORTED; /* a sink joins the whole row's softmax once */
+        for (int64_t h = 0; h < d->H; h++)
+            if (!isfinite(d->sinks[h])) return ATTN_E_INVALID;
+    }
     return ATTN_OK;
 }
 

@@ -55,6 +55,12 @@ static inline void attn_sem_range(const attn_sdpa_desc *d, int64_t skb, int64_t 
         if (d->window_left >= 0 && now - d->window_left > a) a = now - d->window_left;
         if (d->window_right >= 0 && now + d->window_right + 1 < e) e = now + d->window_right + 1;
     }
+    if (d->attention_chunk > 0) { /* the chunk of "now", in global key positions */
+        int64_t C = d->attention_chunk, g = now + d->k_start;
+        int64_t cs = (g >= 0 ? g / C : -((-g + C - 1) / C)) * C - d->k_start; /* floor division */
+        if (cs > a) a = cs;
+        if (cs + C < e) e = cs + C;
+    }
     if (e < a) e = a;
     *lo = a, *hi = e;
 }

@@ -71,7 +71,14 @@ static void dec_merge_row(const attn_sdpa_desc *d, const float *part, int64_t ns
     float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
     float L = 0.0f;
     for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
-    for (int64_t it = 0; M != -INFINITY && it < ns; it++) {
+    if (M == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf (or the sink) */
+        if (lse) lse[(b * H + h) * Sq + i] = d->sinks ? d->sinks[h] : -INFINITY;
+        return;
+    }
+    /* a sink is one more term of the denominator without a value (online.h) */
+    float s2 = d->sinks ? d->sinks[h] * ATTN_LOG2E : -INFINITY;
+    if (s2 > M) M = s2;
+    for (int64_t it = 0; it < ns; it++) {
         const float *pm = part + (size_t)it * stride;
         if (pm[r] == -INFINITY || pm[R + r] == 0.0f) continue;
         float w = exp2f(pm[r] - M);
@@ -79,11 +86,7 @@ static void dec_merge_row(const attn_sdpa_desc *d, const float *part, int64_t ns
         const float *Oi = pm + 2 * R + r * DvP;
         for (int64_t c = 0; c < Dv; c++) o[c] += Oi[c] * w;
     }
-    if (M == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf */
-        for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
-        if (lse) lse[(b * H + h) * Sq + i] = -INFINITY;
-        return;
-    }
+    if (d->sinks) L += exp2f(s2 - M);
     float inv = 1.0f / L;
     for (int64_t c = 0; c < Dv; c++) o[c] *= inv;
     if (lse) lse[(b * H + h) * Sq + i] = (M + log2f(L)) * ATTN_LN2;

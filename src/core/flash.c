@@ -255,14 +255,13 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     for (int64_t r = 0; r < rows; r++) {
         float *o = c->out.data + b * c->out.stride_b + h * c->out.stride_h + (i0 + r) * c->out.stride_s;
         float *lse = c->lse ? c->lse + (b * H + h) * Sq + i0 + r : NULL;
-        if (m[r] == -INFINITY) { /* no visible key, or only -inf scores: zeros, lse -inf */
+        float lv, f = attn_row_finish(m[r], l[r], d->sinks ? d->sinks + h : NULL, &lv);
+        if (lse) *lse = lv;
+        if (m[r] == -INFINITY) { /* no visible key, or only -inf scores: zeros */
             memset(o, 0, (size_t)Dv * sizeof(float));
-            if (lse) *lse = -INFINITY;
             continue;
         }
-        float inv = 1.0f / l[r];
-        for (int64_t cc = 0; cc < Dv; cc++) o[cc] = O[r * DvP + cc] * inv;
-        if (lse) *lse = (m[r] + log2f(l[r])) * ATTN_LN2;
+        for (int64_t cc = 0; cc < Dv; cc++) o[cc] = O[r * DvP + cc] * f;
     }
 }
 
@@ -329,7 +328,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             free(tmp);
         }
         size_t nw = 0;
-        int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k;
+        int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk;
         for (int64_t b = 0; b < B; b++) {
             attn_seq sq = attn_seq_of(d, b);
             for (int64_t h = 0; h < H; h++)
@@ -633,6 +632,7 @@ static float *attn_row_addr_mut(attn_view t, int64_t b, int64_t h, int64_t s) {
 /* Gradients of a problem with no query or no key: all zeros. */
 static attn_status bwd_zero_grads(const attn_sdpa_desc *d, attn_view dq, attn_view dk, attn_view dv) {
     int64_t H = d->H, Hkv = attn_sem_hkv(d);
+    for (int64_t h = 0; d->sinks && d->dsinks && h < H; h++) d->dsinks[h] = 0.0f;
     for (int64_t bh = 0; bh < d->B * H; bh++)
         for (int64_t i = 0; i < d->Sq; i++)
             memset(dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s, 0,
@@ -704,12 +704,29 @@ static float *bwd_part(float *p, int64_t row0, int64_t ld) { return p ? p + (siz
  * 1; then 1 / l and Di = acc / l, zeros for rows that see no key (P = 0; NaN
  * rows stay NaN) */
 static void bwd_row_finish(const float *gm, const float *gl, const float *gt, size_t at0, int64_t rows, float *m,
-                           float *l, float *acc, float *il, float *di) {
+                           float *l, float *acc, float *il, float *di, const float *sink, float *dsink) {
     for (int64_t r = 0; r < BR; r++) {
         if (gm && r < rows) m[r] = gm[at0 + r], l[r] = gl[at0 + r], acc[r] = gt[at0 + r];
         int dead = r >= rows || m[r] == -INFINITY;
-        il[r] = dead ? 0.0f : 1.0f / l[r];
-        di[r] = dead ? 0.0f : acc[r] / l[r];
+        float L = l[r], ps = 0.0f; /* ps: the sink's probability (online.h: a term without a value) */
+        if (sink && !dead) {
+            float s2 = *sink * ATTN_LOG2E;
+            L = l[r] + exp2f(s2 - m[r]);
+            ps = s2 > m[r] ? 1.0f / (1.0f + l[r] * exp2f(m[r] - s2)) : exp2f(s2 - m[r]) / L;
+        }
+        il[r] = dead ? 0.0f : 1.0f / L;
+        di[r] = dead ? 0.0f : acc[r] / L;
+        if (dsink && r < rows) dsink[r] = dead ? 0.0f : -ps * di[r]; /* d lse / d sink = ps, d out = -ps out */
+    }
+}
+
+/* dsinks[h] = the rows' shares summed over (b, i) in order (double) */
+static void bwd_dsinks(const attn_sdpa_desc *d, const float *rows) {
+    for (int64_t h = 0; h < d->H; h++) {
+        double s = 0.0;
+        for (int64_t b = 0; b < d->B; b++)
+            for (int64_t i = 0; i < d->Sq; i++) s += rows[(b * d->H + h) * d->Sq + i];
+        d->dsinks[h] = (float)s;
     }
 }
 
@@ -784,8 +801,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
     int64_t Hkv = attn_sem_hkv(d), G = H / Hkv, BHkv = B * Hkv;
-    if (BH * Sq == 0 && BHkv * Sk == 0) return ATTN_OK;
-    if (Sk == 0 || Sq == 0) return bwd_zero_grads(d, dq, dk, dv); /* nothing visible anywhere */
+    if (Sk == 0 || Sq == 0 || BH == 0) return bwd_zero_grads(d, dq, dk, dv); /* nothing visible anywhere */
     int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
     int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
@@ -807,7 +823,9 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     float *panels = attn_ws_alloc(npanel), *krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
+    float *dsr = d->sinks && d->dsinks ? malloc((size_t)(BH * Sq) * sizeof(float)) : NULL; /* rows' dsinks shares */
     attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) ? ATTN_OK : ATTN_E_NOMEM;
+    if (d->sinks && d->dsinks && !dsr) st = ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
     if (st) goto out;
@@ -866,7 +884,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, t * BC_B, Qp, KT, VT, dOp,
                                    (t - t0) * BR * BC_B, Sb, dPb, capped ? Gb : NULL, add, any_add, keep, gm ? NULL : m,
                                    l, acc);
-                bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di);
+                bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
+                               d->sinks ? d->sinks + h : NULL, dsr ? dsr + bh * Sq + i0 : NULL);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
@@ -891,7 +910,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
 #pragma omp barrier
         if (!st) bwd_sum_partials(d, nchunk, prng, pk, pv, DP, DvP, dk, dv);
     }
+    if (!st && dsr) bwd_dsinks(d, dsr);
 out:
-    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng);
+    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng), free(dsr);
     return st;
 }

@@ -59,4 +59,26 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
     *l += kt->exp2_row(s, s, n, escale, *m);
 }
 
+/* A row's end: the factor that turns its output accumulator (relative to
+ * the running max m, base 2) into out, and its lse in natural units, from m
+ * and the running sum l. With an attention sink (sink: the logit in natural
+ * units, or NULL) the sink is one more term of the denominator that carries
+ * no value: out = O 2^(m - M) / (l 2^(m - M) + 2^(sink log2(e) - M)), M the
+ * larger of the two maxima; a row that saw no key (m = -inf) gives out 0 and
+ * lse = sink. Without a sink: 1 / l and lse = m + log2(l) (-inf, factor 0,
+ * for m = -inf). A NaN m gives NaN. */
+static inline float attn_row_finish(float m, float l, const float *sink, float *lse) {
+    if (!sink) {
+        *lse = m == -INFINITY ? -INFINITY : (m + log2f(l)) * ATTN_LN2;
+        return m == -INFINITY ? 0.0f : 1.0f / l;
+    }
+    if (m == -INFINITY) {
+        *lse = *sink;
+        return 0.0f;
+    }
+    float s2 = *sink * ATTN_LOG2E, M = attn_max_nan(m, s2), a = exp2f(m - M), L = l * a + exp2f(s2 - M);
+    *lse = (M + log2f(L)) * ATTN_LN2;
+    return a / L;
+}
+
 #endif

@@ -44,11 +44,37 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
     return nvis;
 }
 
+/* softmax over the scores and a sink logit (a finite number): hidden keys
+ * (-inf) get 0, the sink gets *ps; a NaN score makes the row NaN */
+static double row_softmax_sink(double *sc, int64_t n, double sink, double *ps) {
+    double m = sink;
+    for (int64_t j = 0; j < n; j++) {
+        if (isnan(sc[j])) {
+            for (int64_t t = 0; t < n; t++) sc[t] = NAN;
+            if (ps) *ps = NAN;
+            return NAN;
+        }
+        if (sc[j] > m) m = sc[j];
+    }
+    double sum = exp(sink - m);
+    for (int64_t j = 0; j < n; j++) {
+        sc[j] = exp(sc[j] - m); /* exp(-inf) = 0; exp(inf - inf) = NaN */
+        sum += sc[j];
+    }
+    for (int64_t j = 0; j < n; j++) sc[j] /= sum;
+    if (ps) *ps = exp(sink - m) / sum;
+    return m + log(sum);
+}
+
 /* In place: scores -> probabilities. Returns the log-sum-exp (-INF when no key
  * is visible or every visible score is -inf, and then every probability is 0:
  * PyTorch's _safe_softmax). A NaN score propagates to the whole row; a +inf
- * score makes it NaN (exp(inf - inf)), as torch.softmax does. */
-static double row_softmax(double *sc, int64_t n, int64_t nvis) {
+ * score makes it NaN (exp(inf - inf)), as torch.softmax does. With a sink
+ * (its logit, or NULL) the softmax runs over the scores and the sink, which
+ * takes probability *ps and carries no value (attn.h). */
+static double row_softmax(double *sc, int64_t n, int64_t nvis, const float *sink, double *ps) {
+    if (ps) *ps = 0.0;
+    if (sink) return row_softmax_sink(sc, n, (double)*sink, ps);
     if (nvis == 0) {
         for (int64_t j = 0; j < n; j++) sc[j] = 0.0;
         return -INFINITY;
@@ -94,7 +120,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
                 int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp);
-                double l = row_softmax(p, d->Sk, nvis);
+                double l = row_softmax(p, d->Sk, nvis, d->sinks ? d->sinks + h : NULL, NULL);
                 if (lse) lse[(b * d->H + h) * d->Sq + i] = (float)l;
                 if (d->dropout) {
                     uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
@@ -132,8 +158,9 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     double *gk = malloc(nkd * sizeof *gk), *gv = malloc(nvd * sizeof *gv), *gq = malloc(D * sizeof *gq);
     uint8_t *keep = malloc(nsk);
     float *tmp = malloc((2 * D + Dv) * sizeof *tmp); /* rows of 16-bit inputs */
+    double *dsk = d->sinks && d->dsinks ? calloc((size_t)(d->H ? d->H : 1), sizeof *dsk) : NULL;
     attn_status st = ATTN_OK;
-    if (!p || !dp || !g || !gk || !gv || !gq || !keep || !tmp) st = ATTN_E_NOMEM;
+    if (!p || !dp || !g || !gk || !gv || !gq || !keep || !tmp || (d->sinks && d->dsinks && !dsk)) st = ATTN_E_NOMEM;
     for (int64_t b = 0; st == ATTN_OK && b < d->B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
             for (size_t t = 0; t < nkd; t++) gk[t] = 0.0;
@@ -141,7 +168,8 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
             for (int64_t h = hk * G; h < (hk + 1) * G; h++)
                 for (int64_t i = 0; i < d->Sq; i++) {
                     int64_t nvis = row_scores(d, q, k, b, h, i, p, g, tmp);
-                    row_softmax(p, d->Sk, nvis);
+                    double ps;
+                    row_softmax(p, d->Sk, nvis, d->sinks ? d->sinks + h : NULL, &ps);
                     if (d->dropout) {
                         uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
                         attn_dropout_mask_range(d->dropout, base, (size_t)d->Sk, keep);
@@ -163,6 +191,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                         dp[j] = acc * kd;
                         dsum += p[j] * dp[j];
                     }
+                    if (dsk) dsk[h] += ps == 0.0 ? 0.0 : -ps * dsum; /* d out / d sink = -ps out */
                     const float *qi = attn_row_f32(q, d->qkv_dtype, b, h, i, d->D, tmp);
                     for (size_t c = 0; c < D; c++) gq[c] = 0.0;
                     for (int64_t j = 0; j < d->Sk; j++) {
@@ -192,6 +221,8 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     free(gq);
     free(keep);
     free(tmp);
+    for (int64_t h = 0; !st && dsk && h < d->H; h++) d->dsinks[h] = (float)dsk[h];
+    free(dsk);
     return st;
 }
 
@@ -217,7 +248,7 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
                 if (scores)
                     for (int64_t j = 0; j < d->Sk; j++) scores[base + j] = (float)p[j];
                 if (!weights) continue;
-                row_softmax(p, d->Sk, nvis);
+                row_softmax(p, d->Sk, nvis, d->sinks ? d->sinks + h : NULL, NULL);
                 if (d->dropout) attn_dropout_mask_range(d->dropout, base, nsk, keep);
                 for (int64_t j = 0; j < d->Sk; j++) {
                     float w = (float)p[j];

@@ -2,7 +2,8 @@
  *   input:  q (B,Hq,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv) (all F16 or all BF16:
  *           used as they are; otherwise converted to float32); optional
  *           key_mask (B,Sk) BOOL/U8 true = masked, seqlens_k (B) I32/I64,
- *           alibi_slopes (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad
+ *           alibi_slopes (Hq) F32, sinks (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad;
+ *           any other tensor is refused
  *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv */
 #include "cli.h"
 #include "opts.h"
@@ -20,14 +21,14 @@ typedef struct sdpa_opts {
     int causal; /* attn_causal */
     double scale, softcap;
     int has_scale, has_wl, has_wr, grad, ring, layout; /* layout: -1 = by the mask (zigzag when causal) */
-    int64_t wl, wr, threads;
+    int64_t wl, wr, threads, chunk;
     int impl; /* attn_impl */
 } sdpa_opts;
 
 #define O(f) offsetof(sdpa_opts, f)
 static const cli_opt sdpa_table[] = {
     {"--input", OPT_STR, O(input), 0, 0, 0, NULL, NULL,
-     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, grad_out]"},
+     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, sinks, grad_out]"},
     {"--output", OPT_STR, O(output), 0, 0, 0, NULL, NULL, "safetensors to write: out, lse [dq, dk, dv]"},
     {"--causal", OPT_CHOICE, O(causal), 0, 0, 0, "none|top-left|bottom-right", NULL, "causal mask alignment"},
     {"--scale", OPT_F64, O(scale), CLI_SEEN(sdpa_opts, has_scale), -1e30, 1e30, NULL, NULL,
@@ -37,6 +38,8 @@ static const cli_opt sdpa_table[] = {
     {"--window-right", OPT_I64, O(wr), CLI_SEEN(sdpa_opts, has_wr), -1, INT64_MAX, NULL, NULL,
      "keys visible right of the diagonal (-1 = unbounded)"},
     {"--softcap", OPT_F64, O(softcap), 0, 0, 1e30, NULL, NULL, "cap * tanh(s / cap) on the scores (0 = off)"},
+    {"--attention-chunk", OPT_I64, O(chunk), 0, 0, 1 << 30, NULL, NULL,
+     "chunked local attention: keys in the query's chunk of C positions (0 = off)"},
     {"--impl", OPT_CHOICE, O(impl), 0, 0, 0, "auto|ref|fast", NULL, "SDPA path"},
     {"--grad", OPT_FLAG, O(grad), 0, 0, 0, NULL, NULL, "also the backward of grad_out: dq, dk, dv"},
     {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
@@ -109,10 +112,50 @@ static int same(const int64_t *a, const int64_t *b, int n) {
     return 1;
 }
 
-/* the optional key_mask, seqlens_k and alibi_slopes of the input into d
- * (their arrays malloc'ed into *mask, *seqlens, *slopes); 0 after an error */
+/* a per-head F32 vector of the input (alibi_slopes, sinks): (Hq), finite */
+static int read_heads(const attn_st_file *f, const char *file, const char *name, const char *what, int64_t H,
+                      float **out) {
+    int nd;
+    int64_t sh[ATTN_MAX_DIMS];
+    if (attn_st_info(f, name, NULL, &nd, sh) != ATTN_OK) return 1;
+    if (nd != 1 || sh[0] != H) {
+        cli_error("%s: %s must have shape (Hq) = (%lld)", file, name, (long long)H);
+        return 0;
+    }
+    if (!(*out = read_f32(f, file, name, 1, sh))) return 0;
+    for (int64_t h = 0; h < H; h++)
+        if (!isfinite((*out)[h])) {
+            cli_error("%s: %s[%lld] = %g: %s must be finite", file, name, (long long)h, (double)(*out)[h], what);
+            return 0;
+        }
+    return 1;
+}
+
+/* every tensor of the input is one sdpa reads, or one it writes (a file
+ * may carry reference results: the golden files do): a misspelt or
+ * unsupported tensor (an attn_bias) would otherwise be ignored and the
+ * answer wrong */
+static int known_tensors(const attn_st_file *f, const char *file) {
+    static const char *const known[] = {"q",        "k",   "v",   "key_mask", "seqlens_k", "alibi_slopes", "sinks",
+                                        "grad_out", "out", "lse", "dq",       "dk",        "dv",           "dsinks"};
+    for (int i = 0; i < attn_st_count(f); i++) {
+        const char *name = attn_st_name(f, i);
+        int ok = 0;
+        for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) ok |= !strcmp(name, known[j]);
+        if (!ok) {
+            cli_error("%s: unknown tensor '%s' (attn sdpa reads q, k, v, key_mask, seqlens_k, alibi_slopes, sinks, "
+                      "grad_out; out, lse, dq, dk, dv, dsinks are its outputs' names and are passed over)",
+                      file, name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* the optional key_mask, seqlens_k, alibi_slopes and sinks of the input into d
+ * (their arrays malloc'ed into *mask, *seqlens, vecs[0], vecs[1]); 0 after an error */
 static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *d, uint8_t **mask, int64_t **seqlens,
-                       float **slopes) {
+                       float **vecs) {
     attn_status st = ATTN_OK;
     int64_t B = d->B, H = d->H, Sk = d->Sk;
     attn_dtype dt;
@@ -152,20 +195,10 @@ static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *
             }
         d->seqlens_k = *seqlens, d->seqlens_k_dtype = ATTN_DTYPE_I64;
     }
-    if (attn_st_info(f, "alibi_slopes", &dt, &nd, sh) == ATTN_OK) {
-        if (nd != 1 || sh[0] != H) {
-            cli_error("%s: alibi_slopes must have shape (Hq) = (%lld)", file, (long long)H);
-            return 0;
-        }
-        if (!(*slopes = read_f32(f, file, "alibi_slopes", 1, sh))) return 0;
-        for (int64_t h = 0; h < H; h++)
-            if (!isfinite((*slopes)[h])) {
-                cli_error("%s: alibi_slopes[%lld] = %g: ALiBi slopes must be finite", file, (long long)h,
-                          (double)(*slopes)[h]);
-                return 0;
-            }
-        d->alibi_slopes = *slopes;
-    }
+    if (!read_heads(f, file, "alibi_slopes", "ALiBi slopes", H, &vecs[0]) ||
+        !read_heads(f, file, "sinks", "sink logits", H, &vecs[1]))
+        return 0;
+    d->alibi_slopes = vecs[0], d->sinks = vecs[1];
     return 1;
 }
 
@@ -203,6 +236,27 @@ static int read_qkv(const attn_st_file *f, const char *file, float **q, float **
     return 1;
 }
 
+/* --grad: grad_out of the input, checked against out's shape os, and the
+ * gradient buffers (dsinks too with sinks, into d->dsinks); 0 after an error */
+static int grad_bufs(const attn_st_file *f, const char *file, attn_sdpa_desc *d, const int64_t *os, int64_t Hkv,
+                     float **go, float **dq, float **dk, float **dv, float **dsinks) {
+    int64_t gs[ATTN_MAX_DIMS], B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
+    if (!(*go = read_f32(f, file, "grad_out", 4, gs))) return 0;
+    if (!same(gs, os, 4)) {
+        cli_error("%s: grad_out must have the shape of out, (%lld, %lld, %lld, %lld)", file, (long long)B, (long long)H,
+                  (long long)Sq, (long long)Dv);
+        return 0;
+    }
+    size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D), nv = (size_t)(B * Hkv * Sk * Dv);
+    *dq = malloc((nq ? nq : 1) * 4), *dk = malloc((nk ? nk : 1) * 4), *dv = malloc((nv ? nv : 1) * 4);
+    if (d->sinks) d->dsinks = *dsinks = malloc((size_t)(H ? H : 1) * 4);
+    if (!*dq || !*dk || !*dv || (d->sinks && !d->dsinks)) {
+        cli_error("out of memory");
+        return 0;
+    }
+    return 1;
+}
+
 int cmd_sdpa(int argc, char **argv) {
     sdpa_opts o;
     int pr = parse(argc, argv, &o);
@@ -219,8 +273,8 @@ int cmd_sdpa(int argc, char **argv) {
     attn_st_file *f = NULL;
     attn_st_writer *w = NULL;
     float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
-    float *slopes = NULL;
-    uint8_t *mask = NULL; /* the input's optional tensors (read_extras) */
+    float *vecs[3] = {NULL, NULL, NULL}; /* alibi_slopes, sinks, dsinks */
+    uint8_t *mask = NULL;                /* the input's optional tensors (read_extras) */
     int64_t *seqlens = NULL;
     attn_status st;
     if ((st = attn_st_open(o.input, &f)) != ATTN_OK) {
@@ -229,7 +283,7 @@ int cmd_sdpa(int argc, char **argv) {
     }
     int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS];
     attn_dtype in16;
-    if (!read_qkv(f, o.input, &q, &k, &v, qs, ks, vs, &in16)) goto done;
+    if (!known_tensors(f, o.input) || !read_qkv(f, o.input, &q, &k, &v, qs, ks, vs, &in16)) goto done;
     int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Hkv = ks[1], Sk = ks[2], Dv = vs[3];
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
@@ -237,7 +291,8 @@ int cmd_sdpa(int argc, char **argv) {
     if (o.has_scale) d.scale = (float)o.scale;
     if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
     d.softcap = (float)o.softcap;
-    if (!read_extras(f, o.input, &d, &mask, &seqlens, &slopes)) goto done;
+    d.attention_chunk = o.chunk;
+    if (!read_extras(f, o.input, &d, &mask, &seqlens, vecs)) goto done;
     size_t no = (size_t)(B * H * Sq * Dv), nl = (size_t)(B * H * Sq);
     out = malloc((no ? no : 1) * sizeof *out), lse = malloc((nl ? nl : 1) * sizeof *lse);
     if (!out || !lse) {
@@ -247,21 +302,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_view vq = {q, H * Sq * D, Sq * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * Dv, Sk * Dv, Dv};
     attn_view vo = {out, H * Sq * Dv, Sq * Dv, Dv};
     int64_t os[4] = {B, H, Sq, Dv};
-    if (o.grad) {
-        int64_t gs[ATTN_MAX_DIMS];
-        if (!(go = read_f32(f, o.input, "grad_out", 4, gs))) goto done;
-        if (!same(gs, os, 4)) {
-            cli_error("%s: grad_out must have the shape of out, (%lld, %lld, %lld, %lld)", o.input, (long long)B,
-                      (long long)H, (long long)Sq, (long long)Dv);
-            goto done;
-        }
-        size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D), nv = (size_t)(B * Hkv * Sk * Dv);
-        dq = malloc((nq ? nq : 1) * 4), dk = malloc((nk ? nk : 1) * 4), dv = malloc((nv ? nv : 1) * 4);
-        if (!dq || !dk || !dv) {
-            cli_error("out of memory");
-            goto done;
-        }
-    }
+    if (o.grad && !grad_bufs(f, o.input, &d, os, Hkv, &go, &dq, &dk, &dv, &vecs[2])) goto done;
 #ifdef ATTN_HAVE_MPI
     if (o.ring) { /* every rank runs its shard; rank 0 gets the whole results */
         synced = 1;
@@ -297,7 +338,8 @@ int cmd_sdpa(int argc, char **argv) {
         }
         if ((st = attn_st_writer_add(w, "dq", ATTN_DTYPE_F32, 4, qs, dq)) ||
             (st = attn_st_writer_add(w, "dk", ATTN_DTYPE_F32, 4, ks, dk)) ||
-            (st = attn_st_writer_add(w, "dv", ATTN_DTYPE_F32, 4, vs, dv))) {
+            (st = attn_st_writer_add(w, "dv", ATTN_DTYPE_F32, 4, vs, dv)) ||
+            (d.dsinks && (st = attn_st_writer_add(w, "dsinks", ATTN_DTYPE_F32, 1, &H, d.dsinks)))) {
             cli_error("cannot build output: %s", attn_status_string(st));
             goto done;
         }
@@ -318,6 +360,6 @@ done:
     attn_st_writer_free(w);
     attn_st_close(f);
     free(q), free(k), free(v), free(go), free(out), free(lse), free(dq), free(dk), free(dv);
-    free(slopes), free(mask), free(seqlens);
+    free(vecs[0]), free(vecs[1]), free(vecs[2]), free(mask), free(seqlens);
     return rc;
 }

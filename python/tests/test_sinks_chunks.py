@@ -1,0 +1,116 @@
+"""Attention sinks and chunked local attention (issue 23) against float64
+numpy math written from their definitions (docs/SEMANTICS.md), on both
+paths, through the KV cache, and the bad values that are refused."""
+import numpy as np
+import pytest
+
+import libattn
+
+
+def reference(q, k, v, causal, sinks=None, chunk=0, scale=None):
+    """float64 out, lse, and the softmax weights with the sink's share."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    B, H, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    scale = 1 / np.sqrt(D) if scale is None else scale
+    k = np.repeat(k, H // Hkv, axis=1)
+    v = np.repeat(v, H // Hkv, axis=1)
+    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    off = 0 if causal == "top-left" else Sk - Sq  # "now": bottom-right unless top-left causal (as windows)
+    now = np.arange(Sq)[:, None] + off
+    j = np.arange(Sk)[None, :]
+    vis = np.ones((Sq, Sk), bool)
+    if causal != "none":
+        vis &= j <= now
+    if chunk:
+        vis &= np.floor_divide(now, chunk) == np.floor_divide(j, chunk)
+    s = np.where(vis, s, -np.inf)
+    sk = np.full((1, H, 1, 1), -np.inf) if sinks is None else sinks.astype(np.float64)[None, :, None, None]
+    m = np.maximum(s.max(-1, keepdims=True), sk)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    z = e.sum(-1, keepdims=True) + np.exp(sk - m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(z > 0, e / z, 0.0)
+        lse = np.where(z[..., 0] > 0, (m + np.log(z))[..., 0], -np.inf)
+        psink = np.where(z > 0, np.exp(sk - m) / z, 0.0)[..., 0]
+    return p @ v, lse, p, psink
+
+
+def make(B=2, H=4, Hkv=2, Sq=37, Sk=90, D=16, seed=0):
+    r = np.random.default_rng(seed)
+    q = r.standard_normal((B, H, Sq, D)).astype(np.float32)
+    k = r.standard_normal((B, Hkv, Sk, D)).astype(np.float32)
+    v = r.standard_normal((B, Hkv, Sk, D)).astype(np.float32)
+    return q, k, v
+
+
+@pytest.mark.parametrize("impl", ["ref", "fast"])
+@pytest.mark.parametrize("Sq", [1, 5, 37])
+@pytest.mark.parametrize("causal", ["none", "top-left", "bottom-right"])
+def test_sinks_forward_backward(impl, Sq, causal):
+    q, k, v = make(Sq=Sq)
+    sinks = np.array([-2.0, 0.0, 1.5, 4.0], np.float32)
+    out, lse = libattn.sdpa(q, k, v, causal=causal, sinks=sinks, impl=impl, return_lse=True)
+    ro, rl, p, psink = reference(q, k, v, causal, sinks)
+    np.testing.assert_allclose(out, ro, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(lse, rl, rtol=2e-5, atol=2e-5)
+    # dsinks = -sum over rows of psink * (dout . out)
+    dout = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+    dq, dk, dv, dsinks = libattn.sdpa_backward(q, k, v, dout, causal=causal, sinks=sinks, impl=impl)
+    want = -(psink * (dout.astype(np.float64) * ro).sum(-1)).sum(axis=(0, 2))
+    np.testing.assert_allclose(dsinks, want, rtol=1e-4, atol=1e-4)
+    # dv = P^T dout with the sink-normalized P
+    want_dv = np.einsum("bhij,bhid->bhjd", p, dout.astype(np.float64))
+    want_dv = want_dv.reshape(2, 2, 2, *want_dv.shape[2:]).sum(axis=2)
+    np.testing.assert_allclose(dv, want_dv, rtol=2e-4, atol=2e-5)
+
+
+def test_sink_row_without_keys():
+    """A row that sees no key gives out 0 and lse = its sink."""
+    q, k, v = make(Sq=6, Sk=3)
+    sinks = np.array([0.5, -1.0, 2.0, 3.0], np.float32)
+    for impl in ("ref", "fast"):
+        out, lse = libattn.sdpa(q, k, v, causal="bottom-right", sinks=sinks, impl=impl, return_lse=True)
+        # bottom-right with Sq > Sk: rows 0..2 see nothing
+        assert np.all(out[:, :, :3] == 0)
+        np.testing.assert_array_equal(lse[:, :, :3], np.broadcast_to(sinks[None, :, None], (2, 4, 3)))
+
+
+@pytest.mark.parametrize("impl", ["ref", "fast"])
+@pytest.mark.parametrize("Sq", [1, 9, 37])
+@pytest.mark.parametrize("chunk", [1, 7, 32])
+def test_chunks(impl, Sq, chunk):
+    q, k, v = make(Sq=Sq)
+    for causal in ("none", "top-left", "bottom-right"):
+        out = libattn.sdpa(q, k, v, causal=causal, attention_chunk=chunk, impl=impl)
+        ro = reference(q, k, v, causal, chunk=chunk)[0]
+        np.testing.assert_allclose(out, ro, rtol=2e-4, atol=2e-5, err_msg=causal)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_cache_sinks_and_chunks(dtype, page_size):
+    """The cache's attend (decode) against sdpa on the values it stores."""
+    q, k, v = make(Sq=3, Sk=100, D=32)
+    sinks = np.array([1.0, -1.0, 0.25, 2.0], np.float32)
+    cache = libattn.KVCache(2, 2, 128, 32, dtype=dtype, page_size=page_size)
+    cache.append(k, v)
+    got = cache.attend(q, sinks=sinks, attention_chunk=16)
+    if dtype == "f16":  # the cache stores f16-rounded rows
+        k, v = k.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)
+    want = libattn.sdpa(q, k, v, causal="bottom-right", sinks=sinks, attention_chunk=16, impl="ref")
+    tol = 2e-5 if dtype != "q8_0" else 3e-2  # q8_0: the stored values differ by up to max|x| / 254
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_bad_values():
+    q, k, v = make(Sq=4, Sk=8)
+    with pytest.raises((ValueError, libattn.LibattnError)):
+        libattn.sdpa(q, k, v, sinks=np.array([0, np.nan, 0, 0], np.float32))
+    with pytest.raises((ValueError, libattn.LibattnError)):
+        libattn.sdpa(q, k, v, sinks=np.array([0, np.inf, 0, 0], np.float32))
+    with pytest.raises(ValueError):
+        libattn.sdpa(q, k, v, sinks=np.zeros(3, np.float32))
+    with pytest.raises((ValueError, libattn.LibattnError)):
+        libattn.sdpa(q, k, v, attention_chunk=-1)
