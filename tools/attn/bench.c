@@ -219,8 +219,8 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
 }
 
 typedef struct bench_opts {
-    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window;
-    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep;
+    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl; /* attn_dtype, attn_dtype, attn_impl */
 } bench_opts;
@@ -241,6 +241,9 @@ static const cli_opt bench_table[] = {
      "sliding window: keys this far left (and right unless causal)"},
     {"--softcap", OPT_F64, O(softcap), 0, 0, 1e6, NULL, NULL, "score softcap (0 = off)"},
     {"--alibi", OPT_FLAG, O(alibi), 0, 0, 0, NULL, NULL, "ALiBi slopes 2^(-8h/H)"},
+    {"--sinks", OPT_FLAG, O(sinks), 0, 0, 0, NULL, NULL,
+     "attention sinks (logit 0.5 per head; backward writes dsinks)"},
+    {"--attention-chunk", OPT_I64, O(chunk), 0, 0, 1 << 24, NULL, NULL, "chunked local attention of C positions"},
     {"--dropout", OPT_PROB, O(p_drop), 0, 0, 0, NULL, NULL, "attention dropout (MKL stream)"},
     {"--dtype", OPT_CHOICE, O(qkv_dtype), 0, 0, 0, "f32|f16|bf16", dtypes, "element type of q, k and v"},
     {"--backward", OPT_FLAG, O(backward), 0, 0, 0, NULL, NULL, "time the backward (FLOPs 2.5x the forward's)"},
@@ -313,14 +316,17 @@ static void blas_env(const bench_opts *o, char **argv, char *pinned, size_t pl, 
 }
 
 /* FLOPs of the visible (query, key) pairs: the full S x Sk, halved when
- * causal; a window counts only the keys it shows */
+ * causal; a window or chunks count only the keys they show */
 static double prefill_flops(const bench_opts *o) {
     double pairs = (double)o->S * (double)o->Sk * (o->causal ? 0.5 : 1.0);
-    if (o->window >= 0) {
+    if (o->window >= 0 || o->chunk > 0) {
         pairs = 0.0;
-        for (int64_t i = 0; i < o->S; i++) {
-            int64_t lo = i - o->window < 0 ? 0 : i - o->window,
-                    hi = o->causal ? i + 1 : (i + o->window + 1 < o->Sk ? i + o->window + 1 : o->Sk);
+        for (int64_t i = 0; i < o->S; i++) { /* top-left: query i is position i */
+            int64_t lo = 0, hi = o->causal ? i + 1 : o->Sk;
+            if (o->window >= 0) lo = i - o->window > lo ? i - o->window : lo;
+            if (o->window >= 0 && !o->causal) hi = i + o->window + 1 < hi ? i + o->window + 1 : hi;
+            if (o->chunk > 0) lo = i / o->chunk * o->chunk > lo ? i / o->chunk * o->chunk : lo;
+            if (o->chunk > 0) hi = (i / o->chunk + 1) * o->chunk < hi ? (i / o->chunk + 1) * o->chunk : hi;
             pairs += (double)(hi > lo ? hi - lo : 0);
         }
     }
@@ -341,6 +347,9 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
     c->d.softcap = (float)o->softcap;
     for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
     if (o->alibi) c->d.alibi_slopes = slopes;
+    c->d.attention_chunk = o->chunk;
+    if (o->sinks) c->d.sinks = slopes + H, c->d.dsinks = slopes + 2 * H; /* sinks 0.5 (set below), dsinks */
+    for (int64_t h = 0; h < H; h++) slopes[H + h] = 0.5f;
     memset(drop, 0, sizeof *drop);
     if (o->p_drop > 0.0) { /* the MKL stream (random access, generated inside the tiles) */
         attn_generator gen;
@@ -380,14 +389,14 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     if (o->json) {
         printf(
             "{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
-            "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"Sq\": %lld, "
+            "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"sinks\": %s, \"chunk\": %lld, \"Sq\": %lld, "
             "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
             "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
             "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\"}\n",
             op, impl, kern, (long long)o->B, (long long)o->H, (long long)o->Hkv, (long long)o->window, o->softcap,
-            o->alibi ? "true" : "false", (long long)o->S, (long long)o->Sk, (long long)o->D,
-            o->causal ? "true" : "false", nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops,
-            r->ratio, core ? core : "?", pinned, was ? was : "");
+            o->alibi ? "true" : "false", o->sinks ? "true" : "false", (long long)o->chunk, (long long)o->S,
+            (long long)o->Sk, (long long)o->D, o->causal ? "true" : "false", nthreads, r->reps, t * 1e3, gflops,
+            (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?", pinned, was ? was : "");
         return;
     }
     char feat[96] = "";
@@ -396,6 +405,8 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     if (o->window >= 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " window=%lld", (long long)o->window);
     if (o->softcap > 0) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " softcap=%g", o->softcap);
     if (o->alibi) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
+    if (o->sinks) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " sinks");
+    if (o->chunk) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " chunk=%lld", (long long)o->chunk);
     if (o->qkv_dtype != ATTN_DTYPE_F32)
         snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", o->qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
     printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s", op,
@@ -439,7 +450,7 @@ int cmd_bench(int argc, char **argv) {
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
     sg_ctx sg = {(int)o.sgemm_n, NULL, NULL, NULL};
-    float *bufs[8] = {0}, *slopes = malloc((size_t)o.H * sizeof *slopes);
+    float *bufs[8] = {0}, *slopes = malloc((size_t)(3 * o.H) * sizeof *slopes); /* ALiBi, sinks, dsinks */
     sd_ctx c;
     attn_dropout drop;
     int rc = 1;
