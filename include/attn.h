@@ -551,9 +551,16 @@ ATTN_API attn_status attn_layer_attention_weights(attn_layer *l, const attn_forw
  * values appended to the cache, and they attend to everything the cache
  * holds for their sequence (bottom-right causal). Feeding a sequence in
  * chunks gives the full forward's output. The cache must have the shape
- * attn_layer_kv_shape gives (one cache per layer). a->train, a->mask and
- * a->y must be unset (ATTN_E_UNSUPPORTED); ATTN_E_CONTEXT if the cache or the
- * layer's context length would be exceeded, and then nothing changes. The
+ * attn_layer_kv_shape gives (one cache per layer). A padding mask (kinds
+ * that take one: causal_mha) covers the cache's positions after the append:
+ * a->mask is (B, a->Sk), true = masked, key j of sequence b at
+ * a->mask[b * a->Sk + j], a->Sk at least every sequence's new length (the
+ * growing attention_mask of left- or right-padded batched generation);
+ * chunk by chunk it gives the full forward's output with the same mask.
+ * a->train and a->y must be unset (ATTN_E_UNSUPPORTED); a mask for a kind
+ * without one is ATTN_E_UNSUPPORTED, a->Sk too short ATTN_E_SHAPE;
+ * ATTN_E_CONTEXT if the cache or the layer's context length would be
+ * exceeded, and then nothing changes. The
  * call does not prepare a backward (attn_layer_backward returns
  * ATTN_E_STATE after it). */
 ATTN_API attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *cache, const attn_forward_args *a);

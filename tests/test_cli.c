@@ -321,6 +321,23 @@ int main(int argc, char **argv) {
         "run fused_mha --heads 3 --weights %s/fused_mha_5.weights.safetensors --input %s/fused_mha_5.io.safetensors",
         golden, golden);
     expect_fail("heads do not divide the width", a, 1, "divisible");
+    /* a padded batch through the KV cache N tokens at a time: the golden (PyTorch) output */
+    snprintf(a, sizeof a,
+             "run causal_mha --heads 2 --weights %s/causal_mha_16.weights.safetensors --input "
+             "%s/causal_mha_16.io.safetensors --incremental 3 --output cli_inc_mask.safetensors",
+             golden, golden);
+    CHECK(run(a, err, sizeof err) == 0, "run --incremental with a padding mask: %s", err);
+    {
+        char io[1200];
+        snprintf(io, sizeof io, "%s/causal_mha_16.io.safetensors", golden);
+        attn_st_file *fo = NULL, *fi = NULL;
+        static float got[2 * 16 * 16], want[2 * 16 * 16];
+        int ok = attn_st_open("cli_inc_mask.safetensors", &fo) == ATTN_OK && attn_st_open(io, &fi) == ATTN_OK &&
+                 attn_st_read_f32(fo, "out", got, 512) == ATTN_OK && attn_st_read_f32(fi, "out", want, 512) == ATTN_OK;
+        CHECK(ok, "read the incremental and golden outputs");
+        if (ok) tu_allclose("run --incremental 3 with a mask == PyTorch", got, want, 512, 2e-4, 2e-5);
+        attn_st_close(fo), attn_st_close(fi);
+    }
     make_input("cli_in_mask.safetensors", 2, 5, 4, 1);
     expect_fail("mask for a layer without one",
                 "run causal --weights cli_causal.safetensors --input cli_in_mask.safetensors", 1, "padding mask");

@@ -22,6 +22,19 @@ static attn_layer *make_layer(attn_layer_kind kind, int64_t C, int64_t O, int64_
     return l;
 }
 
+/* x (B, S, C) through the cache `chunk` tokens at a time (mask: (B, S) over
+ * every position, or NULL), the outputs concatenated into inc (B, S, W) */
+static void feed(attn_layer *l, attn_kv_cache *cache, const float *x, int64_t B, int64_t S, int64_t C, int64_t W,
+                 int64_t chunk, const uint8_t *mask, attn_impl impl, float *xc, float *oc, float *inc) {
+    for (int64_t t0 = 0; t0 < S; t0 += chunk) {
+        int64_t n = S - t0 < chunk ? S - t0 : chunk;
+        for (int64_t b = 0; b < B; b++) memcpy(xc + b * n * C, x + (b * S + t0) * C, (size_t)(n * C) * 4);
+        attn_forward_args ia = {.x = xc, .B = B, .S = n, .mask = mask, .Sk = mask ? S : 0, .out = oc, .impl = impl};
+        CHECK_OK(attn_layer_forward_incremental(l, cache, &ia));
+        for (int64_t b = 0; b < B; b++) memcpy(inc + (b * S + t0) * W, oc + b * n * W, (size_t)(n * W) * 4);
+    }
+}
+
 static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
     const int64_t B = 2, S = 23, C = 16;
     attn_layer *l = make_layer(kind, C, O, H, 32, 7);
@@ -41,13 +54,7 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
                 attn_kv_cache_config kc = {B, heads, 40, hd, hd, ATTN_DTYPE_F32, paged ? 8 : 0, 0};
                 attn_kv_cache *cache = NULL;
                 CHECK_OK(attn_kv_cache_create(&kc, &cache));
-                for (int64_t t0 = 0; t0 < S; t0 += chunks[ci]) {
-                    int64_t n = S - t0 < chunks[ci] ? S - t0 : chunks[ci];
-                    for (int64_t b = 0; b < B; b++) memcpy(xc + b * n * C, x + (b * S + t0) * C, (size_t)(n * C) * 4);
-                    attn_forward_args ia = {.x = xc, .B = B, .S = n, .out = oc, .impl = (attn_impl)impl};
-                    CHECK_OK(attn_layer_forward_incremental(l, cache, &ia));
-                    for (int64_t b = 0; b < B; b++) memcpy(inc + (b * S + t0) * W, oc + b * n * W, (size_t)(n * W) * 4);
-                }
+                feed(l, cache, x, B, S, C, W, chunks[ci], NULL, (attn_impl)impl, xc, oc, inc);
                 char lab[128];
                 snprintf(lab, sizeof lab, "%s chunk %d %s impl %d: incremental == full", attn_layer_kind_name(kind),
                          chunks[ci], paged ? "paged" : "contiguous", impl);
@@ -77,6 +84,45 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
     attn_kv_cache_free(wrong);
     CHECK(attn_layer_backward(l, &(attn_backward_args){.dout = oc}) == ATTN_E_STATE,
           "no backward after an incremental pass");
+    free(x), free(full), free(inc), free(xc), free(oc);
+    attn_layer_free(l);
+}
+
+/* left- and right-padded batches through the cache with the growing padding
+ * mask give the full forward's output with the same mask (causal_mha) */
+static void padded_incremental(void) {
+    const int64_t B = 3, S = 19, C = 16;
+    attn_layer *l = make_layer(ATTN_LAYER_CAUSAL_MHA, C, C, 2, 32, 5);
+    if (!l) return;
+    int64_t W = attn_layer_out_width(l), heads, hd;
+    CHECK_OK(attn_layer_kv_shape(l, &heads, &hd));
+    float *x = malloc((size_t)(B * S * C) * 4), *full = malloc((size_t)(B * S * W) * 4);
+    float *inc = malloc((size_t)(B * S * W) * 4), *xc = malloc((size_t)(B * S * C) * 4),
+          *oc = malloc((size_t)(B * S * W) * 4);
+    uint8_t mask[3 * 19] = {0};
+    for (int64_t j = 0; j < 6; j++) mask[1 * S + j] = 1;     /* sequence 1: 6 tokens of left padding */
+    for (int64_t j = S - 4; j < S; j++) mask[2 * S + j] = 1; /* sequence 2: 4 tokens of right padding */
+    for (int64_t i = 0; i < B * S * C; i++) x[i] = tu_frand(&lcg);
+    attn_forward_args fa = {.x = x, .B = B, .S = S, .mask = mask, .out = full};
+    CHECK_OK(attn_layer_forward(l, &fa));
+    const int chunks[] = {1, 4, 19};
+    for (int ci = 0; ci < 3; ci++)
+        for (int paged = 0; paged <= 1; paged++) {
+            attn_kv_cache_config kc = {B, heads, 32, hd, hd, ATTN_DTYPE_F32, paged ? 8 : 0, 0};
+            attn_kv_cache *cache = NULL;
+            CHECK_OK(attn_kv_cache_create(&kc, &cache));
+            feed(l, cache, x, B, S, C, W, chunks[ci], mask, ATTN_IMPL_AUTO, xc, oc, inc);
+            char lab[96];
+            snprintf(lab, sizeof lab, "padded batch, chunk %d %s: incremental == full", chunks[ci],
+                     paged ? "paged" : "contiguous");
+            tu_allclose(lab, inc, full, (size_t)(B * S * W), 2e-5, 2e-6);
+            /* a mask narrower than the cache's positions is refused, nothing appended */
+            attn_forward_args bad = {.x = xc, .B = B, .S = 0, .mask = mask, .Sk = 2, .out = oc};
+            bad.S = 1;
+            CHECK(attn_layer_forward_incremental(l, cache, &bad) == ATTN_E_SHAPE, "short mask");
+            CHECK(attn_kv_cache_len(cache, 0) == S, "nothing appended by a refused call");
+            attn_kv_cache_free(cache);
+        }
     free(x), free(full), free(inc), free(xc), free(oc);
     attn_layer_free(l);
 }
@@ -114,6 +160,7 @@ static void test_kind_flags(void) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     test_kind_flags();
+    padded_incremental();
     run_kind(ATTN_LAYER_CAUSAL, 8, 1);
     run_kind(ATTN_LAYER_MHA_WRAPPER, 6, 3);
     run_kind(ATTN_LAYER_MHA, 16, 4);

@@ -476,9 +476,12 @@ class Layer(_Owned):
                                        ctypes.byref(hd)), "%s has no KV cache (causal kinds only)" % self.kind)
         return KVCache(batch, hk.value, capacity, hd.value, dtype=dtype, page_size=page_size)
 
-    def forward_incremental(self, cache, x):
+    def forward_incremental(self, cache, x, mask=None):
         """Feed the next tokens x (B, S, C) of every sequence through cache
-        (see kv_cache): out (B, S, W), as the full forward gives them."""
+        (see kv_cache): out (B, S, W), as the full forward gives them.
+        mask (B, L) bool, True = masked (causal_mha): the padding of every
+        position the cache holds after this call (L at least each sequence's
+        new length), e.g. the growing attention mask of padded batches."""
         x = np.ascontiguousarray(_array(x, "x", (3,)))
         B, S, C = x.shape
         h = self._handle(C)
@@ -487,7 +490,12 @@ class Layer(_Owned):
                              (C, self.kind, lib.attn_layer_get_config(h).contents.d_in))
         W = lib.attn_layer_out_width(h)
         out = np.empty((B, S, W), np.float32)
-        a = _capi.ForwardArgs(_fptr(x), B, S, None, 0, None, 0, None, _capi.IMPL[self._impl], _fptr(out))
+        m = None if mask is None else np.ascontiguousarray(_array(mask, "mask", (2,), (np.bool_, np.uint8)),
+                                                           dtype=np.uint8)
+        if m is not None and m.shape[0] != B:
+            raise ValueError("mask must be (B, L) with B = %d, got %s" % (B, m.shape))
+        a = _capi.ForwardArgs(_fptr(x), B, S, None, 0 if m is None else m.shape[1], None if m is None else _u8ptr(m),
+                              0, None, _capi.IMPL[self._impl], _fptr(out))
         _check(lib.attn_layer_forward_incremental(h, cache._handle(), ctypes.byref(a)), "incremental forward")
         return out
 

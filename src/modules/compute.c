@@ -269,7 +269,8 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
     if (!l || !kvc || !a || !a->x || !a->out) return ATTN_E_INVALID;
     const attn_layer_config *cf = &l->cfg;
     const layer_kind *kd = attn_layer_kind_of(cf->kind);
-    if (!(kd->flags & K_INCREMENTAL) || a->train || a->mask || a->y) return ATTN_E_UNSUPPORTED;
+    if (!(kd->flags & K_INCREMENTAL) || a->train || a->y || (a->mask && !(kd->flags & K_TAKES_MASK)))
+        return ATTN_E_UNSUPPORTED;
     if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
     if (a->B < 1 || a->S < 0 || a->S > INT32_MAX) return ATTN_E_SHAPE;
     int64_t Htot, hd;
@@ -280,6 +281,7 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
         int64_t len = attn_kv_cache_len(kvc, b);
         if (len + a->S > kc->capacity || (cf->context_length > 0 && len + a->S > cf->context_length))
             return ATTN_E_CONTEXT;
+        if (a->mask && a->Sk < len + a->S) return ATTN_E_SHAPE; /* the mask covers every cached position */
     }
     if (a->S == 0) return ATTN_OK;
     layer_cache *c = &l->cache;
@@ -311,6 +313,8 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
             d.scale = c->scale;
             d.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* the chunk's queries are the last S tokens */
             d.impl = a->impl;
+            if (a->mask)
+                d.key_mask = a->mask, d.key_mask_stride_b = a->Sk, d.key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
             st = attn_kv_cache_attend(kvc, &d, q, o, NULL);
             if (st) /* undo the append: the cache is as it was */
                 for (int64_t b = 0; b < a->B; b++) attn_kv_cache_trim(kvc, b, attn_kv_cache_len(kvc, b) - a->S);

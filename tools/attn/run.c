@@ -145,10 +145,6 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
                   module);
         return 1;
     }
-    if (fa->mask) {
-        cli_error("--incremental does not take a padding mask");
-        return 1;
-    }
     attn_kv_cache_config kc = {B, heads, S, hd, hd, ATTN_DTYPE_F32, 0, 0};
     attn_kv_cache *cache = NULL;
     int64_t chunk = n < S ? n : S;
@@ -162,7 +158,8 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
         int64_t m = S - t0 < chunk ? S - t0 : chunk;
         for (int64_t b = 0; b < B; b++)
             memcpy(xc + b * m * C, fa->x + (b * S + t0) * C, (size_t)(m * C) * sizeof(float));
-        attn_forward_args ia = {.x = xc, .B = B, .S = m, .impl = fa->impl, .out = oc};
+        /* the padding mask of the whole input covers the cache's positions after every chunk */
+        attn_forward_args ia = {.x = xc, .B = B, .S = m, .mask = fa->mask, .Sk = S, .impl = fa->impl, .out = oc};
         st = attn_layer_forward_incremental(layer, cache, &ia);
         for (int64_t b = 0; st == ATTN_OK && b < B; b++)
             memcpy(fa->out + (b * S + t0) * W, oc + b * m * W, (size_t)(m * W) * sizeof(float));
