@@ -184,12 +184,14 @@ typedef struct attn_view {
  *     and (!window  or  ((left < 0 or j >= i + off - left) and
  *                        (right < 0 or j <= i + off + right)))
  *     and (attention_chunk C == 0  or  floor((i + off) / C) == floor(j / C))
- *     and the padding mask does not hide j.
+ *     and the padding mask does not hide j
+ *     and (attn_mask == NULL  or  attn_mask(b, h, i, j) != 0).
  * (For a block of a larger problem, i, j, Sq and Sk are the global ones:
  * see q_start / k_start below.)
  * Score of a visible key: s = scale * q.k; then, if softcap > 0,
  * s = softcap * tanh(s / softcap); then, with alibi_slopes,
- * s += -slope_h * |i + off - j|. A row with no visible key gives out = 0,
+ * s += -slope_h * |i + off - j|; then, with attn_bias, s += attn_bias(b, h, i, j)
+ * (-inf hides the key). A row with no visible key gives out = 0,
  * lse = -inf and zero gradients. With sinks, row (b, h, i)'s softmax runs
  * over its visible scores and the logit sinks[h], which carries no value:
  * out = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^(sinks[h])), lse includes
@@ -230,6 +232,14 @@ typedef struct attn_sdpa_desc {
     const float *sinks;      /* (H) finite logits, or NULL: attention sinks (gpt-oss, StreamingLLM), see above;
                               * the block API refuses them (ATTN_E_UNSUPPORTED) */
     float *dsinks;           /* (H) or NULL: the backward writes d loss / d sinks here when sinks are given */
+    /* Dense mask and bias, broadcastable to (B, H, Sq, Sk) (PyTorch's attn_mask, bool and float): element
+     * (b, h, i, j) at b * strides[0] + h * strides[1] + i * strides[2] + j * strides[3] (elements; a 0 stride
+     * broadcasts that dimension); h is the query head, i and j the call's rows and keys (a KV cache: its
+     * positions). The block API refuses them (ATTN_E_UNSUPPORTED). */
+    const uint8_t *attn_mask; /* nonzero = the pair takes part, or NULL */
+    int64_t attn_mask_strides[4];
+    const float *attn_bias; /* added to the scores after scale and softcap, with ALiBi, or NULL */
+    int64_t attn_bias_strides[4];
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,

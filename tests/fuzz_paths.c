@@ -60,7 +60,8 @@ typedef struct prob {
     uint16_t *q16, *k16, *v16;
     uint8_t *mask;
     int64_t *seqlens;
-    float *slopes, *sinks, *dsinks;
+    float *slopes, *sinks, *dsinks, *dbias;
+    uint8_t *dmask;
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
     char what[256];          /* the specials injected, for the report */
@@ -125,9 +126,28 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
     }
     if (rchance(0.15)) d->softcap = (float)(2.0 + 40.0 * runi());
     if (rchance(0.12)) d->attention_chunk = rint_(1, 70);
+    for (int which = 0; which < 2; which++) /* dense mask, dense bias, each broadcast over random dims */
+        if (rchance(0.12)) {
+            int64_t shp[4] = {p->B, p->H, p->Sq, p->Sk}, n = 1,
+                    *st = which ? d->attn_bias_strides : d->attn_mask_strides;
+            for (int t = 3; t >= 0; t--) {
+                int bc = rchance(0.4);
+                st[t] = bc ? 0 : n, n *= bc ? 1 : shp[t];
+            }
+            if (which) {
+                p->dbias = malloc((size_t)(n + 1) * sizeof(float));
+                for (int64_t i = 0; i < n; i++) p->dbias[i] = rchance(0.05) ? -INFINITY : (float)(4 * runi() - 2);
+                d->attn_bias = p->dbias;
+            } else {
+                p->dmask = malloc((size_t)(n + 1));
+                for (int64_t i = 0; i < n; i++) p->dmask[i] = (uint8_t)(rchance(0.8) ? 1 + rint_(0, 3) : 0);
+                d->attn_mask = p->dmask;
+            }
+        }
     if (rchance(0.12)) { /* sinks from negligible to dominant */
         p->sinks = malloc((size_t)p->H * sizeof(float)), p->dsinks = malloc((size_t)p->H * sizeof(float));
-        for (int64_t h = 0; h < p->H; h++) p->sinks[h] = (float)(rchance(0.2) ? 60.0 * runi() - 30.0 : 6.0 * runi() - 3.0);
+        for (int64_t h = 0; h < p->H; h++)
+            p->sinks[h] = (float)(rchance(0.2) ? 60.0 * runi() - 30.0 : 6.0 * runi() - 3.0);
         d->sinks = p->sinks;
     }
     if (rchance(0.15)) {
@@ -182,7 +202,7 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
 
 static void prob_free(prob *p) {
     free(p->q), free(p->k), free(p->v), free(p->dout), free(p->q16), free(p->k16), free(p->v16);
-    free(p->mask), free(p->seqlens), free(p->slopes), free(p->sinks), free(p->dsinks);
+    free(p->mask), free(p->seqlens), free(p->slopes), free(p->sinks), free(p->dsinks), free(p->dmask), free(p->dbias);
     if (p->has_drop) attn_dropout_end(&p->drop);
 }
 
@@ -234,7 +254,7 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                 int mnan = 0;
                 for (int64_t j = 0; j < Sk; j++) {
                     const float *kj = p->k + ((b * p->Hkv + hk) * Sk + j) * D;
-                    int vis = attn_sem_visible(d, b, i, j), unsure = 0;
+                    int vis = attn_sem_visible(d, b, h, i, j), unsure = 0;
                     double acc = 0;
                     for (int64_t c = 0; c < D; c++) {
                         double t = (double)qi[c] * kj[c];
@@ -259,6 +279,7 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                         g[j] = 1.0 - t * t;
                     }
                     if (d->alibi_slopes) x += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
+                    if (d->attn_bias) x += (double)attn_sem_bias(d, b, h, i, j);
                     if (!vis) x = full && isnan(x) ? NAN : -INFINITY; /* full: an additive mask keeps NaN */
                     s[j] = x;
                     if (vis || full) {
@@ -278,13 +299,13 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                 int dead = !mnan && m == -INFINITY;
                 double l = d->sinks && !mnan ? exp(sk - m) : 0;
                 for (int64_t j = 0; j < Sk; j++) {
-                    int vis = attn_sem_visible(d, b, i, j);
+                    int vis = attn_sem_visible(d, b, h, i, j);
                     P[j] = dead || (!vis && !full) ? 0.0 : exp(s[j] - m); /* exp(-inf - finite) = 0 */
                     if (!full && !vis) P[j] = 0.0;
                     l += P[j];
                 }
                 for (int64_t j = 0; j < Sk; j++)
-                    P[j] = dead || (!full && !attn_sem_visible(d, b, i, j)) ? 0.0 : P[j] / l;
+                    P[j] = dead || (!full && !attn_sem_visible(d, b, h, i, j)) ? 0.0 : P[j] / l;
                 (void)any;
                 double *orow = o->out + ((b * p->H + h) * p->Sq + i) * Dv;
                 uint8_t *nrow = nfo + ((b * p->H + h) * p->Sq + i) * Dv;
@@ -374,8 +395,7 @@ static int report(const prob *p, const char *path, const char *fmt, ...) {
            (long long)p->D, (long long)p->Dv, (int)d->causal, d->window, (long long)d->window_left,
            (long long)d->window_right, (double)d->softcap, d->alibi_slopes != NULL, d->seqlens_k != NULL,
            d->key_mask != NULL, p->has_drop, (int)p->dt, (double)d->scale, (long long)d->attention_chunk,
-           d->sinks != NULL, p->what, (unsigned long long)cur_seed,
-           (unsigned long long)cur_case);
+           d->sinks != NULL, p->what, (unsigned long long)cur_seed, (unsigned long long)cur_case);
     failures++;
     return 1;
 }
@@ -641,7 +661,7 @@ static void run_case(uint64_t seed, uint64_t cas) {
                         gbase[2] * maxabs(p.v, nv(&p)) * (double)p.Dv, smax, !use_oracle);
         }
     }
-    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks) { /* the block API: two key blocks (no sinks there) */
+    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks && !p.d.attn_mask && !p.d.attn_bias) { /* the block API */
         float *ob = calloc(no(&p) + 1, 4), *gb = calloc(ng, 4);
         attn_status sb = blocks(&p, rint_(0, p.Sk), ob, gb);
         if (sb != ATTN_OK) {

@@ -223,7 +223,13 @@ static void same_file_refused(char *err, size_t errlen) {
     attn_st_writer_add(w, "sinks", ATTN_DTYPE_F32, 1, ss, sl);
     attn_st_writer_add(w, "grad_out", ATTN_DTYPE_F32, 4, gs, buf + 7);
     attn_st_writer_save(w, "cli_sdpa_sinks.safetensors");
-    attn_st_writer_add(w, "attn_bias", ATTN_DTYPE_F32, 1, ss, sl);
+    int64_t ms[4] = {1, 1, 4, 5}; /* a dense mask broadcast over batch and heads */
+    uint8_t dm[20];
+    for (int i = 0; i < 20; i++) dm[i] = (uint8_t)(i % 3 != 0);
+    attn_st_writer_add(w, "attn_mask", ATTN_DTYPE_BOOL, 4, ms, dm);
+    attn_st_writer_add(w, "attn_bias", ATTN_DTYPE_F32, 4, ms, buf + 3);
+    attn_st_writer_save(w, "cli_sdpa_dense.safetensors");
+    attn_st_writer_add(w, "attn_bogus", ATTN_DTYPE_F32, 1, ss, sl);
     attn_st_writer_save(w, "cli_sdpa_bias.safetensors");
     attn_st_writer_free(w);
     char err2[2048];
@@ -236,7 +242,10 @@ static void same_file_refused(char *err, size_t errlen) {
               attn_st_info(so, "dsinks", NULL, NULL, NULL) == ATTN_OK,
           "--grad with sinks writes dsinks");
     attn_st_close(so);
-    expect_fail("sdpa unknown tensor", "sdpa --input cli_sdpa_bias.safetensors", 1, "unknown tensor 'attn_bias'");
+    CHECK(run("sdpa --input cli_sdpa_dense.safetensors --output cli_sdpa_dense_out.safetensors --grad", err2,
+              sizeof err2) == 0,
+          "sdpa with a broadcast attn_mask and attn_bias: %s", err2);
+    expect_fail("sdpa unknown tensor", "sdpa --input cli_sdpa_bias.safetensors", 1, "unknown tensor 'attn_bogus'");
 }
 
 /* --help prints every option of the command's table and exits 0 */

@@ -19,6 +19,7 @@ static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
 
 typedef struct fcase {
     int B, H, Hkv, Sq, Sk, D, Dv, causal, window, wl, wr, seqlens, mask, alibi, chunk, sinks;
+    int dmask, dbias; /* dense mask / bias: 0 off, else 1 + a bit per broadcast dim (bit t set: dim t has size 1) */
     float scale, softcap;
     attn_dtype dt; /* element type of q, k, v: 0/F32, F16 or BF16 */
 } fcase;
@@ -32,9 +33,23 @@ static void to16(float *x, uint16_t *u, size_t n, attn_dtype dt) {
 }
 
 /* q (B,H,Sq,D), k (B,Hkv,Sk,D), v (B,Hkv,Sk,Dv), go (B,H,Sq,Dv) contiguous */
+/* the element strides of a dense (B, H, Sq, Sk) tensor broadcast as `bits` says */
+static void dense_strides(const fcase *c, int bits, int64_t *st) {
+    int64_t dims[4] = {c->B, c->H, c->Sq, c->Sk}, n = 1;
+    for (int t = 3; t >= 0; t--) {
+        st[t] = (bits >> t) & 1 ? 0 : n;
+        n *= (bits >> t) & 1 ? 1 : dims[t];
+    }
+}
+static int64_t dense_at(const int64_t *st, int b, int h, int i, int j) {
+    return b * st[0] + h * st[1] + i * st[2] + j * st[3];
+}
+
 static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const float *slopes, const float *q,
                    const float *k, const float *v, const float *go, double *out, double *lse, double *dq, double *dk,
-                   double *dv, const float *sinks, double *dsinks) {
+                   double *dv, const float *sinks, double *dsinks, const uint8_t *dm, const float *db) {
+    int64_t dms[4], dbs[4];
+    dense_strides(c, c->dmask - 1, dms), dense_strides(c, c->dbias - 1, dbs);
     int G = c->H / c->Hkv;
     double *t = malloc((size_t)c->Sk * 8), *g = malloc((size_t)c->Sk * 8), *p = malloc((size_t)c->Sk * 8);
     double *dp = malloc((size_t)c->Sk * 8);
@@ -56,6 +71,7 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
                     if (c->window && c->wr >= 0 && j > i + off + c->wr) vis = 0;
                     /* chunks: floor((i + off) / C) == floor(j / C) */
                     if (c->chunk && floor((double)(i + off) / c->chunk) != floor((double)j / c->chunk)) vis = 0;
+                    if (c->dmask && !dm[dense_at(dms, b, h, i, j)]) vis = 0; /* dense mask: true takes part */
                     const float *kj = k + (((size_t)b * c->Hkv + hk) * c->Sk + j) * c->D;
                     double s = 0;
                     for (int e = 0; e < c->D; e++) s += (double)qi[e] * kj[e];
@@ -67,6 +83,7 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
                         g[j] *= 1 - th * th;
                     }
                     if (c->alibi) s -= slopes[h] * fabs((double)(i + off - j));
+                    if (c->dbias) s += db[dense_at(dbs, b, h, i, j)];
                     t[j] = vis ? s : -INFINITY;
                     if (t[j] > mx) mx = t[j];
                 }
@@ -124,10 +141,10 @@ static int close_d(const char *what, const fcase *c, int idx, attn_impl impl, co
     int ok = worst <= tol * (1.0 + mag);
     CHECK(ok,
           "case %d %s %s: err %.3g at [%zu] (got %.7g want %.7g, |max| %.3g) B%d H%d Hkv%d Sq%d Sk%d D%d Dv%d "
-          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g dtype%d chunk%d sinks%d",
+          "causal%d win%d(%d,%d) seqlens%d mask%d alibi%d cap%g dtype%d chunk%d sinks%d dmask%d dbias%d",
           idx, impl == ATTN_IMPL_REF ? "ref" : "fast", what, worst, at, (double)a[at], r[at], mag, c->B, c->H, c->Hkv,
           c->Sq, c->Sk, c->D, c->Dv, c->causal, c->window, c->wl, c->wr, c->seqlens, c->mask, c->alibi,
-          (double)c->softcap, (int)c->dt, c->chunk, c->sinks);
+          (double)c->softcap, (int)c->dt, c->chunk, c->sinks, c->dmask, c->dbias);
     return ok;
 }
 
@@ -160,7 +177,12 @@ static void run_case(const fcase *c, int idx) {
     (void)sl_f;
     double *ro = malloc(no * 8), *rl = malloc(nl * 8), *rdq = malloc(nq * 8), *rdk = malloc(nk * 8),
            *rdv = malloc(nv * 8);
-    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv, sinks, rds);
+    /* dense mask and bias, full size (a broadcast one reads a prefix through zero strides) */
+    size_t nd = (size_t)c->B * c->H * c->Sq * c->Sk;
+    uint8_t *dm = malloc(nd);
+    float *db = malloc(nd * 4);
+    for (size_t i = 0; i < nd; i++) dm[i] = irand(0, 5) != 0, db[i] = irand(0, 9) == 0 ? -INFINITY : 2 * frand();
+    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv, sinks, rds, dm, db);
     for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, c->B, c->H, c->Sq, c->Sk, c->D, c->Dv);
@@ -175,6 +197,8 @@ static void run_case(const fcase *c, int idx) {
         if (c->alibi) d.alibi_slopes = slopes;
         d.attention_chunk = c->chunk;
         if (c->sinks) d.sinks = sinks, d.dsinks = dsinks;
+        if (c->dmask) d.attn_mask = dm, dense_strides(c, c->dmask - 1, d.attn_mask_strides);
+        if (c->dbias) d.attn_bias = db, dense_strides(c, c->dbias - 1, d.attn_bias_strides);
         float *o = malloc(no * 4), *l = malloc(nl * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4),
               *dv = malloc(nv * 4);
         attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D),
@@ -206,7 +230,7 @@ static void run_case(const fcase *c, int idx) {
         free(o), free(l), free(dq), free(dk), free(dv);
     }
     free(q), free(k), free(v), free(go), free(mask), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
-    free(q16), free(k16), free(v16);
+    free(q16), free(k16), free(v16), free(dm), free(db);
 }
 
 static fcase random_case(void) {
@@ -230,6 +254,8 @@ static fcase random_case(void) {
     c.scale = attn_default_scale(c.D) * (irand(0, 5) == 0 ? -1.5f : 1.0f);
     c.chunk = irand(0, 3) == 0 ? irand(1, 40) : 0;
     c.sinks = irand(0, 3) == 0;
+    c.dmask = irand(0, 3) == 0 ? 1 + irand(0, 15) : 0;
+    c.dbias = irand(0, 3) == 0 ? 1 + irand(0, 15) : 0;
     int t = irand(0, 3); /* half the cases in 16-bit inputs */
     c.dt = t == 0 ? ATTN_DTYPE_F16 : t == 1 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
     return c;
@@ -302,8 +328,8 @@ int main(int argc, char **argv) {
     omp_set_num_threads(2);
     /* each feature alone on one shape, then random combinations */
     fcase base = {.B = 2, .H = 4, .Hkv = 4, .Sq = 37, .Sk = 150, .D = 24, .Dv = 24, .causal = 0, .scale = 0.2f};
-    fcase f[11];
-    for (int i = 0; i < 11; i++) f[i] = base;
+    fcase f[14];
+    for (int i = 0; i < 14; i++) f[i] = base;
     f[1].Hkv = 2;                                                 /* GQA */
     f[2].Hkv = 1;                                                 /* MQA */
     f[3].seqlens = 1;                                             /* ragged batch */
@@ -314,7 +340,10 @@ int main(int argc, char **argv) {
     f[8].chunk = 16;                                              /* chunked local attention */
     f[9].causal = 2, f[9].chunk = 7;                              /* chunks, bottom-right */
     f[10].sinks = 1;                                              /* attention sinks */
-    for (int i = 0; i < 11; i++) run_case(&f[i], i);
+    f[11].dmask = 1;                                              /* dense bool mask, full */
+    f[12].dbias = 1 + 1 + 2;                                      /* bias (1, 1, Sq, Sk) broadcast */
+    f[13].dmask = 1 + 2, f[13].dbias = 1 + 4, f[13].causal = 2;   /* (B, 1, Sq, Sk) mask, (B, H, 1, Sk) bias */
+    for (int i = 0; i < 14; i++) run_case(&f[i], i);
     for (int i = 0; i < 120; i++) {
         fcase c = random_case();
         run_case(&c, 100 + i);

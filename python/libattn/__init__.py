@@ -145,8 +145,29 @@ def _causal(c):
     return _capi.CAUSAL[c]
 
 
+def _dense(d, x, name, shape4, kept):
+    """A dense mask (bool) or bias (float32) broadcast to shape4 = (B, H, Sq, Sk)
+    through zero strides, as PyTorch broadcasts attn_mask."""
+    mask = name == "attn_mask"
+    a = np.asarray(x)
+    if mask and a.dtype != np.bool_:
+        raise ValueError("attn_mask must be bool (True = takes part); a float mask is attn_bias")
+    a = np.ascontiguousarray(a, dtype=np.uint8 if mask else np.float32)
+    if a.ndim > 4:
+        raise ValueError("%s must have at most 4 dims, got %d" % (name, a.ndim))
+    try:
+        a = np.broadcast_to(a, shape4)
+    except ValueError:
+        raise ValueError("%s of shape %s does not broadcast to (B, H, Sq, Sk) = %s" % (name, np.shape(x), shape4))
+    kept.append(a)
+    setattr(d, name, a.ctypes.data_as(_capi.c_u8_p if mask else ctypes.POINTER(ctypes.c_float)))
+    strides = getattr(d, name + "_strides")
+    for t in range(4):
+        strides[t] = a.strides[t] // a.itemsize
+
+
 def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks=None,
-             attention_chunk=0):
+             attention_chunk=0, attn_mask=None, attn_bias=None, shape4=None):
     """The shared options of a descriptor (sdpa, attention_weights, KVCache.attend).
     Sk: the key_mask's width (None: any width, e.g. a cache's capacity).
     Returns the arrays d points into (keep them alive during the call)."""
@@ -187,6 +208,9 @@ def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, a
         kept.append(a)
         setattr(d, name, _fptr(a))
     d.attention_chunk = int(attention_chunk)
+    for name, x in (("attn_mask", attn_mask), ("attn_bias", attn_bias)):
+        if x is not None:
+            _dense(d, x, name, shape4, kept)
     return kept
 
 
@@ -194,7 +218,7 @@ class _Call:
     """A filled attn_sdpa_desc and the arrays it points into (kept alive)."""
 
     def __init__(self, q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl,
-                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0):
+                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
         self.q = _strided(_array(q, "q", (4,), (np.float32, np.float16, np.uint16)))
         self.k = _strided(_array(k, "k", (4,), (np.float32, np.float16, np.uint16)))
         self.v = _strided(_array(v, "v", (4,), (np.float32, np.float16, np.uint16))) if with_v else None
@@ -215,12 +239,13 @@ class _Call:
             raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
         d.impl = _capi.IMPL[impl]
         self.kept = _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks,
-                             attention_chunk)
+                             attention_chunk, attn_mask, attn_bias, (B, H, Sq, Sk))
         self.desc, self.shape = d, (B, H, Sq, Sk, D, Dv)
 
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
-         alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0):
+         alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
+         attn_mask=None, attn_bias=None):
     """Scaled dot-product attention, out = softmax(mask(scale * q k^T)) v.
 
     q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) with H a multiple
@@ -234,11 +259,14 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
     2's tanh capping. alibi_slopes (H,). sinks (H,): attention sinks, one
     logit per head in every row's softmax denominator, with no value.
     attention_chunk C > 0: a query sees only keys in its own chunk of C
-    positions (Llama 4). Rows that see no key give zeros.
+    positions (Llama 4). attn_mask (bool, True = takes part) and attn_bias
+    (float, added to the scores; -inf hides the key): any shape that
+    broadcasts to (B, H, Sq, Sk), as PyTorch's attn_mask. Rows that see no
+    key give zeros.
     Returns out (B, H, Sq, Dv) float32, and lse (B, H, Sq) if return_lse.
     """
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
-              sinks=sinks, attention_chunk=attention_chunk)
+              sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias)
     B, H, Sq, Sk, D, Dv = c.shape
     out = np.empty((B, H, Sq, Dv), np.float32)
     lse = np.empty((B, H, Sq), np.float32) if return_lse else None
@@ -248,11 +276,12 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
 
 
 def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
-                  softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0):
+                  softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
+                  attn_mask=None, attn_bias=None):
     """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout);
     with sinks also dsinks (H,): (dq, dk, dv, dsinks)."""
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
-              sinks=sinks, attention_chunk=attention_chunk)
+              sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias)
     B, H, Sq, Sk, D, Dv = c.shape
     go = _strided(_array(dout, "dout", (4,)))
     if go.shape != (B, H, Sq, Dv):
@@ -271,12 +300,12 @@ def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, se
 
 def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
                       softcap=0.0, alibi_slopes=None, qkv_dtype=None, return_scores=False, sinks=None,
-                      attention_chunk=0):
+                      attention_chunk=0, attn_mask=None, attn_bias=None):
     """The attention matrix softmax(mask(scale * q k^T)), (B, H, Sq, Sk), for
     pictures (e.g. matplotlib's imshow(w[0, 0])). Same arguments as sdpa.
     With return_scores also the scores, -inf where a key is not visible."""
     c = _Call(q, k, None, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, "ref", qkv_dtype,
-              with_v=False, sinks=sinks, attention_chunk=attention_chunk)
+              with_v=False, sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias)
     B, H, Sq, Sk, D, Dv = c.shape
     w = np.empty((B, H, Sq, Sk), np.float32)
     s = np.empty((B, H, Sq, Sk), np.float32) if return_scores else None
@@ -554,16 +583,19 @@ class KVCache(_Owned):
         _check(lib.attn_kv_cache_trim(self._handle(), int(b), int(length)), "KV cache trim")
 
     def attend(self, q, *, causal="bottom-right", scale=None, key_mask=None, window=(-1, -1), softcap=0.0,
-               alibi_slopes=None, return_lse=False, sinks=None, attention_chunk=0):
+               alibi_slopes=None, return_lse=False, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
         """Attention of q (B, H, Sq, D), float32, over each sequence's cached
-        tokens: out (B, H, Sq, Dv) (and lse)."""
+        tokens: out (B, H, Sq, Dv) (and lse). attn_mask / attn_bias broadcast
+        to (B, H, Sq, L), L the longest sequence's length, key j = cache
+        position j (a tree mask of draft tokens: True = takes part)."""
         q = _strided(_array(q, "q", (4,)))
         B, H, Sq, D = q.shape
         d = _capi.SdpaDesc()
         lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, 0, D, self.v_head_dim)
         # keep: the arrays d points into, alive during the call
         keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes, sinks,
-                        attention_chunk)
+                        attention_chunk, attn_mask, attn_bias,
+                        (B, H, Sq, max(self.length(b) for b in range(self.batch))))
         out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
         lse = np.empty((B, H, Sq), np.float32) if return_lse else None
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),

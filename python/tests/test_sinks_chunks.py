@@ -114,3 +114,66 @@ def test_bad_values():
         libattn.sdpa(q, k, v, sinks=np.zeros(3, np.float32))
     with pytest.raises((ValueError, libattn.LibattnError)):
         libattn.sdpa(q, k, v, attention_chunk=-1)
+
+
+def dense_reference(q, k, v, mask=None, bias=None, causal="none"):
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    B, H, Sq, D = q.shape
+    Sk = k.shape[2]
+    k = np.repeat(k, H // k.shape[1], axis=1)
+    v = np.repeat(v, H // v.shape[1], axis=1)
+    s = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(D)
+    vis = np.ones((B, H, Sq, Sk), bool)
+    if causal == "top-left":
+        vis &= np.tril(np.ones((Sq, Sk), bool))
+    if mask is not None:
+        vis &= np.broadcast_to(mask, vis.shape)
+    if bias is not None:
+        s = s + np.broadcast_to(bias.astype(np.float64), s.shape)
+    s = np.where(vis, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(s - m)
+    z = e.sum(-1, keepdims=True)
+    p = np.where(z > 0, e / np.where(z > 0, z, 1), 0)
+    return p @ v
+
+
+@pytest.mark.parametrize("impl", ["ref", "fast"])
+@pytest.mark.parametrize("Sq", [1, 6, 40])
+@pytest.mark.parametrize("shape", [(None, None, "Sq", "Sk"), ("B", 1, "Sq", "Sk"), ("Sk",), (1, "H", 1, "Sk")])
+def test_dense_mask_and_bias(impl, Sq, shape):
+    q, k, v = make(Sq=Sq, Sk=70)
+    B, H, Sk = 2, 4, 70
+    dims = {"B": B, "H": H, "Sq": Sq, "Sk": Sk, None: 1, 1: 1}
+    shp = tuple(dims[t] for t in shape)
+    r = np.random.default_rng(3)
+    mask = r.random(shp) < 0.8
+    bias = r.standard_normal(shp).astype(np.float32)
+    bias[r.random(shp) < 0.05] = -np.inf
+    for causal in ("none", "top-left"):
+        got = libattn.sdpa(q, k, v, attn_mask=mask, attn_bias=bias, causal=causal, impl=impl)
+        np.testing.assert_allclose(got, dense_reference(q, k, v, mask, bias, causal), rtol=2e-4, atol=2e-5)
+    with pytest.raises(ValueError):
+        libattn.sdpa(q, k, v, attn_mask=np.ones((3, Sk), bool))
+    with pytest.raises(ValueError):
+        libattn.sdpa(q, k, v, attn_mask=np.ones((Sq, Sk), np.float32))
+
+
+def test_tree_mask_over_cache():
+    """Speculative decoding: 5 draft tokens appended to a 60-token cache,
+    verified in one call with a tree mask over their positions."""
+    q, k, v = make(Sq=5, Sk=65, D=32)
+    cache = libattn.KVCache(2, 2, 80, 32)
+    cache.append(k, v)
+    tree = np.zeros((5, 65), bool)
+    tree[:, :60] = True  # every draft sees the prompt
+    parent = [-1, 0, 0, 1, 2]  # draft i sees itself and its ancestors
+    for i in range(5):
+        j = i
+        while j >= 0:
+            tree[i, 60 + j] = True
+            j = parent[j]
+    got = cache.attend(q, attn_mask=tree, causal="none")
+    want = dense_reference(q, k, v, tree[None, None])
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)

@@ -50,6 +50,9 @@ static attn_status check_features(const attn_sdpa_desc *d) {
         for (int64_t h = 0; h < d->H; h++)
             if (!isfinite(d->alibi_slopes[h])) return ATTN_E_INVALID;
     if (d->attention_chunk < 0) return ATTN_E_INVALID;
+    for (int t = 0; t < 4; t++)
+        if (d->attn_mask_strides[t] < 0 || d->attn_bias_strides[t] < 0) return ATTN_E_INVALID;
+    if ((d->attn_mask || d->attn_bias) && attn_sem_is_block(d)) return ATTN_E_UNSUPPORTED; /* indexed by local i, j */
     if (d->sinks) {
         if (attn_sem_is_block(d)) return ATTN_E_UNSUPPORTED; /* a sink joins the whole row's softmax once */
         for (int64_t h = 0; h < d->H; h++)

@@ -84,11 +84,23 @@ static inline int attn_sem_padded(const attn_sdpa_desc *d, int64_t b, int64_t j)
     return d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? t : !t;
 }
 
-/* full visibility of key j to row i (the reference's per-element test) */
-static inline int attn_sem_visible(const attn_sdpa_desc *d, int64_t b, int64_t i, int64_t j) {
+/* does the dense mask let (b, h, i, j) take part? (local rows and keys) */
+static inline int attn_sem_dense(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t *st = d->attn_mask_strides;
+    return !d->attn_mask || d->attn_mask[b * st[0] + h * st[1] + i * st[2] + j * st[3]] != 0;
+}
+
+/* the dense bias of (b, h, i, j), 0 without one */
+static inline float attn_sem_bias(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t *st = d->attn_bias_strides;
+    return d->attn_bias ? d->attn_bias[b * st[0] + h * st[1] + i * st[2] + j * st[3]] : 0.0f;
+}
+
+/* full visibility of key j to row i of head h (the reference's per-element test) */
+static inline int attn_sem_visible(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
     int64_t skb = attn_sem_sk(d, b), lo, hi;
     attn_sem_range(d, skb, attn_sem_off(d, b), i, &lo, &hi);
-    return j >= lo && j < hi && !attn_sem_padded(d, b, j);
+    return j >= lo && j < hi && !attn_sem_padded(d, b, j) && attn_sem_dense(d, b, h, i, j);
 }
 
 /* ALiBi bias of (i, j) for a head's slope */

@@ -5,9 +5,9 @@
  * rule (a bias, a bool mask, chunks, tree masks) goes into base/sem.h and
  * here, nowhere else.
  *
- * Order (attn.h): scale, then softcap, then ALiBi, then visibility (the
- * causal/window/seqlens range of each row, then the padding mask), hidden
- * keys to -inf.
+ * Order (attn.h): scale, then softcap, then ALiBi and the dense bias, then
+ * visibility (the causal/window/chunk/seqlens range of each row, the padding
+ * mask, the dense mask), hidden keys to -inf.
  *
  * Base 2 (stated once, here): the fused kernels run the softmax in base 2.
  * Without modifiers the packed queries carry scale * log2(e)
@@ -37,7 +37,9 @@ static inline attn_seq attn_seq_of(const attn_sdpa_desc *d, int64_t b) {
 }
 
 /* score modifiers present: the tile is modified in natural units */
-static inline int attn_score_has_mods(const attn_sdpa_desc *d) { return d->softcap > 0.0f || d->alibi_slopes != NULL; }
+static inline int attn_score_has_mods(const attn_sdpa_desc *d) {
+    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL;
+}
 
 /* what the packed queries are multiplied by (see the base-2 note above) */
 static inline float attn_score_q_multiplier(const attn_sdpa_desc *d) {
@@ -75,14 +77,16 @@ static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_scor
     int64_t lo_last, hi_last, lo_first, hi_first;
     attn_sem_range(d, k->sq.skb, k->sq.off, i0, &lo_first, &hi_first);
     attn_sem_range(d, k->sq.skb, k->sq.off, i0 + rows - 1, &lo_last, &hi_last);
-    return k->any_add || (!k->add && d->key_mask) || lo_last > j0 || hi_first < j0 + bc;
+    return k->any_add || (!k->add && d->key_mask) || d->attn_mask || lo_last > j0 || hi_first < j0 + bc;
 }
 
-/* Keys outside each row's range (causal, window, seqlens, past Sk) and keys
- * the padding mask hides, to -inf (added from the key row, or assigned key
- * by key without one). Row r is query i0 + r, column c is key j0 + c. */
-static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_keys *k, float *S, int64_t ld, int64_t bc,
-                                   int64_t rows, int64_t i0, int64_t j0) {
+/* Keys outside each row's range (causal, window, chunk, seqlens, past Sk),
+ * keys the padding mask hides (added from the key row, or assigned key by
+ * key without one) and pairs the dense mask hides, to -inf. Row r is query
+ * i0 + r, column c is key j0 + c, of head h. */
+static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_keys *k, int64_t h, float *S, int64_t ld,
+                                   int64_t bc, int64_t rows, int64_t i0, int64_t j0) {
+    int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc; /* the dense mask exists for keys < Sk (the rest is out of range) */
     for (int64_t r = 0; r < rows; r++) {
         float *s = S + r * ld;
         if (k->any_add)
@@ -94,6 +98,9 @@ static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_key
         if (!k->add && d->key_mask)
             for (int64_t c = 0; c < bc; c++)
                 if (attn_sem_padded(d, k->sq.b, j0 + c)) s[c] = -INFINITY;
+        if (d->attn_mask)
+            for (int64_t c = 0; c < nk; c++)
+                if (!attn_sem_dense(d, k->sq.b, h, i0 + r, j0 + c)) s[c] = -INFINITY;
     }
 }
 
@@ -119,9 +126,11 @@ static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_
                 kt->scale_row(s, bc, scale);
             }
             if (d->alibi_slopes) kt->alibi_row(s, bc, d->alibi_slopes[h], (float)(i0 + r + k->sq.off - j0));
+            for (int64_t c = 0; d->attn_bias && c < bc && j0 + c < d->Sk; c++)
+                s[c] += attn_sem_bias(d, k->sq.b, h, i0 + r, j0 + c); /* keys past Sk: out of range */
         }
     }
-    if (attn_score_needs_mask(d, k, bc, i0, rows, j0)) attn_score_mask(d, k, S, ld, bc, rows, i0, j0);
+    if (attn_score_needs_mask(d, k, bc, i0, rows, j0)) attn_score_mask(d, k, h, S, ld, bc, rows, i0, j0);
 }
 
 #endif

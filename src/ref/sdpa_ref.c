@@ -12,7 +12,7 @@ static const float *row_of(attn_view t, int64_t b, int64_t h, int64_t s) {
 }
 
 /* Scores of query row (b,h,i) against every key: sc[j] is the modified score
- * (scale, softcap, ALiBi; attn.h) or -INFINITY where key j is not visible;
+ * (scale, softcap, ALiBi, bias; attn.h) or -INFINITY where key j is not visible;
  * dcap[j] (if not NULL) is d(score)/d(q.k_j). Returns the number of visible
  * keys. */
 static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int64_t b, int64_t h, int64_t i,
@@ -21,7 +21,7 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
     int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b), lo, hi, nvis = 0;
     attn_sem_range(d, skb, off, i, &lo, &hi);
     for (int64_t j = 0; j < d->Sk; j++) {
-        if (j < lo || j >= hi || attn_sem_padded(d, b, j)) {
+        if (j < lo || j >= hi || attn_sem_padded(d, b, j) || !attn_sem_dense(d, b, h, i, j)) {
             sc[j] = -INFINITY;
             if (dcap) dcap[j] = 0.0;
             continue;
@@ -37,6 +37,7 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
             g *= 1.0 - t * t;
         }
         if (d->alibi_slopes) s += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
+        if (d->attn_bias) s += (double)attn_sem_bias(d, b, h, i, j);
         sc[j] = s;
         if (dcap) dcap[j] = g;
         nvis++;

@@ -131,20 +131,54 @@ static int read_heads(const attn_st_file *f, const char *file, const char *name,
     return 1;
 }
 
+/* a dense attn_mask (BOOL/U8, true = takes part) or attn_bias (float) of
+ * 4 dims, each B|1, Hq|1, Sq|1, Sk|1 (PyTorch's broadcasting), into d with
+ * zero strides on the size-1 dims; 0 after an error */
+static int read_dense(const attn_st_file *f, const char *file, const char *name, attn_sdpa_desc *d, void **out) {
+    attn_dtype dt;
+    int nd, is_mask = !strcmp(name, "attn_mask");
+    int64_t sh[ATTN_MAX_DIMS], want[4] = {d->B, d->H, d->Sq, d->Sk}, n = 1;
+    if (attn_st_info(f, name, &dt, &nd, sh) != ATTN_OK) return 1;
+    int ok = nd == 4 && (!is_mask || dt == ATTN_DTYPE_BOOL || dt == ATTN_DTYPE_U8);
+    for (int t = 0; ok && t < 4; t++) ok = sh[t] == want[t] || sh[t] == 1;
+    if (!ok) {
+        cli_error("%s: %s must be %s of 4 dims broadcastable to (B, Hq, Sq, Sk) = (%lld, %lld, %lld, %lld)", file, name,
+                  is_mask ? "BOOL or U8 (true = takes part)" : "float", (long long)d->B, (long long)d->H,
+                  (long long)d->Sq, (long long)d->Sk);
+        return 0;
+    }
+    int64_t *st = is_mask ? d->attn_mask_strides : d->attn_bias_strides;
+    for (int t = 3; t >= 0; t--) st[t] = sh[t] == 1 ? 0 : n, n *= sh[t];
+    if (!is_mask) {
+        int nd2;
+        float *b = NULL;
+        if (!cli_read_float(f, file, name, &nd2, sh, &b)) return 0;
+        *out = b, d->attn_bias = b;
+        return 1;
+    }
+    *out = malloc((size_t)n + 1);
+    attn_status s = *out ? attn_st_read_u8(f, name, *out, (size_t)n) : ATTN_E_NOMEM;
+    if (s != ATTN_OK) cli_error("%s: cannot read %s: %s", file, name, attn_status_string(s));
+    d->attn_mask = *out;
+    return s == ATTN_OK;
+}
+
 /* every tensor of the input is one sdpa reads, or one it writes (a file
  * may carry reference results: the golden files do): a misspelt or
  * unsupported tensor (an attn_bias) would otherwise be ignored and the
  * answer wrong */
 static int known_tensors(const attn_st_file *f, const char *file) {
-    static const char *const known[] = {"q",        "k",   "v",   "key_mask", "seqlens_k", "alibi_slopes", "sinks",
-                                        "grad_out", "out", "lse", "dq",       "dk",        "dv",           "dsinks"};
+    static const char *const known[] = {"q",     "k",         "v",         "key_mask", "seqlens_k", "alibi_slopes",
+                                        "sinks", "attn_mask", "attn_bias", "grad_out", "out",       "lse",
+                                        "dq",    "dk",        "dv",        "dsinks"};
     for (int i = 0; i < attn_st_count(f); i++) {
         const char *name = attn_st_name(f, i);
         int ok = 0;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) ok |= !strcmp(name, known[j]);
         if (!ok) {
             cli_error("%s: unknown tensor '%s' (attn sdpa reads q, k, v, key_mask, seqlens_k, alibi_slopes, sinks, "
-                      "grad_out; out, lse, dq, dk, dv, dsinks are its outputs' names and are passed over)",
+                      "attn_mask, attn_bias, grad_out; out, lse, dq, dk, dv, dsinks are its outputs' names and are "
+                      "passed over)",
                       file, name);
             return 0;
         }
@@ -155,7 +189,7 @@ static int known_tensors(const attn_st_file *f, const char *file) {
 /* the optional key_mask, seqlens_k, alibi_slopes and sinks of the input into d
  * (their arrays malloc'ed into *mask, *seqlens, vecs[0], vecs[1]); 0 after an error */
 static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *d, uint8_t **mask, int64_t **seqlens,
-                       float **vecs) {
+                       float **vecs, void **dense) {
     attn_status st = ATTN_OK;
     int64_t B = d->B, H = d->H, Sk = d->Sk;
     attn_dtype dt;
@@ -196,7 +230,8 @@ static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *
         d->seqlens_k = *seqlens, d->seqlens_k_dtype = ATTN_DTYPE_I64;
     }
     if (!read_heads(f, file, "alibi_slopes", "ALiBi slopes", H, &vecs[0]) ||
-        !read_heads(f, file, "sinks", "sink logits", H, &vecs[1]))
+        !read_heads(f, file, "sinks", "sink logits", H, &vecs[1]) || !read_dense(f, file, "attn_mask", d, &dense[0]) ||
+        !read_dense(f, file, "attn_bias", d, &dense[1]))
         return 0;
     d->alibi_slopes = vecs[0], d->sinks = vecs[1];
     return 1;
@@ -274,6 +309,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_st_writer *w = NULL;
     float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     float *vecs[3] = {NULL, NULL, NULL}; /* alibi_slopes, sinks, dsinks */
+    void *dense[2] = {NULL, NULL};       /* attn_mask, attn_bias */
     uint8_t *mask = NULL;                /* the input's optional tensors (read_extras) */
     int64_t *seqlens = NULL;
     attn_status st;
@@ -292,7 +328,7 @@ int cmd_sdpa(int argc, char **argv) {
     if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
     d.softcap = (float)o.softcap;
     d.attention_chunk = o.chunk;
-    if (!read_extras(f, o.input, &d, &mask, &seqlens, vecs)) goto done;
+    if (!read_extras(f, o.input, &d, &mask, &seqlens, vecs, dense)) goto done;
     size_t no = (size_t)(B * H * Sq * Dv), nl = (size_t)(B * H * Sq);
     out = malloc((no ? no : 1) * sizeof *out), lse = malloc((nl ? nl : 1) * sizeof *lse);
     if (!out || !lse) {
@@ -360,6 +396,6 @@ done:
     attn_st_writer_free(w);
     attn_st_close(f);
     free(q), free(k), free(v), free(go), free(out), free(lse), free(dq), free(dk), free(dv);
-    free(vecs[0]), free(vecs[1]), free(vecs[2]), free(mask), free(seqlens);
+    free(vecs[0]), free(vecs[1]), free(vecs[2]), free(dense[0]), free(dense[1]), free(mask), free(seqlens);
     return rc;
 }
