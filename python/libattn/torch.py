@@ -5,6 +5,15 @@
     out.sum().backward()                           # libattn's fused backward
 
 Same arguments as libattn.sdpa (masks and slopes may be tensors or arrays).
+
+    lat.scaled_dot_product_attention(query, key, value, attn_mask=None,
+        dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)
+
+is PyTorch 2.x's function with its signature and semantics on CPU tensors,
+and lat.patch() installs it as torch.nn.functional.scaled_dot_product_attention
+(lat.unpatch() restores the original), so unmodified model code runs on
+libattn. Not yet: dropout_p > 0 and a gradient for a float attn_mask
+(NotImplementedError).
 float32, float16 and bfloat16 tensors are read as they are (no copy when the
 last dimension is contiguous); the computation accumulates in float32, the
 output and the gradients come back in the inputs' dtype.
@@ -14,7 +23,7 @@ import torch
 
 import libattn as _lat
 
-__all__ = ["sdpa"]
+__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch"]
 
 
 def _np(t, name):
@@ -62,8 +71,86 @@ class _SDPA(torch.autograd.Function):
 
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
-         alibi_slopes=None, impl="auto"):
+         alibi_slopes=None, impl="auto", sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
     """libattn.sdpa on torch tensors, differentiable in q, k and v."""
     opts = dict(causal=causal, scale=scale, key_mask=_opt(key_mask), seqlens_k=_opt(seqlens_k),
-                window=tuple(window), softcap=float(softcap), alibi_slopes=_opt(alibi_slopes), impl=impl)
+                window=tuple(window), softcap=float(softcap), alibi_slopes=_opt(alibi_slopes), impl=impl,
+                attention_chunk=int(attention_chunk), attn_mask=_opt(attn_mask), attn_bias=_opt(attn_bias))
+    if sinks is not None:
+        opts["sinks"] = _opt(sinks)
     return _SDPA.apply(q, k, v, opts)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x) on libattn.
+
+    query (N..., Hq, L, E), key (N..., Hkv, S, E), value (N..., Hkv, S, Ev)
+    (or no head dim: (N..., L, E)); attn_mask bool (True = takes part) or
+    float (added to the scores), broadcastable to (N..., Hq, L, S); is_causal:
+    the top-left causal mask (an error together with attn_mask); scale:
+    default 1/sqrt(E); enable_gqa: Hq a multiple of Hkv. Returns
+    (N..., Hq, L, Ev) in query's dtype, differentiable in query, key and value.
+    """
+    if dropout_p > 0.0:
+        raise NotImplementedError("libattn's scaled_dot_product_attention does not do dropout_p > 0 yet")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim():
+        raise RuntimeError("query, key and value must have the same number of dims (at least 2), got %d, %d, %d" %
+                           (query.dim(), key.dim(), value.dim()))
+    lead = tuple(query.shape[:-3]) if query.dim() >= 4 else ()
+    Hq, Hkv = (query.shape[-3], key.shape[-3]) if query.dim() >= 3 else (1, 1)
+    if Hq != Hkv and not enable_gqa:
+        raise RuntimeError("query has %d heads and key %d: pass enable_gqa=True for grouped-query attention" %
+                           (Hq, Hkv))
+    if Hq % Hkv:
+        raise RuntimeError("the query heads (%d) must be a multiple of the key/value heads (%d)" % (Hq, Hkv))
+    B = int(np.prod(lead)) if lead else (query.shape[0] if query.dim() == 3 else 1)
+    if query.dim() == 3:  # (N, L, E): no head dim
+        Hq = Hkv = 1
+
+    q4 = query.reshape(B, Hq, query.shape[-2], query.shape[-1])
+    k4 = key.reshape(B, Hkv, key.shape[-2], key.shape[-1])
+    v4 = value.reshape(B, Hkv, value.shape[-2], value.shape[-1])
+    L, S = q4.shape[2], k4.shape[2]
+    mask = bias = None
+    if attn_mask is not None:
+        full = tuple(query.shape[:-2]) + (L, S)
+        m = attn_mask.detach() if isinstance(attn_mask, torch.Tensor) else torch.as_tensor(attn_mask)
+        if m.dtype != torch.bool and isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad:
+            raise NotImplementedError("libattn does not yet return the gradient of a float attn_mask")
+        if query.dim() != 4 or m.dim() > 4:  # other layouts: broadcast, then fold the leading dims
+            m = m.expand(full).reshape(B, Hq, L, S)
+        if m.dtype == torch.bool:
+            mask = m.numpy()
+        else:
+            bias = m.to(torch.float32).numpy()
+    out = sdpa(q4, k4, v4, causal="top-left" if is_causal else "none", scale=scale, attn_mask=mask, attn_bias=bias)
+    return out.reshape(tuple(query.shape[:-1]) + (value.shape[-1],))
+
+
+_original = None
+
+
+def patch():
+    """Install scaled_dot_product_attention as torch.nn.functional's (any torch
+    version: 1.13 has none, so code written for 2.x runs)."""
+    global _original
+    import torch.nn.functional as F
+    if _original is None:
+        _original = getattr(F, "scaled_dot_product_attention", False)
+    F.scaled_dot_product_attention = scaled_dot_product_attention
+
+
+def unpatch():
+    """Restore torch.nn.functional's own function (or its absence)."""
+    global _original
+    import torch.nn.functional as F
+    if _original is None:
+        return
+    if _original is False:
+        del F.scaled_dot_product_attention
+    else:
+        F.scaled_dot_product_attention = _original
+    _original = None

@@ -113,3 +113,90 @@ def test_errors():
         lat.sdpa(np.zeros((1, 1, 2, 4), np.float32), q, q)
     with pytest.raises(ValueError):
         lat.sdpa(q, torch.zeros(1, 1, 2, 5), q)
+
+
+# ---- scaled_dot_product_attention: PyTorch 2.x's function, checked against
+# float64 math written from its documentation (Debian's torch 1.13 has none)
+
+def sdpa_doc(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """PyTorch 2.x's documented reference implementation, in float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    L, S = q.size(-2), k.size(-2)
+    scale_factor = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    attn_bias = torch.zeros(L, S, dtype=torch.float64)
+    if is_causal:
+        attn_bias.masked_fill_(torch.ones(L, S, dtype=torch.bool).tril(0).logical_not(), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            attn_bias = attn_bias.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            attn_bias = attn_bias + attn_mask.double()
+    if enable_gqa:
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    w = q @ k.transpose(-2, -1) * scale_factor + attn_bias
+    dead = torch.isneginf(w).all(-1, keepdim=True)  # _safe_softmax (PyTorch 2.5): rows with no key give 0
+    w = torch.softmax(w.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
+    return w @ v
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 9, 13, 16), (3, 7, 8), (2, 3, 2, 5, 6, 8)])
+@pytest.mark.parametrize("mask", ["none", "bool2d", "bool4d", "float", "causal"])
+def test_scaled_dot_product_attention(shape, mask):
+    g = torch.Generator().manual_seed(11)
+    if len(shape) == 3:  # (N, L, E) with S = L
+        N, L, E = shape
+        qs, ks = (N, L, E), (N, L + 2, E)
+    else:
+        *lead, L, S, E = shape
+        qs, ks = tuple(lead) + (L, E), tuple(lead) + (S, E)
+    q = torch.randn(qs, generator=g, requires_grad=True)
+    k = torch.randn(ks, generator=g, requires_grad=True)
+    v = torch.randn(ks[:-1] + (E + 3,), generator=g, requires_grad=True)
+    Lq, Sk = q.shape[-2], k.shape[-2]
+    kw = {}
+    if mask == "bool2d":
+        kw["attn_mask"] = torch.rand(Lq, Sk, generator=g) < 0.7
+    elif mask == "bool4d" and q.dim() >= 3:
+        kw["attn_mask"] = torch.rand(q.shape[:-1] + (Sk,), generator=g) < 0.7
+    elif mask == "float":
+        kw["attn_mask"] = torch.randn(Lq, Sk, generator=g).masked_fill(torch.rand(Lq, Sk, generator=g) < 0.1,
+                                                                       float("-inf"))
+    elif mask == "causal":
+        kw["is_causal"] = True
+    out = lat.scaled_dot_product_attention(q, k, v, scale=0.3, **kw)
+    want = sdpa_doc(q, k, v, scale=0.3, **kw)
+    torch.testing.assert_close(out.double(), want, rtol=2e-4, atol=2e-5)
+    gout = torch.randn(out.shape, generator=g)
+    gq, gk, gv = torch.autograd.grad(out, (q, k, v), gout)
+    wq, wk, wv = torch.autograd.grad(want, (q, k, v), gout.double())
+    for a, b in ((gq, wq), (gk, wk), (gv, wv)):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-3, atol=1e-4)
+
+
+def test_sdpa_gqa_and_errors():
+    g = torch.Generator().manual_seed(2)
+    q, k, v = torch.randn(2, 8, 5, 16, generator=g), torch.randn(2, 2, 7, 16, generator=g), torch.randn(2, 2, 7, 16,
+                                                                                                            generator=g)
+    out = lat.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    torch.testing.assert_close(out.double(), sdpa_doc(q, k, v, enable_gqa=True), rtol=2e-4, atol=2e-5)
+    with pytest.raises(RuntimeError):
+        lat.scaled_dot_product_attention(q, k, v)  # heads differ without enable_gqa
+    with pytest.raises(RuntimeError):
+        lat.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(5, 5, dtype=torch.bool), is_causal=True)
+    with pytest.raises(NotImplementedError):
+        lat.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+
+
+def test_patch():
+    import torch.nn.functional as F
+    had = hasattr(F, "scaled_dot_product_attention")
+    lat.patch()
+    try:
+        assert F.scaled_dot_product_attention is lat.scaled_dot_product_attention
+        q = torch.randn(1, 2, 4, 8)
+        torch.testing.assert_close(F.scaled_dot_product_attention(q, q, q, is_causal=True).double(),
+                                   sdpa_doc(q, q, q, is_causal=True), rtol=2e-4, atol=2e-5)
+    finally:
+        lat.unpatch()
+    assert hasattr(F, "scaled_dot_product_attention") == had
