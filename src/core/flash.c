@@ -242,6 +242,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
         /* the block's last tile is trimmed to the keys some row can see */
         int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
+        if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, nc)) continue; /* a dense mask hides it: P = 0 */
         tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, D * 16, S, LDS, 0);
         attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
         for (int64_t r = 0; r < rows; r++)
@@ -881,23 +882,23 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
-                    bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, t * BC_B, Qp, KT, VT, dOp,
-                                   (t - t0) * BR * BC_B, Sb, dPb, capped ? Gb : NULL, add, any_add, keep, gm ? NULL : m,
-                                   l, acc);
+                    if (!attn_score_tile_hidden(d, &sq, h, rows, i0, t * BC_B, BC_B))
+                        bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, t * BC_B, Qp, KT, VT, dOp,
+                                       (t - t0) * BR * BC_B, Sb, dPb, capped ? Gb : NULL, add, any_add, keep,
+                                       gm ? NULL : m, l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, dsr ? dsr + bh * Sq + i0 : NULL);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
-                /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
-                for (int64_t t = t0; t < t1; t++) {
+                for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;
                     float *dS = dPb + (t - t0) * BR * BC_B;
-                    int64_t j0 = t * BC_B;
+                    int64_t j0 = t * BC_B, ldt = ldkr;
+                    if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
                     bwd_p_ds(kt, d, S, dS, P, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di);
                     const float *pd = bwd_dropped_p(kt, d, &mc, P, Pd, rows, b, h, i0, j0, keep);
                     tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + (j0 - plo) * DvP, DvP, 1);
                     tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + (j0 - plo) * DP, DP, 1);
-                    int64_t ldt = ldkr;
                     const float *kt0 = bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? klast : NULL, &ldt);
                     tile_gemm(kt, BR, DP, BC_B, dS, BC_B, kt0, ldt, dQ, DP, 1);
                 }

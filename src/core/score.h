@@ -23,6 +23,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The visibility rule of one sequence (base/sem.h): keys that exist and the
  * offset of the query rows on the key axis. Row ranges [lo, hi) are
@@ -71,13 +72,62 @@ typedef struct attn_score_keys {
     int any_add;
 } attn_score_keys;
 
-/* Does the tile (rows from i0, keys j0 .. j0 + bc) need masking at all? */
-static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_score_keys *k, int64_t bc, int64_t i0,
-                                        int64_t rows, int64_t j0) {
+/* Does the dense mask show every pair of the tile (keys that exist)?
+ * Answered for masks contiguous along the keys (8 bytes at a time), else 0. */
+static inline int attn_score_tile_full(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t rows, int64_t i0,
+                                       int64_t j0, int64_t bc) {
+    const int64_t *st = d->attn_mask_strides;
+    int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc;
+    if (st[3] != 1) return 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *p = d->attn_mask + b * st[0] + h * st[1] + (i0 + r) * st[2] + j0;
+        int64_t c = 0;
+        for (uint64_t w; c + 8 <= nk; c += 8) {
+            memcpy(&w, p + c, 8);
+            if ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) return 0; /* a zero byte */
+        }
+        for (; c < nk; c++)
+            if (!p[c]) return 0;
+    }
+    return 1;
+}
+
+/* Does the tile (rows from i0, keys j0 .. j0 + bc, head h) need masking at all? */
+static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_score_keys *k, int64_t h, int64_t bc,
+                                        int64_t i0, int64_t rows, int64_t j0) {
     int64_t lo_last, hi_last, lo_first, hi_first;
     attn_sem_range(d, k->sq.skb, k->sq.off, i0, &lo_first, &hi_first);
     attn_sem_range(d, k->sq.skb, k->sq.off, i0 + rows - 1, &lo_last, &hi_last);
-    return k->any_add || (!k->add && d->key_mask) || d->attn_mask || lo_last > j0 || hi_first < j0 + bc;
+    return k->any_add || (!k->add && d->key_mask) || lo_last > j0 || hi_first < j0 + bc ||
+           (d->attn_mask && !attn_score_tile_full(d, k->sq.b, h, rows, i0, j0, bc));
+}
+
+/* Does the dense mask (or a bias of -inf) hide every pair of the tile (rows
+ * i0 .. i0 + rows - 1 of head h, keys j0 .. j0 + bc - 1 that exist)? Such a
+ * tile contributes exactly nothing (P = 0): the fused kernels skip it, so a
+ * block-sparse or document mask costs in proportion to what it shows. The
+ * scan stops at the first pair that takes part. */
+static inline int attn_score_tile_hidden(const attn_sdpa_desc *d, const attn_seq *sq, int64_t h, int64_t rows,
+                                         int64_t i0, int64_t j0, int64_t bc) {
+    if (!d->attn_mask && !d->attn_bias) return 0;
+    int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc;
+    if (!d->attn_bias && d->attn_mask_strides[3] == 1) { /* a mask row by row, 8 bytes at a time */
+        for (int64_t r = 0; r < rows; r++) {
+            const uint8_t *p = d->attn_mask + sq->b * d->attn_mask_strides[0] + h * d->attn_mask_strides[1] +
+                               (i0 + r) * d->attn_mask_strides[2] + j0;
+            int64_t c = 0;
+            for (uint64_t w; c + 8 <= nk; c += 8)
+                if (memcpy(&w, p + c, 8), w) return 0;
+            for (; c < nk; c++)
+                if (p[c]) return 0;
+        }
+        return 1;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < nk; c++)
+            if (attn_sem_dense(d, sq->b, h, i0 + r, j0 + c) && attn_sem_bias(d, sq->b, h, i0 + r, j0 + c) != -INFINITY)
+                return 0;
+    return 1;
 }
 
 /* Keys outside each row's range (causal, window, chunk, seqlens, past Sk),
@@ -98,9 +148,12 @@ static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_key
         if (!k->add && d->key_mask)
             for (int64_t c = 0; c < bc; c++)
                 if (attn_sem_padded(d, k->sq.b, j0 + c)) s[c] = -INFINITY;
-        if (d->attn_mask)
+        if (d->attn_mask) { /* the row of the dense mask from key j0 */
+            const int64_t *st = d->attn_mask_strides;
+            const uint8_t *p = d->attn_mask + k->sq.b * st[0] + h * st[1] + (i0 + r) * st[2] + j0 * st[3];
             for (int64_t c = 0; c < nk; c++)
-                if (!attn_sem_dense(d, k->sq.b, h, i0 + r, j0 + c)) s[c] = -INFINITY;
+                if (!p[c * st[3]]) s[c] = -INFINITY;
+        }
     }
 }
 
@@ -130,7 +183,7 @@ static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_
                 s[c] += attn_sem_bias(d, k->sq.b, h, i0 + r, j0 + c); /* keys past Sk: out of range */
         }
     }
-    if (attn_score_needs_mask(d, k, bc, i0, rows, j0)) attn_score_mask(d, k, h, S, ld, bc, rows, i0, j0);
+    if (attn_score_needs_mask(d, k, h, bc, i0, rows, j0)) attn_score_mask(d, k, h, S, ld, bc, rows, i0, j0);
 }
 
 #endif

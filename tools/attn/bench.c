@@ -219,7 +219,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
 }
 
 typedef struct bench_opts {
-    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk;
+    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs;
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl; /* attn_dtype, attn_dtype, attn_impl */
@@ -243,6 +243,8 @@ static const cli_opt bench_table[] = {
     {"--alibi", OPT_FLAG, O(alibi), 0, 0, 0, NULL, NULL, "ALiBi slopes 2^(-8h/H)"},
     {"--sinks", OPT_FLAG, O(sinks), 0, 0, 0, NULL, NULL,
      "attention sinks (logit 0.5 per head; backward writes dsinks)"},
+    {"--documents", OPT_I64, O(docs), 0, 0, 1 << 20, NULL, NULL,
+     "a dense bool mask of N equal documents (block diagonal, (1, 1, Sq, Sk) broadcast)"},
     {"--attention-chunk", OPT_I64, O(chunk), 0, 0, 1 << 24, NULL, NULL, "chunked local attention of C positions"},
     {"--dropout", OPT_PROB, O(p_drop), 0, 0, 0, NULL, NULL, "attention dropout (MKL stream)"},
     {"--dtype", OPT_CHOICE, O(qkv_dtype), 0, 0, 0, "f32|f16|bf16", dtypes, "element type of q, k and v"},
@@ -319,7 +321,7 @@ static void blas_env(const bench_opts *o, char **argv, char *pinned, size_t pl, 
  * causal; a window or chunks count only the keys they show */
 static double prefill_flops(const bench_opts *o) {
     double pairs = (double)o->S * (double)o->Sk * (o->causal ? 0.5 : 1.0);
-    if (o->window >= 0 || o->chunk > 0) {
+    if (o->window >= 0 || o->chunk > 0 || o->docs > 0) {
         pairs = 0.0;
         for (int64_t i = 0; i < o->S; i++) { /* top-left: query i is position i */
             int64_t lo = 0, hi = o->causal ? i + 1 : o->Sk;
@@ -327,6 +329,11 @@ static double prefill_flops(const bench_opts *o) {
             if (o->window >= 0 && !o->causal) hi = i + o->window + 1 < hi ? i + o->window + 1 : hi;
             if (o->chunk > 0) lo = i / o->chunk * o->chunk > lo ? i / o->chunk * o->chunk : lo;
             if (o->chunk > 0) hi = (i / o->chunk + 1) * o->chunk < hi ? (i / o->chunk + 1) * o->chunk : hi;
+            if (o->docs > 0) { /* document i * docs / S: keys j with j * docs / Sk the same */
+                int64_t doc = i * o->docs / o->S, a = (doc * o->Sk + o->docs - 1) / o->docs,
+                        e = ((doc + 1) * o->Sk + o->docs - 1) / o->docs;
+                lo = a > lo ? a : lo, hi = e < hi ? e : hi;
+            }
             pairs += (double)(hi > lo ? hi - lo : 0);
         }
     }
@@ -348,6 +355,13 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
     for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
     if (o->alibi) c->d.alibi_slopes = slopes;
     c->d.attention_chunk = o->chunk;
+    if (o->docs > 0) { /* bufs[8]: the documents' block-diagonal mask, one byte a pair */
+        uint8_t *m = (uint8_t *)(void *)(bufs[8] = malloc((size_t)(S * Sk) + 4));
+        if (!m) return 0;
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t j = 0; j < Sk; j++) m[i * Sk + j] = i * o->docs / S == j * o->docs / Sk;
+        c->d.attn_mask = m, c->d.attn_mask_strides[2] = Sk, c->d.attn_mask_strides[3] = 1;
+    }
     if (o->sinks) c->d.sinks = slopes + H, c->d.dsinks = slopes + 2 * H; /* sinks 0.5 (set below), dsinks */
     for (int64_t h = 0; h < H; h++) slopes[H + h] = 0.5f;
     memset(drop, 0, sizeof *drop);
@@ -407,6 +421,7 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     if (o->alibi) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " alibi");
     if (o->sinks) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " sinks");
     if (o->chunk) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " chunk=%lld", (long long)o->chunk);
+    if (o->docs) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " documents=%lld", (long long)o->docs);
     if (o->qkv_dtype != ATTN_DTYPE_F32)
         snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", o->qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
     printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s", op,
@@ -450,7 +465,7 @@ int cmd_bench(int argc, char **argv) {
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
     sg_ctx sg = {(int)o.sgemm_n, NULL, NULL, NULL};
-    float *bufs[8] = {0}, *slopes = malloc((size_t)(3 * o.H) * sizeof *slopes); /* ALiBi, sinks, dsinks */
+    float *bufs[9] = {0}, *slopes = malloc((size_t)(3 * o.H) * sizeof *slopes); /* ALiBi, sinks, dsinks */
     sd_ctx c;
     attn_dropout drop;
     int rc = 1;
@@ -472,7 +487,7 @@ int cmd_bench(int argc, char **argv) {
     prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note);
     rc = 0;
 done:
-    for (int t = 0; t < 8; t++) free(bufs[t]);
+    for (int t = 0; t < 9; t++) free(bufs[t]);
     free(c.lse), free(slopes), free(sg.a), free(sg.b), free(sg.c);
     return rc;
 }
