@@ -151,8 +151,23 @@ static int run_decode(void *v) {
     return st != ATTN_OK;
 }
 
+/* A tree of Sq draft tokens at the end of T cached positions as a (Sq, T)
+ * mask: every draft sees the prompt, itself and its ancestors in a binary
+ * tree (parent of draft a: (a - 1) / 2): speculative decoding's check. */
+static uint8_t *tree_mask(int64_t Sq, int64_t T) {
+    uint8_t *m = calloc((size_t)(Sq * T), 1);
+    for (int64_t i = 0; m && i < Sq; i++) {
+        memset(m + i * T, 1, (size_t)(T - Sq));
+        for (int64_t a = i;; a = (a - 1) / 2) {
+            m[i * T + T - Sq + a] = 1;
+            if (a == 0) break;
+        }
+    }
+    return m;
+}
+
 static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_dtype dt,
-                        attn_impl impl, double min_time, int json) {
+                        attn_impl impl, double min_time, int json, int64_t Sq, int tree) {
     if (H % Hkv) {
         cli_error("--heads must be a multiple of --kv-heads");
         return EXIT_USAGE;
@@ -173,12 +188,13 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     /* fill every sequence to T tokens, 1024 at a time */
     int64_t chunk = T < 1024 ? T : 1024;
     float *kk = frand_buf((size_t)(B * Hkv * chunk * D), 5), *vv = frand_buf((size_t)(B * Hkv * chunk * D), 6);
-    float *q = frand_buf((size_t)(B * H * D), 4), *o = frand_buf((size_t)(B * H * D), 7);
+    float *q = frand_buf((size_t)(B * H * Sq * D), 4), *o = frand_buf((size_t)(B * H * Sq * D), 7);
+    uint8_t *tm = tree ? tree_mask(Sq, T) : NULL;
     int64_t *n = calloc((size_t)B, sizeof *n);
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
     size_t bytes = (size_t)(2 * B * Hkv * T) * attn_storage_bytes(dt, D);
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
-    if (!kk || !vv || !q || !o || !n || !rd.p) {
+    if (!kk || !vv || !q || !o || !n || !rd.p || (tree && !tm)) {
         cli_error("bench: out of memory");
         return 1;
     }
@@ -190,10 +206,11 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
             return 1;
         }
     }
-    attn_sdpa_desc_init(&c.d, B, H, 1, T, D, D);
-    c.d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_sdpa_desc_init(&c.d, B, H, Sq, T, D, D);
+    c.d.causal = tree ? ATTN_CAUSAL_NONE : ATTN_CAUSAL_BOTTOM_RIGHT; /* a tree replaces the causal rule */
     c.d.impl = impl;
-    attn_view vq = {q, H * D, D, D}, vo = {o, H * D, D, D};
+    if (tree) c.d.attn_mask = tm, c.d.attn_mask_strides[2] = T, c.d.attn_mask_strides[3] = 1;
+    attn_view vq = {q, H * Sq * D, Sq * D, D}, vo = {o, H * Sq * D, Sq * D, D};
     c.q = vq, c.o = vo;
     bench_result r;
     if (time_pair(run_decode, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r)) return 1;
@@ -202,25 +219,29 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json)
         printf("{\"op\": \"decode\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
-               "\"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, "
+               "\"Hkv\": %lld, \"T\": %lld, \"Sq\": %lld, \"tree\": %s, \"D\": %lld, \"kv_dtype\": \"%s\", "
+               "\"page_size\": %lld, "
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
                "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f}\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps,
-               attn_readbw_kernel(), r.ratio);
+               (long long)Sq, tree ? "true" : "false", (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3,
+               bytes, gbps, rd_gbps, attn_readbw_kernel(), r.ratio);
     else
-        printf("decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld %s cache%s, %d threads: %.3f ms, "
-               "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
-               impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               (long long)D, dtn, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
+        printf(
+            "decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld Sq=%lld%s D=%lld %s cache%s, %d threads: %.3f ms, "
+            "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
+            impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
+            (long long)Sq, tree ? " tree" : "", (long long)D, dtn, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps,
+            rd_gbps, r.ratio);
     attn_kv_cache_free(c.cache);
-    free(kk), free(vv), free(q), free(o), free(n), free((void *)rd.p);
+    free(kk), free(vv), free(q), free(o), free(n), free((void *)rd.p), free(tm);
     return 0;
 }
 
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs;
-    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree;
+    int64_t queries;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl; /* attn_dtype, attn_dtype, attn_impl */
 } bench_opts;
@@ -253,6 +274,9 @@ static const cli_opt bench_table[] = {
     {"--decode", OPT_FLAG, O(decode), 0, 0, 0, NULL, NULL,
      "one query per head against a KV cache of --kv-seq tokens; GB/s"},
     {"--kv-dtype", OPT_CHOICE, O(kv_dtype), 0, 0, 0, "f32|f16|bf16|q8_0", dtypes, "--decode: the cache's storage"},
+    {"--queries", OPT_I64, O(queries), 0, 1, 16, NULL, NULL, "--decode: query rows per head (default 1)"},
+    {"--tree", OPT_FLAG, O(tree), 0, 0, 0, NULL, NULL,
+     "--decode: the queries are a binary tree of draft tokens (mask)"},
     {"--page-size", OPT_I64, O(page), 0, 0, 1 << 24, NULL, NULL, "--decode: tokens per page (0 = contiguous)"},
     {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
     {"--sgemm-n", OPT_I64, O(sgemm_n), 0, 0, 8192, NULL, NULL, "N of the same-run sgemm reference (0 = none)"},
@@ -268,7 +292,7 @@ static const cli_opt bench_table[] = {
 static int bench_parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     o->B = 1, o->H = 8, o->S = 2048, o->D = 64, o->sgemm_n = 2048, o->window = -1, o->ring_layout = -1;
-    o->kv_dtype = o->qkv_dtype = ATTN_DTYPE_F32, o->impl = ATTN_IMPL_FAST, o->min_time = 1.0;
+    o->kv_dtype = o->qkv_dtype = ATTN_DTYPE_F32, o->impl = ATTN_IMPL_FAST, o->min_time = 1.0, o->queries = 1;
     int r = cli_parse_opts("bench", "[options]", bench_table, (int)(sizeof bench_table / sizeof bench_table[0]), argc,
                            argv, o);
     if (r <= 0) return r;
@@ -457,7 +481,7 @@ int cmd_bench(int argc, char **argv) {
     if (o.threads > 0) cli_set_threads((int)o.threads);
     if (o.decode)
         return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl, o.min_time,
-                            o.json);
+                            o.json, o.queries, o.tree);
     if (o.ring) return bench_ring(&o, argc, argv);
     char pinned[256], blas_note[384];
     const char *was;
