@@ -240,6 +240,8 @@ typedef struct attn_sdpa_desc {
     int64_t attn_mask_strides[4];
     const float *attn_bias; /* added to the scores after scale and softcap, with ALiBi, or NULL */
     int64_t attn_bias_strides[4];
+    float *dbias; /* with attn_bias, or NULL: the backward writes d loss / d bias here, with attn_bias_strides
+                   * (summed over the broadcast dims: the bias's own shape) */
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,

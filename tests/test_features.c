@@ -47,7 +47,7 @@ static int64_t dense_at(const int64_t *st, int b, int h, int i, int j) {
 
 static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const float *slopes, const float *q,
                    const float *k, const float *v, const float *go, double *out, double *lse, double *dq, double *dk,
-                   double *dv, const float *sinks, double *dsinks, const uint8_t *dm, const float *db) {
+                   double *dv, const float *sinks, double *dsinks, const uint8_t *dm, const float *db, double *ddb) {
     int64_t dms[4], dbs[4];
     dense_strides(c, c->dmask - 1, dms), dense_strides(c, c->dbias - 1, dbs);
     int G = c->H / c->Hkv;
@@ -56,6 +56,7 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
     memset(dk, 0, (size_t)c->B * c->Hkv * c->Sk * c->D * 8);
     memset(dv, 0, (size_t)c->B * c->Hkv * c->Sk * c->Dv * 8);
     memset(dsinks, 0, (size_t)c->H * 8);
+    memset(ddb, 0, (size_t)c->B * c->H * c->Sq * c->Sk * 8);
     for (int b = 0; b < c->B; b++) {
         int skb = c->seqlens ? (int)sl[b] : c->Sk;
         int off = c->causal == 1 ? 0 : skb - c->Sq;
@@ -114,6 +115,7 @@ static void oracle(const fcase *c, const int64_t *sl, const uint8_t *mask, const
                 for (int e = 0; e < c->D; e++) dq[row * c->D + e] = 0;
                 for (int j = 0; j < c->Sk; j++) {
                     double ds = p[j] * (dp[j] - di) * g[j];
+                    if (c->dbias) ddb[dense_at(dbs, b, h, i, j)] += p[j] * (dp[j] - di); /* summed over broadcasts */
                     size_t kr = ((size_t)b * c->Hkv + hk) * c->Sk + j;
                     for (int e = 0; e < c->D; e++) {
                         dq[row * c->D + e] += ds * k[kr * c->D + e];
@@ -182,7 +184,12 @@ static void run_case(const fcase *c, int idx) {
     uint8_t *dm = malloc(nd);
     float *db = malloc(nd * 4);
     for (size_t i = 0; i < nd; i++) dm[i] = irand(0, 5) != 0, db[i] = irand(0, 9) == 0 ? -INFINITY : 2 * frand();
-    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv, sinks, rds, dm, db);
+    double *rdb = malloc(nd * 8);
+    float *gdb = malloc(nd * 4);
+    oracle(c, sl, c->mask ? mask : NULL, slopes, q, k, v, go, ro, rl, rdq, rdk, rdv, sinks, rds, dm, db, rdb);
+    int64_t dbst[4];
+    dense_strides(c, c->dbias - 1, dbst);
+    size_t ndb = (size_t)(dense_at(dbst, c->B - 1, c->H - 1, c->Sq - 1, c->Sk - 1) + 1); /* the bias's own size */
     for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, c->B, c->H, c->Sq, c->Sk, c->D, c->Dv);
@@ -198,7 +205,7 @@ static void run_case(const fcase *c, int idx) {
         d.attention_chunk = c->chunk;
         if (c->sinks) d.sinks = sinks, d.dsinks = dsinks;
         if (c->dmask) d.attn_mask = dm, dense_strides(c, c->dmask - 1, d.attn_mask_strides);
-        if (c->dbias) d.attn_bias = db, dense_strides(c, c->dbias - 1, d.attn_bias_strides);
+        if (c->dbias) d.attn_bias = db, d.dbias = gdb, dense_strides(c, c->dbias - 1, d.attn_bias_strides);
         float *o = malloc(no * 4), *l = malloc(nl * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4),
               *dv = malloc(nv * 4);
         attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D),
@@ -214,6 +221,7 @@ static void run_case(const fcase *c, int idx) {
         close_d("dk", c, idx, (attn_impl)impl, dk, rdk, nk, 4 * tol);
         close_d("dv", c, idx, (attn_impl)impl, dv, rdv, nv, 4 * tol);
         if (c->sinks) close_d("dsinks", c, idx, (attn_impl)impl, dsinks, rds, (size_t)c->H, 4 * tol * c->B * c->Sq);
+        if (c->dbias) close_d("dbias", c, idx, (attn_impl)impl, gdb, rdb, ndb, 4 * tol * (double)nd / (double)ndb);
         if (impl == ATTN_IMPL_FAST && idx % 7 == 0) { /* 1 vs 2 threads: bitwise */
             float *o1 = malloc(no * 4), *dq1 = malloc(nq * 4), *dk1 = malloc(nk * 4), *dv1 = malloc(nv * 4);
             omp_set_num_threads(1);
@@ -230,7 +238,7 @@ static void run_case(const fcase *c, int idx) {
         free(o), free(l), free(dq), free(dk), free(dv);
     }
     free(q), free(k), free(v), free(go), free(mask), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
-    free(q16), free(k16), free(v16), free(dm), free(db);
+    free(q16), free(k16), free(v16), free(dm), free(db), free(rdb), free(gdb);
 }
 
 static fcase random_case(void) {

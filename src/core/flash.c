@@ -631,9 +631,12 @@ static float *attn_row_addr_mut(attn_view t, int64_t b, int64_t h, int64_t s) {
 }
 
 /* Gradients of a problem with no query or no key: all zeros. */
+static void bwd_dbias(const attn_sdpa_desc *d, const float *full);
+
 static attn_status bwd_zero_grads(const attn_sdpa_desc *d, attn_view dq, attn_view dk, attn_view dv) {
     int64_t H = d->H, Hkv = attn_sem_hkv(d);
     for (int64_t h = 0; d->sinks && d->dsinks && h < H; h++) d->dsinks[h] = 0.0f;
+    if (d->attn_bias && d->dbias) bwd_dbias(d, NULL);
     for (int64_t bh = 0; bh < d->B * H; bh++)
         for (int64_t i = 0; i < d->Sq; i++)
             memset(dq.data + (bh / H) * dq.stride_b + (bh % H) * dq.stride_h + i * dq.stride_s, 0,
@@ -721,6 +724,46 @@ static void bwd_row_finish(const float *gm, const float *gl, const float *gt, si
     }
 }
 
+/* What the backward adds for sinks and a bias: the rows' dsinks shares
+ * (B H Sq) and the full d loss / d bias (B H Sq Sk, zeros where P = 0),
+ * each entry written by the one item that owns its row, reduced at the end
+ * in a fixed order (deterministic for any thread count) */
+typedef struct bwd_extra {
+    float *dsr, *dbf;
+    int ok;
+} bwd_extra;
+
+static bwd_extra bwd_extra_alloc(const attn_sdpa_desc *d) {
+    bwd_extra e = {NULL, NULL, 1};
+    size_t rows = (size_t)(d->B * d->H * d->Sq);
+    if (d->sinks && d->dsinks) e.dsr = malloc((rows ? rows : 1) * sizeof(float)), e.ok &= e.dsr != NULL;
+    if (d->attn_bias && d->dbias) e.dbf = calloc(rows * (size_t)d->Sk + 1, sizeof(float)), e.ok &= e.dbf != NULL;
+    return e;
+}
+
+/* dbias (the bias's strides) = the full gradient summed over its broadcast dims, in (b, h, i, j) order */
+static void bwd_dbias(const attn_sdpa_desc *d, const float *full) {
+    const int64_t *st = d->attn_bias_strides;
+    int64_t n[4] = {st[0] ? d->B : 1, st[1] ? d->H : 1, st[2] ? d->Sq : 1, st[3] ? d->Sk : 1};
+    for (int64_t a = 0; a < n[0] * n[1] * n[2] * n[3]; a++) { /* one output element at a time */
+        int64_t jb = a % n[3], ib = a / n[3] % n[2], hb = a / (n[3] * n[2]) % n[1], bb = a / (n[3] * n[2] * n[1]);
+        double sum = 0.0;
+        for (int64_t b = st[0] ? bb : 0; b < (st[0] ? bb + 1 : d->B); b++)
+            for (int64_t h = st[1] ? hb : 0; h < (st[1] ? hb + 1 : d->H); h++)
+                for (int64_t i = st[2] ? ib : 0; i < (st[2] ? ib + 1 : d->Sq); i++)
+                    for (int64_t j = st[3] ? jb : 0; j < (st[3] ? jb + 1 : d->Sk); j++)
+                        sum += full ? full[((b * d->H + h) * d->Sq + i) * d->Sk + j] : 0.0;
+        d->dbias[bb * st[0] + hb * st[1] + ib * st[2] + jb * st[3]] = (float)sum;
+    }
+}
+
+static void bwd_dsinks(const attn_sdpa_desc *d, const float *rows);
+
+static void bwd_extra_finish(const attn_sdpa_desc *d, const bwd_extra *e) {
+    if (e->dsr) bwd_dsinks(d, e->dsr);
+    if (e->dbf) bwd_dbias(d, e->dbf);
+}
+
 /* dsinks[h] = the rows' shares summed over (b, i) in order (double) */
 static void bwd_dsinks(const attn_sdpa_desc *d, const float *rows) {
     for (int64_t h = 0; h < d->H; h++) {
@@ -747,12 +790,24 @@ static int bwd_item_bufs(size_t n, int capped, float **Sb, float **dPb, float **
  * scale, in place of dP (G: the softcap derivative, which replaces scale);
  * rows past rows and dead rows give zeros */
 static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *S, float *dS, float *P,
-                     const float *G, int64_t rows, float escale, const float *m, const float *il, const float *di) {
+                     const float *G, int64_t rows, float escale, const float *m, const float *il, const float *di,
+                     float *db, int64_t j0) {
+    int64_t nk = d->Sk - j0 < BC_B ? d->Sk - j0 : BC_B;
     for (int64_t r = 0; r < BR; r++) {
         float *pr = P + r * BC_B, *ds = dS + r * BC_B;
         if (m[r] == -INFINITY || r >= rows) {
             memset(pr, 0, BC_B * sizeof(float));
             memset(ds, 0, BC_B * sizeof(float));
+            continue;
+        }
+        if (db) { /* d loss / d bias = P (dP - Di), kept (row r of the block, keys from j0) */
+            kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
+            kt->scale_row(pr, BC_B, il[r]);
+            for (int64_t c = 0; c < BC_B; c++) {
+                float t = pr[c] * (ds[c] - di[r]);
+                if (c < nk) db[r * d->Sk + c] = t;
+                ds[c] = t * (G ? G[r * BC_B + c] : d->scale);
+            }
             continue;
         }
         if (!G) {
@@ -824,9 +879,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     float *panels = attn_ws_alloc(npanel), *krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
-    float *dsr = d->sinks && d->dsinks ? malloc((size_t)(BH * Sq) * sizeof(float)) : NULL; /* rows' dsinks shares */
-    attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) ? ATTN_OK : ATTN_E_NOMEM;
-    if (d->sinks && d->dsinks && !dsr) st = ATTN_E_NOMEM;
+    bwd_extra ex = bwd_extra_alloc(d); /* dsinks, dbias */
+    attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) && ex.ok ? ATTN_OK : ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
     if (st) goto out;
@@ -869,7 +923,6 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
             const float *Kr =
                 k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
-            int64_t ldkr = k_direct ? k.stride_s : DP;
             int any_add = attn_score_key_row(d, b, add, SkP);
             attn_seq sq = attn_seq_of(d, b);
             for (int64_t u = u0; u < u1; u++) {
@@ -887,15 +940,16 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                                        (t - t0) * BR * BC_B, Sb, dPb, capped ? Gb : NULL, add, any_add, keep,
                                        gm ? NULL : m, l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
-                               d->sinks ? d->sinks + h : NULL, dsr ? dsr + bh * Sq + i0 : NULL);
+                               d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;
                     float *dS = dPb + (t - t0) * BR * BC_B;
-                    int64_t j0 = t * BC_B, ldt = ldkr;
+                    int64_t j0 = t * BC_B, ldkr = k_direct ? k.stride_s : DP, ldt = ldkr;
                     if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
-                    bwd_p_ds(kt, d, S, dS, P, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di);
+                    bwd_p_ds(kt, d, S, dS, P, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
+                             ex.dbf ? ex.dbf + (bh * Sq + i0) * Sk + j0 : NULL, j0);
                     const float *pd = bwd_dropped_p(kt, d, &mc, P, Pd, rows, b, h, i0, j0, keep);
                     tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + (j0 - plo) * DvP, DvP, 1);
                     tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + (j0 - plo) * DP, DP, 1);
@@ -911,8 +965,9 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
 #pragma omp barrier
         if (!st) bwd_sum_partials(d, nchunk, prng, pk, pv, DP, DvP, dk, dv);
     }
-    if (!st && dsr) bwd_dsinks(d, dsr);
+    if (!st) bwd_extra_finish(d, &ex);
 out:
-    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng), free(dsr);
+    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng), free(ex.dsr),
+        free(ex.dbf);
     return st;
 }

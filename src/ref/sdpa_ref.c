@@ -149,6 +149,26 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
  *   dV += Pd^T dO;  dPd = dO V^T;  dP = dPd * keep * scale_drop
  *   dT = P * (dP - rowsum(P * dP));  dS = dT * dT/d(q.k)  (scale, softcap)
  *   dQ = dS K;  dK += dS^T Q      (dK, dV summed over the group) */
+/* dbias (the bias's strides) = the full gradient summed over the broadcast dims */
+static attn_status ref_dbias(const attn_sdpa_desc *d, const double *full, size_t ld) {
+    const int64_t *st = d->attn_bias_strides;
+    int64_t n[4] = {st[0] ? d->B : 1, st[1] ? d->H : 1, st[2] ? d->Sq : 1, st[3] ? d->Sk : 1};
+    double *acc = calloc((size_t)(n[0] * n[1] * n[2] * n[3]) + 1, sizeof *acc);
+    if (!acc) return ATTN_E_NOMEM;
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->H; h++)
+            for (int64_t i = 0; i < d->Sq; i++)
+                for (int64_t j = 0; j < d->Sk; j++)
+                    acc[(((st[0] ? b : 0) * n[1] + (st[1] ? h : 0)) * n[2] + (st[2] ? i : 0)) * n[3] +
+                        (st[3] ? j : 0)] += full[(((size_t)b * d->H + h) * d->Sq + i) * ld + j];
+    for (int64_t a = 0; a < n[0] * n[1] * n[2] * n[3]; a++) {
+        int64_t jb = a % n[3], ib = a / n[3] % n[2], hb = a / (n[3] * n[2]) % n[1], bb = a / (n[3] * n[2] * n[1]);
+        d->dbias[bb * st[0] + hb * st[1] + ib * st[2] + jb * st[3]] = (float)acc[a];
+    }
+    free(acc);
+    return ATTN_OK;
+}
+
 attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                    attn_view dq, attn_view dk, attn_view dv) {
     size_t nsk = (size_t)(d->Sk ? d->Sk : 1), D = (size_t)d->D, Dv = (size_t)d->Dv;
@@ -160,8 +180,12 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     uint8_t *keep = malloc(nsk);
     float *tmp = malloc((2 * D + Dv) * sizeof *tmp); /* rows of 16-bit inputs */
     double *dsk = d->sinks && d->dsinks ? calloc((size_t)(d->H ? d->H : 1), sizeof *dsk) : NULL;
+    size_t nfull = (size_t)(d->B * d->H * d->Sq) * nsk; /* d loss / d bias per (b, h, i, j), then reduced */
+    double *dbf = d->attn_bias && d->dbias ? calloc(nfull + 1, sizeof *dbf) : NULL;
     attn_status st = ATTN_OK;
-    if (!p || !dp || !g || !gk || !gv || !gq || !keep || !tmp || (d->sinks && d->dsinks && !dsk)) st = ATTN_E_NOMEM;
+    if (!p || !dp || !g || !gk || !gv || !gq || !keep || !tmp || (d->sinks && d->dsinks && !dsk) ||
+        (d->attn_bias && d->dbias && !dbf))
+        st = ATTN_E_NOMEM;
     for (int64_t b = 0; st == ATTN_OK && b < d->B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
             for (size_t t = 0; t < nkd; t++) gk[t] = 0.0;
@@ -198,6 +222,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                     for (int64_t j = 0; j < d->Sk; j++) {
                         if (p[j] == 0.0) continue;
                         double ds = p[j] * (dp[j] - dsum) * g[j];
+                        if (dbf) dbf[(((size_t)b * d->H + h) * d->Sq + i) * nsk + j] = p[j] * (dp[j] - dsum);
                         const float *kj = attn_row_f32(k, d->qkv_dtype, b, hk, j, d->D, tmp + D);
                         for (size_t c = 0; c < D; c++) {
                             gq[c] += ds * kj[c];
@@ -223,7 +248,8 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     free(keep);
     free(tmp);
     for (int64_t h = 0; !st && dsk && h < d->H; h++) d->dsinks[h] = (float)dsk[h];
-    free(dsk);
+    if (!st && dbf) st = ref_dbias(d, dbf, nsk);
+    free(dsk), free(dbf);
     return st;
 }
 
