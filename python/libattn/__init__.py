@@ -279,7 +279,8 @@ def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, se
                   softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
                   attn_mask=None, attn_bias=None):
     """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout);
-    with sinks also dsinks (H,): (dq, dk, dv, dsinks)."""
+    then dsinks (H,) when sinks are given and dbias (attn_bias's shape) when
+    attn_bias is given, in that order."""
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
               sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias)
     B, H, Sq, Sk, D, Dv = c.shape
@@ -292,10 +293,17 @@ def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, se
     dsinks = np.empty((H,), np.float32) if sinks is not None else None
     if dsinks is not None:
         c.desc.dsinks = _fptr(dsinks)
+    dbias = None
+    if attn_bias is not None:  # the bias's own shape (4-D, size-1 dims broadcast), compact as _dense read it
+        shape = np.shape(attn_bias)
+        dbias = np.empty((1,) * (4 - len(shape)) + tuple(shape), np.float32)
+        c.desc.dbias = _fptr(dbias)
     empty = _capi.View()
     _check(lib.attn_sdpa_backward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), empty, _view(go), None,
                                   _view(dq), _view(dk), _view(dv)), "sdpa backward")
-    return (dq, dk, dv) if dsinks is None else (dq, dk, dv, dsinks)
+    extra = tuple(x for x in (dsinks, None if dbias is None else dbias.reshape(np.shape(attn_bias)))
+                  if x is not None)
+    return (dq, dk, dv) + extra
 
 
 def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),

@@ -12,8 +12,7 @@ Same arguments as libattn.sdpa (masks and slopes may be tensors or arrays).
 is PyTorch 2.x's function with its signature and semantics on CPU tensors,
 and lat.patch() installs it as torch.nn.functional.scaled_dot_product_attention
 (lat.unpatch() restores the original), so unmodified model code runs on
-libattn. Not yet: dropout_p > 0 and a gradient for a float attn_mask
-(NotImplementedError).
+libattn. Not yet: dropout_p > 0 (NotImplementedError).
 float32, float16 and bfloat16 tensors are read as they are (no copy when the
 last dimension is contiguous); the computation accumulates in float32, the
 output and the gradients come back in the inputs' dtype.
@@ -48,26 +47,33 @@ def _opt(x):
 
 
 class _SDPA(torch.autograd.Function):
+    """q, k, v and an optional float bias (added to the scores) in; the
+    gradients of all four out (dbias in the bias's shape)."""
+
     @staticmethod
-    def forward(ctx, q, k, v, opts):
+    def forward(ctx, q, k, v, bias, opts):
         arrs = [_np(q, "q"), _np(k, "k"), _np(v, "v")]
         dts = {q.dtype, k.dtype, v.dtype}
         if len(dts) != 1:
             raise TypeError("q, k and v must have one dtype, got %s" % ", ".join(sorted(str(d) for d in dts)))
         qkv = "bfloat16" if q.dtype == torch.bfloat16 else None
+        if bias is not None:
+            opts = dict(opts, attn_bias=bias.detach().to(torch.float32).numpy())
         out = _lat.sdpa(*arrs, qkv_dtype=qkv, **opts)
         ctx.save_for_backward(q, k, v)
-        ctx.opts, ctx.qkv = opts, qkv
+        ctx.opts, ctx.qkv, ctx.bias_dtype = opts, qkv, None if bias is None else bias.dtype
         return torch.from_numpy(out).to(q.dtype)
 
     @staticmethod
     def backward(ctx, gout):
         q, k, v = ctx.saved_tensors
         g = gout.detach().to(torch.float32).numpy()
-        dq, dk, dv = _lat.sdpa_backward(_np(q, "q"), _np(k, "k"), _np(v, "v"), g, qkv_dtype=ctx.qkv, **ctx.opts)
-        grads = [torch.from_numpy(a).to(t.dtype) for a, t in ((dq, q), (dk, k), (dv, v))]
-        return (grads[0] if ctx.needs_input_grad[0] else None, grads[1] if ctx.needs_input_grad[1] else None,
-                grads[2] if ctx.needs_input_grad[2] else None, None)
+        res = _lat.sdpa_backward(_np(q, "q"), _np(k, "k"), _np(v, "v"), g, qkv_dtype=ctx.qkv, **ctx.opts)
+        grads = [torch.from_numpy(a).to(t.dtype) for a, t in zip(res[:3], (q, k, v))]
+        need = ctx.needs_input_grad
+        db = torch.from_numpy(res[-1]).to(ctx.bias_dtype) if ctx.bias_dtype is not None and need[3] else None
+        return (grads[0] if need[0] else None, grads[1] if need[1] else None, grads[2] if need[2] else None, db,
+                None)
 
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
@@ -75,10 +81,11 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
     """libattn.sdpa on torch tensors, differentiable in q, k and v."""
     opts = dict(causal=causal, scale=scale, key_mask=_opt(key_mask), seqlens_k=_opt(seqlens_k),
                 window=tuple(window), softcap=float(softcap), alibi_slopes=_opt(alibi_slopes), impl=impl,
-                attention_chunk=int(attention_chunk), attn_mask=_opt(attn_mask), attn_bias=_opt(attn_bias))
+                attention_chunk=int(attention_chunk), attn_mask=_opt(attn_mask))
     if sinks is not None:
         opts["sinks"] = _opt(sinks)
-    return _SDPA.apply(q, k, v, opts)
+    bias = attn_bias if isinstance(attn_bias, torch.Tensor) or attn_bias is None else torch.as_tensor(attn_bias)
+    return _SDPA.apply(q, k, v, bias, opts)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -90,7 +97,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     float (added to the scores), broadcastable to (N..., Hq, L, S); is_causal:
     the top-left causal mask (an error together with attn_mask); scale:
     default 1/sqrt(E); enable_gqa: Hq a multiple of Hkv. Returns
-    (N..., Hq, L, Ev) in query's dtype, differentiable in query, key and value.
+    (N..., Hq, L, Ev) in query's dtype, differentiable in query, key, value
+    and a float attn_mask.
     """
     if dropout_p > 0.0:
         raise NotImplementedError("libattn's scaled_dot_product_attention does not do dropout_p > 0 yet")
@@ -117,15 +125,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     mask = bias = None
     if attn_mask is not None:
         full = tuple(query.shape[:-2]) + (L, S)
-        m = attn_mask.detach() if isinstance(attn_mask, torch.Tensor) else torch.as_tensor(attn_mask)
-        if m.dtype != torch.bool and isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad:
-            raise NotImplementedError("libattn does not yet return the gradient of a float attn_mask")
+        m = attn_mask if isinstance(attn_mask, torch.Tensor) else torch.as_tensor(attn_mask)
         if query.dim() != 4 or m.dim() > 4:  # other layouts: broadcast, then fold the leading dims
-            m = m.expand(full).reshape(B, Hq, L, S)
+            m = m.expand(full).reshape(B, Hq, L, S)  # (differentiable: the gradient sums back)
         if m.dtype == torch.bool:
             mask = m.numpy()
         else:
-            bias = m.to(torch.float32).numpy()
+            bias = m  # a float mask is a bias, differentiable
     out = sdpa(q4, k4, v4, causal="top-left" if is_causal else "none", scale=scale, attn_mask=mask, attn_bias=bias)
     return out.reshape(tuple(query.shape[:-1]) + (value.shape[-1],))
 

@@ -177,3 +177,26 @@ def test_tree_mask_over_cache():
     got = cache.attend(q, attn_mask=tree, causal="none")
     want = dense_reference(q, k, v, tree[None, None])
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("impl", ["ref", "fast"])
+@pytest.mark.parametrize("shape", [(2, 4, 6, 70), (6, 70), (2, 1, 1, 70)])
+def test_dbias(impl, shape):
+    """dbias by central differences of sum(out * dout), in the bias's shape."""
+    q, k, v = make(Sq=6, Sk=70)
+    r = np.random.default_rng(5)
+    bias = r.standard_normal(shape).astype(np.float32)
+    dout = r.standard_normal((2, 4, 6, 16)).astype(np.float32)
+    _, _, _, db = libattn.sdpa_backward(q, k, v, dout, attn_bias=bias, impl=impl)
+    assert db.shape == bias.shape
+
+    def loss(b):
+        o = dense_reference(q, k, v, None, b)
+        return float((o * dout).sum())
+
+    flat = bias.reshape(-1).astype(np.float64)
+    for idx in r.choice(flat.size, 6, replace=False):
+        e = np.zeros_like(flat)
+        e[idx] = 1e-4
+        fd = (loss((flat + e).reshape(shape)) - loss((flat - e).reshape(shape))) / 2e-4
+        assert abs(db.reshape(-1)[idx] - fd) < 1e-3 * (1 + abs(fd)), (idx, db.reshape(-1)[idx], fd)

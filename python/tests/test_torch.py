@@ -200,3 +200,19 @@ def test_patch():
     finally:
         lat.unpatch()
     assert hasattr(F, "scaled_dot_product_attention") == had
+
+
+@pytest.mark.parametrize("mshape", [(9, 13), (2, 1, 9, 13), (1, 4, 1, 13)])
+def test_float_mask_gradient(mshape):
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 4, 9, 16, generator=g, requires_grad=True)
+    k = torch.randn(2, 4, 13, 16, generator=g, requires_grad=True)
+    v = torch.randn(2, 4, 13, 16, generator=g, requires_grad=True)
+    m = torch.randn(mshape, generator=g, requires_grad=True)
+    out = lat.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    want = sdpa_doc(q, k, v, attn_mask=m)
+    gout = torch.randn(out.shape, generator=g)
+    got = torch.autograd.grad(out, (q, k, v, m), gout)
+    ref = torch.autograd.grad(want, (q, k, v, m), gout.double())
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-3, atol=1e-4)
