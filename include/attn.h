@@ -242,6 +242,14 @@ typedef struct attn_sdpa_desc {
     int64_t attn_bias_strides[4];
     float *dbias; /* with attn_bias, or NULL: the backward writes d loss / d bias here, with attn_bias_strides
                    * (summed over the broadcast dims: the bias's own shape) */
+    /* Packed variable-length batches (FlashAttention's varlen): with B = 1, the Sq query rows and Sk keys
+     * hold nseq sequences back to back; sequence s is rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) against
+     * keys [cu_seqlens_k[s], cu_seqlens_k[s+1]), its own problem: the causal alignment, window and chunks
+     * apply within it (positions counted from its start). q, k, v, out are views of (T, H, D) buffers
+     * (stride_h = D, stride_s = H * D). Both arrays start at 0, never decrease and end at Sq and Sk;
+     * not combined with seqlens_k, key_mask, ALiBi or the block API. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k; /* (nseq + 1) each, or NULL */
+    int64_t nseq;
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,

@@ -331,6 +331,75 @@ static void empty_rows(void) {
     run_case(&c, 1001);
 }
 
+/* Packed variable-length batches: one call over (T, H, D) buffers holding
+ * several sequences (a few query rows in all from case 9 on: decode) gives, sequence by sequence, what a separate reference
+ * call on that sequence alone gives (forward and backward). */
+static void varlen_case(int idx, int causal, int window, int chunk, float softcap, int Hq, int Hkv, int same_len) {
+    enum { NS = 5 };
+    int32_t cq[NS + 1] = {0}, ck[NS + 1] = {0};
+    for (int s = 0; s < NS; s++) {
+        int lq = s == 2 ? 0 : irand(1, idx >= 9 ? 3 : 60), lk = same_len ? lq : (s == 3 ? 0 : irand(1, 90));
+        cq[s + 1] = cq[s] + lq, ck[s + 1] = ck[s] + lk;
+    }
+    int64_t Tq = cq[NS], Tk = ck[NS], D = 24, Dv = 16;
+    float *q = tu_rand_array((size_t)(Tq * Hq * D) + 1, &lcg, 1.0f),
+          *k = tu_rand_array((size_t)(Tk * Hkv * D) + 1, &lcg, 1.0f);
+    float *v = tu_rand_array((size_t)(Tk * Hkv * Dv) + 1, &lcg, 1.0f),
+          *go = tu_rand_array((size_t)(Tq * Hq * Dv) + 1, &lcg, 1.0f);
+    float *o = calloc((size_t)(Tq * Hq * Dv) + 1, 4), *ro = calloc((size_t)(Tq * Hq * Dv) + 1, 4);
+    float *dq = calloc((size_t)(Tq * Hq * D) + 1, 4), *rdq = calloc((size_t)(Tq * Hq * D) + 1, 4);
+    float *dk = calloc((size_t)(Tk * Hkv * D) + 1, 4), *rdk = calloc((size_t)(Tk * Hkv * D) + 1, 4);
+    float *dv = calloc((size_t)(Tk * Hkv * Dv) + 1, 4), *rdv = calloc((size_t)(Tk * Hkv * Dv) + 1, 4);
+    float *lse = calloc((size_t)(Tq * Hq) + 1, 4), *rl = calloc((size_t)(Tq * Hq) + 1, 4);
+    /* (T, H, D) buffers as (1, H, T, D) views */
+#define TV(p, H, n) ((attn_view){(p), 0, (n), (int64_t)(H) * (n)})
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, Hq, Tq, Tk, D, Dv);
+    d.Hkv = Hkv, d.causal = (attn_causal)causal, d.softcap = softcap, d.attention_chunk = chunk;
+    if (window) d.window = 1, d.window_left = 7, d.window_right = causal ? -1 : 3;
+    d.cu_seqlens_q = cq, d.cu_seqlens_k = ck, d.nseq = NS;
+    for (int s = 0; s < NS; s++) { /* the reference, one sequence at a time, into ro, rl, rd* */
+        attn_sdpa_desc e = d;
+        e.cu_seqlens_q = e.cu_seqlens_k = NULL, e.nseq = 0, e.impl = ATTN_IMPL_REF;
+        e.Sq = cq[s + 1] - cq[s], e.Sk = ck[s + 1] - ck[s];
+        if (e.Sq == 0) continue;
+        float *ls = malloc((size_t)(Hq * e.Sq) * 4 + 4);
+        CHECK_OK(attn_sdpa_forward(&e, TV(q + cq[s] * Hq * D, Hq, D), TV(k + ck[s] * Hkv * D, Hkv, D),
+                                   TV(v + ck[s] * Hkv * Dv, Hkv, Dv), TV(ro + cq[s] * Hq * Dv, Hq, Dv), ls));
+        for (int h = 0; h < Hq; h++)
+            for (int i = 0; i < e.Sq; i++) rl[h * Tq + cq[s] + i] = ls[h * e.Sq + i];
+        CHECK_OK(attn_sdpa_backward(&e, TV(q + cq[s] * Hq * D, Hq, D), TV(k + ck[s] * Hkv * D, Hkv, D),
+                                    TV(v + ck[s] * Hkv * Dv, Hkv, Dv), TV(ro + cq[s] * Hq * Dv, Hq, Dv),
+                                    TV(go + cq[s] * Hq * Dv, Hq, Dv), NULL, TV(rdq + cq[s] * Hq * D, Hq, D),
+                                    TV(rdk + ck[s] * Hkv * D, Hkv, D), TV(rdv + ck[s] * Hkv * Dv, Hkv, Dv)));
+        free(ls);
+    }
+    for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
+        d.impl = (attn_impl)impl;
+        CHECK_OK(attn_sdpa_forward(&d, TV(q, Hq, D), TV(k, Hkv, D), TV(v, Hkv, Dv), TV(o, Hq, Dv), lse));
+        CHECK_OK(attn_sdpa_backward(&d, TV(q, Hq, D), TV(k, Hkv, D), TV(v, Hkv, Dv), TV(o, Hq, Dv), TV(go, Hq, Dv), lse,
+                                    TV(dq, Hq, D), TV(dk, Hkv, D), TV(dv, Hkv, Dv)));
+        char lab[96];
+        snprintf(lab, sizeof lab, "varlen %d %s: out", idx, impl == ATTN_IMPL_REF ? "ref" : "fast");
+        tu_allclose(lab, o, ro, (size_t)(Tq * Hq * Dv), 1e-4, 1e-5);
+        snprintf(lab, sizeof lab, "varlen %d %s: lse", idx, impl == ATTN_IMPL_REF ? "ref" : "fast");
+        tu_allclose(lab, lse, rl, (size_t)(Tq * Hq), 1e-4, 1e-5);
+        snprintf(lab, sizeof lab, "varlen %d %s: dq dk dv", idx, impl == ATTN_IMPL_REF ? "ref" : "fast");
+        tu_allclose(lab, dq, rdq, (size_t)(Tq * Hq * D), 5e-4, 5e-5);
+        tu_allclose(lab, dk, rdk, (size_t)(Tk * Hkv * D), 5e-4, 5e-5);
+        tu_allclose(lab, dv, rdv, (size_t)(Tk * Hkv * Dv), 5e-4, 5e-5);
+    }
+#undef TV
+    int32_t bad = cq[NS];
+    cq[NS] = (int32_t)Tq + 1;
+    CHECK(attn_sdpa_forward(&d, (attn_view){q, 0, D, Hq * D}, (attn_view){k, 0, D, Hkv * D},
+                            (attn_view){v, 0, Dv, Hkv * Dv}, (attn_view){o, 0, Dv, Hq * Dv}, NULL) == ATTN_E_SHAPE,
+          "cu_seqlens_q not ending at Sq");
+    cq[NS] = bad;
+    free(q), free(k), free(v), free(go), free(o), free(ro), free(dq), free(rdq), free(dk), free(rdk), free(dv),
+        free(rdv), free(lse), free(rl);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
@@ -352,6 +421,9 @@ int main(int argc, char **argv) {
     f[12].dbias = 1 + 1 + 2;                                      /* bias (1, 1, Sq, Sk) broadcast */
     f[13].dmask = 1 + 2, f[13].dbias = 1 + 4, f[13].causal = 2;   /* (B, 1, Sq, Sk) mask, (B, H, 1, Sk) bias */
     for (int i = 0; i < 14; i++) run_case(&f[i], i);
+    for (int i = 0; i < 12; i++)
+        varlen_case(i, i % 3, i % 4 == 1, i % 5 == 2 ? 9 : 0, i % 6 == 3 ? 10.0f : 0.0f, i % 2 ? 4 : 2, i % 2 ? 2 : 2,
+                    i == 4);
     for (int i = 0; i < 120; i++) {
         fcase c = random_case();
         run_case(&c, 100 + i);

@@ -218,7 +218,7 @@ class _Call:
     """A filled attn_sdpa_desc and the arrays it points into (kept alive)."""
 
     def __init__(self, q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl,
-                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
+                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None, cu=None):
         self.q = _strided(_array(q, "q", (4,), (np.float32, np.float16, np.uint16)))
         self.k = _strided(_array(k, "k", (4,), (np.float32, np.float16, np.uint16)))
         self.v = _strided(_array(v, "v", (4,), (np.float32, np.float16, np.uint16))) if with_v else None
@@ -240,6 +240,15 @@ class _Call:
         d.impl = _capi.IMPL[impl]
         self.kept = _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks,
                              attention_chunk, attn_mask, attn_bias, (B, H, Sq, Sk))
+        if cu is not None:  # packed sequences: (nseq + 1) int32 offsets of the queries and the keys
+            cq, ck = (np.ascontiguousarray(np.asarray(x), dtype=np.int32) for x in cu)
+            if cq.ndim != 1 or cq.shape != ck.shape or cq.size < 2:
+                raise ValueError("cu_seqlens_q and cu_seqlens_k must be (nseq + 1,) each, got %s and %s" %
+                                 (cq.shape, ck.shape))
+            self.kept += [cq, ck]
+            d.cu_seqlens_q = cq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            d.cu_seqlens_k = ck.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            d.nseq = cq.size - 1
         self.desc, self.shape = d, (B, H, Sq, Sk, D, Dv)
 
 
@@ -304,6 +313,51 @@ def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, se
     extra = tuple(x for x in (dsinks, None if dbias is None else dbias.reshape(np.shape(attn_bias)))
                   if x is not None)
     return (dq, dk, dv) + extra
+
+
+def _packed(x, name):
+    """A (T, H, D) array as the (1, H, T, D) view the library reads (no copy)."""
+    a = _array(x, name, (3,), (np.float32, np.float16, np.uint16))
+    return a[None].transpose(0, 2, 1, 3)
+
+
+def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal="none", scale=None, window=(-1, -1), softcap=0.0,
+                sinks=None, attention_chunk=0, return_lse=False, impl="auto", qkv_dtype=None):
+    """Packed variable-length batches (FlashAttention's varlen): q (Tq, H, D),
+    k (Tk, Hkv, D), v (Tk, Hkv, Dv) hold the sequences back to back;
+    sequence s is query rows cu_seqlens_q[s]:cu_seqlens_q[s+1] against keys
+    cu_seqlens_k[s]:cu_seqlens_k[s+1], its own problem (causal alignment,
+    window and chunks per sequence). Returns out (Tq, H, Dv) (and lse (H, Tq))."""
+    c = _Call(_packed(q, "q"), _packed(k, "k"), _packed(v, "v"), causal, scale, None, None, window, softcap, None,
+              impl, qkv_dtype, sinks=sinks, attention_chunk=attention_chunk, cu=(cu_seqlens_q, cu_seqlens_k))
+    B, H, Sq, Sk, D, Dv = c.shape
+    out = np.empty((Sq, H, Dv), np.float32)
+    lse = np.empty((H, Sq), np.float32) if return_lse else None
+    _check(lib.attn_sdpa_forward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v),
+                                 _view(out[None].transpose(0, 2, 1, 3)), _fptr(lse)), "sdpa_varlen")
+    return (out, lse) if return_lse else out
+
+
+def sdpa_varlen_backward(q, k, v, dout, cu_seqlens_q, cu_seqlens_k, *, causal="none", scale=None, window=(-1, -1),
+                         softcap=0.0, sinks=None, attention_chunk=0, impl="auto", qkv_dtype=None):
+    """Gradients (dq, dk, dv) of sum(sdpa_varlen(...) * dout) in the packed
+    layouts (plus dsinks with sinks)."""
+    c = _Call(_packed(q, "q"), _packed(k, "k"), _packed(v, "v"), causal, scale, None, None, window, softcap, None,
+              impl, qkv_dtype, sinks=sinks, attention_chunk=attention_chunk, cu=(cu_seqlens_q, cu_seqlens_k))
+    B, H, Sq, Sk, D, Dv = c.shape
+    go = _array(dout, "dout", (3,))
+    if go.shape != (Sq, H, Dv):
+        raise ValueError("dout must be (Tq, H, Dv) = %s, got %s" % ((Sq, H, Dv), go.shape))
+    go = np.ascontiguousarray(go)[None].transpose(0, 2, 1, 3)
+    Hkv = c.k.shape[1]
+    dq, dk, dv = (np.empty(shape, np.float32) for shape in ((Sq, H, D), (Sk, Hkv, D), (Sk, Hkv, Dv)))
+    dsinks = np.empty((H,), np.float32) if sinks is not None else None
+    if dsinks is not None:
+        c.desc.dsinks = _fptr(dsinks)
+    t = lambda a: _view(a[None].transpose(0, 2, 1, 3))  # noqa: E731
+    _check(lib.attn_sdpa_backward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), _capi.View(), _view(go),
+                                  None, t(dq), t(dk), t(dv)), "sdpa_varlen backward")
+    return (dq, dk, dv) if dsinks is None else (dq, dk, dv, dsinks)
 
 
 def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),

@@ -45,7 +45,9 @@ class SdpaDesc(ctypes.Structure):
                 ("alibi_slopes", c_float_p), ("qkv_dtype", c_int), ("q_start", c_i64), ("k_start", c_i64),
                 ("Sq_total", c_i64), ("Sk_total", c_i64), ("attention_chunk", c_i64), ("sinks", c_float_p),
                 ("dsinks", c_float_p), ("attn_mask", c_u8_p), ("attn_mask_strides", c_i64 * 4),
-                ("attn_bias", c_float_p), ("attn_bias_strides", c_i64 * 4), ("dbias", c_float_p)]
+                ("attn_bias", c_float_p), ("attn_bias_strides", c_i64 * 4), ("dbias", c_float_p),
+                ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)), ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
+                ("nseq", c_i64)]
 
 
 class Generator(ctypes.Structure):

@@ -200,3 +200,35 @@ def test_dbias(impl, shape):
         e[idx] = 1e-4
         fd = (loss((flat + e).reshape(shape)) - loss((flat - e).reshape(shape))) / 2e-4
         assert abs(db.reshape(-1)[idx] - fd) < 1e-3 * (1 + abs(fd)), (idx, db.reshape(-1)[idx], fd)
+
+
+@pytest.mark.parametrize("causal", ["none", "top-left", "bottom-right"])
+@pytest.mark.parametrize("impl", ["ref", "fast"])
+def test_varlen(causal, impl):
+    """Packed sequences give, sequence by sequence, the padded call's answer."""
+    r = np.random.default_rng(9)
+    lq, lk = [5, 0, 17, 1, 30], [9, 4, 17, 0, 41]
+    if causal == "top-left":
+        lk = [max(a, b) for a, b in zip(lq, lk)]
+    cq, ck = np.concatenate([[0], np.cumsum(lq)]), np.concatenate([[0], np.cumsum(lk)])
+    H, Hkv, D = 4, 2, 16
+    q = r.standard_normal((cq[-1], H, D)).astype(np.float32)
+    k = r.standard_normal((ck[-1], Hkv, D)).astype(np.float32)
+    v = r.standard_normal((ck[-1], Hkv, D)).astype(np.float32)
+    dout = r.standard_normal((cq[-1], H, D)).astype(np.float32)
+    out, lse = libattn.sdpa_varlen(q, k, v, cq, ck, causal=causal, impl=impl, return_lse=True)
+    dq, dk, dv = libattn.sdpa_varlen_backward(q, k, v, dout, cq, ck, causal=causal, impl=impl)
+    for s in range(5):
+        a, b, c, e = cq[s], cq[s + 1], ck[s], ck[s + 1]
+        if b == a:
+            continue
+        qs, ks, vs = (x.transpose(1, 0, 2)[None] for x in (q[a:b], k[c:e], v[c:e]))
+        o1, l1 = libattn.sdpa(qs, ks, vs, causal=causal, impl="ref", return_lse=True)
+        np.testing.assert_allclose(out[a:b], o1[0].transpose(1, 0, 2), rtol=2e-4, atol=2e-5)
+        np.testing.assert_allclose(lse[:, a:b], l1[0], rtol=2e-4, atol=2e-5)
+        g1 = libattn.sdpa_backward(qs, ks, vs, dout[a:b].transpose(1, 0, 2)[None], causal=causal, impl="ref")
+        np.testing.assert_allclose(dq[a:b], g1[0][0].transpose(1, 0, 2), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(dk[c:e], g1[1][0].transpose(1, 0, 2), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(dv[c:e], g1[2][0].transpose(1, 0, 2), rtol=1e-3, atol=1e-4)
+    with pytest.raises((ValueError, libattn.LibattnError)):
+        libattn.sdpa_varlen(q, k, v, cq + 1, ck)  # not starting at 0

@@ -50,6 +50,18 @@ static attn_status check_features(const attn_sdpa_desc *d) {
         for (int64_t h = 0; h < d->H; h++)
             if (!isfinite(d->alibi_slopes[h])) return ATTN_E_INVALID;
     if (d->attention_chunk < 0) return ATTN_E_INVALID;
+    if (d->cu_seqlens_q || d->cu_seqlens_k) { /* packed sequences */
+        if (!d->cu_seqlens_q || !d->cu_seqlens_k || d->nseq < 1 || d->B != 1) return ATTN_E_INVALID;
+        if (d->seqlens_k || d->key_mask || d->alibi_slopes) return ATTN_E_UNSUPPORTED;
+        if (attn_sem_is_block(d)) return ATTN_E_UNSUPPORTED;
+        const int32_t *cu[2] = {d->cu_seqlens_q, d->cu_seqlens_k};
+        int64_t end[2] = {d->Sq, d->Sk};
+        for (int t = 0; t < 2; t++) {
+            if (cu[t][0] != 0 || cu[t][d->nseq] != end[t]) return ATTN_E_SHAPE;
+            for (int64_t s = 0; s < d->nseq; s++)
+                if (cu[t][s + 1] < cu[t][s]) return ATTN_E_SHAPE;
+        }
+    }
     for (int t = 0; t < 4; t++)
         if (d->attn_mask_strides[t] < 0 || d->attn_bias_strides[t] < 0) return ATTN_E_INVALID;
     if ((d->attn_mask || d->attn_bias) && attn_sem_is_block(d)) return ATTN_E_UNSUPPORTED; /* indexed by local i, j */

@@ -45,10 +45,34 @@ static inline int64_t attn_sem_off(const attn_sdpa_desc *d, int64_t b) {
     return attn_sem_off_skg(d, attn_sem_skg(d, b));
 }
 
+/* the packed sequence holding query row i (varlen: binary search in cu_seqlens_q; an empty sequence never
+ * holds a row) */
+static inline int64_t attn_sem_varlen_seq(const attn_sdpa_desc *d, int64_t i) {
+    int64_t lo = 0, hi = d->nseq - 1; /* the last s with cu_q[s] <= i */
+    while (lo < hi) {
+        int64_t mid = (lo + hi + 1) / 2;
+        if (d->cu_seqlens_q[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* Keys [*lo, *hi) of query row i of sequence b (skb = attn_sem_sk, off =
- * attn_sem_off) before the padding mask; *hi <= *lo when none. */
+ * attn_sem_off) before the padding mask; *hi <= *lo when none. Packed
+ * sequences (varlen): the rule of row i's own sequence, in its coordinates,
+ * moved to its keys. */
 static inline void attn_sem_range(const attn_sdpa_desc *d, int64_t skb, int64_t off, int64_t i, int64_t *lo,
                                   int64_t *hi) {
+    int64_t base = 0;
+    if (d->cu_seqlens_q) {
+        int64_t s = attn_sem_varlen_seq(d, i), q0 = d->cu_seqlens_q[s], k0 = d->cu_seqlens_k[s];
+        int64_t sq = d->cu_seqlens_q[s + 1] - q0;
+        base = k0, skb = d->cu_seqlens_k[s + 1] - k0;
+        off = d->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : skb - sq;
+        i -= q0;
+    }
     int64_t a = 0, e = skb, now = i + off;
     if (d->causal != ATTN_CAUSAL_NONE && now + 1 < e) e = now + 1;
     if (d->window) {
@@ -61,8 +85,9 @@ static inline void attn_sem_range(const attn_sdpa_desc *d, int64_t skb, int64_t 
         if (cs > a) a = cs;
         if (cs + C < e) e = cs + C;
     }
+    if (d->cu_seqlens_q && a > skb) a = skb; /* an empty range stays within its sequence's keys */
     if (e < a) e = a;
-    *lo = a, *hi = e;
+    *lo = a + base, *hi = e + base;
 }
 
 /* Keys [*lo, *hi) that some row of i0 .. i1 - 1 may see (row ranges are

@@ -329,7 +329,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
             free(tmp);
         }
         size_t nw = 0;
-        int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk;
+        int uneven =
+            d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk || d->cu_seqlens_q;
         for (int64_t b = 0; b < B; b++) {
             attn_seq sq = attn_seq_of(d, b);
             for (int64_t h = 0; h < H; h++)
