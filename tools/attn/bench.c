@@ -239,7 +239,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
 }
 
 typedef struct bench_opts {
-    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs;
+    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen;
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree;
     int64_t queries;
     double softcap, min_time, p_drop;
@@ -266,6 +266,8 @@ static const cli_opt bench_table[] = {
      "attention sinks (logit 0.5 per head; backward writes dsinks)"},
     {"--documents", OPT_I64, O(docs), 0, 0, 1 << 20, NULL, NULL,
      "a dense bool mask of N equal documents (block diagonal, (1, 1, Sq, Sk) broadcast)"},
+    {"--varlen", OPT_I64, O(varlen), 0, 0, 4096, NULL, NULL,
+     "N packed sequences of Sq / N rows each in one B = 1 call (cu_seqlens)"},
     {"--attention-chunk", OPT_I64, O(chunk), 0, 0, 1 << 24, NULL, NULL, "chunked local attention of C positions"},
     {"--dropout", OPT_PROB, O(p_drop), 0, 0, 0, NULL, NULL, "attention dropout (MKL stream)"},
     {"--dtype", OPT_CHOICE, O(qkv_dtype), 0, 0, 0, "f32|f16|bf16", dtypes, "element type of q, k and v"},
@@ -345,7 +347,7 @@ static void blas_env(const bench_opts *o, char **argv, char *pinned, size_t pl, 
  * causal; a window or chunks count only the keys they show */
 static double prefill_flops(const bench_opts *o) {
     double pairs = (double)o->S * (double)o->Sk * (o->causal ? 0.5 : 1.0);
-    if (o->window >= 0 || o->chunk > 0 || o->docs > 0) {
+    if (o->window >= 0 || o->chunk > 0 || o->docs > 0 || o->varlen > 0) {
         pairs = 0.0;
         for (int64_t i = 0; i < o->S; i++) { /* top-left: query i is position i */
             int64_t lo = 0, hi = o->causal ? i + 1 : o->Sk;
@@ -353,6 +355,10 @@ static double prefill_flops(const bench_opts *o) {
             if (o->window >= 0 && !o->causal) hi = i + o->window + 1 < hi ? i + o->window + 1 : hi;
             if (o->chunk > 0) lo = i / o->chunk * o->chunk > lo ? i / o->chunk * o->chunk : lo;
             if (o->chunk > 0) hi = (i / o->chunk + 1) * o->chunk < hi ? (i / o->chunk + 1) * o->chunk : hi;
+            if (o->varlen > 0) { /* equal packed sequences, each causal top-left within itself */
+                int64_t L = o->S / o->varlen, s0 = i / L * L;
+                lo = s0, hi = o->causal ? i + 1 : s0 + L;
+            }
             if (o->docs > 0) { /* document i * docs / S: keys j with j * docs / Sk the same */
                 int64_t doc = i * o->docs / o->S, a = (doc * o->Sk + o->docs - 1) / o->docs,
                         e = ((doc + 1) * o->Sk + o->docs - 1) / o->docs;
@@ -379,6 +385,12 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
     for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
     if (o->alibi) c->d.alibi_slopes = slopes;
     c->d.attention_chunk = o->chunk;
+    if (o->varlen > 0) { /* bufs[8]: the offsets of varlen equal sequences (Sq = Sk a multiple of N) */
+        int32_t *cu = (int32_t *)(void *)(bufs[8] = malloc((size_t)(o->varlen + 1) * 4));
+        if (!cu || B != 1 || S != Sk || S % o->varlen) return 0;
+        for (int64_t s = 0; s <= o->varlen; s++) cu[s] = (int32_t)(s * (S / o->varlen));
+        c->d.cu_seqlens_q = c->d.cu_seqlens_k = cu, c->d.nseq = o->varlen;
+    }
     if (o->docs > 0) { /* bufs[8]: the documents' block-diagonal mask, one byte a pair */
         uint8_t *m = (uint8_t *)(void *)(bufs[8] = malloc((size_t)(S * Sk) + 4));
         if (!m) return 0;
@@ -446,6 +458,7 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     if (o->sinks) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " sinks");
     if (o->chunk) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " chunk=%lld", (long long)o->chunk);
     if (o->docs) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " documents=%lld", (long long)o->docs);
+    if (o->varlen) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " varlen=%lld", (long long)o->varlen);
     if (o->qkv_dtype != ATTN_DTYPE_F32)
         snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", o->qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
     printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s", op,
