@@ -61,6 +61,8 @@ typedef struct prob {
     uint8_t *mask;
     int64_t *seqlens;
     float *slopes, *sinks, *dsinks, *dbias;
+    int32_t cuq[8], cuk[8]; /* packed sequences (varlen) */
+    int64_t nseq;
     uint8_t *dmask;
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
@@ -105,7 +107,8 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
     static const int64_t dims[] = {1, 3, 8, 16, 17, 32, 40, 64, 80, 96, 128, 160, 256};
     memset(p, 0, sizeof *p);
     rs = seed * 0x100000001b3ull ^ (cas + 1) * 0x9e3779b97f4a7c15ull;
-    p->B = rint_(1, 3);
+    int varlen = rchance(0.1); /* packed sequences: B = 1, no key lengths, padding mask or ALiBi */
+    p->B = varlen ? 1 : rint_(1, 3);
     p->Hkv = rint_(1, 3);
     p->H = p->Hkv * rpick((const int64_t[]){1, 1, 2, 4}, 4);
     p->Sq = rchance(0.3) ? rint_(1, 16) : rpick(lens, 16);
@@ -150,17 +153,33 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
             p->sinks[h] = (float)(rchance(0.2) ? 60.0 * runi() - 30.0 : 6.0 * runi() - 3.0);
         d->sinks = p->sinks;
     }
-    if (rchance(0.15)) {
+    if (!varlen && rchance(0.15)) {
         p->slopes = malloc((size_t)p->H * sizeof(float));
         for (int64_t h = 0; h < p->H; h++) p->slopes[h] = (float)(0.5 * runi());
         d->alibi_slopes = p->slopes;
     }
-    if (rchance(0.2)) {
+    if (!varlen && rchance(0.2)) {
         p->seqlens = malloc((size_t)p->B * sizeof(int64_t));
         for (int64_t b = 0; b < p->B; b++) p->seqlens[b] = rint_(0, p->Sk);
         d->seqlens_k = p->seqlens, d->seqlens_k_dtype = ATTN_DTYPE_I64;
     }
-    if (rchance(0.2) && p->Sk) {
+    if (varlen) { /* random offsets: sequences of any length, empty ones too */
+        p->nseq = rint_(1, 5);
+        for (int t = 0; t < 2; t++) {
+            int32_t *cu = t ? p->cuk : p->cuq;
+            int64_t total = t ? p->Sk : p->Sq;
+            cu[0] = 0, cu[p->nseq] = (int32_t)total;
+            for (int64_t s = 1; s < p->nseq; s++) cu[s] = (int32_t)rint_(0, total);
+            for (int64_t a = 1; a < p->nseq; a++) /* sort */
+                for (int64_t b2 = a; b2 > 0 && cu[b2 - 1] > cu[b2]; b2--) {
+                    int32_t x = cu[b2];
+                    cu[b2] = cu[b2 - 1], cu[b2 - 1] = x;
+                }
+        }
+        d->cu_seqlens_q = p->cuq, d->cu_seqlens_k = p->cuk, d->nseq = p->nseq;
+        strcat(p->what, " varlen");
+    }
+    if (!varlen && rchance(0.2) && p->Sk) {
         p->mask = malloc((size_t)(p->B * p->Sk));
         for (int64_t i = 0; i < p->B * p->Sk; i++) p->mask[i] = (uint8_t)rchance(0.3);
         d->key_mask = p->mask, d->key_mask_stride_b = p->Sk;
@@ -388,14 +407,19 @@ static int report(const prob *p, const char *path, const char *fmt, ...) {
     va_end(ap);
     const attn_sdpa_desc *d = &p->d;
     printf("FAIL %s: %s\n  case: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld causal=%d window=%d(%lld,%lld) "
-           "softcap=%g alibi=%d seqlens=%d mask=%d dropout=%d dtype=%d scale=%g chunk=%lld sinks=%d;%s\n  reproduce: "
+           "softcap=%g alibi=%d seqlens=%d mask=%d dropout=%d dtype=%d scale=%g chunk=%lld sinks=%d dense mask "
+           "%lld,%lld,%lld,%lld bias %lld,%lld,%lld,%lld;%s\n  reproduce: "
            "fuzz_paths --seed "
            "%llu --case %llu -v\n",
            path, msg, (long long)p->B, (long long)p->H, (long long)p->Hkv, (long long)p->Sq, (long long)p->Sk,
            (long long)p->D, (long long)p->Dv, (int)d->causal, d->window, (long long)d->window_left,
            (long long)d->window_right, (double)d->softcap, d->alibi_slopes != NULL, d->seqlens_k != NULL,
            d->key_mask != NULL, p->has_drop, (int)p->dt, (double)d->scale, (long long)d->attention_chunk,
-           d->sinks != NULL, p->what, (unsigned long long)cur_seed, (unsigned long long)cur_case);
+           d->sinks != NULL, d->attn_mask ? (long long)d->attn_mask_strides[0] : -1LL,
+           (long long)d->attn_mask_strides[1], (long long)d->attn_mask_strides[2], (long long)d->attn_mask_strides[3],
+           d->attn_bias ? (long long)d->attn_bias_strides[0] : -1LL, (long long)d->attn_bias_strides[1],
+           (long long)d->attn_bias_strides[2], (long long)d->attn_bias_strides[3], p->what,
+           (unsigned long long)cur_seed, (unsigned long long)cur_case);
     failures++;
     return 1;
 }
@@ -473,7 +497,8 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
 /* the KV cache's attend, storage type st and page size ps, against the
  * reference on the values the cache stores */
 static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
-    if (p->has_drop || p->d.key_mask || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT) return;
+    if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
+        return;
     if (st == ATTN_DTYPE_Q8_0 && (p->D % 32 || p->Dv % 32)) return;
     attn_kv_cache_config cfg = {p->B, p->Hkv, p->Sk ? p->Sk : 1, p->D, p->Dv, st, ps, 0};
     attn_kv_cache *c = NULL;
@@ -661,7 +686,7 @@ static void run_case(uint64_t seed, uint64_t cas) {
                         gbase[2] * maxabs(p.v, nv(&p)) * (double)p.Dv, smax, !use_oracle);
         }
     }
-    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks && !p.d.attn_mask && !p.d.attn_bias) { /* the block API */
+    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks && !p.d.attn_mask && !p.d.attn_bias && !p.nseq) { /* blocks */
         float *ob = calloc(no(&p) + 1, 4), *gb = calloc(ng, 4);
         attn_status sb = blocks(&p, rint_(0, p.Sk), ob, gb);
         if (sb != ATTN_OK) {

@@ -102,31 +102,25 @@ static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_scor
            (d->attn_mask && !attn_score_tile_full(d, k->sq.b, h, rows, i0, j0, bc));
 }
 
-/* Does the dense mask (or a bias of -inf) hide every pair of the tile (rows
- * i0 .. i0 + rows - 1 of head h, keys j0 .. j0 + bc - 1 that exist)? Such a
- * tile contributes exactly nothing (P = 0): the fused kernels skip it, so a
- * block-sparse or document mask costs in proportion to what it shows. The
- * scan stops at the first pair that takes part. */
+/* Does the dense mask hide every pair of the tile (rows i0 .. i0 + rows - 1
+ * of head h, keys j0 .. j0 + bc - 1 that exist)? Such a tile contributes
+ * exactly nothing (P = 0): the fused kernels skip it, so a block-sparse or
+ * document mask costs in proportion to what it shows. (A -inf bias is not
+ * skipped: as in PyTorch, a NaN score plus -inf stays NaN.) The scan stops
+ * at the first pair that takes part. */
 static inline int attn_score_tile_hidden(const attn_sdpa_desc *d, const attn_seq *sq, int64_t h, int64_t rows,
                                          int64_t i0, int64_t j0, int64_t bc) {
-    if (!d->attn_mask && !d->attn_bias) return 0;
+    if (!d->attn_mask) return 0;
     int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc;
-    if (!d->attn_bias && d->attn_mask_strides[3] == 1) { /* a mask row by row, 8 bytes at a time */
-        for (int64_t r = 0; r < rows; r++) {
-            const uint8_t *p = d->attn_mask + sq->b * d->attn_mask_strides[0] + h * d->attn_mask_strides[1] +
-                               (i0 + r) * d->attn_mask_strides[2] + j0;
-            int64_t c = 0;
-            for (uint64_t w; c + 8 <= nk; c += 8)
-                if (memcpy(&w, p + c, 8), w) return 0;
-            for (; c < nk; c++)
-                if (p[c]) return 0;
-        }
-        return 1;
+    const int64_t *st = d->attn_mask_strides;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *p = d->attn_mask + sq->b * st[0] + h * st[1] + (i0 + r) * st[2] + j0 * st[3];
+        int64_t c = 0;
+        for (uint64_t w; st[3] == 1 && c + 8 <= nk; c += 8) /* key-contiguous: 8 bytes at a time */
+            if (memcpy(&w, p + c, 8), w) return 0;
+        for (; c < nk; c++)
+            if (p[c * st[3]]) return 0;
     }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < nk; c++)
-            if (attn_sem_dense(d, sq->b, h, i0 + r, j0 + c) && attn_sem_bias(d, sq->b, h, i0 + r, j0 + c) != -INFINITY)
-                return 0;
     return 1;
 }
 
