@@ -109,16 +109,26 @@ static inline int attn_sem_padded(const attn_sdpa_desc *d, int64_t b, int64_t j)
     return d->key_mask_polarity == ATTN_MASK_TRUE_MEANS_MASKED ? t : !t;
 }
 
+/* the dense mask's row (b, h, i) from key j (its keys attn_mask_strides[3] apart) */
+static inline const uint8_t *attn_sem_dense_row(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t *st = d->attn_mask_strides;
+    return d->attn_mask + b * st[0] + h * st[1] + i * st[2] + j * st[3];
+}
+
 /* does the dense mask let (b, h, i, j) take part? (local rows and keys) */
 static inline int attn_sem_dense(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
-    const int64_t *st = d->attn_mask_strides;
-    return !d->attn_mask || d->attn_mask[b * st[0] + h * st[1] + i * st[2] + j * st[3]] != 0;
+    return !d->attn_mask || *attn_sem_dense_row(d, b, h, i, j) != 0;
+}
+
+/* the dense bias's row (b, h, i) from key j (its keys attn_bias_strides[3] apart) */
+static inline const float *attn_sem_bias_row(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t *st = d->attn_bias_strides;
+    return d->attn_bias + b * st[0] + h * st[1] + i * st[2] + j * st[3];
 }
 
 /* the dense bias of (b, h, i, j), 0 without one */
 static inline float attn_sem_bias(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, int64_t j) {
-    const int64_t *st = d->attn_bias_strides;
-    return d->attn_bias ? d->attn_bias[b * st[0] + h * st[1] + i * st[2] + j * st[3]] : 0.0f;
+    return d->attn_bias ? *attn_sem_bias_row(d, b, h, i, j) : 0.0f;
 }
 
 /* full visibility of key j to row i of head h (the reference's per-element test) */

@@ -631,9 +631,55 @@ static float *attn_row_addr_mut(attn_view t, int64_t b, int64_t h, int64_t s) {
     return t.data + b * t.stride_b + h * t.stride_h + s * t.stride_s;
 }
 
-/* Gradients of a problem with no query or no key: all zeros. */
-static void bwd_dbias(const attn_sdpa_desc *d, const float *full);
+/* What the backward adds for sinks and a bias: the rows' dsinks shares
+ * (B H Sq) and the full d loss / d bias (B H Sq Sk, zeros where P = 0),
+ * each entry written by the one item that owns its row, reduced at the end
+ * in a fixed order (deterministic for any thread count) */
+typedef struct bwd_extra {
+    float *dsr, *dbf;
+    int ok;
+} bwd_extra;
 
+static bwd_extra bwd_extra_alloc(const attn_sdpa_desc *d) {
+    bwd_extra e = {NULL, NULL, 1};
+    size_t rows = (size_t)(d->B * d->H * d->Sq);
+    if (d->sinks && d->dsinks) e.dsr = malloc((rows ? rows : 1) * sizeof(float)), e.ok &= e.dsr != NULL;
+    if (d->attn_bias && d->dbias) e.dbf = calloc(rows * (size_t)d->Sk + 1, sizeof(float)), e.ok &= e.dbf != NULL;
+    return e;
+}
+
+/* dbias (the bias's strides) = the full gradient summed over its broadcast dims, in (b, h, i, j) order */
+static void bwd_dbias(const attn_sdpa_desc *d, const float *full) {
+    const int64_t *st = d->attn_bias_strides;
+    int64_t n[4] = {st[0] ? d->B : 1, st[1] ? d->H : 1, st[2] ? d->Sq : 1, st[3] ? d->Sk : 1};
+    for (int64_t a = 0; a < n[0] * n[1] * n[2] * n[3]; a++) { /* one output element at a time */
+        int64_t jb = a % n[3], ib = a / n[3] % n[2], hb = a / (n[3] * n[2]) % n[1], bb = a / (n[3] * n[2] * n[1]);
+        double sum = 0.0;
+        for (int64_t b = st[0] ? bb : 0; b < (st[0] ? bb + 1 : d->B); b++)
+            for (int64_t h = st[1] ? hb : 0; h < (st[1] ? hb + 1 : d->H); h++)
+                for (int64_t i = st[2] ? ib : 0; i < (st[2] ? ib + 1 : d->Sq); i++)
+                    for (int64_t j = st[3] ? jb : 0; j < (st[3] ? jb + 1 : d->Sk); j++)
+                        sum += full ? full[((b * d->H + h) * d->Sq + i) * d->Sk + j] : 0.0;
+        d->dbias[bb * st[0] + hb * st[1] + ib * st[2] + jb * st[3]] = (float)sum;
+    }
+}
+
+/* dsinks[h] = the rows' shares summed over (b, i) in order (double) */
+static void bwd_dsinks(const attn_sdpa_desc *d, const float *rows) {
+    for (int64_t h = 0; h < d->H; h++) {
+        double s = 0.0;
+        for (int64_t b = 0; b < d->B; b++)
+            for (int64_t i = 0; i < d->Sq; i++) s += rows[(b * d->H + h) * d->Sq + i];
+        d->dsinks[h] = (float)s;
+    }
+}
+
+static void bwd_extra_finish(const attn_sdpa_desc *d, const bwd_extra *e) {
+    if (e->dsr) bwd_dsinks(d, e->dsr);
+    if (e->dbf) bwd_dbias(d, e->dbf);
+}
+
+/* Gradients of a problem with no query or no key: all zeros. */
 static attn_status bwd_zero_grads(const attn_sdpa_desc *d, attn_view dq, attn_view dk, attn_view dv) {
     int64_t H = d->H, Hkv = attn_sem_hkv(d);
     for (int64_t h = 0; d->sinks && d->dsinks && h < H; h++) d->dsinks[h] = 0.0f;
@@ -722,56 +768,6 @@ static void bwd_row_finish(const float *gm, const float *gl, const float *gt, si
         il[r] = dead ? 0.0f : 1.0f / L;
         di[r] = dead ? 0.0f : acc[r] / L;
         if (dsink && r < rows) dsink[r] = dead ? 0.0f : -ps * di[r]; /* d lse / d sink = ps, d out = -ps out */
-    }
-}
-
-/* What the backward adds for sinks and a bias: the rows' dsinks shares
- * (B H Sq) and the full d loss / d bias (B H Sq Sk, zeros where P = 0),
- * each entry written by the one item that owns its row, reduced at the end
- * in a fixed order (deterministic for any thread count) */
-typedef struct bwd_extra {
-    float *dsr, *dbf;
-    int ok;
-} bwd_extra;
-
-static bwd_extra bwd_extra_alloc(const attn_sdpa_desc *d) {
-    bwd_extra e = {NULL, NULL, 1};
-    size_t rows = (size_t)(d->B * d->H * d->Sq);
-    if (d->sinks && d->dsinks) e.dsr = malloc((rows ? rows : 1) * sizeof(float)), e.ok &= e.dsr != NULL;
-    if (d->attn_bias && d->dbias) e.dbf = calloc(rows * (size_t)d->Sk + 1, sizeof(float)), e.ok &= e.dbf != NULL;
-    return e;
-}
-
-/* dbias (the bias's strides) = the full gradient summed over its broadcast dims, in (b, h, i, j) order */
-static void bwd_dbias(const attn_sdpa_desc *d, const float *full) {
-    const int64_t *st = d->attn_bias_strides;
-    int64_t n[4] = {st[0] ? d->B : 1, st[1] ? d->H : 1, st[2] ? d->Sq : 1, st[3] ? d->Sk : 1};
-    for (int64_t a = 0; a < n[0] * n[1] * n[2] * n[3]; a++) { /* one output element at a time */
-        int64_t jb = a % n[3], ib = a / n[3] % n[2], hb = a / (n[3] * n[2]) % n[1], bb = a / (n[3] * n[2] * n[1]);
-        double sum = 0.0;
-        for (int64_t b = st[0] ? bb : 0; b < (st[0] ? bb + 1 : d->B); b++)
-            for (int64_t h = st[1] ? hb : 0; h < (st[1] ? hb + 1 : d->H); h++)
-                for (int64_t i = st[2] ? ib : 0; i < (st[2] ? ib + 1 : d->Sq); i++)
-                    for (int64_t j = st[3] ? jb : 0; j < (st[3] ? jb + 1 : d->Sk); j++)
-                        sum += full ? full[((b * d->H + h) * d->Sq + i) * d->Sk + j] : 0.0;
-        d->dbias[bb * st[0] + hb * st[1] + ib * st[2] + jb * st[3]] = (float)sum;
-    }
-}
-
-static void bwd_dsinks(const attn_sdpa_desc *d, const float *rows);
-
-static void bwd_extra_finish(const attn_sdpa_desc *d, const bwd_extra *e) {
-    if (e->dsr) bwd_dsinks(d, e->dsr);
-    if (e->dbf) bwd_dbias(d, e->dbf);
-}
-
-/* dsinks[h] = the rows' shares summed over (b, i) in order (double) */
-static void bwd_dsinks(const attn_sdpa_desc *d, const float *rows) {
-    for (int64_t h = 0; h < d->H; h++) {
-        double s = 0.0;
-        for (int64_t b = 0; b < d->B; b++)
-            for (int64_t i = 0; i < d->Sq; i++) s += rows[(b * d->H + h) * d->Sq + i];
-        d->dsinks[h] = (float)s;
     }
 }
 

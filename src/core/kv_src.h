@@ -50,15 +50,11 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
     return (const char *)(is_v ? s->pool_v : s->pool_k) + attn_storage_bytes(s->dtype, row * dim);
 }
 
-/* The rows of K and V as float32 views without copying, when the source is
- * float32 views or contiguous float32 storage (its first rows per head);
- * returns 0 for anything else (16-bit or q8_0 storage, pages). */
+/* Storage's rows of K and V as float32 views without copying, when it is
+ * contiguous float32 (its first rows per head); returns 0 for anything else
+ * (16-bit or q8_0 storage, pages). */
 static inline int attn_kv_src_f32_views(const attn_kv_src *s, attn_view *k, attn_view *v) {
-    if (s->dtype != ATTN_DTYPE_F32 || s->table) return 0;
-    if (!s->pool_k) {
-        *k = s->k, *v = s->v;
-        return 1;
-    }
+    if (!s->pool_k || s->dtype != ATTN_DTYPE_F32 || s->table) return 0;
     int64_t T = s->capacity;
     *k = (attn_view){(float *)(uintptr_t)s->pool_k, s->Hkv * T * s->D, T * s->D, s->D};
     *v = (attn_view){(float *)(uintptr_t)s->pool_v, s->Hkv * T * s->Dv, T * s->Dv, s->Dv};

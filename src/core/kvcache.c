@@ -27,9 +27,8 @@ static void *alloc_big(size_t bytes) {
 struct attn_kv_cache {
     attn_kv_cache_config cfg;
     int64_t Dv;
-    int64_t *len; /* (B) tokens per sequence */
-    void *k, *v;  /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
-    const attn_storage *type;
+    int64_t *len;      /* (B) tokens per sequence */
+    void *k, *v;       /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
     attn_kv_src store; /* the storage as every reader addresses it (core/kv_src.h) */
     int32_t *table;    /* paged: (B, max_pages) page ids, -1 = none */
     int32_t *free_stack;
@@ -57,7 +56,6 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     if (!kc) return ATTN_E_NOMEM;
     kc->cfg = c;
     kc->Dv = c.v_head_dim;
-    kc->type = type;
     size_t tokens, nk, nv;
     attn_status st = ATTN_OK;
     if (c.page_size > 0) {
@@ -143,6 +141,7 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
     }
     if (any && (!k.data || !v.data)) return ATTN_E_INVALID;
     if (need > c->nfree) return ATTN_E_NOMEM;
+    const attn_storage *type = attn_storage_of(c->store.dtype);
     for (int64_t b = 0; b < B; b++) {
         if (paged(c))
             for (int64_t p = pages_for(c, c->len[b]); p < pages_for(c, c->len[b] + n[b]); p++)
@@ -151,8 +150,8 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
             for (int64_t t = 0; t < n[b]; t++) {
                 const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
                 const float *vs = v.data + b * v.stride_b + hk * v.stride_h + t * v.stride_s;
-                c->type->store(ks, c->cfg.head_dim, slot(c, 0, b, hk, c->len[b] + t));
-                c->type->store(vs, c->Dv, slot(c, 1, b, hk, c->len[b] + t));
+                type->store(ks, c->cfg.head_dim, slot(c, 0, b, hk, c->len[b] + t));
+                type->store(vs, c->Dv, slot(c, 1, b, hk, c->len[b] + t));
             }
         c->len[b] += n[b];
     }
@@ -180,8 +179,8 @@ attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b) {
 attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v) {
     if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
     if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
-    if (k) c->type->load(slot(c, 0, b, hk, j), c->cfg.head_dim, k);
-    if (v) c->type->load(slot(c, 1, b, hk, j), c->Dv, v);
+    if (k) attn_storage_of(c->store.dtype)->load(slot(c, 0, b, hk, j), c->cfg.head_dim, k);
+    if (v) attn_storage_of(c->store.dtype)->load(slot(c, 1, b, hk, j), c->Dv, v);
     return ATTN_OK;
 }
 

@@ -72,22 +72,23 @@ typedef struct attn_score_keys {
     int any_add;
 } attn_score_keys;
 
-/* Does the dense mask show every pair of the tile (keys that exist)?
- * Answered for masks contiguous along the keys (8 bytes at a time), else 0. */
-static inline int attn_score_tile_full(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t rows, int64_t i0,
-                                       int64_t j0, int64_t bc) {
-    const int64_t *st = d->attn_mask_strides;
-    int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc;
-    if (st[3] != 1) return 0;
+/* Is every mask byte of the tile (rows i0 .. i0 + rows - 1 of head h, keys
+ * j0 .. j0 + bc - 1 that exist) nonzero (shown = 1) or zero (shown = 0)?
+ * Key-contiguous masks are read 8 bytes at a time; the scan stops at the
+ * first byte that says no. */
+static inline int attn_score_dense_all(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t rows, int64_t i0,
+                                       int64_t j0, int64_t bc, int shown) {
+    int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc, sj = d->attn_mask_strides[3];
     for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *p = d->attn_mask + b * st[0] + h * st[1] + (i0 + r) * st[2] + j0;
+        const uint8_t *p = attn_sem_dense_row(d, b, h, i0 + r, j0);
         int64_t c = 0;
-        for (uint64_t w; c + 8 <= nk; c += 8) {
+        for (uint64_t w; sj == 1 && c + 8 <= nk; c += 8) {
             memcpy(&w, p + c, 8);
-            if ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) return 0; /* a zero byte */
+            int has_zero = ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0;
+            if (shown ? has_zero : w != 0) return 0;
         }
         for (; c < nk; c++)
-            if (!p[c]) return 0;
+            if ((p[c * sj] != 0) != shown) return 0;
     }
     return 1;
 }
@@ -99,29 +100,17 @@ static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_scor
     attn_sem_range(d, k->sq.skb, k->sq.off, i0, &lo_first, &hi_first);
     attn_sem_range(d, k->sq.skb, k->sq.off, i0 + rows - 1, &lo_last, &hi_last);
     return k->any_add || (!k->add && d->key_mask) || lo_last > j0 || hi_first < j0 + bc ||
-           (d->attn_mask && !attn_score_tile_full(d, k->sq.b, h, rows, i0, j0, bc));
+           (d->attn_mask && !attn_score_dense_all(d, k->sq.b, h, rows, i0, j0, bc, 1));
 }
 
 /* Does the dense mask hide every pair of the tile (rows i0 .. i0 + rows - 1
  * of head h, keys j0 .. j0 + bc - 1 that exist)? Such a tile contributes
  * exactly nothing (P = 0): the fused kernels skip it, so a block-sparse or
  * document mask costs in proportion to what it shows. (A -inf bias is not
- * skipped: as in PyTorch, a NaN score plus -inf stays NaN.) The scan stops
- * at the first pair that takes part. */
+ * skipped: as in PyTorch, a NaN score plus -inf stays NaN.) */
 static inline int attn_score_tile_hidden(const attn_sdpa_desc *d, const attn_seq *sq, int64_t h, int64_t rows,
                                          int64_t i0, int64_t j0, int64_t bc) {
-    if (!d->attn_mask) return 0;
-    int64_t nk = d->Sk - j0 < bc ? d->Sk - j0 : bc;
-    const int64_t *st = d->attn_mask_strides;
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *p = d->attn_mask + sq->b * st[0] + h * st[1] + (i0 + r) * st[2] + j0 * st[3];
-        int64_t c = 0;
-        for (uint64_t w; st[3] == 1 && c + 8 <= nk; c += 8) /* key-contiguous: 8 bytes at a time */
-            if (memcpy(&w, p + c, 8), w) return 0;
-        for (; c < nk; c++)
-            if (p[c * st[3]]) return 0;
-    }
-    return 1;
+    return d->attn_mask && attn_score_dense_all(d, sq->b, h, rows, i0, j0, bc, 0);
 }
 
 /* Keys outside each row's range (causal, window, chunk, seqlens, past Sk),
@@ -143,10 +132,9 @@ static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_key
             for (int64_t c = 0; c < bc; c++)
                 if (attn_sem_padded(d, k->sq.b, j0 + c)) s[c] = -INFINITY;
         if (d->attn_mask) { /* the row of the dense mask from key j0 */
-            const int64_t *st = d->attn_mask_strides;
-            const uint8_t *p = d->attn_mask + k->sq.b * st[0] + h * st[1] + (i0 + r) * st[2] + j0 * st[3];
+            const uint8_t *p = attn_sem_dense_row(d, k->sq.b, h, i0 + r, j0);
             for (int64_t c = 0; c < nk; c++)
-                if (!p[c * st[3]]) s[c] = -INFINITY;
+                if (!p[c * d->attn_mask_strides[3]]) s[c] = -INFINITY;
         }
     }
 }
@@ -173,8 +161,10 @@ static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_
                 kt->scale_row(s, bc, scale);
             }
             if (d->alibi_slopes) kt->alibi_row(s, bc, d->alibi_slopes[h], (float)(i0 + r + k->sq.off - j0));
-            for (int64_t c = 0; d->attn_bias && c < bc && j0 + c < d->Sk; c++)
-                s[c] += attn_sem_bias(d, k->sq.b, h, i0 + r, j0 + c); /* keys past Sk: out of range */
+            if (d->attn_bias) { /* the bias row from key j0 (keys past Sk: out of range) */
+                const float *bias = attn_sem_bias_row(d, k->sq.b, h, i0 + r, j0);
+                for (int64_t c = 0; c < bc && j0 + c < d->Sk; c++) s[c] += bias[c * d->attn_bias_strides[3]];
+            }
         }
     }
     if (attn_score_needs_mask(d, k, h, bc, i0, rows, j0)) attn_score_mask(d, k, h, S, ld, bc, rows, i0, j0);

@@ -43,11 +43,10 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
 
 attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
     if (d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout)
-        return attn_decode_forward(d, q, kv, out, lse); /* a few queries: memory-bound, flash-decoding */
-    attn_view k, v;
-    if (kv->pool_k && !attn_kv_src_f32_views(kv, &k, &v)) return gather(d, q, kv, out, lse);
-    if (!kv->pool_k) k = kv->k, v = kv->v; /* plain tensors of any qkv_dtype */
-    return tiles(d, q, k, v, out, lse);
+        return attn_decode_forward(d, q, kv, out, lse);          /* a few queries: memory-bound, flash-decoding */
+    if (!kv->pool_k) return tiles(d, q, kv->k, kv->v, out, lse); /* plain tensors of any qkv_dtype */
+    attn_view k, v; /* storage: contiguous float32 is read in place, the rest gathered */
+    return attn_kv_src_f32_views(kv, &k, &v) ? tiles(d, q, k, v, out, lse) : gather(d, q, kv, out, lse);
 }
 
 attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,

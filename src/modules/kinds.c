@@ -412,14 +412,24 @@ static attn_status wqkv_init(attn_layer *l, attn_generator *g) {
     attn_status st = init_linear(l, g, "Wqkv", 0);
     return st ? st : init_out_proj(l, g);
 }
-static attn_status wqkv_infer(attn_layer_config *c, const attn_st_file *f, char *detail, size_t dl) {
-    int64_t a, b;
-    attn_status st = st_dims2(f, "Wqkv.weight", &a, &b, detail, dl);
+/* the Warner layers (d_out = d_in): the width from the first projection
+ * `first` (out, C), its bias, and the output projection's bias */
+static attn_status infer_square(attn_layer_config *c, const attn_st_file *f, const char *first, char *detail,
+                                size_t dl) {
+    char w[LAYER_NAME_MAX], b[LAYER_NAME_MAX], ob[LAYER_NAME_MAX];
+    int64_t rows, cols;
+    snprintf(w, sizeof w, "%s.weight", first);
+    snprintf(b, sizeof b, "%s.bias", first);
+    snprintf(ob, sizeof ob, "%s.bias", attn_layer_kind_of(c->kind)->out_proj);
+    attn_status st = st_dims2(f, w, &rows, &cols, detail, dl);
     if (st) return st;
-    c->d_in = c->d_out = b;
-    c->qkv_bias = st_has(f, "Wqkv.bias");
-    c->out_bias = st_has(f, "Wo.bias");
+    c->d_in = c->d_out = cols;
+    c->qkv_bias = st_has(f, b);
+    c->out_bias = st_has(f, ob);
     return ATTN_OK;
+}
+static attn_status wqkv_infer(attn_layer_config *c, const attn_st_file *f, char *detail, size_t dl) {
+    return infer_square(c, f, "Wqkv", detail, dl);
 }
 /* Wqkv(x) reshaped (B, S, 3, H, hs): q, k, v are column blocks */
 static void wqkv_wire(const attn_layer_config *c, wiring *w, sdpa_group *g) {
@@ -455,13 +465,7 @@ static attn_status cross_init(attn_layer *l, attn_generator *g) {
     return st ? st : init_out_proj(l, g);
 }
 static attn_status cross_infer(attn_layer_config *c, const attn_st_file *f, char *detail, size_t dl) {
-    int64_t a, b;
-    attn_status st = st_dims2(f, "Wq.weight", &a, &b, detail, dl);
-    if (st) return st;
-    c->d_in = c->d_out = b;
-    c->qkv_bias = st_has(f, "Wq.bias");
-    c->out_bias = st_has(f, "Wo.bias");
-    return ATTN_OK;
+    return infer_square(c, f, "Wq", detail, dl);
 }
 static void cross_wire(const attn_layer_config *c, wiring *w, sdpa_group *g) {
     int64_t C = c->d_in, H = c->num_heads;
