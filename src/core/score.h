@@ -82,11 +82,12 @@ static inline int attn_score_dense_all(const attn_sdpa_desc *d, int64_t b, int64
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *p = attn_sem_dense_row(d, b, h, i0 + r, j0);
         int64_t c = 0;
-        for (uint64_t w; sj == 1 && c + 8 <= nk; c += 8) {
-            memcpy(&w, p + c, 8);
-            int has_zero = ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0;
-            if (shown ? has_zero : w != 0) return 0;
-        }
+        if (sj == 1)
+            for (uint64_t w; c + 8 <= nk; c += 8) {
+                memcpy(&w, p + c, 8);
+                if (shown ? ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0 : w != 0)
+                    return 0; /* shown: a zero byte; hidden: a nonzero one */
+            }
         for (; c < nk; c++)
             if ((p[c * sj] != 0) != shown) return 0;
     }
