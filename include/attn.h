@@ -425,7 +425,7 @@ ATTN_API attn_status attn_st_read_i64(const attn_st_file *f, const char *name, i
 typedef struct attn_st_writer attn_st_writer;
 ATTN_API attn_status attn_st_writer_new(attn_st_writer **out);
 ATTN_API void attn_st_writer_free(attn_st_writer *w);
-/* Copies the data. dtype F32 (data is float*) or BOOL/U8 (uint8_t*). */
+/* Copies the data. dtype F32 (data is float*), BOOL/U8 (uint8_t*), I32 (int32_t*) or I64 (int64_t*). */
 ATTN_API attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype, int ndim,
                                         const int64_t *shape, const void *data);
 /* Atomic: writes path.tmp.XXXXXX then renames; an existing file is never

@@ -248,6 +248,80 @@ static void same_file_refused(char *err, size_t errlen) {
     expect_fail("sdpa unknown tensor", "sdpa --input cli_sdpa_bias.safetensors", 1, "unknown tensor 'attn_bogus'");
 }
 
+/* packed sequences: 3-D q, k, v with cu_seqlens; each sequence's out, lse and
+ * gradients equal the library's own call on that sequence alone */
+static void test_sdpa_varlen(void) {
+    enum { TQ = 7, TK = 9, H = 2, HKV = 1, D = 4 };
+    float q[TQ * H * D], k[TK * HKV * D], v[TK * HKV * D], go[TQ * H * D];
+    for (int i = 0; i < TQ * H * D; i++) q[i] = (float)((i * 7) % 11) / 11.0f - 0.4f, go[i] = (float)(i % 5) - 2.0f;
+    for (int i = 0; i < TK * HKV * D; i++) k[i] = (float)((i * 3) % 13) / 13.0f - 0.5f, v[i] = (float)(i % 9) - 4.0f;
+    int32_t cq[3] = {0, 3, 7};
+    int64_t ck[3] = {0, 5, 9}, qsh[3] = {TQ, H, D}, ksh[3] = {TK, HKV, D}, n3[1] = {3};
+    attn_st_writer *w;
+    attn_st_writer_new(&w);
+    attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 3, qsh, q);
+    attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 3, ksh, k);
+    attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 3, ksh, v);
+    attn_st_writer_add(w, "grad_out", ATTN_DTYPE_F32, 3, qsh, go);
+    attn_st_writer_add(w, "cu_seqlens_q", ATTN_DTYPE_I32, 1, n3, cq);
+    attn_st_writer_save(w, "cli_varlen_half.safetensors"); /* cu_seqlens_k missing */
+    attn_st_writer_add(w, "cu_seqlens_k", ATTN_DTYPE_I64, 1, n3, ck);
+    attn_st_writer_save(w, "cli_varlen.safetensors");
+    attn_st_writer_free(w);
+    expect_fail("varlen without cu_seqlens_k", "sdpa --input cli_varlen_half.safetensors", 1, "cu_seqlens_k");
+    char err[2048];
+    CHECK(run("sdpa --input cli_varlen.safetensors --output cli_varlen_out.safetensors --causal bottom-right --grad",
+              err, sizeof err) == 0,
+          "sdpa on packed sequences: %s", err);
+    float out[TQ * H * D], lse[H * TQ], dq[TQ * H * D], dk[TK * HKV * D], dv[TK * HKV * D];
+    attn_st_file *f = NULL;
+    int ok = attn_st_open("cli_varlen_out.safetensors", &f) == ATTN_OK &&
+             !attn_st_read_f32(f, "out", out, TQ * H * D) && !attn_st_read_f32(f, "lse", lse, H * TQ) &&
+             !attn_st_read_f32(f, "dq", dq, TQ * H * D) && !attn_st_read_f32(f, "dk", dk, TK * HKV * D) &&
+             !attn_st_read_f32(f, "dv", dv, TK * HKV * D);
+    attn_st_close(f);
+    CHECK(ok, "the packed output has out (Tq, H, Dv), lse (H, Tq), dq, dk, dv");
+    double worst = 0;
+    for (int s = 0; ok && s < 2; s++) {
+        int64_t sq = cq[s + 1] - cq[s], sk = ck[s + 1] - ck[s];
+        float o1[TQ * H * D], l1[H * TQ], dq1[TQ * H * D], dk1[TK * HKV * D], dv1[TK * HKV * D];
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, 1, H, sq, sk, D, D);
+        d.Hkv = HKV, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        attn_view vq = {q + cq[s] * H * D, 0, D, H * D}, vk = {k + ck[s] * HKV * D, 0, D, HKV * D};
+        attn_view vv = {v + ck[s] * HKV * D, 0, D, HKV * D}, vg = {go + cq[s] * H * D, 0, D, H * D};
+        attn_view vo = {o1, 0, sq * D, D}, vdq = {dq1, 0, sq * D, D}, vdk = {dk1, 0, sk * D, D},
+                  vdv = {dv1, 0, sk * D, D};
+        CHECK(attn_sdpa_forward(&d, vq, vk, vv, vo, l1) == ATTN_OK &&
+                  attn_sdpa_backward(&d, vq, vk, vv, vo, vg, l1, vdq, vdk, vdv) == ATTN_OK,
+              "sequence %d alone", s);
+        for (int h = 0; h < H; h++)
+            for (int64_t i = 0; i < sq; i++) {
+                worst = fmax(worst, fabs(lse[h * TQ + cq[s] + i] - l1[h * sq + i]));
+                for (int c = 0; c < D; c++) {
+                    int64_t at = ((cq[s] + i) * H + h) * D + c, at1 = (h * sq + i) * D + c;
+                    worst = fmax(worst, fmax(fabs(out[at] - o1[at1]), fabs(dq[at] - dq1[at1])));
+                }
+            }
+        for (int64_t j = 0; j < sk; j++)
+            for (int c = 0; c < D; c++) {
+                int64_t at = (ck[s] + j) * D + c, at1 = j * D + c;
+                worst = fmax(worst, fmax(fabs(dk[at] - dk1[at1]), fabs(dv[at] - dv1[at1])));
+            }
+    }
+    CHECK(ok && worst < 1e-5, "packed sdpa equals per-sequence calls: max |diff| %g", worst);
+    int64_t bad[3] = {0, 5, 8}; /* cu_seqlens_k ending before Tk */
+    attn_st_writer_new(&w);
+    attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 3, qsh, q);
+    attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 3, ksh, k);
+    attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 3, ksh, v);
+    attn_st_writer_add(w, "cu_seqlens_q", ATTN_DTYPE_I32, 1, n3, cq);
+    attn_st_writer_add(w, "cu_seqlens_k", ATTN_DTYPE_I64, 1, n3, bad);
+    attn_st_writer_save(w, "cli_varlen_bad.safetensors");
+    attn_st_writer_free(w);
+    expect_fail("cu_seqlens_k short of Tk", "sdpa --input cli_varlen_bad.safetensors", 1, "end at Tk = 9");
+}
+
 /* --help prints every option of the command's table and exits 0 */
 static void test_help(void) {
     static const char *cases[][4] = {
@@ -271,6 +345,7 @@ int main(int argc, char **argv) {
     if (argc < 3) return 2;
     attn = argv[2];
     test_help();
+    test_sdpa_varlen();
     if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
     char err[4096], a[3072];
 

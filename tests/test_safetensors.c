@@ -36,6 +36,11 @@ static void roundtrip(void) {
     CHECK_OK(attn_st_writer_add(w, "mask", ATTN_DTYPE_BOOL, 2, sm, m));
     CHECK_OK(attn_st_writer_add(w, "empty", ATTN_DTYPE_F32, 1, s0, NULL));
     CHECK_OK(attn_st_writer_add(w, "scalar", ATTN_DTYPE_F32, 0, NULL, a));
+    int32_t i32[3] = {0, -7, 2147483647};
+    int64_t i64[2] = {INT64_MIN, 5}, si[1] = {3}, sl[1] = {2};
+    CHECK_OK(attn_st_writer_add(w, "i32", ATTN_DTYPE_I32, 1, si, i32));
+    CHECK_OK(attn_st_writer_add(w, "i64", ATTN_DTYPE_I64, 1, sl, i64));
+    CHECK(attn_st_writer_add(w, "f16", ATTN_DTYPE_F16, 1, sl, i64) == ATTN_E_DTYPE, "F16 is not written");
     CHECK(attn_st_writer_add(w, "mask", ATTN_DTYPE_F32, 2, sa, a) == ATTN_E_INVALID, "duplicate name");
     CHECK(attn_st_writer_add(w, "__metadata__", ATTN_DTYPE_F32, 2, sa, a) == ATTN_E_INVALID, "reserved name");
     const char *path = "st_roundtrip.safetensors";
@@ -44,7 +49,7 @@ static void roundtrip(void) {
     attn_st_file *f = NULL;
     CHECK_OK(attn_st_open(path, &f));
     if (!f) return;
-    CHECK(attn_st_count(f) == 4, "4 tensors, got %d", attn_st_count(f));
+    CHECK(attn_st_count(f) == 6, "6 tensors, got %d", attn_st_count(f));
     attn_dtype dt;
     int nd;
     int64_t sh[ATTN_MAX_DIMS];
@@ -56,6 +61,11 @@ static void roundtrip(void) {
     uint8_t m2[4];
     CHECK_OK(attn_st_read_u8(f, "mask", m2, 4));
     CHECK(!memcmp(m, m2, 4), "BOOL round trip");
+    int64_t r[3];
+    CHECK_OK(attn_st_read_i64(f, "i32", r, 3));
+    CHECK(r[0] == 0 && r[1] == -7 && r[2] == 2147483647, "I32 round trip");
+    CHECK_OK(attn_st_read_i64(f, "i64", r, 2));
+    CHECK(r[0] == INT64_MIN && r[1] == 5, "I64 round trip");
     CHECK(attn_st_read_f32(f, "a.weight", b, 5) == ATTN_E_SHAPE, "wrong count");
     CHECK(attn_st_read_f32(f, "mask", b, 4) == ATTN_E_DTYPE, "BOOL read as float");
     CHECK(attn_st_read_u8(f, "a.weight", m2, 4) == ATTN_E_DTYPE, "F32 read as bytes");
@@ -70,7 +80,7 @@ static void roundtrip(void) {
     CHECK(attn_st_writer_save(w2, "/nonexistent-dir/x.safetensors") == ATTN_E_IO, "unwritable path");
     attn_st_writer_free(w2);
     CHECK_OK(attn_st_open(path, &f));
-    CHECK(f && attn_st_count(f) == 4, "existing file intact");
+    CHECK(f && attn_st_count(f) == 6, "existing file intact");
     attn_st_close(f);
     unlink(path);
 }

@@ -90,6 +90,29 @@ static inline void attn_sem_range(const attn_sdpa_desc *d, int64_t skb, int64_t 
     *lo = a + base, *hi = e + base;
 }
 
+/* The end of query row i's segment: the first row after i whose keys start a
+ * new run (a packed sequence's first row, or a row whose "now" enters the
+ * next chunk), or Sq. Rows of one segment see key ranges that move forward
+ * together; rows of two segments see disjoint ones. off: attn_sem_off of
+ * any batch row (the segments are a tiling choice, not a rule: a ragged
+ * seqlens_k only makes them less apt). */
+static inline int64_t attn_sem_segment_end(const attn_sdpa_desc *d, int64_t off, int64_t i) {
+    int64_t e = d->Sq, base = 0;
+    if (d->cu_seqlens_q) {
+        int64_t s = attn_sem_varlen_seq(d, i), q0 = d->cu_seqlens_q[s], sq = d->cu_seqlens_q[s + 1] - q0;
+        int64_t skb = d->cu_seqlens_k[s + 1] - d->cu_seqlens_k[s];
+        off = d->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : skb - sq;
+        e = q0 + sq, base = q0;
+    }
+    if (d->attention_chunk > 0) { /* the row whose global "now" is the next multiple of C */
+        int64_t C = d->attention_chunk, g = i - base + off + d->k_start;
+        int64_t next = ((g >= 0 ? g / C : -((-g + C - 1) / C)) + 1) * C; /* floor division */
+        int64_t row = next - off - d->k_start + base;
+        if (row < e) e = row;
+    }
+    return e;
+}
+
 /* Keys [*lo, *hi) that some row of i0 .. i1 - 1 may see (row ranges are
  * non-decreasing in the row), clamped to the keys that exist. */
 static inline void attn_sem_rows_range(const attn_sdpa_desc *d, int64_t skb, int64_t off, int64_t i0, int64_t i1,

@@ -63,6 +63,50 @@ static void block_rng(const attn_sdpa_desc *d, const attn_seq *s, int64_t i0, in
     attn_sem_rows_range(d, s->skb, s->off, i0, i0 + rows, lo, hi);
 }
 
+/* The query blocks of a call, forward and backward alike: block blk is rows
+ * [i0, i0 + rows), rows <= BR. Ordinarily BR rows from row 0 (start NULL).
+ * With chunks or packed sequences, BR rows from each segment's start
+ * (attn_sem_segment_end: a block straddling two chunks computed the keys
+ * of both), short segments packed into one block while they fit (their keys
+ * are adjacent: apart they would cost as much). */
+typedef struct qblocks {
+    int64_t n, Sq, *start; /* start: n + 1 rows, or NULL */
+} qblocks;
+
+static void qb_at(const qblocks *qb, int64_t blk, int64_t *i0, int64_t *rows) {
+    if (!qb->start) {
+        *i0 = blk * BR, *rows = qb->Sq - *i0 < BR ? qb->Sq - *i0 : BR;
+        return;
+    }
+    *i0 = qb->start[blk], *rows = qb->start[blk + 1] - *i0;
+}
+
+/* the segmented blocks' first rows into st (NULL: count only); their number */
+static int64_t qb_fill(const attn_sdpa_desc *d, int64_t off, int64_t *st) {
+    int64_t n = 0, i = 0, Sq = d->Sq;
+    while (i < Sq) {
+        int64_t e = attn_sem_segment_end(d, off, i), e2;
+        if (e - i < BR) /* pack the short segments that follow while they fit */
+            while (e < Sq && (e2 = attn_sem_segment_end(d, off, e)) - e < BR && e2 - i <= BR) e = e2;
+        for (; i < e; i += BR, n++)
+            if (st) st[n] = i;
+        i = e;
+    }
+    if (st) st[n] = Sq;
+    return n;
+}
+
+static attn_status qb_make(const attn_sdpa_desc *d, qblocks *qb) {
+    qb->Sq = d->Sq, qb->n = (d->Sq + BR - 1) / BR, qb->start = NULL;
+    if (!d->attention_chunk && !d->cu_seqlens_q) return ATTN_OK;
+    int64_t off = attn_sem_off(d, 0);
+    qb->n = qb_fill(d, off, NULL);
+    qb->start = malloc((size_t)(qb->n + 1) * sizeof *qb->start);
+    if (!qb->start) return ATTN_E_NOMEM;
+    qb_fill(d, off, qb->start);
+    return ATTN_OK;
+}
+
 /* C (M x N) (+)= A (M x K) B (K x N) with M % gemm_mr == 0 and N % 16 == 0. */
 static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
@@ -194,6 +238,7 @@ typedef struct fwd_call {
     int64_t SkP, DvP;
     float qmul, escale;
     mcg_consts mc;
+    qblocks qb;
 } fwd_call;
 
 /* One thread's tiles. */
@@ -219,14 +264,14 @@ static void fwd_bufs_free(fwd_bufs *t) {
     free(t->Qp), free(t->S), free(t->O), free(t->add), free(t->m), free(t->l), free(t->keep);
 }
 
-/* Query rows blk * BR .. of head h, batch row b, against the packed K^T and V
+/* Query block blk of head h, batch row b, against the packed K^T and V
  * panels of its kv head: out and lse of those rows. */
 static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const float *KT,
                       const float *Vp) {
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
-    int64_t H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, SkP = c->SkP, DvP = c->DvP, i0 = blk * BR;
-    int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+    int64_t H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, SkP = c->SkP, DvP = c->DvP, i0, rows;
+    qb_at(&c->qb, blk, &i0, &rows);
     float *Qp = t->Qp, *S = t->S, *O = t->O, *m = t->m, *l = t->l;
     if (b != t->last_b) {
         t->any_add = attn_score_key_row(d, b, t->add, SkP);
@@ -266,6 +311,45 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     }
 }
 
+/* Pack every kv head's K^T and V once (read-only afterwards; a GQA group
+ * shares them) into panels (head_kt floats of K^T, then V, per head) and
+ * list the query blocks as work items, the most expensive of a head first. */
+static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, float *panels, size_t head_kt,
+                                  work *items) {
+    const attn_sdpa_desc *d = c->d;
+    int64_t B = d->B, H = d->H, D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), SkP = c->SkP, DvP = c->DvP;
+    size_t head_v = (size_t)(SkP * DvP);
+    attn_status st = ATTN_OK;
+#pragma omp parallel
+    {
+        float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
+        if (!tmp) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < B * Hkv; bh++) {
+            float *KT = panels + (size_t)bh * (head_kt + head_v);
+            if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
+        }
+        free(tmp);
+    }
+    size_t nw = 0;
+    int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk || d->cu_seqlens_q;
+    for (int64_t b = 0; b < B; b++) {
+        attn_seq sq = attn_seq_of(d, b);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t blk = 0; blk < c->qb.n; blk++) {
+                int64_t i0, rows, lo, hi;
+                qb_at(&c->qb, blk, &i0, &rows);
+                block_rng(d, &sq, i0, rows, &lo, &hi);
+                items[nw++] = (work){b, h, blk, hi - lo};
+            }
+    }
+    if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
+    return st;
+}
+
 /* Many kv heads for the threads (B * Hkv >= FWD_HEAD_ITEMS per thread, so that
  * the last item, a whole head, leaves the other threads idle briefly): a work
  * item is a whole kv head, packed by the thread that takes it into its own
@@ -292,8 +376,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                   attn_round_up(Dv, 16),
                   attn_score_q_multiplier(d),
                   attn_score_escale(d),
-                  mcg_setup(d)};
-    int64_t SkP = c.SkP, DvP = c.DvP, nqb = (Sq + BR - 1) / BR;
+                  mcg_setup(d),
+                  {0, 0, NULL}};
+    if (qb_make(d, &c.qb)) return ATTN_E_NOMEM;
+    int64_t SkP = c.SkP, DvP = c.DvP, nqb = c.qb.n;
 #ifdef _OPENMP
     int64_t nthreads = omp_get_max_threads();
 #else
@@ -303,87 +389,54 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     size_t head_kt, head_v, npanel, nwork;
     if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
         attn_mul3_size((size_t)(per_head ? nthreads : B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
-        attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork))
+        attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork)) {
+        free(c.qb.start);
         return ATTN_E_OVERFLOW;
+    }
     float *panels = attn_ws_alloc(npanel);
     work *items = per_head ? NULL : attn_ws_alloc(nwork * sizeof *items);
-    if (!panels || (!per_head && !items)) {
-        attn_ws_free(panels);
-        attn_ws_free(items);
-        return ATTN_E_NOMEM;
-    }
-    attn_status st = ATTN_OK;
-    if (!per_head) { /* pack every kv head's K^T and V once (read-only afterwards; a GQA group shares them) */
+    attn_status st = panels && (per_head || items) ? ATTN_OK : ATTN_E_NOMEM;
+    if (!st && !per_head) st = fwd_pack_items(&c, k, v, panels, head_kt, items);
+    if (!st) {
 #pragma omp parallel
         {
-            float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
-            if (!tmp) {
+            fwd_bufs t;
+            float *tmp = per_head ? malloc((size_t)(D + Dv) * sizeof(float)) : NULL; /* rows of 16-bit inputs */
+            int ok = fwd_bufs_init(&t, D, DvP, SkP) && (tmp || !per_head);
+            if (!ok) {
 #pragma omp atomic write
                 st = ATTN_E_NOMEM;
             }
-#pragma omp for schedule(static)
-            for (int64_t bh = 0; bh < B * Hkv; bh++) {
-                float *KT = panels + (size_t)bh * (head_kt + head_v);
-                if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
-            }
-            free(tmp);
-        }
-        size_t nw = 0;
-        int uneven =
-            d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk || d->cu_seqlens_q;
-        for (int64_t b = 0; b < B; b++) {
-            attn_seq sq = attn_seq_of(d, b);
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t blk = 0; blk < nqb; blk++) {
-                    int64_t i0 = blk * BR, rows = Sq - i0 < BR ? Sq - i0 : BR, lo, hi;
-                    block_rng(d, &sq, i0, rows, &lo, &hi);
-                    items[nw++] = (work){b, h, blk, hi - lo};
-                }
-        }
-        if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
-    }
-    if (st) {
-        attn_ws_free(panels);
-        attn_ws_free(items);
-        return st;
-    }
-#pragma omp parallel
-    {
-        fwd_bufs t;
-        float *tmp = per_head ? malloc((size_t)(D + Dv) * sizeof(float)) : NULL; /* rows of 16-bit inputs */
-        int ok = fwd_bufs_init(&t, D, DvP, SkP) && (tmp || !per_head);
-        if (!ok) {
-#pragma omp atomic write
-            st = ATTN_E_NOMEM;
-        }
-        if (per_head) {
+            if (per_head) {
 #ifdef _OPENMP
-            float *KT = panels + (size_t)omp_get_thread_num() * (head_kt + head_v);
+                float *KT = panels + (size_t)omp_get_thread_num() * (head_kt + head_v);
 #else
-            float *KT = panels;
+                float *KT = panels;
 #endif
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t bhk = 0; bhk < B * Hkv; bhk++) {
-                if (!ok) continue;
-                int64_t b = bhk / Hkv, hk = bhk % Hkv;
-                pack_kv(d, k, v, b, hk, SkP, DvP, KT, KT + head_kt, tmp);
-                for (int64_t h = hk * G; h < (hk + 1) * G; h++)
-                    for (int64_t blk = 0; blk < nqb; blk++) fwd_block(&c, &t, b, h, blk, KT, KT + head_kt);
-            }
-        } else {
+                for (int64_t bhk = 0; bhk < B * Hkv; bhk++) {
+                    if (!ok) continue;
+                    int64_t b = bhk / Hkv, hk = bhk % Hkv;
+                    pack_kv(d, k, v, b, hk, SkP, DvP, KT, KT + head_kt, tmp);
+                    for (int64_t h = hk * G; h < (hk + 1) * G; h++)
+                        for (int64_t blk = 0; blk < nqb; blk++) fwd_block(&c, &t, b, h, blk, KT, KT + head_kt);
+                }
+            } else {
 #pragma omp for schedule(dynamic, 1)
-            for (size_t w = 0; w < nwork; w++) {
-                if (!ok) continue;
-                int64_t b = items[w].b, h = items[w].h, hk = attn_sem_kvh(d, h);
-                const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v);
-                fwd_block(&c, &t, b, h, items[w].blk, KT, KT + head_kt);
+                for (size_t w = 0; w < nwork; w++) {
+                    if (!ok) continue;
+                    int64_t b = items[w].b, h = items[w].h, hk = attn_sem_kvh(d, h);
+                    const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v);
+                    fwd_block(&c, &t, b, h, items[w].blk, KT, KT + head_kt);
+                }
             }
+            fwd_bufs_free(&t);
+            free(tmp);
         }
-        fwd_bufs_free(&t);
-        free(tmp);
     }
     attn_ws_free(panels);
     attn_ws_free(items);
+    free(c.qb.start);
     return st;
 }
 
@@ -395,13 +448,14 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
  * to whole tiles: rows past Sk are written, never read). r[2 it], r[2 it + 1]: the keys [lo, hi);
  * r[2 nitem + it]: the item's first row in the packed partials. Returns the
  * partials' total rows. */
-static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t units, int64_t nqb, int64_t *r) {
+static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t units, const qblocks *qb, int64_t *r) {
     int64_t Hkv = attn_sem_hkv(d), nitem = d->B * Hkv * nchunk, rows = 0;
     for (int64_t it = 0; it < nitem; it++) {
         int64_t b = it / nchunk / Hkv, c = it % nchunk, lo = INT64_MAX, hi = 0;
         attn_seq sq = attn_seq_of(d, b);
         for (int64_t u = units * c / nchunk; u < units * (c + 1) / nchunk; u++) {
-            int64_t i0 = (u % nqb) * BR, n = d->Sq - i0 < BR ? d->Sq - i0 : BR, klo, khi;
+            int64_t i0, n, klo, khi;
+            qb_at(qb, u % qb->n, &i0, &n);
             block_rng(d, &sq, i0, n, &klo, &khi);
             if (khi <= klo) continue;
             lo = klo / BC_B * BC_B < lo ? klo / BC_B * BC_B : lo;
@@ -484,9 +538,12 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
                                  attn_view q, attn_view dout, const bwd_panels *pn, float *m_out, float *l_out,
                                  float *t_out) {
     int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
-    int64_t nqb = (Sq + BR - 1) / BR, nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = attn_sem_hkv(d);
+    int64_t nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = attn_sem_hkv(d);
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
-    attn_status st = ATTN_OK;
+    qblocks qb;
+    attn_status st = qb_make(d, &qb);
+    int64_t nqb = qb.n;
+    if (st) return st;
 #pragma omp parallel
     {
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
@@ -501,8 +558,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
 #pragma omp for schedule(dynamic, 1)
         for (int64_t item = 0; item < BH * nqb; item++) {
             if (!ok) continue;
-            int64_t bh = item / nqb, b = bh / H, h = bh % H, i0 = (item % nqb) * BR, hk = attn_sem_kvh(d, h);
-            int64_t rows = Sq - i0 < BR ? Sq - i0 : BR;
+            int64_t bh = item / nqb, b = bh / H, h = bh % H, hk = attn_sem_kvh(d, h), i0, rows;
+            qb_at(&qb, item % nqb, &i0, &rows);
             int any_add = attn_score_key_row(d, b, add, nkb * BC_B);
             attn_seq sq = attn_seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
@@ -524,6 +581,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
         }
         free(Qp), free(dOp), free(S), free(dP), free(add), free(keep);
     }
+    free(qb.start);
     return st;
 }
 
@@ -846,6 +904,29 @@ static void bwd_sum_partials(const attn_sdpa_desc *d, int64_t nchunk, const int6
     }
 }
 
+/* How the backward's work is cut: the query blocks; items (b, kv head,
+ * chunk of the group's (head, query block) units), nchunk per kv head; each
+ * item's partial key rows (bwd_part_ranges). */
+typedef struct bwd_plan {
+    qblocks qb;
+    int64_t units, nchunk, nitem, *prng;
+    size_t npart; /* rows of all partials */
+} bwd_plan;
+
+static attn_status bwd_plan_make(const attn_sdpa_desc *d, bwd_plan *p) {
+    int64_t BHkv = d->B * attn_sem_hkv(d);
+    *p = (bwd_plan){{0, 0, NULL}, 0, 0, 0, NULL, 0};
+    if (qb_make(d, &p->qb)) return ATTN_E_NOMEM;
+    p->units = attn_sem_group(d) * p->qb.n;
+    int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv;
+    p->nchunk = want < p->units ? want : p->units;
+    p->nitem = BHkv * p->nchunk;
+    p->prng = malloc((size_t)(3 * p->nitem + 1) * sizeof *p->prng);
+    if (!p->prng) return ATTN_E_NOMEM;
+    p->npart = (size_t)bwd_part_ranges(d, p->nchunk, p->units, &p->qb, p->prng);
+    return ATTN_OK;
+}
+
 static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                              const float *gm, const float *gl, const float *gt, attn_view dq, attn_view dk,
                              attn_view dv) {
@@ -856,16 +937,15 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int64_t Hkv = attn_sem_hkv(d), G = H / Hkv, BHkv = B * Hkv;
     if (Sk == 0 || Sq == 0 || BH == 0) return bwd_zero_grads(d, dq, dk, dv); /* nothing visible anywhere */
     int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
-    int64_t nqb = (Sq + BR - 1) / BR, units = G * nqb; /* a group's (head, query block) pairs */
-    int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv, nchunk = want < units ? want : units;
     bwd_panels pn = {NULL, NULL, 0, 0};
     size_t npanel = bwd_panels_size(d, &pn), nkrow; /* (Sk < 2^31: S/dP buffers of BR x SkP cannot overflow) */
     if (!npanel || attn_mul3_size((size_t)BHkv, (size_t)SkP, (size_t)DP, &nkrow)) return ATTN_E_OVERFLOW;
     /* each item's dK/dV partial covers only the key tiles its query blocks can see
      * (a causal chunk: the keys up to its last row), rows [plo, phi) of the sequence */
-    int64_t nitem = BHkv * nchunk, *prng = malloc((size_t)(3 * nitem + 1) * sizeof *prng);
-    if (!prng) return ATTN_E_NOMEM;
-    size_t npart = (size_t)bwd_part_ranges(d, nchunk, units, nqb, prng); /* rows of all partials */
+    bwd_plan pl;
+    attn_status st = bwd_plan_make(d, &pl);
+    int64_t nqb = pl.qb.n, units = pl.units, nchunk = pl.nchunk, nitem = pl.nitem, *prng = pl.prng;
+    size_t npart = pl.npart;
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
@@ -877,7 +957,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
     bwd_extra ex = bwd_extra_alloc(d); /* dsinks, dbias */
-    attn_status st = panels && (krows || k_direct) && ((pk && pv) || !npart) && ex.ok ? ATTN_OK : ATTN_E_NOMEM;
+    if (!st && !(panels && (krows || k_direct) && ((pk && pv) || !npart) && ex.ok)) st = ATTN_E_NOMEM;
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
     if (st) goto out;
@@ -923,8 +1003,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             int any_add = attn_score_key_row(d, b, add, SkP);
             attn_seq sq = attn_seq_of(d, b);
             for (int64_t u = u0; u < u1; u++) {
-                int64_t h = hk * G + u / nqb, i0 = (u % nqb) * BR, rows = Sq - i0 < BR ? Sq - i0 : BR;
-                int64_t bh = b * H + h, klo, khi;
+                int64_t h = hk * G + u / nqb, bh = b * H + h, i0, rows, klo, khi;
+                qb_at(&pl.qb, u % nqb, &i0, &rows);
                 block_rng(d, &sq, i0, rows, &klo, &khi);
                 int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, qmul);
@@ -964,7 +1044,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     }
     if (!st) bwd_extra_finish(d, &ex);
 out:
-    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng), free(ex.dsr),
-        free(ex.dbf);
+    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng), free(pl.qb.start),
+        free(ex.dsr), free(ex.dbf);
     return st;
 }

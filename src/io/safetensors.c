@@ -383,7 +383,9 @@ attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype d
                                const void *data) {
     if (!w || !name || !name[0] || strcmp(name, "__metadata__") == 0) return ATTN_E_INVALID;
     if (ndim < 0 || ndim > ATTN_MAX_DIMS || (ndim && !shape)) return ATTN_E_INVALID;
-    if (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BOOL && dtype != ATTN_DTYPE_U8) return ATTN_E_DTYPE;
+    if (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BOOL && dtype != ATTN_DTYPE_U8 && dtype != ATTN_DTYPE_I32 &&
+        dtype != ATTN_DTYPE_I64)
+        return ATTN_E_DTYPE;
     for (int i = 0; i < w->count; i++)
         if (strcmp(w->e[i].name, name) == 0) return ATTN_E_INVALID;
     size_t numel, nbytes;
@@ -408,7 +410,7 @@ attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype d
     e->dtype = dtype;
     e->ndim = ndim;
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
-    if (nbytes) memcpy(e->data, data, nbytes); /* float32 is stored little-endian: x86/ARM host order */
+    if (nbytes) memcpy(e->data, data, nbytes); /* stored little-endian: x86/ARM host order */
     e->nbytes = nbytes;
     w->count++;
     return ATTN_OK;

@@ -4,7 +4,10 @@
  *           key_mask (B,Sk) BOOL/U8 true = masked, seqlens_k (B) I32/I64,
  *           alibi_slopes (Hq) F32, sinks (Hq) F32, grad_out (B,Hq,Sq,Dv) with --grad;
  *           any other tensor is refused
- *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv */
+ *   output: out (B,Hq,Sq,Dv), lse (B,Hq,Sq); with --grad dq, dk, dv
+ *   packed sequences (varlen): with cu_seqlens_q and cu_seqlens_k (N+1) I32/I64,
+ *           q (Tq,Hq,D), k (Tk,Hkv,D), v (Tk,Hkv,Dv), grad_out (Tq,Hq,Dv); out
+ *           (Tq,Hq,Dv), lse (Hq,Tq), gradients in the inputs' layouts */
 #include "cli.h"
 #include "opts.h"
 #ifdef ATTN_HAVE_MPI
@@ -28,7 +31,7 @@ typedef struct sdpa_opts {
 #define O(f) offsetof(sdpa_opts, f)
 static const cli_opt sdpa_table[] = {
     {"--input", OPT_STR, O(input), 0, 0, 0, NULL, NULL,
-     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, sinks, grad_out]"},
+     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, sinks, attn_mask, attn_bias, cu_seqlens_q/k, grad_out]"},
     {"--output", OPT_STR, O(output), 0, 0, 0, NULL, NULL, "safetensors to write: out, lse [dq, dk, dv]"},
     {"--causal", OPT_CHOICE, O(causal), 0, 0, 0, "none|top-left|bottom-right", NULL, "causal mask alignment"},
     {"--scale", OPT_F64, O(scale), CLI_SEEN(sdpa_opts, has_scale), -1e30, 1e30, NULL, NULL,
@@ -87,15 +90,16 @@ static float *read_f32(const attn_st_file *f, const char *file, const char *name
     return p;
 }
 
-/* a 4-D F16/BF16 tensor's 16-bit patterns, returned as a float* for a view */
-static float *read_u16(const attn_st_file *f, const char *file, const char *name, int64_t *shape) {
+/* an F16/BF16 tensor of nd dims' 16-bit patterns, returned as a float* for a view */
+static float *read_u16(const attn_st_file *f, const char *file, const char *name, int nd, int64_t *shape) {
     int n;
     attn_st_info(f, name, NULL, &n, shape);
-    if (n != 4) {
-        cli_error("%s: '%s' must have 4 dimensions, has %d", file, name, n);
+    if (n != nd) {
+        cli_error("%s: '%s' must have %d dimensions, has %d", file, name, nd, n);
         return NULL;
     }
-    size_t cnt = (size_t)(shape[0] * shape[1] * shape[2] * shape[3]);
+    size_t cnt = 1;
+    for (int t = 0; t < nd; t++) cnt *= (size_t)shape[t];
     uint16_t *p = malloc((cnt ? cnt : 1) * sizeof *p);
     attn_status st = p ? attn_st_read_u16(f, name, p, cnt) : ATTN_E_NOMEM;
     if (st != ATTN_OK) {
@@ -168,22 +172,63 @@ static int read_dense(const attn_st_file *f, const char *file, const char *name,
  * unsupported tensor (an attn_bias) would otherwise be ignored and the
  * answer wrong */
 static int known_tensors(const attn_st_file *f, const char *file) {
-    static const char *const known[] = {"q",     "k",         "v",         "key_mask", "seqlens_k", "alibi_slopes",
-                                        "sinks", "attn_mask", "attn_bias", "grad_out", "out",       "lse",
-                                        "dq",    "dk",        "dv",        "dsinks"};
+    static const char *const known[] = {
+        "q",     "k",         "v",         "key_mask",     "seqlens_k",    "alibi_slopes",
+        "sinks", "attn_mask", "attn_bias", "cu_seqlens_q", "cu_seqlens_k", "grad_out",
+        "out",   "lse",       "dq",        "dk",           "dv",           "dsinks"};
     for (int i = 0; i < attn_st_count(f); i++) {
         const char *name = attn_st_name(f, i);
         int ok = 0;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) ok |= !strcmp(name, known[j]);
         if (!ok) {
             cli_error("%s: unknown tensor '%s' (attn sdpa reads q, k, v, key_mask, seqlens_k, alibi_slopes, sinks, "
-                      "attn_mask, attn_bias, grad_out; out, lse, dq, dk, dv, dsinks are its outputs' names and are "
-                      "passed over)",
+                      "attn_mask, attn_bias, cu_seqlens_q, cu_seqlens_k, grad_out; out, lse, dq, dk, dv, dsinks are "
+                      "its outputs' names and are passed over)",
                       file, name);
             return 0;
         }
     }
     return 1;
+}
+
+/* cu_seqlens_q and cu_seqlens_k (I32/I64, N + 1 each: 0, then non-decreasing
+ * offsets ending at Tq and Tk) into d as int32 (cu: one array of both); 0
+ * after an error */
+static int read_cu(const attn_st_file *f, const char *file, attn_sdpa_desc *d, int32_t **cu) {
+    attn_dtype dt[2] = {ATTN_DTYPE_INVALID, ATTN_DTYPE_INVALID};
+    int nd[2] = {0, 0};
+    int64_t sh[2][ATTN_MAX_DIMS], *tmp = NULL;
+    attn_st_info(f, "cu_seqlens_q", &dt[0], &nd[0], sh[0]), attn_st_info(f, "cu_seqlens_k", &dt[1], &nd[1], sh[1]);
+    int64_t n = sh[0][0], ends[2] = {d->Sq, d->Sk};
+    int ok = nd[0] == 1 && nd[1] == 1 && n == sh[1][0] && n >= 2;
+    for (int t = 0; t < 2; t++) ok = ok && (dt[t] == ATTN_DTYPE_I32 || dt[t] == ATTN_DTYPE_I64);
+    if (!ok) {
+        cli_error("%s: packed sequences need both cu_seqlens_q and cu_seqlens_k, I32 or I64 of one shape (N + 1), "
+                  "N >= 1",
+                  file);
+        return 0;
+    }
+    *cu = malloc((size_t)(2 * n) * sizeof **cu), tmp = malloc((size_t)n * sizeof *tmp);
+    for (int t = 0; ok && t < 2; t++) {
+        const char *name = t ? "cu_seqlens_k" : "cu_seqlens_q";
+        attn_status st = *cu && tmp ? attn_st_read_i64(f, name, tmp, (size_t)n) : ATTN_E_NOMEM;
+        if (st != ATTN_OK) {
+            cli_error("%s: cannot read %s: %s", file, name, attn_status_string(st));
+            ok = 0;
+            break;
+        }
+        for (int64_t s = 0; ok && s < n; s++) {
+            ok = (s == 0 ? tmp[s] == 0 : tmp[s] >= tmp[s - 1]) && (s < n - 1 || tmp[s] == ends[t]);
+            if (!ok)
+                cli_error("%s: %s must start at 0, never decrease and end at %s = %lld (entry %lld is %lld)", file,
+                          name, t ? "Tk" : "Tq", (long long)ends[t], (long long)s, (long long)tmp[s]);
+            else
+                (*cu)[t * n + s] = (int32_t)tmp[s];
+        }
+    }
+    free(tmp);
+    d->cu_seqlens_q = *cu, d->cu_seqlens_k = *cu + n, d->nseq = n - 1;
+    return ok;
 }
 
 /* the optional key_mask, seqlens_k, alibi_slopes and sinks of the input into d
@@ -237,22 +282,41 @@ static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *
     return 1;
 }
 
+/* The file's shape of a (B, H, S, n) tensor sh: itself, or packed (S, H, n)
+ * (B = 1); lse (B, H, S) or packed (H, S). Returns the number of dims. */
+static int io_shape(int packed, const int64_t *sh, int lse, int64_t *out) {
+    int64_t four[4] = {sh[0], sh[1], sh[2], sh[3]}, p[3] = {sh[2], sh[1], sh[3]}, pl[2] = {sh[1], sh[2]};
+    int nd = lse ? (packed ? 2 : 3) : (packed ? 3 : 4);
+    memcpy(out, packed ? (lse ? pl : p) : four, (size_t)nd * sizeof *out);
+    return nd;
+}
+
+/* the view of a (B, H, S, n) tensor (sh) stored as in the file */
+static attn_view io_view(float *p, int packed, const int64_t *sh) {
+    int64_t H = sh[1], S = sh[2], n = sh[3];
+    return packed ? (attn_view){p, S * H * n, n, H * n} : (attn_view){p, H * S * n, S * n, n};
+}
+
 /* q, k, v of the input (all F16 or all BF16 are used as they are: 16-bit
  * inputs, float32 accumulation; any other mix is converted to float32 on
- * load) with their shapes checked against each other; 0 after an error */
-static int read_qkv(const attn_st_file *f, const char *file, float **q, float **k, float **v, int64_t *qs, int64_t *ks,
-                    int64_t *vs, attn_dtype *in16) {
+ * load) with their shapes, as (B, H, S, n) (packed (T, H, n) files: B = 1),
+ * checked against each other; 0 after an error */
+static int read_qkv(const attn_st_file *f, const char *file, int packed, float **q, float **k, float **v, int64_t *qs,
+                    int64_t *ks, int64_t *vs, attn_dtype *in16) {
     attn_dtype qt = ATTN_DTYPE_INVALID, kt = ATTN_DTYPE_INVALID, vt = ATTN_DTYPE_INVALID;
     attn_st_info(f, "q", &qt, NULL, NULL), attn_st_info(f, "k", &kt, NULL, NULL), attn_st_info(f, "v", &vt, NULL, NULL);
     *in16 = (qt == kt && kt == vt && (qt == ATTN_DTYPE_F16 || qt == ATTN_DTYPE_BF16)) ? qt : ATTN_DTYPE_F32;
+    int nd = packed ? 3 : 4;
     if (*in16 != ATTN_DTYPE_F32) {
-        if (!(*q = read_u16(f, file, "q", qs)) || !(*k = read_u16(f, file, "k", ks)) ||
-            !(*v = read_u16(f, file, "v", vs)))
+        if (!(*q = read_u16(f, file, "q", nd, qs)) || !(*k = read_u16(f, file, "k", nd, ks)) ||
+            !(*v = read_u16(f, file, "v", nd, vs)))
             return 0;
-    } else if (!(*q = read_f32(f, file, "q", 4, qs)) || !(*k = read_f32(f, file, "k", 4, ks)) ||
-               !(*v = read_f32(f, file, "v", 4, vs))) {
+    } else if (!(*q = read_f32(f, file, "q", nd, qs)) || !(*k = read_f32(f, file, "k", nd, ks)) ||
+               !(*v = read_f32(f, file, "v", nd, vs))) {
         return 0;
     }
+    if (packed) /* (T, H, n) -> (1, H, T, n) */
+        for (int64_t *sh = qs; sh; sh = sh == qs ? ks : sh == ks ? vs : NULL) sh[3] = sh[2], sh[2] = sh[0], sh[0] = 1;
     int64_t B = qs[0], H = qs[1], D = qs[3], Hkv = ks[1], Sk = ks[2];
     if (ks[0] != B || ks[3] != D) {
         cli_error("%s: k must be (B, Hkv, Sk, D) = (%lld, Hkv, Sk, %lld) to match q", file, (long long)B, (long long)D);
@@ -273,13 +337,13 @@ static int read_qkv(const attn_st_file *f, const char *file, float **q, float **
 
 /* --grad: grad_out of the input, checked against out's shape os, and the
  * gradient buffers (dsinks too with sinks, into d->dsinks); 0 after an error */
-static int grad_bufs(const attn_st_file *f, const char *file, attn_sdpa_desc *d, const int64_t *os, int64_t Hkv,
-                     float **go, float **dq, float **dk, float **dv, float **dsinks) {
+static int grad_bufs(const attn_st_file *f, const char *file, attn_sdpa_desc *d, const int64_t *os, int ond,
+                     int64_t Hkv, float **go, float **dq, float **dk, float **dv, float **dsinks) {
     int64_t gs[ATTN_MAX_DIMS], B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
-    if (!(*go = read_f32(f, file, "grad_out", 4, gs))) return 0;
-    if (!same(gs, os, 4)) {
-        cli_error("%s: grad_out must have the shape of out, (%lld, %lld, %lld, %lld)", file, (long long)B, (long long)H,
-                  (long long)Sq, (long long)Dv);
+    if (!(*go = read_f32(f, file, "grad_out", ond, gs))) return 0;
+    if (!same(gs, os, ond)) {
+        cli_error("%s: grad_out must have the shape of out, (%lld, %lld, %lld%s)", file, (long long)os[0],
+                  (long long)os[1], (long long)os[2], ond == 4 ? ", Dv" : "");
         return 0;
     }
     size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D), nv = (size_t)(B * Hkv * Sk * Dv);
@@ -290,6 +354,21 @@ static int grad_bufs(const attn_st_file *f, const char *file, attn_sdpa_desc *d,
         return 0;
     }
     return 1;
+}
+
+/* dq, dk, dv (, dsinks) into the output, in the inputs' layouts */
+static attn_status add_grads(attn_st_writer *w, const attn_sdpa_desc *d, int packed, const int64_t *qs,
+                             const int64_t *ks, const int64_t *vs, float *const *g) {
+    const int64_t *sh[3] = {qs, ks, vs};
+    const char *names[3] = {"dq", "dk", "dv"};
+    attn_status st = ATTN_OK;
+    for (int t = 0; t < 3 && !st; t++) {
+        int64_t fs[4];
+        int nd = io_shape(packed, sh[t], 0, fs);
+        st = attn_st_writer_add(w, names[t], ATTN_DTYPE_F32, nd, fs, g[t]);
+    }
+    if (!st && d->dsinks) st = attn_st_writer_add(w, "dsinks", ATTN_DTYPE_F32, 1, &d->H, d->dsinks);
+    return st;
 }
 
 int cmd_sdpa(int argc, char **argv) {
@@ -312,6 +391,7 @@ int cmd_sdpa(int argc, char **argv) {
     void *dense[2] = {NULL, NULL};       /* attn_mask, attn_bias */
     uint8_t *mask = NULL;                /* the input's optional tensors (read_extras) */
     int64_t *seqlens = NULL;
+    int32_t *cu = NULL; /* cu_seqlens_q, cu_seqlens_k */
     attn_status st;
     if ((st = attn_st_open(o.input, &f)) != ATTN_OK) {
         cli_error("cannot load input '%s': %s", o.input, attn_status_string(st));
@@ -319,7 +399,9 @@ int cmd_sdpa(int argc, char **argv) {
     }
     int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS];
     attn_dtype in16;
-    if (!known_tensors(f, o.input) || !read_qkv(f, o.input, &q, &k, &v, qs, ks, vs, &in16)) goto done;
+    int packed = attn_st_info(f, "cu_seqlens_q", NULL, NULL, NULL) == ATTN_OK ||
+                 attn_st_info(f, "cu_seqlens_k", NULL, NULL, NULL) == ATTN_OK;
+    if (!known_tensors(f, o.input) || !read_qkv(f, o.input, packed, &q, &k, &v, qs, ks, vs, &in16)) goto done;
     int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Hkv = ks[1], Sk = ks[2], Dv = vs[3];
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
@@ -328,17 +410,19 @@ int cmd_sdpa(int argc, char **argv) {
     if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
     d.softcap = (float)o.softcap;
     d.attention_chunk = o.chunk;
-    if (!read_extras(f, o.input, &d, &mask, &seqlens, vecs, dense)) goto done;
+    if (!read_extras(f, o.input, &d, &mask, &seqlens, vecs, dense) || (packed && !read_cu(f, o.input, &d, &cu)))
+        goto done;
     size_t no = (size_t)(B * H * Sq * Dv), nl = (size_t)(B * H * Sq);
     out = malloc((no ? no : 1) * sizeof *out), lse = malloc((nl ? nl : 1) * sizeof *lse);
     if (!out || !lse) {
         cli_error("out of memory");
         goto done;
     }
-    attn_view vq = {q, H * Sq * D, Sq * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * Dv, Sk * Dv, Dv};
-    attn_view vo = {out, H * Sq * Dv, Sq * Dv, Dv};
-    int64_t os[4] = {B, H, Sq, Dv};
-    if (o.grad && !grad_bufs(f, o.input, &d, os, Hkv, &go, &dq, &dk, &dv, &vecs[2])) goto done;
+    int64_t os[4] = {B, H, Sq, Dv}, ofs[4], lfs[3]; /* out's shape, and out's and lse's in the file */
+    int ond = io_shape(packed, os, 0, ofs), lnd = io_shape(packed, os, 1, lfs);
+    attn_view vq = io_view(q, packed, qs), vk = io_view(k, packed, ks), vv = io_view(v, packed, vs);
+    attn_view vo = io_view(out, packed, os);
+    if (o.grad && !grad_bufs(f, o.input, &d, ofs, ond, Hkv, &go, &dq, &dk, &dv, &vecs[2])) goto done;
 #ifdef ATTN_HAVE_MPI
     if (o.ring) { /* every rank runs its shard; rank 0 gets the whole results */
         synced = 1;
@@ -360,22 +444,21 @@ int cmd_sdpa(int argc, char **argv) {
         cli_error("sdpa forward failed: %s", attn_status_string(st));
         goto done;
     }
-    if ((st = attn_st_writer_new(&w)) != ATTN_OK || (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, 4, os, out)) ||
-        (st = attn_st_writer_add(w, "lse", ATTN_DTYPE_F32, 3, os, lse))) {
+    if ((st = attn_st_writer_new(&w)) != ATTN_OK ||
+        (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, ond, ofs, out)) ||
+        (st = attn_st_writer_add(w, "lse", ATTN_DTYPE_F32, lnd, lfs, lse))) {
         cli_error("cannot build output: %s", attn_status_string(st));
         goto done;
     }
     if (o.grad) {
-        attn_view vg = {go, H * Sq * Dv, Sq * Dv, Dv}, vdq = {dq, H * Sq * D, Sq * D, D};
-        attn_view vdk = {dk, Hkv * Sk * D, Sk * D, D}, vdv = {dv, Hkv * Sk * Dv, Sk * Dv, Dv};
+        attn_view vg = io_view(go, packed, os), vdq = io_view(dq, packed, qs);
+        attn_view vdk = io_view(dk, packed, ks), vdv = io_view(dv, packed, vs);
         if (!o.ring && (st = attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv)) != ATTN_OK) {
             cli_error("sdpa backward failed: %s", attn_status_string(st));
             goto done;
         }
-        if ((st = attn_st_writer_add(w, "dq", ATTN_DTYPE_F32, 4, qs, dq)) ||
-            (st = attn_st_writer_add(w, "dk", ATTN_DTYPE_F32, 4, ks, dk)) ||
-            (st = attn_st_writer_add(w, "dv", ATTN_DTYPE_F32, 4, vs, dv)) ||
-            (d.dsinks && (st = attn_st_writer_add(w, "dsinks", ATTN_DTYPE_F32, 1, &H, d.dsinks)))) {
+        float *g[3] = {dq, dk, dv};
+        if ((st = add_grads(w, &d, packed, qs, ks, vs, g))) {
             cli_error("cannot build output: %s", attn_status_string(st));
             goto done;
         }
@@ -396,6 +479,6 @@ done:
     attn_st_writer_free(w);
     attn_st_close(f);
     free(q), free(k), free(v), free(go), free(out), free(lse), free(dq), free(dk), free(dv);
-    free(vecs[0]), free(vecs[1]), free(vecs[2]), free(dense[0]), free(dense[1]), free(mask), free(seqlens);
+    free(vecs[0]), free(vecs[1]), free(vecs[2]), free(dense[0]), free(dense[1]), free(mask), free(seqlens), free(cu);
     return rc;
 }
