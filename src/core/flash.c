@@ -343,11 +343,43 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, f
                 int64_t i0, rows, lo, hi;
                 qb_at(&c->qb, blk, &i0, &rows);
                 block_rng(d, &sq, i0, rows, &lo, &hi);
-                items[nw++] = (work){b, h, blk, hi - lo};
+                items[nw++] = (work){b, h, blk, rows * (hi - lo)};
             }
     }
     if (uneven) qsort(items, nw, sizeof *items, cmp_causal);
     return st;
+}
+
+/* Query-block items in runs, one per thread, of about equal cost (first:
+ * nt + 1 run starts; items in head order): a thread keeps to its own run,
+ * so to its own heads, whose panels stay in its cache (one shared queue
+ * put both threads on every head: 8 packed sequences took 1.14x the time
+ * of the same batch), then helps the others from their runs' fronts
+ * (claims: atomic counters, a cache line apart). Who runs an item never
+ * changes its bits. */
+static void runs_split(const work *items, size_t n, int nt, int64_t *first, int64_t *next) {
+    double total = 0, acc = 0;
+    for (size_t w = 0; w < n; w++) total += (double)items[w].cost + 1.0;
+    int t = 1;
+    first[0] = 0;
+    for (size_t w = 0; w < n && t < nt; w++) {
+        acc += (double)items[w].cost + 1.0;
+        while (t < nt && acc >= total * t / nt) first[t++] = (int64_t)w + 1;
+    }
+    while (t <= nt) first[t++] = (int64_t)n;
+    for (int q = 0; q < nt; q++) next[q * 8] = first[q];
+}
+
+/* the next item for thread t: its own run first; -1 when all are taken */
+static int64_t runs_claim(int64_t *next, const int64_t *first, int nt, int t) {
+    for (int r = 0; r < nt; r++) {
+        int q = (t + r) % nt;
+        int64_t w;
+#pragma omp atomic capture
+        w = next[q * 8]++;
+        if (w < first[q + 1]) return w;
+    }
+    return -1;
 }
 
 /* Many kv heads for the threads (B * Hkv >= FWD_HEAD_ITEMS per thread, so that
@@ -395,7 +427,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     }
     float *panels = attn_ws_alloc(npanel);
     work *items = per_head ? NULL : attn_ws_alloc(nwork * sizeof *items);
-    attn_status st = panels && (per_head || items) ? ATTN_OK : ATTN_E_NOMEM;
+    int64_t *first = malloc((size_t)(9 * nthreads + 1) * sizeof *first), *next = first ? first + nthreads + 1 : NULL;
+    attn_status st = panels && (per_head || items) && first ? ATTN_OK : ATTN_E_NOMEM;
     if (!st && !per_head) st = fwd_pack_items(&c, k, v, panels, head_kt, items);
     if (!st) {
 #pragma omp parallel
@@ -422,9 +455,13 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                         for (int64_t blk = 0; blk < nqb; blk++) fwd_block(&c, &t, b, h, blk, KT, KT + head_kt);
                 }
             } else {
-#pragma omp for schedule(dynamic, 1)
-                for (size_t w = 0; w < nwork; w++) {
-                    if (!ok) continue;
+                int nt = 1, me = 0;
+#ifdef _OPENMP
+                nt = omp_get_num_threads(), me = omp_get_thread_num();
+#endif
+#pragma omp single
+                runs_split(items, nwork, nt, first, next);
+                for (int64_t w; ok && (w = runs_claim(next, first, nt, me)) >= 0;) {
                     int64_t b = items[w].b, h = items[w].h, hk = attn_sem_kvh(d, h);
                     const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v);
                     fwd_block(&c, &t, b, h, items[w].blk, KT, KT + head_kt);
@@ -436,7 +473,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     }
     attn_ws_free(panels);
     attn_ws_free(items);
-    free(c.qb.start);
+    free(c.qb.start), free(first);
     return st;
 }
 
@@ -499,37 +536,56 @@ typedef struct bwd_panels {
 /* Score tile (BR x BC_B) of query rows i0.. of head h against keys j0.. from
  * packed Q: modified (scale, softcap, ALiBi) when the descriptor asks, then
  * masked. With a softcap, G (if not NULL) gets d t / d(q.k) = scale (1 - tanh^2). */
+/* The columns of key tile j0 a query block can need: [c0, c0 + n) of its
+ * BC_B in steps of 16 (S = Q K^T, dP = dO V^T, the row passes and dQ += dS
+ * K), within [a0, a0 + an) in steps of BC_H (dV += P^T dO and dK += dS^T Q:
+ * rows of the transposed products in steps of 12; P and dS are zero in
+ * the difference). A tile that starts before the block's first visible key
+ * (a sequence or a chunk that starts mid-tile) or ends past its last (the
+ * causal diagonal) computes only the part that holds visible keys: the
+ * other columns have P = 0 and dS = 0 for every row of the block. */
+#define BC_H 48
+typedef struct bwd_cols {
+    int64_t j0, c0, n, a0, an;
+} bwd_cols;
+
+static bwd_cols bwd_cols_of(int64_t j0, int64_t klo, int64_t khi) {
+    int64_t c0 = klo > j0 ? (klo - j0) / 16 * 16 : 0, c1 = khi - j0 < BC_B ? attn_round_up(khi - j0, 16) : BC_B;
+    int64_t a0 = c0 / BC_H * BC_H, a1 = attn_round_up(c1, BC_H);
+    return (bwd_cols){j0, c0, c1 - c0, a0, a1 - a0};
+}
+
 static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_seq *sq, int64_t h,
                        const float *Qp, int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows,
-                       int64_t i0, int64_t j0, const float *add, int any_add) {
-    tile_gemm(kt, BR, BC_B, d->D, Qp, DP, KT + (j0 / BC_B) * d->D * BC_B, ldk, S, BC_B, 0);
+                       int64_t i0, bwd_cols w, const float *add, int any_add) {
+    tile_gemm(kt, BR, w.n, d->D, Qp, DP, KT + (w.j0 / BC_B) * d->D * BC_B + w.c0, ldk, S + w.c0, BC_B, 0);
     attn_score_keys keys = {*sq, add, any_add};
-    attn_score_tile(kt, d, &keys, h, S, BC_B, BC_B, rows, i0, j0, G);
+    attn_score_tile(kt, d, &keys, h, S + w.c0, BC_B, w.n, rows, i0, w.j0 + w.c0, G ? G + w.c0 : NULL);
 }
 
 /* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
 static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, const float *dOp,
                    int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h, int64_t i0,
-                   int64_t j0, uint8_t *keep) {
-    tile_gemm(kt, BR, BC_B, d->Dv, dOp, DvP, VT + (j0 / BC_B) * d->Dv * BC_B, ldk, dP, BC_B, 0);
-    if (d->dropout) dropout_tile(kt, d, mc, dP, BC_B, BC_B, rows, b, h, i0, j0, keep);
+                   bwd_cols w, uint8_t *keep) {
+    tile_gemm(kt, BR, w.n, d->Dv, dOp, DvP, VT + (w.j0 / BC_B) * d->Dv * BC_B + w.c0, ldk, dP + w.c0, BC_B, 0);
+    if (d->dropout) dropout_tile(kt, d, mc, dP + w.c0, BC_B, w.n, rows, b, h, i0, w.j0 + w.c0, keep);
 }
 
 /* Fold one (S, dP) tile into the rows' statistics (base 2: m, l = sum 2^(t -
  * m), acc = sum 2^(t - m) dP with t the base-2 score), one pass a row
  * (exp2_dot_row: the exponentials are not stored; S is kept). */
 static void fold_tile(const attn_kernel_table *kt, const float *S, const float *dP, int64_t rows, float escale,
-                      float *m, float *l, float *acc) {
+                      bwd_cols w, float *m, float *l, float *acc) {
     for (int64_t r = 0; r < rows; r++) {
-        const float *sr = S + r * BC_B;
-        float mt = attn_row_max(kt, sr, BC_B) * escale;
+        const float *sr = S + r * BC_B + w.c0;
+        float mt = attn_row_max(kt, sr, w.n) * escale;
         if (mt == -INFINITY) continue; /* no visible key in this tile */
         if (!(mt <= m[r])) {           /* new row max (or NaN): rescale what was summed against the old one */
             float mn = attn_max_nan(mt, m[r]), alpha = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mn);
             l[r] *= alpha, acc[r] *= alpha, m[r] = mn;
         }
         float dot;
-        l[r] += kt->exp2_dot_row(sr, dP + r * BC_B, BC_B, escale, m[r], &dot);
+        l[r] += kt->exp2_dot_row(sr, dP + r * BC_B + w.c0, w.n, escale, m[r], &dot);
         acc[r] += dot;
     }
 }
@@ -570,9 +626,10 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             int64_t klo, khi;
             block_rng(d, &sq, i0, rows, &klo, &khi);
             for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
-                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, j0, add, any_add);
-                bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, j0, keep);
-                fold_tile(kt, S, dP, rows, escale, m, l, acc);
+                bwd_cols w = bwd_cols_of(j0, klo, khi);
+                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, w, add, any_add);
+                bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, w, keep);
+                fold_tile(kt, S, dP, rows, escale, w, m, l, acc);
             }
             for (int64_t r = 0; r < rows; r++) {
                 size_t at = (size_t)(bh * Sq + i0 + r);
@@ -786,22 +843,22 @@ static const float *bwd_k_tile(const float *Kr, int64_t ldkr, int64_t j0, int64_
  * the row statistics m, l, acc unless m is NULL (the block API gives them) */
 static void bwd_tile_pass1(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_seq *sq,
                            const mcg_consts *mc, const bwd_panels *pn, int64_t b, int64_t h, int64_t i0, int64_t rows,
-                           int64_t j0, const float *Qp, const float *KT, const float *VT, const float *dOp, int64_t at,
+                           bwd_cols w, const float *Qp, const float *KT, const float *VT, const float *dOp, int64_t at,
                            float *Sb, float *dPb, float *Gb, const float *add, int any_add, uint8_t *keep, float *m,
                            float *l, float *acc) {
     int64_t DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
-    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, j0, add, any_add);
-    bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dPb + at, rows, b, h, i0, j0, keep);
-    if (m) fold_tile(kt, Sb + at, dPb + at, rows, attn_score_escale(d), m, l, acc);
+    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, w, add, any_add);
+    bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dPb + at, rows, b, h, i0, w, keep);
+    if (m) fold_tile(kt, Sb + at, dPb + at, rows, attn_score_escale(d), w, m, l, acc);
 }
 
 /* P after dropout (a copy in Pd) for dV += P^T dO, or P itself without dropout */
 static const float *bwd_dropped_p(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc,
-                                  const float *P, float *Pd, int64_t rows, int64_t b, int64_t h, int64_t i0, int64_t j0,
+                                  const float *P, float *Pd, int64_t rows, int64_t b, int64_t h, int64_t i0, bwd_cols w,
                                   uint8_t *keep) {
     if (!d->dropout) return P;
     memcpy(Pd, P, (size_t)(BR * BC_B) * sizeof(float));
-    dropout_tile(kt, d, mc, Pd, BC_B, BC_B, rows, b, h, i0, j0, keep);
+    dropout_tile(kt, d, mc, Pd + w.c0, BC_B, w.n, rows, b, h, i0, w.j0 + w.c0, keep);
     return Pd;
 }
 
@@ -846,19 +903,20 @@ static int bwd_item_bufs(size_t n, int capped, float **Sb, float **dPb, float **
  * rows past rows and dead rows give zeros */
 static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *S, float *dS, float *P,
                      const float *G, int64_t rows, float escale, const float *m, const float *il, const float *di,
-                     float *db, int64_t j0) {
-    int64_t nk = d->Sk - j0 < BC_B ? d->Sk - j0 : BC_B;
+                     float *db, bwd_cols w) {
+    int64_t n = w.n, nk = d->Sk - (w.j0 + w.c0) < n ? d->Sk - (w.j0 + w.c0) : n; /* keys that exist */
+    S += w.c0, dS += w.c0, P += w.c0, G = G ? G + w.c0 : NULL, db = db ? db + w.c0 : NULL;
     for (int64_t r = 0; r < BR; r++) {
         float *pr = P + r * BC_B, *ds = dS + r * BC_B;
         if (m[r] == -INFINITY || r >= rows) {
-            memset(pr, 0, BC_B * sizeof(float));
-            memset(ds, 0, BC_B * sizeof(float));
+            memset(pr, 0, (size_t)n * sizeof(float));
+            memset(ds, 0, (size_t)n * sizeof(float));
             continue;
         }
         if (db) { /* d loss / d bias = P (dP - Di), kept (row r of the block, keys from j0) */
-            kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
-            kt->scale_row(pr, BC_B, il[r]);
-            for (int64_t c = 0; c < BC_B; c++) {
+            kt->exp2_row(S + r * BC_B, pr, n, escale, m[r]);
+            kt->scale_row(pr, n, il[r]);
+            for (int64_t c = 0; c < n; c++) {
                 float t = pr[c] * (ds[c] - di[r]);
                 if (c < nk) db[r * d->Sk + c] = t;
                 ds[c] = t * (G ? G[r * BC_B + c] : d->scale);
@@ -866,13 +924,18 @@ static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const
             continue;
         }
         if (!G) {
-            kt->softmax_grad_row(S + r * BC_B, pr, ds, BC_B, escale, m[r], il[r], di[r], d->scale);
+            kt->softmax_grad_row(S + r * BC_B, pr, ds, n, escale, m[r], il[r], di[r], d->scale);
             continue;
         }
-        kt->exp2_row(S + r * BC_B, pr, BC_B, escale, m[r]);
-        kt->scale_row(pr, BC_B, il[r]);
+        kt->exp2_row(S + r * BC_B, pr, n, escale, m[r]);
+        kt->scale_row(pr, n, il[r]);
         const float *g = G + r * BC_B;
-        for (int64_t c = 0; c < BC_B; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
+        for (int64_t c = 0; c < n; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
+    }
+    int64_t lo = w.c0 - w.a0, hi = w.a0 + w.an - (w.c0 + n); /* the transposed products' extra columns: zero */
+    for (int64_t r = 0; (lo || hi) && r < BR; r++) {
+        memset(P + r * BC_B - lo, 0, (size_t)lo * sizeof(float)), memset(P + r * BC_B + n, 0, (size_t)hi * 4);
+        memset(dS + r * BC_B - lo, 0, (size_t)lo * sizeof(float)), memset(dS + r * BC_B + n, 0, (size_t)hi * 4);
     }
 }
 
@@ -902,6 +965,29 @@ static void bwd_sum_partials(const attn_sdpa_desc *d, int64_t nchunk, const int6
             memset(gv, 0, (size_t)Dv * sizeof(float));
         }
     }
+}
+
+/* One thread's tiles in the backward. */
+typedef struct bwd_bufs {
+    float *Qp, *Qu, *dOp, *dQ, *P, *Pd, *add, *klast; /* klast: K's partial last tile (K read in place) */
+    float *Sb, *dPb, *Gb; /* S, dP (, softcap derivative) of a block's tiles: BR x its item's partials' keys */
+    size_t nbuf;          /* floats of each of Sb, dPb, Gb */
+    uint8_t *keep;
+} bwd_bufs;
+
+static int bwd_bufs_init(bwd_bufs *t, int64_t DP, int64_t DvP, int64_t SkP, int k_direct) {
+    *t = (bwd_bufs){0};
+    t->Qp = malloc((size_t)(BR * DP) * sizeof(float)), t->Qu = malloc((size_t)(BR * DP) * sizeof(float));
+    t->dOp = malloc((size_t)(BR * DvP) * sizeof(float)), t->dQ = malloc((size_t)(BR * DP) * sizeof(float));
+    t->P = malloc((size_t)(BR * BC_B) * sizeof(float)), t->Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
+    t->add = malloc((size_t)SkP * sizeof(float)), t->keep = malloc(BC_B);
+    t->klast = k_direct ? malloc((size_t)(BC_B * DP) * sizeof(float)) : NULL;
+    return t->Qp && t->Qu && t->dOp && t->dQ && t->P && t->Pd && t->add && t->keep && (t->klast || !k_direct);
+}
+
+static void bwd_bufs_free(bwd_bufs *t) {
+    free(t->Qp), free(t->Qu), free(t->dOp), free(t->dQ), free(t->P), free(t->Pd), free(t->add), free(t->keep);
+    free(t->klast), attn_ws_free(t->Sb), attn_ws_free(t->dPb), attn_ws_free(t->Gb);
 }
 
 /* How the backward's work is cut: the query blocks; items (b, kv head,
@@ -963,16 +1049,9 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     if (st) goto out;
 #pragma omp parallel
     {
-        float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *Qu = malloc((size_t)(BR * DP) * sizeof(float));
-        float *dOp = malloc((size_t)(BR * DvP) * sizeof(float)), *dQ = malloc((size_t)(BR * DP) * sizeof(float));
-        /* S, dP (, softcap derivative) of a block's tiles: BR x its item's partials' key range */
-        float *Sb = NULL, *dPb = NULL, *Gb = NULL;
-        size_t nbuf_have = 0;
-        float *P = malloc((size_t)(BR * BC_B) * sizeof(float)), *Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
-        float *add = malloc((size_t)SkP * sizeof(float));
-        uint8_t *keep = malloc(BC_B);
-        float *klast = k_direct ? malloc((size_t)(BC_B * DP) * sizeof(float)) : NULL; /* K's partial last tile */
-        int ok = Qp && Qu && dOp && dQ && P && Pd && add && keep && (klast || !k_direct);
+        bwd_bufs tb;
+        int ok = bwd_bufs_init(&tb, DP, DvP, SkP, k_direct);
+        float *Sb, *dPb, *P = tb.P, *dQ = tb.dQ;
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -989,56 +1068,58 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             /* the item's partials: row j - plo holds key j, for keys [plo, phi) */
             int64_t plo = prng[2 * item], prows = prng[2 * item + 1] - plo;
             float *dKp = bwd_part(pk, prng[2 * nitem + item], DP), *dVp = bwd_part(pv, prng[2 * nitem + item], DvP);
-            if (!bwd_item_bufs((size_t)(BR * prows), capped, &Sb, &dPb, &Gb, &nbuf_have)) {
+            if (!bwd_item_bufs((size_t)(BR * prows), capped, &tb.Sb, &tb.dPb, &tb.Gb, &tb.nbuf)) {
 #pragma omp atomic write
                 st = ATTN_E_NOMEM;
                 ok = 0;
                 continue;
             }
+            Sb = tb.Sb, dPb = tb.dPb;
             if (prows > 0) /* an item whose rows see no key has no partials (pk may be NULL) */
                 memset(dKp, 0, (size_t)(prows * DP) * 4), memset(dVp, 0, (size_t)(prows * DvP) * 4);
             const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
             const float *Kr =
                 k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
-            int any_add = attn_score_key_row(d, b, add, SkP);
+            int any_add = attn_score_key_row(d, b, tb.add, SkP);
             attn_seq sq = attn_seq_of(d, b);
             for (int64_t u = u0; u < u1; u++) {
                 int64_t h = hk * G + u / nqb, bh = b * H + h, i0, rows, klo, khi;
                 qb_at(&pl.qb, u % nqb, &i0, &rows);
                 block_rng(d, &sq, i0, rows, &klo, &khi);
                 int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qp, qmul);
-                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, dOp, 1.0f);
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul);
+                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
                     if (!attn_score_tile_hidden(d, &sq, h, rows, i0, t * BC_B, BC_B))
-                        bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, t * BC_B, Qp, KT, VT, dOp,
-                                       (t - t0) * BR * BC_B, Sb, dPb, capped ? Gb : NULL, add, any_add, keep,
-                                       gm ? NULL : m, l, acc);
+                        bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb.Qp,
+                                       KT, VT, tb.dOp, (t - t0) * BR * BC_B, Sb, dPb, capped ? tb.Gb : NULL, tb.add,
+                                       any_add, tb.keep, gm ? NULL : m, l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, Qu, 1.0f); /* dK += dS^T Q: Q as given */
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f); /* dK += dS^T Q: Q as given */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;
                     float *dS = dPb + (t - t0) * BR * BC_B;
                     int64_t j0 = t * BC_B, ldkr = k_direct ? k.stride_s : DP, ldt = ldkr;
+                    bwd_cols w = bwd_cols_of(j0, klo, khi);
                     if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
-                    bwd_p_ds(kt, d, S, dS, P, capped ? Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
-                             ex.dbf ? ex.dbf + (bh * Sq + i0) * Sk + j0 : NULL, j0);
-                    const float *pd = bwd_dropped_p(kt, d, &mc, P, Pd, rows, b, h, i0, j0, keep);
-                    tile_gemm_tn(kt, BC_B, DvP, BR, pd, BC_B, dOp, DvP, dVp + (j0 - plo) * DvP, DvP, 1);
-                    tile_gemm_tn(kt, BC_B, DP, BR, dS, BC_B, Qu, DP, dKp + (j0 - plo) * DP, DP, 1);
-                    const float *kt0 = bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? klast : NULL, &ldt);
-                    tile_gemm(kt, BR, DP, BC_B, dS, BC_B, kt0, ldt, dQ, DP, 1);
+                    bwd_p_ds(kt, d, S, dS, P, capped ? tb.Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
+                             ex.dbf ? ex.dbf + (bh * Sq + i0) * Sk + j0 : NULL, w);
+                    const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep) + w.a0;
+                    int64_t kc = j0 + w.a0 - plo; /* the window's first key in the partials */
+                    tile_gemm_tn(kt, w.an, DvP, BR, pd, BC_B, tb.dOp, DvP, dVp + kc * DvP, DvP, 1);
+                    tile_gemm_tn(kt, w.an, DP, BR, dS + w.a0, BC_B, tb.Qu, DP, dKp + kc * DP, DP, 1);
+                    const float *kt0 = bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? tb.klast : NULL, &ldt);
+                    tile_gemm(kt, BR, DP, w.n, dS + w.c0, BC_B, kt0 + w.c0 * ldt, ldt, dQ, DP, 1);
                 }
                 for (int64_t r = 0; r < rows; r++)
                     memcpy(attn_row_addr_mut(dq, b, h, i0 + r), dQ + r * DP, (size_t)D * 4);
             }
         }
-        free(Qp), free(Qu), free(dOp), free(dQ), free(P), free(Pd), free(add), free(keep), free(klast);
-        attn_ws_free(Sb), attn_ws_free(dPb), attn_ws_free(Gb);
+        bwd_bufs_free(&tb);
 #pragma omp barrier
         if (!st) bwd_sum_partials(d, nchunk, prng, pk, pv, DP, DvP, dk, dv);
     }
