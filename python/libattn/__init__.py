@@ -218,7 +218,8 @@ class _Call:
     """A filled attn_sdpa_desc and the arrays it points into (kept alive)."""
 
     def __init__(self, q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl,
-                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None, cu=None):
+                 qkv_dtype, with_v=True, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None, cu=None,
+                 dropout_p=0.0, dropout_seed=None):
         self.q = _strided(_array(q, "q", (4,), (np.float32, np.float16, np.uint16)))
         self.k = _strided(_array(k, "k", (4,), (np.float32, np.float16, np.uint16)))
         self.v = _strided(_array(v, "v", (4,), (np.float32, np.float16, np.uint16))) if with_v else None
@@ -249,12 +250,36 @@ class _Call:
             d.cu_seqlens_q = cq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
             d.cu_seqlens_k = ck.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
             d.nseq = cq.size - 1
+        self.drop = self._dropout(d, dropout_p, dropout_seed, B * H * Sq * Sk)
         self.desc, self.shape = d, (B, H, Sq, Sk, D, Dv)
+
+    @staticmethod
+    def _dropout(d, p, seed, n):
+        """Inverted dropout on the attention weights from libattn's generator
+        seeded with seed (torch.manual_seed's rule, the MKL build's stream:
+        keep decisions regenerated, never stored), into d."""
+        p = float(p)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError("dropout_p must be in [0, 1], got %r" % (p,))
+        if p == 0.0:
+            return None
+        if seed is None:
+            raise ValueError("dropout_p > 0 needs dropout_seed=N (pass the same N to the backward)")
+        gen, drop = _capi.Generator(), _capi.Dropout()
+        lib.attn_generator_seed(ctypes.byref(gen), int(seed))
+        _check(lib.attn_dropout_begin(ctypes.byref(gen), p, n, ctypes.byref(drop)), "dropout")
+        d.dropout = ctypes.pointer(drop)
+        return drop
+
+    def __del__(self):
+        if getattr(self, "drop", None) is not None:
+            lib.attn_dropout_end(ctypes.byref(self.drop))
+            self.drop = None
 
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
          alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
-         attn_mask=None, attn_bias=None):
+         attn_mask=None, attn_bias=None, dropout_p=0.0, dropout_seed=None):
     """Scaled dot-product attention, out = softmax(mask(scale * q k^T)) v.
 
     q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) with H a multiple
@@ -271,11 +296,15 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
     positions (Llama 4). attn_mask (bool, True = takes part) and attn_bias
     (float, added to the scores; -inf hides the key): any shape that
     broadcasts to (B, H, Sq, Sk), as PyTorch's attn_mask. Rows that see no
-    key give zeros.
+    key give zeros. dropout_p > 0: inverted dropout on the attention
+    weights (out = (dropout(P) v, the softmax normalized before it, as
+    torch), keep decisions drawn from libattn's generator seeded with
+    dropout_seed (give sdpa_backward the same p and seed).
     Returns out (B, H, Sq, Dv) float32, and lse (B, H, Sq) if return_lse.
     """
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
-              sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias)
+              sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias,
+              dropout_p=dropout_p, dropout_seed=dropout_seed)
     B, H, Sq, Sk, D, Dv = c.shape
     out = np.empty((B, H, Sq, Dv), np.float32)
     lse = np.empty((B, H, Sq), np.float32) if return_lse else None
@@ -286,12 +315,14 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
 
 def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
                   softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
-                  attn_mask=None, attn_bias=None):
+                  attn_mask=None, attn_bias=None, dropout_p=0.0, dropout_seed=None):
     """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout);
     then dsinks (H,) when sinks are given and dbias (attn_bias's shape) when
-    attn_bias is given, in that order."""
+    attn_bias is given, in that order. With dropout, the forward's
+    dropout_p and dropout_seed (the same keep decisions)."""
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
-              sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias)
+              sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias,
+              dropout_p=dropout_p, dropout_seed=dropout_seed)
     B, H, Sq, Sk, D, Dv = c.shape
     go = _strided(_array(dout, "dout", (4,)))
     if go.shape != (B, H, Sq, Dv):

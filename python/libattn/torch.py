@@ -12,7 +12,9 @@ Same arguments as libattn.sdpa (masks and slopes may be tensors or arrays).
 is PyTorch 2.x's function with its signature and semantics on CPU tensors,
 and lat.patch() installs it as torch.nn.functional.scaled_dot_product_attention
 (lat.unpatch() restores the original), so unmodified model code runs on
-libattn. Not yet: dropout_p > 0 (NotImplementedError).
+libattn. dropout_p > 0 drops attention weights with libattn's own stream,
+seeded by one draw from torch's generator per call: reproducible under
+torch.manual_seed, not the same keep decisions as PyTorch's kernels.
 float32, float16 and bfloat16 tensors are read as they are (no copy when the
 last dimension is contiguous); the computation accumulates in float32, the
 output and the gradients come back in the inputs' dtype.
@@ -77,11 +79,17 @@ class _SDPA(torch.autograd.Function):
 
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
-         alibi_slopes=None, impl="auto", sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
-    """libattn.sdpa on torch tensors, differentiable in q, k and v."""
+         alibi_slopes=None, impl="auto", sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None,
+         dropout_p=0.0, dropout_seed=None):
+    """libattn.sdpa on torch tensors, differentiable in q, k and v (and a
+    float attn_bias). dropout_p > 0 without dropout_seed draws the seed
+    from torch's generator."""
+    if dropout_p > 0.0 and dropout_seed is None:
+        dropout_seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
     opts = dict(causal=causal, scale=scale, key_mask=_opt(key_mask), seqlens_k=_opt(seqlens_k),
                 window=tuple(window), softcap=float(softcap), alibi_slopes=_opt(alibi_slopes), impl=impl,
-                attention_chunk=int(attention_chunk), attn_mask=_opt(attn_mask))
+                attention_chunk=int(attention_chunk), attn_mask=_opt(attn_mask), dropout_p=float(dropout_p),
+                dropout_seed=dropout_seed)
     if sinks is not None:
         opts["sinks"] = _opt(sinks)
     bias = attn_bias if isinstance(attn_bias, torch.Tensor) or attn_bias is None else torch.as_tensor(attn_bias)
@@ -98,10 +106,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     the top-left causal mask (an error together with attn_mask); scale:
     default 1/sqrt(E); enable_gqa: Hq a multiple of Hkv. Returns
     (N..., Hq, L, Ev) in query's dtype, differentiable in query, key, value
-    and a float attn_mask.
+    and a float attn_mask. dropout_p: inverted dropout on the attention
+    weights (libattn's stream, seeded from torch's generator).
     """
-    if dropout_p > 0.0:
-        raise NotImplementedError("libattn's scaled_dot_product_attention does not do dropout_p > 0 yet")
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim():
@@ -132,7 +139,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             mask = m.numpy()
         else:
             bias = m  # a float mask is a bias, differentiable
-    out = sdpa(q4, k4, v4, causal="top-left" if is_causal else "none", scale=scale, attn_mask=mask, attn_bias=bias)
+    out = sdpa(q4, k4, v4, causal="top-left" if is_causal else "none", scale=scale, attn_mask=mask, attn_bias=bias,
+               dropout_p=float(dropout_p))
     return out.reshape(tuple(query.shape[:-1]) + (value.shape[-1],))
 
 
