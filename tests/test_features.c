@@ -206,6 +206,7 @@ static void run_case(const fcase *c, int idx) {
         if (c->sinks) d.sinks = sinks, d.dsinks = dsinks;
         if (c->dmask) d.attn_mask = dm, dense_strides(c, c->dmask - 1, d.attn_mask_strides);
         if (c->dbias) d.attn_bias = db, d.dbias = gdb, dense_strides(c, c->dbias - 1, d.attn_bias_strides);
+        for (size_t i = 0; c->dbias && i < ndb; i++) gdb[i] = NAN; /* every element must be written */
         float *o = malloc(no * 4), *l = malloc(nl * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4),
               *dv = malloc(nv * 4);
         attn_view vq = bhsd(q, c->H, c->Sq, c->D), vk = bhsd(k, c->Hkv, c->Sk, c->D),

@@ -750,16 +750,36 @@ static float *attn_row_addr_mut(attn_view t, int64_t b, int64_t h, int64_t s) {
  * (B H Sq) and the full d loss / d bias (B H Sq Sk, zeros where P = 0),
  * each entry written by the one item that owns its row, reduced at the end
  * in a fixed order (deterministic for any thread count) */
+/* The backward's per-row extras: dsinks' row shares (dsr), and where
+ * dbias's elements go: db (element (b, h, i, j) at b ld[0] + h ld[1] + i
+ * ld[2] + j ld[3]), either dbias itself, when the bias broadcasts over no
+ * dim of the problem (each element is one pair's: written in place), or a
+ * full (B, H, Sq, Sk) buffer (dbf) summed over the broadcast dims at the end. */
 typedef struct bwd_extra {
-    float *dsr, *dbf;
+    float *dsr, *dbf, *db;
+    int64_t ld[4];
     int ok;
 } bwd_extra;
 
 static bwd_extra bwd_extra_alloc(const attn_sdpa_desc *d) {
-    bwd_extra e = {NULL, NULL, 1};
+    bwd_extra e = {NULL, NULL, NULL, {0, 0, 0, 0}, 1};
     size_t rows = (size_t)(d->B * d->H * d->Sq);
+    const int64_t *st = d->attn_bias_strides, dims[4] = {d->B, d->H, d->Sq, d->Sk};
     if (d->sinks && d->dsinks) e.dsr = malloc((rows ? rows : 1) * sizeof(float)), e.ok &= e.dsr != NULL;
-    if (d->attn_bias && d->dbias) e.dbf = calloc(rows * (size_t)d->Sk + 1, sizeof(float)), e.ok &= e.dbf != NULL;
+    if (!d->attn_bias || !d->dbias) return e;
+    int direct = 1;
+    for (int t = 0; t < 4; t++) direct &= st[t] != 0 || dims[t] == 1;
+    if (direct) { /* every element of dbias is one pair's; the pairs no tile visits stay 0 */
+        for (int t = 0; t < 4; t++) e.ld[t] = st[t];
+        for (int64_t b = 0; b < d->B; b++)
+            for (int64_t h = 0; h < d->H; h++)
+                for (int64_t i = 0; i < d->Sq; i++)
+                    for (int64_t j = 0; j < d->Sk; j++) d->dbias[b * st[0] + h * st[1] + i * st[2] + j * st[3]] = 0;
+        e.db = d->dbias;
+        return e;
+    }
+    e.dbf = e.db = calloc(rows * (size_t)d->Sk + 1, sizeof(float)), e.ok &= e.dbf != NULL;
+    e.ld[0] = d->H * d->Sq * d->Sk, e.ld[1] = d->Sq * d->Sk, e.ld[2] = d->Sk, e.ld[3] = 1;
     return e;
 }
 
@@ -903,9 +923,9 @@ static int bwd_item_bufs(size_t n, int capped, float **Sb, float **dPb, float **
  * rows past rows and dead rows give zeros */
 static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *S, float *dS, float *P,
                      const float *G, int64_t rows, float escale, const float *m, const float *il, const float *di,
-                     float *db, bwd_cols w) {
+                     float *db, const int64_t *ld, bwd_cols w) {
     int64_t n = w.n, nk = d->Sk - (w.j0 + w.c0) < n ? d->Sk - (w.j0 + w.c0) : n; /* keys that exist */
-    S += w.c0, dS += w.c0, P += w.c0, G = G ? G + w.c0 : NULL, db = db ? db + w.c0 : NULL;
+    S += w.c0, dS += w.c0, P += w.c0, G = G ? G + w.c0 : NULL, db = db ? db + w.c0 * ld[3] : NULL;
     for (int64_t r = 0; r < BR; r++) {
         float *pr = P + r * BC_B, *ds = dS + r * BC_B;
         if (m[r] == -INFINITY || r >= rows) {
@@ -918,7 +938,7 @@ static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const
             kt->scale_row(pr, n, il[r]);
             for (int64_t c = 0; c < n; c++) {
                 float t = pr[c] * (ds[c] - di[r]);
-                if (c < nk) db[r * d->Sk + c] = t;
+                if (c < nk) db[r * ld[2] + c * ld[3]] = t;
                 ds[c] = t * (G ? G[r * BC_B + c] : d->scale);
             }
             continue;
@@ -1107,7 +1127,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     bwd_cols w = bwd_cols_of(j0, klo, khi);
                     if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
                     bwd_p_ds(kt, d, S, dS, P, capped ? tb.Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
-                             ex.dbf ? ex.dbf + (bh * Sq + i0) * Sk + j0 : NULL, w);
+                             ex.db ? ex.db + b * ex.ld[0] + h * ex.ld[1] + i0 * ex.ld[2] + j0 * ex.ld[3] : NULL,
+                             ex.ld, w);
                     const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep) + w.a0;
                     int64_t kc = j0 + w.a0 - plo; /* the window's first key in the partials */
                     tile_gemm_tn(kt, w.an, DvP, BR, pd, BC_B, tb.dOp, DvP, dVp + kc * DvP, DvP, 1);
