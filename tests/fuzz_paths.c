@@ -62,7 +62,7 @@ typedef struct prob {
     int64_t *seqlens;
     float *slopes, *sinks, *dsinks, *dbias;
     int32_t cuq[8], cuk[8]; /* packed sequences (varlen) */
-    int64_t nseq;
+    int64_t nseq, nbias; /* nbias: elements of the dense bias (and of dbias) */
     uint8_t *dmask;
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
@@ -140,7 +140,7 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
             if (which) {
                 p->dbias = malloc((size_t)(n + 1) * sizeof(float));
                 for (int64_t i = 0; i < n; i++) p->dbias[i] = rchance(0.05) ? -INFINITY : (float)(4 * runi() - 2);
-                d->attn_bias = p->dbias;
+                d->attn_bias = p->dbias, p->nbias = n;
             } else {
                 p->dmask = malloc((size_t)(n + 1));
                 for (int64_t i = 0; i < n; i++) p->dmask[i] = (uint8_t)(rchance(0.8) ? 1 + rint_(0, 3) : 0);
@@ -487,6 +487,10 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
     omp_set_num_threads(threads);
     float *dq = g, *dk = g + nq(p), *dv = dk + nk(p);
     if (d.sinks) d.dsinks = dv + nv(p);
+    if (d.attn_bias) { /* after the dsinks slot, poisoned: every element must be written */
+        d.dbias = dv + nv(p) + p->H;
+        for (int64_t i = 0; i < p->nbias; i++) d.dbias[i] = NAN;
+    }
     attn_view empty = {NULL, 0, 0, 0};
     return attn_sdpa_backward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
                               view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), empty, fview(p->dout, p->H, p->Sq, p->Dv),
@@ -633,7 +637,7 @@ static void run_case(uint64_t seed, uint64_t cas) {
     if (use_oracle) oracle_run(&p, &o);
     float *oref = calloc(no(&p) + 1, 4), *o1 = calloc(no(&p) + 1, 4), *o2 = calloc(no(&p) + 1, 4);
     float *oa = calloc(no(&p) + 1, 4);
-    size_t ng = nq(&p) + nk(&p) + nv(&p) + (size_t)p.H + 1; /* dq, dk, dv, dsinks */
+    size_t ng = nq(&p) + nk(&p) + nv(&p) + (size_t)(p.H + p.nbias) + 1; /* dq, dk, dv, dsinks, dbias */
     float *gref = calloc(ng, 4), *g1 = calloc(ng, 4), *g2 = calloc(ng, 4);
     attn_status sr = forward(&p, ATTN_IMPL_REF, 1, oref, NULL);
     attn_status s1 = forward(&p, ATTN_IMPL_FAST, 1, o1, NULL), s2 = forward(&p, ATTN_IMPL_FAST, 2, o2, NULL);
@@ -684,6 +688,13 @@ static void run_case(uint64_t seed, uint64_t cas) {
             bitwise(&p, "fused backward", "dsinks", g1 + a + b + c, g2 + a + b + c, (size_t)p.H);
             check_close(&p, "fused backward", "dsinks", g1 + a + b + c, gref + a + b + c, (size_t)p.H, 1e-3,
                         gbase[2] * maxabs(p.v, nv(&p)) * (double)p.Dv, smax, !use_oracle);
+        }
+        if (p.d.attn_bias) { /* dbias: P (dP - Di) summed over the broadcast copies */
+            size_t at = a + b + c + (size_t)p.H, nb = (size_t)p.nbias;
+            double copies = (double)(p.B * p.H * p.Sq * p.Sk) / (double)(p.nbias ? p.nbias : 1);
+            bitwise(&p, "fused backward", "dbias", g1 + at, g2 + at, nb);
+            check_close(&p, "fused backward", "dbias", g1 + at, gref + at, nb, 1e-3, 2 * dov * (copies + 1), smax,
+                        !p.nonfinite);
         }
     }
     if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks && !p.d.attn_mask && !p.d.attn_bias && !p.nseq) { /* blocks */
