@@ -92,11 +92,85 @@ static void dec_merge_row(const attn_sdpa_desc *d, const float *part, int64_t ns
     if (lse) lse[(b * H + h) * Sq + i] = (M + log2f(L)) * ATTN_LN2;
 }
 
+/* What the blocks of one decode call share. */
+typedef struct dec_call {
+    const attn_sdpa_desc *d;
+    const attn_kernel_table *kt;
+    const attn_kv_src *kv;
+    int64_t R, DvP;
+    float escale;
+} dec_call;
+
+/* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
+ * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
+ * modifiers and masks, the online softmax and O += P V into the item's
+ * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
+ * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
+ * DEC_PF rows ahead in their own stream. */
+static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg, float *S, float *pm, int64_t j0,
+                         int64_t pf_hk, int64_t pf_j) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kernel_table *kt = c->kt;
+    const attn_kv_src *kv = c->kv;
+    int64_t b = it->b, hk = it->hk, R = c->R, DvP = c->DvP, D = d->D, Dv = d->Dv, Sq = d->Sq;
+    int64_t G = d->H / attn_sem_hkv(d), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b);
+    attn_dtype kind = kv->dtype;
+    int h16 = kind != ATTN_DTYPE_F32; /* any reduced-precision rows */
+    float *m = pm, *l = pm + R, *O = pm + 2 * R;
+    int64_t runk, runv, ldk, ldv;
+    const void *K = attn_kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
+    const void *V = attn_kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
+    /* blocks end at multiples of DEC_NB (and page ends): a paged cache whose
+     * page size is a multiple of DEC_NB computes exactly what a contiguous one does */
+    int64_t nb = it->j1 - j0;
+    nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
+    nb = nb < runk ? nb : runk;
+    nb = nb < runv ? nb : runv;
+    /* contiguous: each kernel prefetches its own stream DEC_PF rows ahead (into the
+     * next item's keys too: the same thread often runs it next; prefetches never
+     * fault); paged: the block that runs next, through the page table (within the
+     * sequence's keys, so every page looked up exists) */
+    const void *pk = NULL, *pv = NULL;
+    int64_t lpk = ldk, lpv = ldv, r2;
+    if (!kv->table) {
+        pk = (const char *)K + attn_storage_bytes(kind, DEC_PF * ldk);
+        pv = (const char *)V + attn_storage_bytes(kind, DEC_PF * ldv);
+    } else if (pf_j < skb) {
+        pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
+        pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
+    }
+    if (h16)
+        kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
+    else
+        kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
+    attn_score_keys keys = {{b, skb, off}, NULL, 0}; /* the padding mask key by key */
+    for (int64_t r = 0; r < R; r++) {                /* row r: query i of head h */
+        int64_t h = hk * G + r / Sq, i = r % Sq;
+        float *s = S + r * DEC_NB;
+        attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
+        attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP);
+    }
+    if (h16)
+        kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kind);
+    else
+        kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
+    return nb;
+}
+
+/* The group's R query rows of (b, hk) into Qg (qmul folded in; 16-bit queries converted) */
+static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul, float *Qg) {
+    int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
+    for (int64_t r = 0; r < R; r++) {
+        float *row = Qg + r * D;
+        const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
+        for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
+    }
+}
+
 attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
                                 float *lse) {
     attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
     if (ks) return ks;
-    const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), G = H / Hkv;
     int64_t R = G * Sq, DvP = attn_round_up(Dv, 8);
     if (B * H * Sq == 0) return ATTN_OK;
@@ -104,22 +178,32 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     size_t nitems = dec_items(d, NULL, NULL); /* every (b, hk) key range cut into splits */
     size_t npart;
     if (attn_mul3_size(nitems, (size_t)R, (size_t)(DvP + 2), &npart)) return ATTN_E_OVERFLOW;
+    /* A paged cache holds a page's rows head after head (kv_src.h): its items run
+     * in groups of the Hkv heads of one (b, split), block by block, so that the
+     * reads walk each page's heads in address order (one head's pages, Hkv heads
+     * apart, cost 15% of the bandwidth at 64-token pages; Hkv = 1 did not). The
+     * order of the work only: each item computes exactly what it computes alone. */
+    int64_t gs = kv->table ? Hkv : 1;
     dec_item *items = malloc(nitems * sizeof *items);
-    float *part = malloc(npart * sizeof(float)); /* per item and row: m, l, O[DvP] */
+    size_t *order = malloc(nitems * sizeof *order); /* items in groups of gs */
+    float *part = malloc(npart * sizeof(float));    /* per item and row: m, l, O[DvP] */
     int64_t *first = malloc((size_t)(B * Hkv + 1) * sizeof *first);
-    if (!items || !part || !first) {
-        free(items), free(part), free(first);
+    if (!items || !order || !part || !first) {
+        free(items), free(order), free(part), free(first);
         return ATTN_E_NOMEM;
     }
-    size_t n = dec_items(d, items, first);
+    size_t n = dec_items(d, items, first), no = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t g = b * Hkv; g < (b + 1) * Hkv; g += gs)
+            for (int64_t s = 0; s < first[g + 1] - first[g]; s++)
+                for (int64_t t = 0; t < gs; t++) order[no++] = (size_t)(first[g + t] + s);
     /* base 2: see score.h */
-    float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
-    attn_dtype kind = kv->dtype;
-    int h16 = kind != ATTN_DTYPE_F32; /* h16: any reduced-precision rows */
+    dec_call c = {d, attn_kernels(), kv, R, DvP, attn_score_escale(d)};
+    float qmul = attn_score_q_multiplier(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel
     {
-        float *Qg = malloc((size_t)(R * D) * sizeof(float));
+        float *Qg = malloc((size_t)(gs * R * D) * sizeof(float));
         float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
         int ok = Qg && S;
         if (!ok) {
@@ -127,65 +211,31 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             st = ATTN_E_NOMEM;
         }
         int64_t packed_b = -1, packed_hk = -1;
-        /* static: each thread streams one contiguous run of items (keys of one head
-         * in order), so its prefetches into the next item serve itself; dynamic
-         * scheduling interleaved the threads' items: 2 threads 1.15-1.33x slower */
+        /* static: each thread streams one contiguous run of groups (keys of one head,
+         * or of a page's heads, in order), so its prefetches into the next group serve
+         * itself; dynamic scheduling interleaved the threads' items: 2 threads
+         * 1.15-1.33x slower */
 #pragma omp for schedule(static)
-        for (size_t it = 0; it < n; it++) {
+        for (size_t gi = 0; gi < n / (size_t)gs; gi++) {
             if (!ok) continue;
-            int64_t b = items[it].b, hk = items[it].hk;
-            int64_t skb = attn_sem_sk(d, b), off = attn_sem_off(d, b);
-            if (b != packed_b || hk != packed_hk) { /* the group's rows r = g * Sq + i, qmul folded in */
-                for (int64_t r = 0; r < R; r++) {
-                    float *row = Qg + r * D; /* 16-bit queries are converted in place */
-                    const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
-                    for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
-                }
-                packed_b = b, packed_hk = hk;
+            const size_t *grp = order + gi * (size_t)gs;
+            const dec_item *it0 = &items[grp[0]];
+            if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
+                for (int64_t t = 0; t < gs; t++) dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, Qg + t * R * D);
+                packed_b = it0->b, packed_hk = it0->hk;
             }
-            float *pm = part + it * (size_t)(R * (DvP + 2)); /* m[R], l[R], O[R x DvP] */
-            float *m = pm, *l = pm + R, *O = pm + 2 * R;
-            for (int64_t r = 0; r < R; r++) m[r] = -INFINITY, l[r] = 0.0f;
-            memset(O, 0, (size_t)(R * DvP) * sizeof(float));
-            for (int64_t j0 = items[it].j0; j0 < items[it].j1;) {
-                int64_t runk, runv, ldk, ldv;
-                const void *K = attn_kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
-                const void *V = attn_kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
-                /* blocks end at multiples of DEC_NB (and page ends): a paged cache whose
-                 * page size is a multiple of DEC_NB computes exactly what a contiguous one does */
-                int64_t nb = items[it].j1 - j0;
-                nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
-                nb = nb < runk ? nb : runk;
-                nb = nb < runv ? nb : runv;
-                /* each kernel prefetches its own stream: the rows of key j0 + DEC_PF on
-                 * (through the page table when paged, into the next item's keys too: the
-                 * same thread often runs it next; within the sequence's keys, so every
-                 * page looked up exists; prefetches never fault) */
-                const void *pk = NULL, *pv = NULL;
-                int64_t lpk = ldk, lpv = ldv, r2;
-                if (j0 + DEC_PF < skb || !kv->table) {
-                    int64_t jp = kv->table ? j0 + DEC_PF : j0;
-                    pk = attn_kv_rows(kv, 0, b, hk, jp, &r2, &lpk);
-                    pv = attn_kv_rows(kv, 1, b, hk, jp, &r2, &lpv);
-                    if (!kv->table)
-                        pk = (const char *)pk + attn_storage_bytes(kind, DEC_PF * ldk),
-                        pv = (const char *)pv + attn_storage_bytes(kind, DEC_PF * ldv);
+            for (int64_t t = 0; t < gs; t++) {
+                float *pm = part + grp[t] * (size_t)(R * (DvP + 2)); /* m[R], l[R], O[R x DvP] */
+                for (int64_t r = 0; r < R; r++) pm[r] = -INFINITY, pm[R + r] = 0.0f;
+                memset(pm + 2 * R, 0, (size_t)(R * DvP) * sizeof(float));
+            }
+            for (int64_t j0 = it0->j0; j0 < it0->j1;) { /* the group's items share their keys and blocks */
+                int64_t nb = 0;
+                for (int64_t t = 0; t < gs; t++) { /* prefetch the next head's block, or the next block */
+                    int64_t pf_hk = it0->hk + (t + 1) % gs, pf_j = t + 1 < gs ? j0 : j0 + nb;
+                    nb = dec_block(&c, &items[grp[t]], Qg + t * R * D, S, part + grp[t] * (size_t)(R * (DvP + 2)), j0,
+                                   pf_hk, pf_j);
                 }
-                if (h16)
-                    kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
-                else
-                    kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
-                attn_score_keys keys = {{b, skb, off}, NULL, 0}; /* the padding mask key by key */
-                for (int64_t r = 0; r < R; r++) {                /* row r: query i of head h */
-                    int64_t h = hk * G + r / Sq, i = r % Sq;
-                    float *s = S + r * DEC_NB;
-                    attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
-                    attn_online_row(kt, s, nb, escale, &m[r], &l[r], O + r * DvP, DvP);
-                }
-                if (h16)
-                    kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kind);
-                else
-                    kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
                 j0 += nb;
             }
         }
@@ -199,6 +249,6 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                               r, out, lse);
         }
     }
-    free(items), free(part), free(first);
+    free(items), free(order), free(part), free(first);
     return st;
 }
