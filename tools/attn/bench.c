@@ -166,10 +166,19 @@ static uint8_t *tree_mask(int64_t Sq, int64_t T) {
     return m;
 }
 
+/* bench_decode's modes */
+#define DEC_TREE 1   /* the queries are a tree of drafts */
+#define DEC_RAGGED 2 /* sequence b holds T/2 + b (T/2) / (B - 1) tokens (appended together: pages interleave) */
+
 static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_dtype dt,
-                        attn_impl impl, double min_time, int json, int64_t Sq, int tree) {
+                        attn_impl impl, double min_time, int json, int64_t Sq, int mode) {
+    int tree = mode & DEC_TREE, ragged = mode & DEC_RAGGED;
     if (H % Hkv) {
         cli_error("--heads must be a multiple of --kv-heads");
+        return EXIT_USAGE;
+    }
+    if (tree && ragged) {
+        cli_error("bench: --tree and --ragged do not combine (the tree's drafts end every sequence at T)");
         return EXIT_USAGE;
     }
     attn_kv_cache_config cfg = {B, Hkv, T, D, D, dt, page, 0};
@@ -190,17 +199,19 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     float *kk = frand_buf((size_t)(B * Hkv * chunk * D), 5), *vv = frand_buf((size_t)(B * Hkv * chunk * D), 6);
     float *q = frand_buf((size_t)(B * H * Sq * D), 4), *o = frand_buf((size_t)(B * H * Sq * D), 7);
     uint8_t *tm = tree ? tree_mask(Sq, T) : NULL;
-    int64_t *n = calloc((size_t)B, sizeof *n);
+    int64_t *n = calloc((size_t)B, sizeof *n), *len = calloc((size_t)B, sizeof *len), tokens = 0;
+    for (int64_t b = 0; len && b < B; b++)
+        tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
-    size_t bytes = (size_t)(2 * B * Hkv * T) * attn_storage_bytes(dt, D);
+    size_t bytes = (size_t)(2 * Hkv * tokens) * attn_storage_bytes(dt, D);
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
-    if (!kk || !vv || !q || !o || !n || !rd.p || (tree && !tm)) {
+    if (!kk || !vv || !q || !o || !n || !len || !rd.p || (tree && !tm)) {
         cli_error("bench: out of memory");
         return 1;
     }
     attn_view vk = {kk, Hkv * chunk * D, chunk * D, D}, vv_ = {vv, Hkv * chunk * D, chunk * D, D};
     for (int64_t done = 0; done < T; done += chunk) {
-        for (int64_t b = 0; b < B; b++) n[b] = T - done < chunk ? T - done : chunk;
+        for (int64_t b = 0; b < B; b++) n[b] = len[b] - done < 0 ? 0 : len[b] - done < chunk ? len[b] - done : chunk;
         if ((st = attn_kv_cache_append(c.cache, n, vk, vv_)) != ATTN_OK) {
             cli_error("bench: append: %s", attn_status_string(st));
             return 1;
@@ -219,28 +230,29 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json)
         printf("{\"op\": \"decode\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
-               "\"Hkv\": %lld, \"T\": %lld, \"Sq\": %lld, \"tree\": %s, \"D\": %lld, \"kv_dtype\": \"%s\", "
+               "\"Hkv\": %lld, \"T\": %lld, \"ragged\": %s, \"Sq\": %lld, \"tree\": %s, \"D\": %lld, "
+               "\"kv_dtype\": \"%s\", "
                "\"page_size\": %lld, "
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
                "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f}\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               (long long)Sq, tree ? "true" : "false", (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3,
+               ragged ? "true" : "false", (long long)Sq, tree ? "true" : "false", (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3,
                bytes, gbps, rd_gbps, attn_readbw_kernel(), r.ratio);
     else
         printf(
-            "decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld Sq=%lld%s D=%lld %s cache%s, %d threads: %.3f ms, "
+            "decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld%s Sq=%lld%s D=%lld %s cache%s, %d threads: %.3f ms, "
             "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
             impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-            (long long)Sq, tree ? " tree" : "", (long long)D, dtn, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps,
+            ragged ? " (ragged)" : "", (long long)Sq, tree ? " tree" : "", (long long)D, dtn, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps,
             rd_gbps, r.ratio);
     attn_kv_cache_free(c.cache);
-    free(kk), free(vv), free(q), free(o), free(n), free((void *)rd.p), free(tm);
+    free(kk), free(vv), free(q), free(o), free(n), free(len), free((void *)rd.p), free(tm);
     return 0;
 }
 
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen;
-    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged;
     int64_t queries;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl; /* attn_dtype, attn_dtype, attn_impl */
@@ -279,6 +291,8 @@ static const cli_opt bench_table[] = {
     {"--queries", OPT_I64, O(queries), 0, 1, 16, NULL, NULL, "--decode: query rows per head (default 1)"},
     {"--tree", OPT_FLAG, O(tree), 0, 0, 0, NULL, NULL,
      "--decode: the queries are a binary tree of draft tokens (mask)"},
+    {"--ragged", OPT_FLAG, O(ragged), 0, 0, 0, NULL, NULL,
+     "--decode: sequences of T/2 .. T tokens (appended together, so their pages interleave)"},
     {"--page-size", OPT_I64, O(page), 0, 0, 1 << 24, NULL, NULL, "--decode: tokens per page (0 = contiguous)"},
     {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
     {"--sgemm-n", OPT_I64, O(sgemm_n), 0, 0, 8192, NULL, NULL, "N of the same-run sgemm reference (0 = none)"},
@@ -494,7 +508,7 @@ int cmd_bench(int argc, char **argv) {
     if (o.threads > 0) cli_set_threads((int)o.threads);
     if (o.decode)
         return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl, o.min_time,
-                            o.json, o.queries, o.tree);
+                            o.json, o.queries, (o.tree ? DEC_TREE : 0) | (o.ragged ? DEC_RAGGED : 0));
     if (o.ring) return bench_ring(&o, argc, argv);
     char pinned[256], blas_note[384];
     const char *was;
