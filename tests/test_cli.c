@@ -322,6 +322,26 @@ static void test_sdpa_varlen(void) {
     expect_fail("cu_seqlens_k short of Tk", "sdpa --input cli_varlen_bad.safetensors", 1, "end at Tk = 9");
 }
 
+/* attn bench runs its modes (tiny sizes; speed is never asserted) and says what it ran */
+static void test_bench_smoke(void) {
+    static const char *cases[][2] = {
+        {"--decode --batch 3 --heads 4 --kv-heads 2 --kv-seq 200 --ragged --page-size 16 --kv-dtype f16",
+         "\"ragged\": true"},
+        {"--decode --heads 2 --kv-seq 100 --queries 4 --tree", "\"tree\": true"},
+        {"--seq 96 --heads 2 --varlen 3 --causal --backward", "\"op\": \"backward\""},
+        {"--seq 96 --heads 2 --attention-chunk 40 --sinks", "\"chunk\": 40"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512], err[1024];
+        snprintf(args, sizeof args, "bench %s --min-time 0 --sgemm-n 0 --json", cases[i][0]);
+        CHECK(run(args, err, sizeof err) == 0, "attn %s: exit 0 (%s)", args, err);
+        CHECK(file_contains("cli_stdout.txt", cases[i][1]), "attn %s prints %s", args, cases[i][1]);
+    }
+    char err[1024];
+    CHECK(run("bench --decode --tree --ragged --kv-seq 64", err, sizeof err) == 2 && strstr(err, "do not combine"),
+          "bench --tree --ragged refused: %s", err);
+}
+
 /* --help prints every option of the command's table and exits 0 */
 static void test_help(void) {
     static const char *cases[][4] = {
@@ -346,6 +366,7 @@ int main(int argc, char **argv) {
     attn = argv[2];
     test_help();
     test_sdpa_varlen();
+    test_bench_smoke();
     if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
     char err[4096], a[3072];
 
