@@ -139,6 +139,9 @@ def _candidates():
     if env:
         return [env]  # an explicit choice: nothing else is tried
     here = os.path.dirname(os.path.abspath(__file__))
+    beside = os.path.join(here, "libattn.so")
+    if os.path.exists(beside):
+        return [beside]  # installed by pip: the library that came with this package, nothing else
     out = []
     try:
         from . import _config  # written by `make install`
