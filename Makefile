@@ -12,7 +12,9 @@ BUILD ?= build
 CMAKE_TYPE ?= Release
 endif
 
-.PHONY: all deps configure build demo test clean install format fuzz
+PYTHON ?= /usr/bin/python3
+
+.PHONY: all deps configure build demo test clean install format fuzz examples plots
 
 all: build
 
@@ -31,6 +33,14 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The examples (examples/), full size; make test runs them at quick sizes.
+# torch_patch.py exits 77 (skipped) where torch is not installed.
+examples: build
+	@./$(BUILD)/examples/example_serve
+	@./$(BUILD)/examples/example_train
+	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/numpy_kvcache.py
+	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/torch_patch.py || [ $$? -eq 77 ]
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
