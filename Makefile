@@ -42,6 +42,13 @@ examples: build
 	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/numpy_kvcache.py
 	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/torch_patch.py || [ $$? -eq 77 ]
 
+# docs/img/*.png from bench/results/<host kind>/*.jsonl (python3-matplotlib,
+# installed here when missing; not needed by make test). The data come from
+# bench/sweep.sh and bench/ring_scaling.sh.
+plots:
+	@sh scripts/deps.sh python3-matplotlib
+	@$(PYTHON) bench/plots.py
+
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
