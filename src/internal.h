@@ -10,6 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Is a call of this much work (flops, 2 per multiply-add of its products)
+ * worth the OpenMP team? Below ATTN_PAR_MIN_FLOPS it runs on the calling
+ * thread alone: waking threads that slept between calls costs 10-100 us (a
+ * small model's decode step, examples/serve.c, took 1.8x the time on 2
+ * threads). Results never depend on the thread count: only speed changes. */
+#define ATTN_PAR_MIN_FLOPS 4e6
+static inline int attn_par_worth(const attn_sdpa_desc *d, double factor) {
+    return factor * 2.0 * (double)d->B * (double)d->H * (double)d->Sq * (double)d->Sk * (double)(d->D + d->Dv) >=
+           ATTN_PAR_MIN_FLOPS;
+}
+
 /* Checked size arithmetic: return 1 on overflow, 0 otherwise. */
 /* x rounded up to a multiple of m (x >= 0, m > 0) */
 static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

@@ -201,7 +201,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     dec_call c = {d, attn_kernels(), kv, R, DvP, attn_score_escale(d)};
     float qmul = attn_score_q_multiplier(d);
     attn_status st = ATTN_OK;
-#pragma omp parallel
+#pragma omp parallel if (attn_par_worth(d, 1.0))
     {
         float *Qg = malloc((size_t)(gs * R * D) * sizeof(float));
         float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));

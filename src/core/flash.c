@@ -320,7 +320,7 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, f
     int64_t B = d->B, H = d->H, D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), SkP = c->SkP, DvP = c->DvP;
     size_t head_v = (size_t)(SkP * DvP);
     attn_status st = ATTN_OK;
-#pragma omp parallel
+#pragma omp parallel if (attn_par_worth(d, 1.0))
     {
         float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
         if (!tmp) {
@@ -431,7 +431,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     attn_status st = panels && (per_head || items) && first ? ATTN_OK : ATTN_E_NOMEM;
     if (!st && !per_head) st = fwd_pack_items(&c, k, v, panels, head_kt, items);
     if (!st) {
-#pragma omp parallel
+#pragma omp parallel if (attn_par_worth(d, 1.0))
         {
             fwd_bufs t;
             float *tmp = per_head ? malloc((size_t)(D + Dv) * sizeof(float)) : NULL; /* rows of 16-bit inputs */
@@ -600,7 +600,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
     attn_status st = qb_make(d, &qb);
     int64_t nqb = qb.n;
     if (st) return st;
-#pragma omp parallel
+#pragma omp parallel if (attn_par_worth(d, 1.0))
     {
         float *Qp = malloc((size_t)(BR * DP) * sizeof(float)), *dOp = malloc((size_t)(BR * DvP) * sizeof(float));
         float *S = malloc((size_t)(BR * BC_B) * sizeof(float)), *dP = malloc((size_t)(BR * BC_B) * sizeof(float));
@@ -648,7 +648,7 @@ static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_vi
     int64_t D = d->D, Dv = d->Dv, Sk = d->Sk, Hkv = attn_sem_hkv(d), BHkv = d->B * Hkv;
     attn_status st = ATTN_OK;
     pn->KT = panels, pn->VT = panels + (size_t)BHkv * (size_t)pn->per_h;
-#pragma omp parallel
+#pragma omp parallel if (attn_par_worth(d, 1.0))
     {
         float *tmp = malloc((size_t)(D + Dv) * sizeof(float)); /* rows of 16-bit inputs */
         if (!tmp) {
@@ -836,7 +836,7 @@ static attn_status bwd_zero_grads(const attn_sdpa_desc *d, attn_view dq, attn_vi
 /* K row-major (SkP keys x DP, zero padded) for dQ = dS K, when it cannot be read in place */
 static void bwd_k_rows(const attn_sdpa_desc *d, attn_view k, float *krows, int64_t SkP, int64_t DP) {
     int64_t Hkv = attn_sem_hkv(d), Sk = d->Sk, D = d->D;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (attn_par_worth(d, 1.0))
     for (int64_t bh = 0; bh < d->B * Hkv; bh++)
         for (int64_t j = 0; j < SkP; j++) {
             float *row = krows + ((size_t)bh * (size_t)SkP + (size_t)j) * (size_t)DP;
@@ -1067,7 +1067,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
     if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
     if (st) goto out;
-#pragma omp parallel
+#pragma omp parallel if (attn_par_worth(d, 2.5))
     {
         bwd_bufs tb;
         int ok = bwd_bufs_init(&tb, DP, DvP, SkP, k_direct);
