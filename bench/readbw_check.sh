@@ -1,14 +1,14 @@
 #!/bin/sh
 # `attn bench --decode`'s read bandwidth next to the plain multi-accumulator
 # sum (bench/readbw_plain.c, -march=native), ROUNDS alternating rounds on 1
-# and on 2 threads. JSON lines to OUT (default bench/results/readbw-HOST.jsonl).
+# and on 2 threads. JSON lines appended to OUT (default bench/results/<host kind>/readbw.jsonl).
 # usage: bench/readbw_check.sh [ROUNDS] [OUT]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 attn=${ATTN:-$here/../build/attn}
 rounds=${1:-3}
-fam=$(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-out=${2:-$here/results/readbw-family$fam.jsonl}
+out=${2:-$here/results/$(sh "$here/host_kind.sh")/readbw.jsonl}
+mkdir -p "$(dirname "$out")"
 bin=$(mktemp)
 gcc -O3 -march=native -ffast-math -fopenmp "$here/readbw_plain.c" -o "$bin"
 r=1

@@ -24,8 +24,11 @@ trap 'rm -rf "$(dirname "$exe")"' EXIT
 gcc -O2 -std=c11 -I"$root/include" -I"$GGML_DIR/include" "$here/ggml_bench.c" -o "$exe" \
   -L"$root/build" -lattn -L"$gb/src" -lggml -lggml-base -lggml-cpu -lm \
   -Wl,-rpath,"$root/build" -Wl,-rpath,"$gb/src"
-out=$root/bench/results/ggml-compare-$(date +%Y%m%d-%H%M).jsonl
-echo "libattn vs ggml flash_attn_ext, $threads threads, $rounds rounds; JSON in $out" >&2
+all=$root/bench/results/$(sh "$root/bench/host_kind.sh")/ggml-compare.jsonl # every run, appended
+mkdir -p "$(dirname "$all")"
+out=$(mktemp) # this run's rows, summarized below
+trap 'rm -rf "$(dirname "$exe")" "$out"' EXIT
+echo "libattn vs ggml flash_attn_ext, $threads threads, $rounds rounds; JSON appended to $all" >&2
 for shape in "8 2048 64 0" "8 2048 64 1" "8 4096 64 1" "8 2048 128 0" "8 2048 128 1"; do
   set -- $shape
   OMP_NUM_THREADS=$threads "$exe" "$1" "$2" "$3" "$4" "$threads" "$rounds" >> "$out"
@@ -45,3 +48,4 @@ for (H, S, D, c), v in cases.items():
     print("| %d | %d | %d | %s | %s | %s | %.2f (%.2f-%.2f) |" % (H, S, D, "yes" if c else "no", f(la), f(gg),
           statistics.median(rt), min(rt), max(rt)))
 PY
+cat "$out" >> "$all"

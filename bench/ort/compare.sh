@@ -29,9 +29,12 @@ print("check: ONNX Runtime %s vs libattn, max |diff| %.2e" % ("causal" if causal
 sys.exit(0 if err < 1e-4 else 1)
 PY
 done
-out=$here/../results/ort-compare-$(date +%Y%m%d-%H%M).jsonl
+all=$here/../results/$(sh "$here/../host_kind.sh")/ort-compare.jsonl # every run, appended
+out=$(mktemp) # this run's rows, summarized below
+trap 'rm -rf "$chk" "$out"' EXIT
 mkdir -p "$here/../results"
-echo "libattn vs ONNX Runtime, $threads threads, $rounds rounds; JSON in $out" >&2
+mkdir -p "$(dirname "$all")"
+echo "libattn vs ONNX Runtime, $threads threads, $rounds rounds; JSON appended to $all" >&2
 for shape in "8 2048 64 0" "8 2048 64 1" "8 4096 64 0" "8 4096 64 1" "8 2048 128 0" "8 2048 128 1"; do
   set -- $shape
   H=$1 S=$2 D=$3 causal=$4
@@ -64,3 +67,4 @@ for (H, S, D, c), v in cases.items():
         H, S, D, "yes" if c else "no", med(la), min(la), max(la), med(oo), min(oo), max(oo), med(rt), min(rt),
         max(rt), "%.2f" % med(sg) if sg else "-"))
 PY
+cat "$out" >> "$all"
