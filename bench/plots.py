@@ -121,10 +121,19 @@ def draw_ring(ax, rows):
     ax.set_ylabel("GFLOP/s, all ranks")
 
 
+def with_ggml(prefill):
+    """ggml's flash attention (bench/ggml/compare.sh's rows at the sweep's H = 8, D = 64) as one more peer"""
+    for kind, rows in load("ggml-compare").items():
+        prefill.setdefault(kind, []).extend(
+            dict(r, peer="ggml", op="forward", Sq=r["S"], gflops=r["ggml_gflops"]) for r in rows
+            if r.get("H") == 8 and r.get("D") == 64)
+    return prefill
+
+
 os.makedirs(img, exist_ok=True)
-panels(load("prefill"), "Prefill: libattn, ONNX Runtime and the machine's sgemm", draw_prefill,
+panels(with_ggml(load("prefill")), "Prefill: libattn, ONNX Runtime, ggml and the machine's sgemm", draw_prefill,
        os.path.join(img, "prefill.png"), "bench/sweep.sh prefill (attn bench --heads 8 --head-dim 64 --seq S "
-       "[--causal] --blas-env clear; node bench/ort/ort_bench.js)")
+       "[--causal] --blas-env clear; node bench/ort/ort_bench.js); ggml: SHAPES=... bench/ggml/compare.sh")
 panels(load("decode"), "Decode from a KV cache: bytes read per second against the read bandwidth", draw_decode,
        os.path.join(img, "decode.png"), "bench/sweep.sh decode (attn bench --decode --heads 32 --kv-heads 8 "
        "--head-dim 128 --kv-seq T --kv-dtype DT)")

@@ -1,20 +1,20 @@
-"""Append one benchmark's JSON line (stdin, the last line that is JSON) to a
-results file with where and when it ran: host kind, CPU model name, date,
-the command, and the fields given as name=value arguments.
+"""Append one benchmark's JSON line (stdin, the last line that is JSON; with
+RECORD_ALL=1 every JSON line) to a results file with where and when it ran:
+host kind, CPU model name, date, the command, and the fields given as
+name=value arguments.
 usage: CMD | python3 bench/record.py FILE COMMAND [name=value ...]"""
+import os
 import json
 import subprocess
 import sys
 import time
 
 path, command = sys.argv[1], sys.argv[2]
-row = None
-for line in sys.stdin:
-    line = line.strip()
-    if line.startswith("{"):
-        row = json.loads(line)
-if row is None:
+rows = [json.loads(l) for l in (x.strip() for x in sys.stdin) if l.startswith("{")]
+if not rows:
     sys.exit("record.py: no JSON line on stdin")
+if os.environ.get("RECORD_ALL") != "1":
+    rows = rows[-1:]
 cpu = ""
 with open("/proc/cpuinfo") as f:
     for line in f:
@@ -28,7 +28,7 @@ meta = {"host_kind": kind, "cpu_model_name": cpu, "date": time.strftime("%Y-%m-%
 for kv in sys.argv[3:]:
     k, v = kv.split("=", 1)
     meta[k] = json.loads(v) if v[:1] in "0123456789-[{" or v in ("true", "false") else v
-row = dict(meta, **row)
 with open(path, "a") as f:
-    f.write(json.dumps(row) + "\n")
-print(json.dumps(row))
+    for row in rows:
+        f.write(json.dumps(dict(meta, **row)) + "\n")
+        print(json.dumps(dict(meta, **row)))

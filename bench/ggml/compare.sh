@@ -6,6 +6,7 @@
 # llama.cpp's ggml/ directory); it is built once into $GGML_DIR/build-attn
 # with its defaults (-march=native). Not part of `make test`.
 # usage: GGML_DIR=/path/to/ggml bench/ggml/compare.sh [ROUNDS] [THREADS]
+#   SHAPES="H S D CAUSAL ..." (groups of four) replaces the default shapes
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
@@ -29,9 +30,10 @@ mkdir -p "$(dirname "$all")"
 out=$(mktemp) # this run's rows, summarized below
 trap 'rm -rf "$(dirname "$exe")" "$out"' EXIT
 echo "libattn vs ggml flash_attn_ext, $threads threads, $rounds rounds; JSON appended to $all" >&2
-for shape in "8 2048 64 0" "8 2048 64 1" "8 4096 64 1" "8 2048 128 0" "8 2048 128 1"; do
-  set -- $shape
+set -- ${SHAPES:-8 2048 64 0 8 2048 64 1 8 4096 64 1 8 2048 128 0 8 2048 128 1}
+while [ $# -ge 4 ]; do
   OMP_NUM_THREADS=$threads "$exe" "$1" "$2" "$3" "$4" "$threads" "$rounds" >> "$out"
+  shift 4
 done
 ${PYTHON:-/usr/bin/python3} - "$out" <<'PY'
 import json, statistics, sys
@@ -48,4 +50,5 @@ for (H, S, D, c), v in cases.items():
     print("| %d | %d | %d | %s | %s | %s | %.2f (%.2f-%.2f) |" % (H, S, D, "yes" if c else "no", f(la), f(gg),
           statistics.median(rt), min(rt), max(rt)))
 PY
-cat "$out" >> "$all"
+RECORD_ALL=1 ${PYTHON:-/usr/bin/python3} "$root/bench/record.py" "$all" "GGML_DIR=... bench/ggml/compare.sh $rounds $threads" \
+  peer=ggml <"$out" >/dev/null

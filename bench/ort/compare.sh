@@ -67,4 +67,4 @@ for (H, S, D, c), v in cases.items():
         H, S, D, "yes" if c else "no", med(la), min(la), max(la), med(oo), min(oo), max(oo), med(rt), min(rt),
         max(rt), "%.2f" % med(sg) if sg else "-"))
 PY
-cat "$out" >> "$all"
+RECORD_ALL=1 "$py" "$here/../record.py" "$all" "bench/ort/compare.sh $rounds $threads" <"$out" >/dev/null
