@@ -1,0 +1,35 @@
+#!/bin/sh
+# libattn's decode next to ggml's flash attention (bench/ggml/ggml_decode.c)
+# on T = 4k .. 128k cached tokens, Hq = 32, Hkv = 8, D = 128, f32 / f16 /
+# q8_0 caches, alternating rounds in one process; rows appended to
+# bench/results/<host kind>/ggml-decode.jsonl (make plots draws them). ggml
+# is not a dependency: GGML_DIR is a ggml checkout, built once as
+# bench/ggml/compare.sh builds it. Not part of `make test`.
+# usage: GGML_DIR=/path/to/ggml bench/ggml/decode.sh [ROUNDS] [THREADS]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+rounds=${1:-3}
+threads=${2:-2}
+: "${GGML_DIR:?set GGML_DIR to a ggml source checkout}"
+gb=$GGML_DIR/build-attn
+if [ ! -f "$gb/src/libggml.so" ]; then
+  cmake -S "$GGML_DIR" -B "$gb" -DCMAKE_BUILD_TYPE=Release -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
+    -DBUILD_SHARED_LIBS=ON >/dev/null
+  cmake --build "$gb" -j "$threads" >/dev/null
+fi
+[ -f "$root/build/libattn.so" ] || make -C "$root" build >/dev/null
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gcc -O2 -std=c11 -I"$root/include" -I"$GGML_DIR/include" "$here/ggml_decode.c" -o "$tmp/ggml_decode" \
+  -L"$root/build" -lattn -L"$gb/src" -lggml -lggml-base -lggml-cpu -lm \
+  -Wl,-rpath,"$root/build" -Wl,-rpath,"$gb/src"
+all=$root/bench/results/$(sh "$root/bench/host_kind.sh")/ggml-decode.jsonl
+mkdir -p "$(dirname "$all")"
+for T in ${TS:-4096 16384 65536 131072}; do
+  for kv in f32 f16 q8_0; do
+    OMP_NUM_THREADS=$threads "$tmp/ggml_decode" 32 8 "$T" 128 $kv "$threads" "$rounds" >"$tmp/rows"
+    RECORD_ALL=1 ${PYTHON:-/usr/bin/python3} "$root/bench/record.py" "$all" \
+      "GGML_DIR=... bench/ggml/decode.sh $rounds $threads" peer=ggml <"$tmp/rows"
+  done
+done
