@@ -98,9 +98,12 @@ def draw_decode(ax, rows):
         xs = sorted(rd)
         ax.plot(xs, [rd[x] for x in xs], "k-", lw=1, label="read bandwidth of the f32 cache's bytes, same runs")
     for peer in sorted({r.get("peer") for r in rows} - {"libattn", None}):
-        pts = median_by([r for r in rows if r.get("peer") == peer], lambda r: r["T"], lambda r: r.get("gbps"))
-        xs = sorted(pts)
-        ax.plot(xs, [pts[x] for x in xs], ":x", label=peer)
+        for dt, style in (("f32", ":o"), ("f16", ":s"), ("bf16", ":^"), ("q8_0", ":v")):
+            pts = median_by([r for r in rows if r.get("peer") == peer and r.get("kv_dtype") == dt], lambda r: r["T"],
+                            lambda r: r.get("gbps"))
+            if pts:
+                xs = sorted(pts)
+                ax.plot(xs, [pts[x] for x in xs], style, mfc="none", label="%s %s cache" % (peer, dt))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("cached tokens T (Hq = 32, Hkv = 8, D = 128, one query)")
     ax.set_ylabel("GB/s of K and V read")
@@ -130,12 +133,20 @@ def with_ggml(prefill):
     return prefill
 
 
+def with_ggml_decode(decode):
+    """ggml's decode (bench/ggml/decode.sh's rows) as one more peer: its bytes per second"""
+    for kind, rows in load("ggml-decode").items():
+        decode.setdefault(kind, []).extend(dict(r, peer="ggml", gbps=r["ggml_gbps"]) for r in rows
+                                           if r.get("Hq") == 32 and r.get("Hkv") == 8 and r.get("D") == 128)
+    return decode
+
+
 os.makedirs(img, exist_ok=True)
 panels(with_ggml(load("prefill")), "Prefill: libattn, ONNX Runtime, ggml and the machine's sgemm", draw_prefill,
        os.path.join(img, "prefill.png"), "bench/sweep.sh prefill (attn bench --heads 8 --head-dim 64 --seq S "
        "[--causal] --blas-env clear; node bench/ort/ort_bench.js); ggml: SHAPES=... bench/ggml/compare.sh")
-panels(load("decode"), "Decode from a KV cache: bytes read per second against the read bandwidth", draw_decode,
+panels(with_ggml_decode(load("decode")), "Decode from a KV cache: bytes read per second against the read bandwidth", draw_decode,
        os.path.join(img, "decode.png"), "bench/sweep.sh decode (attn bench --decode --heads 32 --kv-heads 8 "
-       "--head-dim 128 --kv-seq T --kv-dtype DT)")
+       "--head-dim 128 --kv-seq T --kv-dtype DT); ggml: bench/ggml/decode.sh")
 panels(load("ring"), "Ring attention over MPI ranks on one machine", draw_ring, os.path.join(img, "ring.png"),
        "bench/ring_scaling.sh (mpirun -np 2 attn bench --ring --head-dim 128 ...)")
