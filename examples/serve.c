@@ -255,6 +255,11 @@ int main(int argc, char **argv) {
     ok &= same && worst < 1e-3 && seq0_len == plen[0] + ngen;
     printf("check: prompt 0 without the cache: %d tokens %s, max |logit difference| %.2e (tolerance 1e-03): %s\n", ngen,
            same ? "equal" : "DIFFER", worst, ok ? "ok" : "FAILED");
-    for (int L = 0; L < LAYERS; L++) attn_kv_cache_free(cache[L]);
+    for (int L = 0; L < LAYERS; L++) {
+        attn_kv_cache_free(cache[L]);
+        layer_w *l = &m.l[L];
+        free(l->wq), free(l->wk), free(l->wv), free(l->wo), free(l->w1), free(l->w2);
+    }
+    free(m.emb), free(m.pos);
     return !ok;
 }

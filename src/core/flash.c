@@ -417,7 +417,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #else
     int64_t nthreads = 1;
 #endif
-    int per_head = B * Hkv >= FWD_HEAD_ITEMS * nthreads;
+    int per_head =
+        B * Hkv >= FWD_HEAD_ITEMS * nthreads || ((d->cu_seqlens_q || d->attention_chunk) && B * Hkv >= 2 * nthreads);
     size_t head_kt, head_v, npanel, nwork;
     if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
         attn_mul3_size((size_t)(per_head ? nthreads : B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
@@ -1113,8 +1114,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
                     if (!attn_score_tile_hidden(d, &sq, h, rows, i0, t * BC_B, BC_B))
-                        bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb.Qp,
-                                       KT, VT, tb.dOp, (t - t0) * BR * BC_B, Sb, dPb, capped ? tb.Gb : NULL, tb.add,
+                        bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb.Qp, KT,
+                                       VT, tb.dOp, (t - t0) * BR * BC_B, Sb, dPb, capped ? tb.Gb : NULL, tb.add,
                                        any_add, tb.keep, gm ? NULL : m, l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
@@ -1127,8 +1128,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     bwd_cols w = bwd_cols_of(j0, klo, khi);
                     if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
                     bwd_p_ds(kt, d, S, dS, P, capped ? tb.Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
-                             ex.db ? ex.db + b * ex.ld[0] + h * ex.ld[1] + i0 * ex.ld[2] + j0 * ex.ld[3] : NULL,
-                             ex.ld, w);
+                             ex.db ? ex.db + b * ex.ld[0] + h * ex.ld[1] + i0 * ex.ld[2] + j0 * ex.ld[3] : NULL, ex.ld,
+                             w);
                     const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep) + w.a0;
                     int64_t kc = j0 + w.a0 - plo; /* the window's first key in the partials */
                     tile_gemm_tn(kt, w.an, DvP, BR, pd, BC_B, tb.dOp, DvP, dVp + kc * DvP, DvP, 1);
