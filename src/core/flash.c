@@ -383,7 +383,8 @@ static int64_t runs_claim(int64_t *next, const int64_t *first, int nt, int t) {
 }
 
 /* Many kv heads for the threads (B * Hkv >= FWD_HEAD_ITEMS per thread, so that
- * the last item, a whole head, leaves the other threads idle briefly): a work
+ * the last item, a whole head, leaves the other threads idle briefly; or an
+ * even share of at least 2 per thread): a work
  * item is a whole kv head, packed by the thread that takes it into its own
  * panels (they stay in its cache) and run for every query head of its
  * group. Fewer: K^T and V of every head are packed once, up front, and the
@@ -417,8 +418,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
 #else
     int64_t nthreads = 1;
 #endif
-    int per_head =
-        B * Hkv >= FWD_HEAD_ITEMS * nthreads || ((d->cu_seqlens_q || d->attention_chunk) && B * Hkv >= 2 * nthreads);
+    /* whole kv heads per thread: from FWD_HEAD_ITEMS per thread, or from 2 when they share out evenly
+     * (up-front packing of every head cost 2-5%: chunks and packed sequences 3-5%, prefill S = 1024-4096
+     * 1.6-2.1%, bench/results/archive/segments-perhead-zen4.jsonl, perhead-prefill-zen4.jsonl) */
+    int per_head = B * Hkv >= FWD_HEAD_ITEMS * nthreads || (B * Hkv >= 2 * nthreads && B * Hkv % nthreads == 0);
     size_t head_kt, head_v, npanel, nwork;
     if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
         attn_mul3_size((size_t)(per_head ? nthreads : B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
