@@ -146,14 +146,21 @@ static void dropout_mcg(float *t, int64_t n, uint32_t x, uint32_t thr, float sca
     }
 }
 
+static inline v4 v4_max_keep(v4 m, v4 v) { /* per lane v > m ? v : m (a NaN never wins) */
+    v4i gt = v > m;
+    return (v4)(((v4i)v & gt) | ((v4i)m & ~gt));
+}
+
 static float max_row(const float *x, int64_t n) {
-    v4 mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    const v4 ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    v4 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf; /* four chains: the compare-select latency overlaps */
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) { /* per lane m = x > m ? x : m (a NaN never wins, as below) */
-        v4 v = v4_load(x + j);
-        v4i gt = v > mv;
-        mv = (v4)(((v4i)v & gt) | ((v4i)mv & ~gt));
+    for (; j + 16 <= n; j += 16) {
+        m0 = v4_max_keep(m0, v4_load(x + j)), m1 = v4_max_keep(m1, v4_load(x + j + 4));
+        m2 = v4_max_keep(m2, v4_load(x + j + 8)), m3 = v4_max_keep(m3, v4_load(x + j + 12));
     }
+    for (; j + 4 <= n; j += 4) m0 = v4_max_keep(m0, v4_load(x + j));
+    v4 mv = v4_max_keep(v4_max_keep(m0, m1), v4_max_keep(m2, m3));
     float lane[4], m = -INFINITY;
     v4_store(lane, mv);
     for (int l = 0; l < 4; l++) m = lane[l] > m ? lane[l] : m;
