@@ -88,41 +88,16 @@ static int argmax_logits(const model *m, const float *x, float *logits) { /* log
 /* rows (n, HQ D) or (n, HKV D) as a (1, H, n, D) view */
 static attn_view heads(float *p, int h, int n) { return (attn_view){p, (int64_t)n * h * D, D, (int64_t)h * D}; }
 
-/* The whole prefix tokens[0..n) through the model without a cache (the fused
- * kernel, causal, over every position): the last position's logits */
-static int forward_full(const model *m, const int *tokens, int n, float *logits) {
-    float *x = malloc((size_t)n * C * 4), *xn = malloc((size_t)n * C * 4), *q = malloc((size_t)n * HQ * D * 4);
-    float *k = malloc((size_t)n * HKV * D * 4), *v = malloc((size_t)n * HKV * D * 4),
-          *o = malloc((size_t)n * HQ * D * 4);
-    for (int i = 0; i < n; i++)
-        for (int c = 0; c < C; c++) x[i * C + c] = m->emb[tokens[i] * C + c] + m->pos[i * C + c];
-    for (int L = 0; L < LAYERS; L++) {
-        const layer_w *l = &m->l[L];
-        rmsnorm(x, xn, n);
-        matmul(xn, l->wq, q, n, C, HQ * D, 0), matmul(xn, l->wk, k, n, C, HKV * D, 0);
-        matmul(xn, l->wv, v, n, C, HKV * D, 0);
-        attn_sdpa_desc d;
-        attn_sdpa_desc_init(&d, 1, HQ, n, n, D, D);
-        d.Hkv = HKV, d.causal = ATTN_CAUSAL_TOP_LEFT;
-        if (attn_sdpa_forward(&d, heads(q, HQ, n), heads(k, HKV, n), heads(v, HKV, n), heads(o, HQ, n), NULL))
-            return -1;
-        matmul(o, l->wo, x, n, HQ * D, C, 1);
-        mlp(l, x, n);
-    }
-    int t = argmax_logits(m, x + (size_t)(n - 1) * C, logits);
-    free(x), free(xn), free(q), free(k), free(v), free(o);
-    return t;
-}
-
 typedef struct slot {
     int prompt, len, generated; /* prompt -1: idle */
     int tokens[CTX];
-    float x[C]; /* the last token's hidden state entering layer 0 */
 } slot;
 
-/* Prefill prompt p (n tokens) into slot s: its keys and values appended to
- * every layer's cache; the first generated token returned */
-static int prefill(const model *m, attn_kv_cache **cache, int s, const int *tokens, int n, float *logits) {
+/* The n tokens of a prompt through the model, the fused kernel (causal) over
+ * every position: the last position's logits, and its argmax returned. With
+ * cache, a prefill: each layer's keys and values are also appended to slot
+ * s of that layer's cache. Without, the cache-less reference run. */
+static int forward_prompt(const model *m, const int *tokens, int n, attn_kv_cache **cache, int s, float *logits) {
     float *x = malloc((size_t)n * C * 4), *xn = malloc((size_t)n * C * 4), *q = malloc((size_t)n * HQ * D * 4);
     float *k = malloc((size_t)n * HKV * D * 4), *v = malloc((size_t)n * HKV * D * 4),
           *o = malloc((size_t)n * HQ * D * 4);
@@ -136,13 +111,12 @@ static int prefill(const model *m, attn_kv_cache **cache, int s, const int *toke
         matmul(xn, l->wq, q, n, C, HQ * D, 0), matmul(xn, l->wk, k, n, C, HKV * D, 0);
         matmul(xn, l->wv, v, n, C, HKV * D, 0);
         attn_view kv = heads(k, HKV, n), vv = heads(v, HKV, n);
-        kv.stride_b = vv.stride_b = 0; /* every slot's rows point here; only slot s takes any (cnt) */
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, 1, HQ, n, n, D, D);
         d.Hkv = HKV, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-        if (attn_kv_cache_append(cache[L], cnt, kv, vv) ||
-            attn_sdpa_forward(&d, heads(q, HQ, n), heads(k, HKV, n), heads(v, HKV, n), heads(o, HQ, n), NULL))
-            return -1;
+        if (attn_sdpa_forward(&d, heads(q, HQ, n), kv, vv, heads(o, HQ, n), NULL)) return -1;
+        kv.stride_b = vv.stride_b = 0; /* every slot's rows point here; only slot s takes any (cnt) */
+        if (cache && attn_kv_cache_append(cache[L], cnt, kv, vv)) return -1;
         matmul(o, l->wo, x, n, HQ * D, C, 1);
         mlp(l, x, n);
     }
@@ -218,7 +192,7 @@ int main(int argc, char **argv) {
                 int p = queue++;
                 sl[b].prompt = p, sl[b].len = plen[p], sl[b].generated = 1;
                 memcpy(sl[b].tokens, prompts[p], (size_t)plen[p] * sizeof(int));
-                int t = prefill(&m, cache, b, prompts[p], plen[p], first_logits);
+                int t = forward_prompt(&m, prompts[p], plen[p], cache, b, first_logits);
                 if (t < 0) return 1;
                 sl[b].tokens[sl[b].len++] = t;
                 if (p == 0) memcpy(seq0_logits[0], first_logits, sizeof first_logits);
@@ -248,7 +222,7 @@ int main(int argc, char **argv) {
     double worst = 0;
     for (int g = 0; g < ngen; g++) {
         float ref[VOCAB];
-        int n = plen[0] + g, t = forward_full(&m, seq0, n, ref);
+        int n = plen[0] + g, t = forward_prompt(&m, seq0, n, NULL, 0, ref);
         same &= t == seq0[n];
         for (int i = 0; i < VOCAB; i++) worst = fmax(worst, fabs(ref[i] - seq0_logits[g][i]));
     }
