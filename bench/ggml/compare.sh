@@ -13,18 +13,9 @@ root=$here/../..
 rounds=${1:-5}
 threads=${2:-2}
 : "${GGML_DIR:?set GGML_DIR to a ggml source checkout}"
-gb=$GGML_DIR/build-attn
-if [ ! -f "$gb/src/libggml.so" ]; then
-  cmake -S "$GGML_DIR" -B "$gb" -DCMAKE_BUILD_TYPE=Release -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
-    -DBUILD_SHARED_LIBS=ON >/dev/null
-  cmake --build "$gb" -j "$threads" >/dev/null
-fi
-[ -f "$root/build/libattn.so" ] || make -C "$root" build >/dev/null
 exe=$(mktemp -d)/ggml_bench
 trap 'rm -rf "$(dirname "$exe")"' EXIT
-gcc -O2 -std=c11 -I"$root/include" -I"$GGML_DIR/include" "$here/ggml_bench.c" -o "$exe" \
-  -L"$root/build" -lattn -L"$gb/src" -lggml -lggml-base -lggml-cpu -lm \
-  -Wl,-rpath,"$root/build" -Wl,-rpath,"$gb/src"
+sh "$here/build.sh" "$here/ggml_bench.c" "$exe" "$threads"
 all=$root/bench/results/$(sh "$root/bench/host_kind.sh")/ggml-compare.jsonl # every run, appended
 mkdir -p "$(dirname "$all")"
 out=$(mktemp) # this run's rows, summarized below

@@ -12,18 +12,9 @@ root=$here/../..
 rounds=${1:-3}
 threads=${2:-2}
 : "${GGML_DIR:?set GGML_DIR to a ggml source checkout}"
-gb=$GGML_DIR/build-attn
-if [ ! -f "$gb/src/libggml.so" ]; then
-  cmake -S "$GGML_DIR" -B "$gb" -DCMAKE_BUILD_TYPE=Release -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
-    -DBUILD_SHARED_LIBS=ON >/dev/null
-  cmake --build "$gb" -j "$threads" >/dev/null
-fi
-[ -f "$root/build/libattn.so" ] || make -C "$root" build >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-gcc -O2 -std=c11 -I"$root/include" -I"$GGML_DIR/include" "$here/ggml_decode.c" -o "$tmp/ggml_decode" \
-  -L"$root/build" -lattn -L"$gb/src" -lggml -lggml-base -lggml-cpu -lm \
-  -Wl,-rpath,"$root/build" -Wl,-rpath,"$gb/src"
+sh "$here/build.sh" "$here/ggml_decode.c" "$tmp/ggml_decode" "$threads"
 all=$root/bench/results/$(sh "$root/bench/host_kind.sh")/ggml-decode.jsonl
 mkdir -p "$(dirname "$all")"
 for T in ${TS:-4096 16384 65536 131072}; do

@@ -6,6 +6,7 @@
  * Prints the max |difference| of the two outputs, then one JSON line per round. */
 #define _POSIX_C_SOURCE 200809L
 #include "attn.h"
+#include "bench_util.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -14,17 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     if (argc < 7) {
@@ -46,9 +36,7 @@ int main(int argc, char **argv) {
     uint32_t x = 12345u;
     float *qd = q->data, *kd = k->data, *vd = v->data;
     for (size_t i = 0; i < n; i++) {
-        x = x * 1664525u + 1013904223u, qd[i] = (float)((x >> 8) * (1.0 / 16777216.0)) - 0.5f;
-        x = x * 1664525u + 1013904223u, kd[i] = (float)((x >> 8) * (1.0 / 16777216.0)) - 0.5f;
-        x = x * 1664525u + 1013904223u, vd[i] = (float)((x >> 8) * (1.0 / 16777216.0)) - 0.5f;
+        qd[i] = lcg_next(&x), kd[i] = lcg_next(&x), vd[i] = lcg_next(&x);
     }
     if (causal) { /* additive mask [S_kv, S_q], f16: 0 where visible, -inf above the diagonal */
         mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, S, S);
@@ -102,8 +90,8 @@ int main(int argc, char **argv) {
         qsort(ta, (size_t)na, sizeof ta[0], cmp_d);
         printf("{\"H\": %d, \"S\": %d, \"D\": %d, \"causal\": %s, \"threads\": %d, \"round\": %d, "
                "\"ggml_gflops\": %.2f, \"libattn_gflops\": %.2f, \"libattn_kernels\": \"%s\"}\n",
-               H, S, D, causal ? "true" : "false", threads, r + 1, flops / tg[ng / 2] * 1e-9,
-               flops / ta[na / 2] * 1e-9, attn_kernel_name());
+               H, S, D, causal ? "true" : "false", threads, r + 1, flops / tg[ng / 2] * 1e-9, flops / ta[na / 2] * 1e-9,
+               attn_kernel_name());
         fflush(stdout);
     }
     free(mine);

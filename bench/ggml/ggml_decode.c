@@ -9,6 +9,7 @@
  * round: GB/s of K and V as each stores them. */
 #define _POSIX_C_SOURCE 200809L
 #include "attn.h"
+#include "bench_util.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -18,19 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void fill(float *p, size_t n, uint32_t x) {
-    for (size_t i = 0; i < n; i++) x = x * 1664525u + 1013904223u, p[i] = (float)((x >> 8) * (1.0 / 16777216.0)) - 0.5f;
+    for (size_t i = 0; i < n; i++) p[i] = lcg_next(&x);
 }
 
 int main(int argc, char **argv) {
