@@ -431,8 +431,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
     }
     float *panels = attn_ws_alloc(npanel);
     work *items = per_head ? NULL : attn_ws_alloc(nwork * sizeof *items);
-    int64_t *first = malloc((size_t)(9 * nthreads + 1) * sizeof *first), *next = first ? first + nthreads + 1 : NULL;
-    attn_status st = panels && (per_head || items) && first ? ATTN_OK : ATTN_E_NOMEM;
+    /* items: the runs' starts and claim counters (runs_split) */
+    int64_t *first = per_head ? NULL : malloc((size_t)(9 * nthreads + 1) * sizeof *first);
+    int64_t *next = first ? first + nthreads + 1 : NULL;
+    attn_status st = panels && (per_head || (items && first)) ? ATTN_OK : ATTN_E_NOMEM;
     if (!st && !per_head) st = fwd_pack_items(&c, k, v, panels, head_kt, items);
     if (!st) {
 #pragma omp parallel if (attn_par_worth(d, 1.0))
