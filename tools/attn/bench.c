@@ -200,8 +200,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     float *q = frand_buf((size_t)(B * H * Sq * D), 4), *o = frand_buf((size_t)(B * H * Sq * D), 7);
     uint8_t *tm = tree ? tree_mask(Sq, T) : NULL;
     int64_t *n = calloc((size_t)B, sizeof *n), *len = calloc((size_t)B, sizeof *len), tokens = 0;
-    for (int64_t b = 0; len && b < B; b++)
-        tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
+    for (int64_t b = 0; len && b < B; b++) tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
     size_t bytes = (size_t)(2 * Hkv * tokens) * attn_storage_bytes(dt, D);
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
@@ -236,15 +235,15 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
                "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f}\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               ragged ? "true" : "false", (long long)Sq, tree ? "true" : "false", (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3,
-               bytes, gbps, rd_gbps, attn_readbw_kernel(), r.ratio);
+               ragged ? "true" : "false", (long long)Sq, tree ? "true" : "false", (long long)D, dtn, (long long)page,
+               nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps, attn_readbw_kernel(), r.ratio);
     else
         printf(
             "decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld%s Sq=%lld%s D=%lld %s cache%s, %d threads: %.3f ms, "
             "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
             impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-            ragged ? " (ragged)" : "", (long long)Sq, tree ? " tree" : "", (long long)D, dtn, page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps,
-            rd_gbps, r.ratio);
+            ragged ? " (ragged)" : "", (long long)Sq, tree ? " tree" : "", (long long)D, dtn, page ? " (paged)" : "",
+            nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
     attn_kv_cache_free(c.cache);
     free(kk), free(vv), free(q), free(o), free(n), free(len), free((void *)rd.p), free(tm);
     return 0;

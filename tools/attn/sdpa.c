@@ -31,7 +31,8 @@ typedef struct sdpa_opts {
 #define O(f) offsetof(sdpa_opts, f)
 static const cli_opt sdpa_table[] = {
     {"--input", OPT_STR, O(input), 0, 0, 0, NULL, NULL,
-     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, sinks, attn_mask, attn_bias, cu_seqlens_q/k, grad_out]"},
+     "safetensors with q, k, v [key_mask, seqlens_k, alibi_slopes, sinks, attn_mask, attn_bias, cu_seqlens_q/k, "
+     "grad_out]"},
     {"--output", OPT_STR, O(output), 0, 0, 0, NULL, NULL, "safetensors to write: out, lse [dq, dk, dv]"},
     {"--causal", OPT_CHOICE, O(causal), 0, 0, 0, "none|top-left|bottom-right", NULL, "causal mask alignment"},
     {"--scale", OPT_F64, O(scale), CLI_SEEN(sdpa_opts, has_scale), -1e30, 1e30, NULL, NULL,
@@ -197,7 +198,7 @@ static int known_tensors(const attn_st_file *f, const char *file) {
 static int read_cu(const attn_st_file *f, const char *file, attn_sdpa_desc *d, int32_t **cu) {
     attn_dtype dt[2] = {ATTN_DTYPE_INVALID, ATTN_DTYPE_INVALID};
     int nd[2] = {0, 0};
-    int64_t sh[2][ATTN_MAX_DIMS], *tmp = NULL;
+    int64_t sh[2][ATTN_MAX_DIMS] = {{0}}, *tmp = NULL;
     attn_st_info(f, "cu_seqlens_q", &dt[0], &nd[0], sh[0]), attn_st_info(f, "cu_seqlens_k", &dt[1], &nd[1], sh[1]);
     int64_t n = sh[0][0], ends[2] = {d->Sq, d->Sk};
     int ok = nd[0] == 1 && nd[1] == 1 && n == sh[1][0] && n >= 2;
@@ -218,7 +219,8 @@ static int read_cu(const attn_st_file *f, const char *file, attn_sdpa_desc *d, i
             break;
         }
         for (int64_t s = 0; ok && s < n; s++) {
-            ok = (s == 0 ? tmp[s] == 0 : tmp[s] >= tmp[s - 1]) && (s < n - 1 || tmp[s] == ends[t]);
+            ok = (s == 0 ? tmp[s] == 0 : tmp[s] >= tmp[s - 1]) && (s < n - 1 || tmp[s] == ends[t]) &&
+                 tmp[s] <= INT32_MAX; /* the library's offsets are int32 */
             if (!ok)
                 cli_error("%s: %s must start at 0, never decrease and end at %s = %lld (entry %lld is %lld)", file,
                           name, t ? "Tk" : "Tq", (long long)ends[t], (long long)s, (long long)tmp[s]);
