@@ -62,7 +62,7 @@ typedef struct prob {
     int64_t *seqlens;
     float *slopes, *sinks, *dsinks, *dbias;
     int32_t cuq[8], cuk[8]; /* packed sequences (varlen) */
-    int64_t nseq, nbias; /* nbias: elements of the dense bias (and of dbias) */
+    int64_t nseq, nbias;    /* nbias: elements of the dense bias (and of dbias) */
     uint8_t *dmask;
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */

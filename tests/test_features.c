@@ -333,8 +333,8 @@ static void empty_rows(void) {
 }
 
 /* Packed variable-length batches: one call over (T, H, D) buffers holding
- * several sequences (a few query rows in all from case 9 on: decode) gives, sequence by sequence, what a separate reference
- * call on that sequence alone gives (forward and backward). */
+ * several sequences (a few query rows in all from case 9 on: decode) gives, sequence by sequence, what a separate
+ * reference call on that sequence alone gives (forward and backward). */
 static void varlen_case(int idx, int causal, int window, int chunk, float softcap, int Hq, int Hkv, int same_len) {
     enum { NS = 5 };
     int32_t cq[NS + 1] = {0}, ck[NS + 1] = {0};
