@@ -239,7 +239,7 @@ static attn_view fview(float *f, int64_t heads, int64_t S, int64_t n) {
 typedef struct oracle {
     double *out, *dq, *dk, *dv; /* lean values */
     uint8_t *nf_lean_o, *nf_full_o, *nf_lean_q, *nf_full_q, *nf_lean_k, *nf_full_k, *nf_lean_v, *nf_full_v;
-    double smax; /* the largest finite |score| seen */
+    double smax; /* the largest finite |score| seen, before a softcap too (its rounding error is the raw score's) */
 } oracle;
 
 static int nonfin(double x) { return !isfinite(x); }
@@ -296,6 +296,7 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                         else
                             x = NAN;
                     }
+                    if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x);
                     g[j] = 1.0;
                     if (d->softcap > 0) {
                         double t = tanh(x / d->softcap);
@@ -313,7 +314,7 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                             m = x;
                     }
                     any |= vis;
-                    if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x);
+                    if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x); /* and after bias/ALiBi */
                 }
                 if (mnan) m = NAN;
                 /* a sink: one more finite logit of the softmax, without a value */

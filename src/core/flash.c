@@ -42,13 +42,16 @@
 
 /* Tile sizes. Query rows: a multiple of 12 (gemm's mr: 6 or 12). Keys: forward, a
  * multiple of 16 (N of S = Q K^T); backward, also a multiple of 12 (M of the
- * transposed tiles), so 48k. A 48 x 128 score tile is 24 KiB: it stays in L1
- * with a 16-column panel of K^T or V. */
+ * transposed tiles), so 48k. The forward's 48 x 256 score tile (52 KiB)
+ * is touched 12 rows at a time: a chunk of rows and a 16-column panel of
+ * K^T or V stay in L1. 256 keys rather than 128: half the softmax row
+ * passes and rescales per key, 0.96-0.98 of the time (S = 2048-8192, Zen 4,
+ * 2026-11-25, archive/fwd-chunks-zen4.jsonl). */
 #ifndef BR
 #define BR 48 /* query rows per tile, forward and backward */
 #endif
 #ifndef BC_F
-#define BC_F 128 /* keys per forward tile */
+#define BC_F 256 /* keys per forward tile */
 #endif
 #ifndef BC_B
 #define BC_B 96 /* keys per backward tile */
@@ -149,16 +152,6 @@ static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b
     }
 }
 
-/* C (M x N) (+)= A (M x K) B (K x N) with B in 16-column panels (panel p:
- * column j = 16 p .. 16 p + 15 at Bp + p * ldp, rows 16 floats apart),
- * M % gemm_mr == 0, N % 16 == 0. */
-static void tile_gemm_panels(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                             const float *Bp, int64_t ldp, float *C, int64_t ldc, int acc) {
-    for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += kt->gemm_mr)
-            kt->gemm(K, A + i * lda, lda, Bp + (j / 16) * ldp, 16, C + i * ldc + j, ldc, acc);
-}
-
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
  * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1). */
 static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n,
@@ -251,7 +244,7 @@ typedef struct fwd_bufs {
 
 static int fwd_bufs_init(fwd_bufs *t, int64_t D, int64_t DvP, int64_t SkP) {
     t->Qp = malloc((size_t)(BR * D) * sizeof(float));
-    t->S = malloc((size_t)(BR * LDS) * sizeof(float));
+    t->S = calloc((size_t)(BR * LDS), sizeof(float)); /* columns a chunk does not compute are read, then masked */
     t->O = malloc((size_t)(BR * DvP) * sizeof(float));
     t->add = malloc((size_t)SkP * sizeof(float));
     t->m = malloc(BR * sizeof(float)), t->l = malloc(BR * sizeof(float));
@@ -282,21 +275,42 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    int64_t klo, khi;
+    int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
     block_rng(d, &sq, i0, rows, &klo, &khi);
+    int64_t clo[BR / 6], chi[BR / 6]; /* keys each chunk of mr rows may see (mr >= 6) */
+    for (int64_t ci = 0; ci < nch; ci++)
+        block_rng(d, &sq, i0 + ci * mr, rows - ci * mr < mr ? rows - ci * mr : mr, &clo[ci], &chi[ci]);
     for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
         /* the block's last tile is trimmed to the keys some row can see */
-        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
+        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F, ce[BR / 6];
         if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, nc)) continue; /* a dense mask hides it: P = 0 */
-        tile_gemm_panels(kt, BR, nc, D, Qp, D, KT + j0 * D, D * 16, S, LDS, 0);
+        int partial = 0; /* some chunk left columns of S uncomputed (stale: masked below, or not read) */
+        for (int64_t ci = 0; ci < nch; ci++) {
+            /* a chunk's scores: the 16-key panels it may see (on the causal diagonal, about half the tile) */
+            int64_t a = clo[ci] > j0 ? (clo[ci] - j0) / 16 * 16 : 0;
+            ce[ci] = chi[ci] - j0 < nc ? (chi[ci] > j0 ? attn_round_up(chi[ci] - j0, 16) : 0) : nc;
+            partial |= a > 0 || ce[ci] < nc;
+            for (int64_t j = a; j < ce[ci]; j += 16)
+                kt->gemm(D, Qp + ci * mr * D, D, KT + (j0 + j) * D, 16, S + ci * mr * LDS + j, LDS, 0);
+        }
         attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
+        if (partial && !attn_score_needs_mask(d, &keys, h, nc, i0, rows, j0)) /* stale columns: hide them */
+            attn_score_mask(d, &keys, h, S, LDS, nc, rows, i0, j0);
         for (int64_t r = 0; r < rows; r++)
-            attn_online_row(kt, S + r * LDS, nc, c->escale, &m[r], &l[r], O + r * DvP, DvP);
-        for (int64_t r = rows; r < BR; r++) memset(S + r * LDS, 0, (size_t)nc * sizeof(float));
+            attn_online_row(kt, S + r * LDS, ce[r / mr], c->escale, &m[r], &l[r], O + r * DvP, DvP);
         if (d->dropout) dropout_tile(kt, d, &c->mc, S, LDS, nc, rows, b, h, i0, j0, t->keep);
-        /* keys past the block's range have P = 0: stop the PV reduction there */
-        int64_t kv = khi - j0 < nc ? khi - j0 : nc;
-        tile_gemm_panels(kt, BR, DvP, kv, S, LDS, Vp + j0 * 16, SkP * 16, O, DvP, 1);
+        /* P V per chunk over the keys it may see (P = 0 elsewhere); the block's padding rows are skipped */
+        for (int64_t ci = 0; ci < nch; ci++) {
+            int64_t a = clo[ci] > j0 ? clo[ci] - j0 : 0, e = chi[ci] - j0 < nc ? chi[ci] - j0 : nc;
+            if (e > ce[ci]) e = ce[ci];
+            if (e <= a) continue;
+            if (ci * mr + mr > rows) /* the last chunk's padding rows: P = 0 */
+                for (int64_t r = rows; r < ci * mr + mr; r++)
+                    memset(S + r * LDS + a, 0, (size_t)(e - a) * sizeof(float));
+            for (int64_t p = 0; p < DvP; p += 16)
+                kt->gemm(e - a, S + ci * mr * LDS + a, LDS, Vp + (j0 + a) * 16 + p * SkP, 16, O + ci * mr * DvP + p,
+                         DvP, 1);
+        }
     }
     for (int64_t r = 0; r < rows; r++) {
         float *o = c->out.data + b * c->out.stride_b + h * c->out.stride_h + (i0 + r) * c->out.stride_s;
