@@ -319,6 +319,47 @@ INLINE void qk_store3(float *S, int64_t lds, int64_t j, int64_t nr, vf a00, vf a
     }
 }
 
+/* NR query rows (1 or 2) x NK keys per step, NR NK = 8 accumulators over D
+ * (a multiple of VL) reduced in one hadd tree: with one or two rows per kv
+ * head (MHA, GQA-2) the 4-row step below computed 4 rows for them, 2 or 4
+ * times the arithmetic. */
+/* one row per kv head: keys per Q K^T step (8 ran at 0.83-0.92 of 4's
+ * speed, Zen 4) */
+#define QF1 4
+INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
+                   const void *pre, int64_t ldpre, int64_t pb, int NR, int NK, int t) {
+    const void *k[8];
+    for (int e = 0; e < NK; e++) {
+        k[e] = kv_row(K, j + e, ldk, t);
+        if (pre) prefetch_bytes(kv_row(pre, j + e, ldpre, t), pb);
+    }
+    vf a[8], sc[8];
+    for (int e = 0; e < 8; e++) a[e] = vf_zero(), sc[e] = a[e];
+    for (int64_t c = 0; c < D; c += VL) {
+        vf x[8];
+        for (int e = 0; e < NK; e++) {
+            if (t == KV_Q8) { /* one scale per 32-value block */
+                if ((c & 31) == 0) sc[e] = q8_scale(k[e], c);
+                x[e] = vf_mul(q8_raw(k[e], c), sc[e]);
+            } else {
+                x[e] = kv_ld(k[e], c, t);
+            }
+        }
+        for (int u = 0; u < NR; u++) {
+            vf y = vf_load(q[u] + c);
+            for (int e = 0; e < NK; e++) a[u * NK + e] = vf_fma(y, x[e], a[u * NK + e]);
+        }
+    }
+    float r[8];
+    if (NR * NK == 4)
+        _mm_storeu_ps(r, vh_sum4(vf_fold(a[0]), vf_fold(a[1]), vf_fold(a[2]), vf_fold(a[3])));
+    else
+        _mm256_storeu_ps(r, vh_sum8(vf_fold(a[0]), vf_fold(a[1]), vf_fold(a[2]), vf_fold(a[3]), vf_fold(a[4]),
+                                    vf_fold(a[5]), vf_fold(a[6]), vf_fold(a[7])));
+    for (int u = 0; u < NR; u++)
+        for (int e = 0; e < NK; e++) S[u * lds + j + e] = r[u * NK + e];
+}
+
 /* 4 query rows x 3 keys per step (2 with q8_0 or a D tail), accumulators
  * over D, so each key row is loaded (and converted) once for 4 rows. */
 INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
@@ -330,6 +371,13 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         const float *q[4];
         for (int64_t u = 0; u < 4; u++) q[u] = Q + (r0 + (u < nr ? u : 0)) * D;
         int64_t j = 0;
+        if (nr <= 2 && DV == D) {
+            const void *pf = pre && r0 == 0 ? pre : NULL;
+            if (nr == 1)
+                for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, QF1, t);
+            else
+                for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, 4, t);
+        }
         if (t != KV_Q8 && DV == D) /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8,
                                     * which bounded the loop by the load ports) */
             for (; j + 3 <= n; j += 3) {
@@ -393,57 +441,83 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
     }
 }
 
-/* O rows += P V for 4 rows: passes of PW vectors of columns (4 at most with
- * AVX-512's 32 registers: 16 accumulators + 4 V vectors; 2 with AVX2's 16:
- * 8 + 2, more would spill), one index for P and one V pointer stepped by the
- * row stride (the front end, not the FMA units, had bounded these loops);
- * edges (fewer rows, a partial column block) through a general loop. Each
- * element of O is one chain of FMAs over the keys in order. */
-/* PW: 4 for converted rows at 16 lanes, else 2 (f32 rows at 16 lanes: a
+/* PW: vectors per pass for 4 rows (4 at most with AVX-512's 32 registers:
+ * 16 accumulators + 4 V vectors; 2 with AVX2's 16: 8 + 2, more would
+ * spill): 4 for converted rows at 16 lanes, else 2 (f32 rows at 16 lanes: a
  * 256-byte pass per row ran at 0.72 of the read bandwidth on one Zen 4
- * thread, 128-byte passes at 0.85; converted rows the other way round) */
+ * thread, 128-byte passes at 0.85; converted rows the other way round).
+ * One index for P and one V pointer stepped by the row stride: the front
+ * end, not the FMA units, had bounded these loops. */
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
+/* One pass over the n keys for NR rows (pr[u]: row u of P) and NW vectors
+ * of columns from cc: O rows (from O, ldo apart) += P V, prefetching the
+ * pass's bytes of the pre rows (pp, ps bytes apart) as it goes. */
+INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_t vs, int64_t n, float *O, int64_t ldo,
+                    int64_t cc, const char *pp, size_t ps, int t) {
+    vf c[4][8];
+    for (int u = 0; u < NR; u++)
+        for (int w = 0; w < NW; w++) c[u][w] = vf_load(O + u * ldo + cc + w * VL);
+    const char *vp = (const char *)V;
+    int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
+    for (int64_t j = 0; j < n; j++, vp += vs) {
+        if (pp)
+            for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
+        vf x[8];
+        if (t == KV_Q8) { /* one scale per 32-value block */
+            vf d = vf_zero();
+            for (int w = 0; w < NW; w++) {
+                if (w == 0 || (cc + w * VL) % 32 == 0) d = q8_scale(vp, cc + w * VL);
+                x[w] = vf_mul(q8_raw(vp, cc + w * VL), d);
+            }
+        } else {
+            for (int w = 0; w < NW; w++) x[w] = kv_ld(vp, cc + w * VL, t);
+        }
+        for (int u = 0; u < NR; u++) {
+            vf p = vf_set1(pr[u][j]);
+            for (int w = 0; w < NW; w++) c[u][w] = vf_fma(p, x[w], c[u][w]);
+        }
+    }
+    for (int u = 0; u < NR; u++)
+        for (int w = 0; w < NW; w++) vf_store(O + u * ldo + cc + w * VL, c[u][w]);
+}
+
+/* O rows += P V for 4 rows at a time, in column passes of pv_pass; edges (a
+ * partial vector, or fewer than 4 vectors of columns) through a general
+ * loop. Each element of O is one chain of FMAs over the keys in order.
+ * One or two rows (MHA, GQA-2) once ran through that general loop: 0.60-0.85
+ * of today's time (decode-fewrows-zen4.jsonl). */
 INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv, float *O,
                     int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
+    size_t vs = attn_storage_bytes((attn_dtype)t, ldv), ps = attn_storage_bytes((attn_dtype)t, ldpre);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         int64_t c0 = 0;
-        const float *p0 = P + r0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
-        size_t vs = attn_storage_bytes((attn_dtype)t, ldv), ps = attn_storage_bytes((attn_dtype)t, ldpre);
-        if (nr == 4)
-            for (; c0 + 4 * VL <= Dv; c0 += 4 * VL)
-                for (int64_t h2 = 0; h2 < 4 * VL; h2 += PW(t) * VL) {
-                    int64_t cc = c0 + h2;
-                    vf c[4][4];
-                    for (int u = 0; u < 4; u++)
-                        for (int w = 0; w < PW(t); w++) c[u][w] = vf_load(O + (r0 + u) * ldo + cc + w * VL);
-                    const char *vp = (const char *)V;
-                    /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
-                    const char *pp = pre && r0 == 0 && cc < wpre ? (const char *)kv_elem(pre, cc, t) : NULL;
-                    int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, PW(t) * VL) + 63) / 64;
-                    for (int64_t j = 0; j < n; j++, vp += vs) {
-                        if (pp)
-                            for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
-                        vf x[4];
-                        if (t == KV_Q8) { /* one scale per 32-value block (cc is a multiple of 32) */
-                            vf d = vf_zero();
-                            for (int w = 0; w < PW(t); w++) {
-                                if (w * VL % 32 == 0) d = q8_scale(vp, cc + w * VL);
-                                x[w] = vf_mul(q8_raw(vp, cc + w * VL), d);
-                            }
-                        } else {
-                            for (int w = 0; w < PW(t); w++) x[w] = kv_ld(vp, cc + w * VL, t);
-                        }
-                        const float *pj[4] = {p0 + j, p1 + j, p2 + j, p3 + j};
-                        for (int u = 0; u < 4; u++) {
-                            vf p = vf_set1(*pj[u]);
-                            for (int w = 0; w < PW(t); w++) c[u][w] = vf_fma(p, x[w], c[u][w]);
-                        }
-                    }
-                    for (int u = 0; u < 4; u++)
-                        for (int w = 0; w < PW(t); w++) vf_store(O + (r0 + u) * ldo + cc + w * VL, c[u][w]);
-                }
+        const float *pr[4];
+        for (int u = 0; u < 4; u++) pr[u] = P + (r0 + (u < nr ? u : 0)) * ldp;
+        /* vectors per pass: 4 rows PW; fewer rows as many as fit the registers with
+         * each V vector used at once, 8 (a 128-column f32 row read whole) where they do */
+        int nw = nr == 4 ? PW(t) : nr == 3 ? (VL == 16 ? 4 : 2) : nr == 2 && VL == 8 ? 4 : 8;
+        float *o = O + r0 * ldo;
+        for (;;) {
+            int w = nw == 8 && c0 + 8 * VL > Dv ? 4 : nw;
+            if (c0 + w * VL > Dv) break;
+            /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
+            const char *pp = pre && r0 == 0 && c0 < wpre ? (const char *)kv_elem(pre, c0, t) : NULL;
+            if (nr == 4)
+                pv_pass(pr, 4, PW(t), V, vs, n, o, ldo, c0, pp, ps, t);
+            else if (nr == 3)
+                pv_pass(pr, 3, VL == 16 ? 4 : 2, V, vs, n, o, ldo, c0, pp, ps, t);
+            else if (nr == 2 && w == 8)
+                pv_pass(pr, 2, 8, V, vs, n, o, ldo, c0, pp, ps, t);
+            else if (nr == 2)
+                pv_pass(pr, 2, 4, V, vs, n, o, ldo, c0, pp, ps, t);
+            else if (w == 8)
+                pv_pass(pr, 1, 8, V, vs, n, o, ldo, c0, pp, ps, t);
+            else
+                pv_pass(pr, 1, 4, V, vs, n, o, ldo, c0, pp, ps, t);
+            c0 += w * VL;
+        }
         for (; c0 < Dv; c0 += 4 * VL) { /* edges: fewer rows or a partial column block */
             int64_t nv = (Dv - c0 + VL - 1) / VL < 4 ? (Dv - c0 + VL - 1) / VL : 4; /* vectors in this block */
             vf acc[4][4];
