@@ -20,25 +20,27 @@ static inline v4 v4_load(const float *p) {
 static inline void v4_store(float *p, v4 v) { memcpy(p, &v, sizeof v); }
 
 /* C[6x16] (+)= A[6xK] B[Kx16] with A(i, k) at A[i * rs + k * cs], as two
- * 6 x 8 halves: 12 vector accumulators, 2 B vectors and one broadcast fit
- * 16 vector registers (a 6 x 16 block of plain floats spilled to memory). */
+ * 3 x 16 halves: 12 vector accumulators and one broadcast, the B vectors
+ * operands from memory (L1). Per k and half 3 broadcasts for 12 vector
+ * multiply-adds (6 x 8 halves: 6 for 12; the broadcast shuffles share the
+ * pipes of the multiplies and adds). */
 static void gemm_6x16_strided(int64_t K, const float *A, int64_t rs, int64_t cs, const float *B, int64_t ldb, float *C,
                               int64_t ldc, int acc) {
-    for (int h = 0; h < 16; h += 8) {
-        v4 c[6][2];
-        for (int i = 0; i < 6; i++)
-            for (int w = 0; w < 2; w++) c[i][w] = acc ? v4_load(C + i * ldc + h + 4 * w) : (v4){0, 0, 0, 0};
+    for (int h = 0; h < 6; h += 3) {
+        v4 c[3][4];
+        for (int i = 0; i < 3; i++)
+            for (int w = 0; w < 4; w++) c[i][w] = acc ? v4_load(C + (h + i) * ldc + 4 * w) : (v4){0, 0, 0, 0};
+        const float *a = A + h * rs;
         for (int64_t k = 0; k < K; k++) {
-            v4 b0 = v4_load(B + k * ldb + h), b1 = v4_load(B + k * ldb + h + 4);
-            for (int i = 0; i < 6; i++) {
-                float a = A[i * rs + k * cs];
-                v4 av = {a, a, a, a};
-                c[i][0] += av * b0;
-                c[i][1] += av * b1;
+            const float *b = B + k * ldb;
+            for (int i = 0; i < 3; i++) {
+                float s = a[i * rs + k * cs];
+                v4 av = {s, s, s, s};
+                for (int w = 0; w < 4; w++) c[i][w] += av * v4_load(b + 4 * w);
             }
         }
-        for (int i = 0; i < 6; i++)
-            for (int w = 0; w < 2; w++) v4_store(C + i * ldc + h + 4 * w, c[i][w]);
+        for (int i = 0; i < 3; i++)
+            for (int w = 0; w < 4; w++) v4_store(C + (h + i) * ldc + 4 * w, c[i][w]);
     }
 }
 
