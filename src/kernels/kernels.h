@@ -81,8 +81,10 @@ typedef struct attn_kernel_table {
                     float *O, int64_t ldo, const float *pre, int64_t ldpre, int64_t wpre);
     /* the same on reduced-precision K/V rows, converted to float32 as they
      * are loaded: dt ATTN_DTYPE_F16, ATTN_DTYPE_BF16 or ATTN_DTYPE_Q8_0 (q8_0
-     * blocks; D, Dv and every ld a multiple of 32). Strides in elements,
-     * bytes as base/storage.h says. */
+     * blocks; D, Dv and every ld a multiple of 32). A q8_0 block's scale may
+     * instead multiply the block's partial dot product (qk) or the P value
+     * (pv): another rounding of the same float32 product, fixed per table
+     * and row count. Strides in elements, bytes as base/storage.h says. */
     void (*qk_rows_x)(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
     void (*pv_rows_x)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,

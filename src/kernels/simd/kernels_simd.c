@@ -270,6 +270,11 @@ INLINE vf q8_scale(const void *row, int64_t idx) {
     memcpy(&dh, (const unsigned char *)row + attn_storage_bytes(KV_Q8, idx), 2);
     return vf_set1(half_to_float(dh));
 }
+INLINE float q8_scale_f(const void *row, int64_t idx) {
+    uint16_t dh;
+    memcpy(&dh, (const unsigned char *)row + attn_storage_bytes(KV_Q8, idx), 2);
+    return half_to_float(dh);
+}
 INLINE vf q8_raw(const void *row, int64_t idx) {
     return vf_load_i8((const unsigned char *)row + attn_storage_bytes(KV_Q8, idx) + 2 + idx % ATTN_Q8_BLOCK);
 }
@@ -335,21 +340,32 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
     }
     vf a[8], sc[8];
     for (int e = 0; e < 8; e++) a[e] = vf_zero(), sc[e] = a[e];
-    for (int64_t c = 0; c < D; c += VL) {
-        vf x[8];
-        for (int e = 0; e < NK; e++) {
-            if (t == KV_Q8) { /* one scale per 32-value block */
-                if ((c & 31) == 0) sc[e] = q8_scale(k[e], c);
-                x[e] = vf_mul(q8_raw(k[e], c), sc[e]);
-            } else {
-                x[e] = kv_ld(k[e], c, t);
+    if (t == KV_Q8 && NR == 1) /* one row: each key's block scale applied once per block to its sum */
+        for (int64_t c0 = 0; c0 < D; c0 += 32) {
+            vf b[8];
+            for (int e = 0; e < NK; e++) b[e] = vf_zero();
+            for (int64_t c = c0; c < c0 + 32; c += VL) {
+                vf y = vf_load(q[0] + c);
+                for (int e = 0; e < NK; e++) b[e] = vf_fma(y, q8_raw(k[e], c), b[e]);
+            }
+            for (int e = 0; e < NK; e++) a[e] = vf_fma(b[e], q8_scale(k[e], c0), a[e]);
+        }
+    else
+        for (int64_t c = 0; c < D; c += VL) {
+            vf x[8];
+            for (int e = 0; e < NK; e++) {
+                if (t == KV_Q8) { /* one scale per 32-value block */
+                    if ((c & 31) == 0) sc[e] = q8_scale(k[e], c);
+                    x[e] = vf_mul(q8_raw(k[e], c), sc[e]);
+                } else {
+                    x[e] = kv_ld(k[e], c, t);
+                }
+            }
+            for (int u = 0; u < NR; u++) {
+                vf y = vf_load(q[u] + c);
+                for (int e = 0; e < NK; e++) a[u * NK + e] = vf_fma(y, x[e], a[u * NK + e]);
             }
         }
-        for (int u = 0; u < NR; u++) {
-            vf y = vf_load(q[u] + c);
-            for (int e = 0; e < NK; e++) a[u * NK + e] = vf_fma(y, x[e], a[u * NK + e]);
-        }
-    }
     float r[8];
     if (NR * NK == 4)
         _mm_storeu_ps(r, vh_sum4(vf_fold(a[0]), vf_fold(a[1]), vf_fold(a[2]), vf_fold(a[3])));
@@ -463,6 +479,18 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
         if (pp)
             for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
         vf x[8];
+        if (t == KV_Q8 && NR == 1) { /* the block's scale folded into P: one product per row and block */
+            vf pd[2] = {vf_zero(), vf_zero()};
+            for (int w = 0; w < NW; w++) {
+                if (w == 0 || (cc + w * VL) % 32 == 0) {
+                    float d = q8_scale_f(vp, cc + w * VL);
+                    for (int u = 0; u < NR; u++) pd[u] = vf_set1(pr[u][j] * d);
+                }
+                vf r = q8_raw(vp, cc + w * VL);
+                for (int u = 0; u < NR; u++) c[u][w] = vf_fma(pd[u], r, c[u][w]);
+            }
+            continue;
+        }
         if (t == KV_Q8) { /* one scale per 32-value block */
             vf d = vf_zero();
             for (int w = 0; w < NW; w++) {
