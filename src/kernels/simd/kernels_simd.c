@@ -324,12 +324,11 @@ INLINE void qk_store3(float *S, int64_t lds, int64_t j, int64_t nr, vf a00, vf a
     }
 }
 
-/* NR query rows (1 or 2) x NK keys per step, NR NK = 8 accumulators over D
- * (a multiple of VL) reduced in one hadd tree: with one or two rows per kv
- * head (MHA, GQA-2) the 4-row step below computed 4 rows for them, 2 or 4
- * times the arithmetic. */
-/* one row per kv head: keys per Q K^T step (8 ran at 0.83-0.92 of 4's
- * speed, Zen 4) */
+/* NR query rows (1 or 2) x NK keys per step (1 x QF1 or 2 x 4), NR NK
+ * accumulators over D (a multiple of VL) reduced in one hadd tree: with one
+ * or two rows per kv head (MHA, GQA-2) the 4-row step below computed 4 rows
+ * for them, 2 or 4 times the arithmetic. QF1: 8 keys ran at 0.83-0.92 of
+ * 4's speed (Zen 4). */
 #define QF1 4
 INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
                    const void *pre, int64_t ldpre, int64_t pb, int NR, int NK, int t) {
