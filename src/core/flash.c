@@ -45,8 +45,9 @@
  * transposed tiles), so 48k. The forward's 48 x 256 score tile (52 KiB)
  * is touched 12 rows at a time: a chunk of rows and a 16-column panel of
  * K^T or V stay in L1. 256 keys rather than 128: half the softmax row
- * passes and rescales per key, 0.96-0.98 of the time (S = 2048-8192, Zen 4,
- * 2026-11-25, archive/fwd-chunks-zen4.jsonl). */
+ * passes and rescales per key (1.5-2% alone; with fwd_block's row chunks
+ * 0.96-0.98 of the time, S = 2048-8192, Zen 4, 2026-11-25,
+ * archive/fwd-chunks-zen4.jsonl). */
 #ifndef BR
 #define BR 48 /* query rows per tile, forward and backward */
 #endif
@@ -244,7 +245,7 @@ typedef struct fwd_bufs {
 
 static int fwd_bufs_init(fwd_bufs *t, int64_t D, int64_t DvP, int64_t SkP) {
     t->Qp = malloc((size_t)(BR * D) * sizeof(float));
-    t->S = calloc((size_t)(BR * LDS), sizeof(float)); /* columns a chunk does not compute are read, then masked */
+    t->S = malloc((size_t)(BR * LDS) * sizeof(float));
     t->O = malloc((size_t)(BR * DvP) * sizeof(float));
     t->add = malloc((size_t)SkP * sizeof(float));
     t->m = malloc(BR * sizeof(float)), t->l = malloc(BR * sizeof(float));
@@ -282,34 +283,29 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
         block_rng(d, &sq, i0 + ci * mr, rows - ci * mr < mr ? rows - ci * mr : mr, &clo[ci], &chi[ci]);
     for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
         /* the block's last tile is trimmed to the keys some row can see */
-        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F, ce[BR / 6];
-        if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, nc)) continue; /* a dense mask hides it: P = 0 */
-        int partial = 0; /* some chunk left columns of S uncomputed (stale: masked below, or not read) */
+        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
         for (int64_t ci = 0; ci < nch; ci++) {
-            /* a chunk's scores: the 16-key panels it may see (on the causal diagonal, about half the tile) */
+            /* a chunk of mr rows over the 16-key panels [a, e16) it may see (on the causal
+             * diagonal about half the tile): scores, the score step, the online softmax and
+             * P V of those columns only, while the chunk's rows of S are in L1 */
+            int64_t r0 = ci * mr, nr = rows - r0 < mr ? rows - r0 : mr;
             int64_t a = clo[ci] > j0 ? (clo[ci] - j0) / 16 * 16 : 0;
-            ce[ci] = chi[ci] - j0 < nc ? (chi[ci] > j0 ? attn_round_up(chi[ci] - j0, 16) : 0) : nc;
-            partial |= a > 0 || ce[ci] < nc;
-            for (int64_t j = a; j < ce[ci]; j += 16)
-                kt->gemm(D, Qp + ci * mr * D, D, KT + (j0 + j) * D, 16, S + ci * mr * LDS + j, LDS, 0);
-        }
-        attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
-        if (partial && !attn_score_needs_mask(d, &keys, h, nc, i0, rows, j0)) /* stale columns: hide them */
-            attn_score_mask(d, &keys, h, S, LDS, nc, rows, i0, j0);
-        for (int64_t r = 0; r < rows; r++)
-            attn_online_row(kt, S + r * LDS, ce[r / mr], c->escale, &m[r], &l[r], O + r * DvP, DvP);
-        if (d->dropout) dropout_tile(kt, d, &c->mc, S, LDS, nc, rows, b, h, i0, j0, t->keep);
-        /* P V per chunk over the keys it may see (P = 0 elsewhere); the block's padding rows are skipped */
-        for (int64_t ci = 0; ci < nch; ci++) {
-            int64_t a = clo[ci] > j0 ? clo[ci] - j0 : 0, e = chi[ci] - j0 < nc ? chi[ci] - j0 : nc;
-            if (e > ce[ci]) e = ce[ci];
-            if (e <= a) continue;
-            if (ci * mr + mr > rows) /* the last chunk's padding rows: P = 0 */
-                for (int64_t r = rows; r < ci * mr + mr; r++)
-                    memset(S + r * LDS + a, 0, (size_t)(e - a) * sizeof(float));
+            int64_t e16 = chi[ci] - j0 < nc ? (chi[ci] > j0 ? attn_round_up(chi[ci] - j0, 16) : 0) : nc;
+            if (e16 <= a || attn_score_tile_hidden(d, &sq, h, nr, i0 + r0, j0 + a, e16 - a))
+                continue; /* nothing visible, or a dense mask hides it all: P = 0 */
+            float *Sc = S + r0 * LDS;
+            for (int64_t j = a; j < e16; j += 16) kt->gemm(D, Qp + r0 * D, D, KT + (j0 + j) * D, 16, Sc + j, LDS, 0);
+            attn_score_tile(kt, d, &keys, h, Sc + a, LDS, e16 - a, nr, i0 + r0, j0 + a, NULL);
+            for (int64_t r = 0; r < nr; r++)
+                attn_online_row(kt, Sc + r * LDS + a, e16 - a, c->escale, &m[r0 + r], &l[r0 + r], O + (r0 + r) * DvP,
+                                DvP);
+            if (d->dropout) dropout_tile(kt, d, &c->mc, Sc + a, LDS, e16 - a, nr, b, h, i0 + r0, j0 + a, t->keep);
+            /* P V over the keys the chunk may see (P = 0 elsewhere) */
+            int64_t pa = clo[ci] > j0 ? clo[ci] - j0 : 0, pe = chi[ci] - j0 < e16 ? chi[ci] - j0 : e16;
+            for (int64_t r = nr; r < mr; r++) /* the block's padding rows (last chunk): P = 0 */
+                memset(Sc + r * LDS + pa, 0, (size_t)(pe - pa) * sizeof(float));
             for (int64_t p = 0; p < DvP; p += 16)
-                kt->gemm(e - a, S + ci * mr * LDS + a, LDS, Vp + (j0 + a) * 16 + p * SkP, 16, O + ci * mr * DvP + p,
-                         DvP, 1);
+                kt->gemm(pe - pa, Sc + pa, LDS, Vp + (j0 + pa) * 16 + p * SkP, 16, O + r0 * DvP + p, DvP, 1);
         }
     }
     for (int64_t r = 0; r < rows; r++) {
