@@ -256,6 +256,50 @@ static int gnonfin(double x, double m, int full) {
 }
 
 /* one pass: full = 1 is PyTorch's dense computation, 0 the lean one */
+/* The oracle's score of query i and key j (batch b, head h) as the softmax
+ * sees it, float32's rounding of the dot and the scale included; *vis: the
+ * pair takes part (lean: not where float32's sum order decides); *g: d
+ * score / d raw score (the softcap's); *smax grows to the largest finite
+ * |score| seen, before a softcap too (its rounding error is the raw
+ * score's) and after bias/ALiBi. */
+static double oracle_score(const prob *p, int full, int64_t b, int64_t h, int64_t i, int64_t j, int *vis, double *g,
+                           double *smax) {
+    const attn_sdpa_desc *d = &p->d;
+    int64_t D = p->D, hk = h / (p->H / p->Hkv), off = attn_sem_off(d, b);
+    const float *qi = p->q + ((b * p->H + h) * p->Sq + i) * D, *kj = p->k + ((b * p->Hkv + hk) * p->Sk + j) * D;
+    int unsure = 0;
+    *vis = attn_sem_visible(d, b, h, i, j);
+    double acc = 0;
+    for (int64_t c = 0; c < D; c++) {
+        double t = (double)qi[c] * kj[c];
+        acc += t;
+        /* a term near float32's range: whether a float32 sum overflows (or
+         * gives inf - inf) depends on its order: any answer is PyTorch's */
+        unsure |= fabs(t) * (double)(D + 1) * 2.0 > 3.4e38;
+    }
+    /* float32's score: the dot rounded (overflow to inf), then scaled */
+    float sf = (float)acc;
+    double x = (double)(float)(sf * d->scale);
+    if (unsure) {
+        if (!full)
+            *vis = 0; /* lean: no claim; full: may be NaN */
+        else
+            x = NAN;
+    }
+    if (*vis && isfinite(x) && fabs(x) > *smax) *smax = fabs(x);
+    *g = 1.0;
+    if (d->softcap > 0) {
+        double t = tanh(x / d->softcap);
+        x = d->softcap * t;
+        *g = 1.0 - t * t;
+    }
+    if (d->alibi_slopes) x += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
+    if (d->attn_bias) x += (double)attn_sem_bias(d, b, h, i, j);
+    if (!*vis) x = full && isnan(x) ? NAN : -INFINITY; /* full: an additive mask keeps NaN */
+    if (*vis && isfinite(x) && fabs(x) > *smax) *smax = fabs(x);
+    return x;
+}
+
 static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_t *nfq, uint8_t *nfk, uint8_t *nfv,
                         int values) {
     const attn_sdpa_desc *d = &p->d;
@@ -269,43 +313,15 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
     double *dkm = calloc(nk(p) + 1, sizeof(double)), *dvm = calloc(nv(p) + 1, sizeof(double));
     for (int64_t b = 0; b < p->B; b++)
         for (int64_t h = 0; h < p->H; h++) {
-            int64_t hk = h / G, off = attn_sem_off(d, b);
+            int64_t hk = h / G;
             for (int64_t i = 0; i < p->Sq; i++) {
                 const float *qi = p->q + ((b * p->H + h) * p->Sq + i) * D;
                 const float *doi = p->dout + ((b * p->H + h) * p->Sq + i) * Dv;
-                int any = 0;
                 double m = -INFINITY;
                 int mnan = 0;
                 for (int64_t j = 0; j < Sk; j++) {
-                    const float *kj = p->k + ((b * p->Hkv + hk) * Sk + j) * D;
-                    int vis = attn_sem_visible(d, b, h, i, j), unsure = 0;
-                    double acc = 0;
-                    for (int64_t c = 0; c < D; c++) {
-                        double t = (double)qi[c] * kj[c];
-                        acc += t;
-                        /* a term near float32's range: whether a float32 sum overflows (or
-                         * gives inf - inf) depends on its order: any answer is PyTorch's */
-                        unsure |= fabs(t) * (double)(D + 1) * 2.0 > 3.4e38;
-                    }
-                    /* float32's score: the dot rounded (overflow to inf), then scaled */
-                    float sf = (float)acc;
-                    double x = (double)(float)(sf * d->scale);
-                    if (unsure) {
-                        if (!full)
-                            vis = 0; /* lean: no claim; full: may be NaN */
-                        else
-                            x = NAN;
-                    }
-                    if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x);
-                    g[j] = 1.0;
-                    if (d->softcap > 0) {
-                        double t = tanh(x / d->softcap);
-                        x = d->softcap * t;
-                        g[j] = 1.0 - t * t;
-                    }
-                    if (d->alibi_slopes) x += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
-                    if (d->attn_bias) x += (double)attn_sem_bias(d, b, h, i, j);
-                    if (!vis) x = full && isnan(x) ? NAN : -INFINITY; /* full: an additive mask keeps NaN */
+                    int vis;
+                    double x = oracle_score(p, full, b, h, i, j, &vis, &g[j], &o->smax);
                     s[j] = x;
                     if (vis || full) {
                         if (isnan(x))
@@ -313,8 +329,6 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                         else if (x > m)
                             m = x;
                     }
-                    any |= vis;
-                    if (vis && isfinite(x) && fabs(x) > o->smax) o->smax = fabs(x); /* and after bias/ALiBi */
                 }
                 if (mnan) m = NAN;
                 /* a sink: one more finite logit of the softmax, without a value */
@@ -331,7 +345,6 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                 }
                 for (int64_t j = 0; j < Sk; j++)
                     P[j] = dead || (!full && !attn_sem_visible(d, b, h, i, j)) ? 0.0 : P[j] / l;
-                (void)any;
                 double *orow = o->out + ((b * p->H + h) * p->Sq + i) * Dv;
                 uint8_t *nrow = nfo + ((b * p->H + h) * p->Sq + i) * Dv;
                 for (int64_t c = 0; c < Dv; c++) {
