@@ -360,16 +360,9 @@ static void test_help(void) {
     }
 }
 
-int main(int argc, char **argv) {
-    tu_init(argc, argv);
-    if (argc < 3) return 2;
-    attn = argv[2];
-    test_help();
-    test_sdpa_varlen();
-    test_bench_smoke();
-    if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
+/* usage errors and ATTN_ISA: exit 2 */
+static void test_usage_errors(void) {
     char err[4096], a[3072];
-
     /* usage errors: exit 2 */
     CHECK(run("", err, sizeof err) == 2, "no command");
     CHECK(run("frobnicate", err, sizeof err) == 2, "unknown command");
@@ -397,7 +390,11 @@ int main(int argc, char **argv) {
     CHECK(run("version", err, sizeof err) == 0 && file_contains("cli_stdout.txt", "kernels: generic"),
           "ATTN_ISA=generic is honoured");
     unsetenv("ATTN_ISA");
+}
 
+/* data errors: exit 1; the incremental run with a padding mask */
+static void test_data_errors(void) {
+    char err[4096], a[3072];
     /* data errors: exit 1 */
     snprintf(a, sizeof a, "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input missing.safetensors", golden);
     expect_fail("missing input file", a, 1, "missing.safetensors");
@@ -446,8 +443,12 @@ int main(int argc, char **argv) {
     make_input("cli_in_mask.safetensors", 2, 5, 4, 1);
     expect_fail("mask for a layer without one",
                 "run causal --weights cli_causal.safetensors --input cli_in_mask.safetensors", 1, "padding mask");
+}
 
-    /* an output path that cannot be written */
+/* an output path that cannot be written; atomic replacement; the dropout
+ * stream; thread counts */
+static void test_outputs(void) {
+    char err[4096];
     CHECK(run("run causal --weights cli_causal.safetensors --input cli_in_ok.safetensors --output "
               "/nonexistent-dir/o.safetensors",
               err, sizeof err) == 1,
@@ -499,8 +500,11 @@ int main(int argc, char **argv) {
     expect_fail("bad thread count", "run causal --weights w --input x --threads 0", 2, "--threads");
     expect_fail("bad flavor", "run causal --weights w --input x --torch-flavor intel", 2, "--torch-flavor");
     expect_fail("auto flavor is gone", "run causal --weights w --input x --torch-flavor auto", 2, "--torch-flavor");
+}
 
-    /* attn sdpa: usage and data errors */
+/* attn sdpa: usage and data errors; misc refusals */
+static void test_sdpa_errors(void) {
+    char err[4096];
     expect_fail("sdpa bad causal", "sdpa --input x --causal sideways", 2, "--causal");
     expect_fail("sdpa bad window", "sdpa --input x --window-left -2", 2, "--window-left");
     expect_fail("sdpa bad softcap", "sdpa --input x --softcap -1", 2, "--softcap");
@@ -518,5 +522,19 @@ int main(int argc, char **argv) {
     same_file_refused(err, sizeof err);
     expect_fail("run --incremental on a non-causal module",
                 "run sa_v2 --weights w --input x --incremental 2 --train --seed 1", 2, "--incremental");
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    if (argc < 3) return 2;
+    attn = argv[2];
+    test_help();
+    test_sdpa_varlen();
+    test_bench_smoke();
+    if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
+    test_usage_errors();
+    test_data_errors();
+    test_outputs();
+    test_sdpa_errors();
     return tu_finish("test_cli");
 }
