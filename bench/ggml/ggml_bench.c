@@ -16,6 +16,16 @@
 #include <string.h>
 #include <time.h>
 
+/* libattn's forward on the same tensors, for median_seconds */
+typedef struct attn_run {
+    const attn_sdpa_desc *d;
+    attn_view q, k, v, o;
+} attn_run;
+static void attn_run_call(void *p) {
+    const attn_run *a = p;
+    attn_sdpa_forward(a->d, a->q, a->k, a->v, a->o, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 7) {
         fprintf(stderr, "usage: ggml_bench H S D CAUSAL THREADS ROUNDS\n");
@@ -73,24 +83,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "check: ggml vs libattn (%s), max |diff| %.2e\n", causal ? "causal" : "non-causal", err);
     if (!(err < 1e-4)) return 1;
     double flops = 4.0 * H * (double)S * S * D * (causal ? 0.5 : 1.0);
+    ggml_run gr = {ctx, gf, threads};
+    attn_run ar = {&d, Q, K, V, O};
     for (int r = 0; r < rounds; r++) {
-        double tg[64], ta[64];
-        int ng = 0, na = 0;
-        for (double t0 = now(); ng < 64 && (ng < 3 || now() - t0 < 1.0); ng++) {
-            double t = now();
-            ggml_graph_compute_with_ctx(ctx, gf, threads);
-            tg[ng] = now() - t;
-        }
-        for (double t0 = now(); na < 64 && (na < 3 || now() - t0 < 1.0); na++) {
-            double t = now();
-            attn_sdpa_forward(&d, Q, K, V, O, NULL);
-            ta[na] = now() - t;
-        }
-        qsort(tg, (size_t)ng, sizeof tg[0], cmp_d);
-        qsort(ta, (size_t)na, sizeof ta[0], cmp_d);
+        double tg = median_seconds(ggml_run_graph, &gr), ta = median_seconds(attn_run_call, &ar);
         printf("{\"H\": %d, \"S\": %d, \"D\": %d, \"causal\": %s, \"threads\": %d, \"round\": %d, "
                "\"ggml_gflops\": %.2f, \"libattn_gflops\": %.2f, \"libattn_kernels\": \"%s\"}\n",
-               H, S, D, causal ? "true" : "false", threads, r + 1, flops / tg[ng / 2] * 1e-9, flops / ta[na / 2] * 1e-9,
+               H, S, D, causal ? "true" : "false", threads, r + 1, flops / tg * 1e-9, flops / ta * 1e-9,
                attn_kernel_name());
         fflush(stdout);
     }

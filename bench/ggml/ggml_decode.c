@@ -23,6 +23,17 @@ static void fill(float *p, size_t n, uint32_t x) {
     for (size_t i = 0; i < n; i++) p[i] = lcg_next(&x);
 }
 
+/* libattn's decode from its cache, for median_seconds */
+typedef struct attn_run {
+    const attn_kv_cache *cache;
+    const attn_sdpa_desc *d;
+    attn_view q, o;
+} attn_run;
+static void attn_run_call(void *p) {
+    const attn_run *a = p;
+    attn_kv_cache_attend(a->cache, a->d, a->q, a->o, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 8) {
         fprintf(stderr, "usage: ggml_decode HQ HKV T D KV(f32|f16|q8_0) THREADS ROUNDS\n");
@@ -83,26 +94,15 @@ int main(int argc, char **argv) {
     if (!(err < (gt == GGML_TYPE_Q8_0 ? 2e-2 : gt == GGML_TYPE_F16 ? 2e-3 : 1e-4))) return 1;
     double bytes_g = 2.0 * Hkv * T * (double)rowb;
     double bytes_a = 2.0 * Hkv * T * (at == ATTN_DTYPE_F32 ? 4.0 * D : at == ATTN_DTYPE_F16 ? 2.0 * D : 34.0 * D / 32);
+    ggml_run gr = {ctx, gf, threads};
+    attn_run ar = {cache, &d, Q, O};
     for (int r = 0; r < rounds; r++) {
-        double tg[64], ta[64];
-        int ng = 0, na = 0;
-        for (double t0 = now(); ng < 64 && (ng < 3 || now() - t0 < 1.0); ng++) {
-            double t = now();
-            ggml_graph_compute_with_ctx(ctx, gf, threads);
-            tg[ng] = now() - t;
-        }
-        for (double t0 = now(); na < 64 && (na < 3 || now() - t0 < 1.0); na++) {
-            double t = now();
-            attn_kv_cache_attend(cache, &d, Q, O, NULL);
-            ta[na] = now() - t;
-        }
-        qsort(tg, (size_t)ng, sizeof tg[0], cmp_d);
-        qsort(ta, (size_t)na, sizeof ta[0], cmp_d);
+        double tg = median_seconds(ggml_run_graph, &gr), ta = median_seconds(attn_run_call, &ar);
         printf("{\"op\": \"decode\", \"Hq\": %d, \"Hkv\": %d, \"T\": %d, \"D\": %d, \"kv_dtype\": \"%s\", "
                "\"threads\": %d, \"round\": %d, \"ggml_ms\": %.4f, \"libattn_ms\": %.4f, \"ggml_gbps\": %.2f, "
                "\"libattn_gbps\": %.2f, \"libattn_kernels\": \"%s\"}\n",
-               Hq, Hkv, T, D, kvn, threads, r + 1, tg[ng / 2] * 1e3, ta[na / 2] * 1e3, bytes_g / tg[ng / 2] * 1e-9,
-               bytes_a / ta[na / 2] * 1e-9, attn_kernel_name());
+               Hq, Hkv, T, D, kvn, threads, r + 1, tg * 1e3, ta * 1e3, bytes_g / tg * 1e-9, bytes_a / ta * 1e-9,
+               attn_kernel_name());
         fflush(stdout);
     }
     attn_kv_cache_free(cache);
