@@ -545,7 +545,7 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
                 pv_pass(pr, 1, 4, V, vs, n, o, ldo, c0, pp, ps, t);
             c0 += w * VL;
         }
-        for (; c0 < Dv; c0 += 4 * VL) { /* edges: fewer rows or a partial column block */
+        for (; c0 < Dv; c0 += 4 * VL) { /* edges: the columns left, fewer than a pass */
             int64_t nv = (Dv - c0 + VL - 1) / VL < 4 ? (Dv - c0 + VL - 1) / VL : 4; /* vectors in this block */
             vf acc[4][4];
             vmask mw[4]; /* the O columns of each vector: O has room for round_up(Dv, 8) only */
