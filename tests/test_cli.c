@@ -248,6 +248,81 @@ static void same_file_refused(char *err, size_t errlen) {
     expect_fail("sdpa unknown tensor", "sdpa --input cli_sdpa_bias.safetensors", 1, "unknown tensor 'attn_bogus'");
 }
 
+/* attn sdpa --grad with attn_bias writes dbias in the bias's own shape, for
+ * every shape the CLI accepts (each dim its own or 1): the gradient of a
+ * full-shape bias (the library's call) summed over the dims the bias
+ * broadcasts; with sinks, dsinks too */
+static void test_sdpa_dbias(void) {
+    enum { B = 2, H = 2, SQ = 5, SK = 7, D = 8 };
+    uint32_t seed = 7;
+    float *q = tu_rand_array(B * H * SQ * D, &seed, 1.0f), *k = tu_rand_array(B * H * SK * D, &seed, 1.0f);
+    float *v = tu_rand_array(B * H * SK * D, &seed, 1.0f), *go = tu_rand_array(B * H * SQ * D, &seed, 1.0f);
+    float *bias = tu_rand_array(B * H * SQ * SK, &seed, 2.0f), sinks[H] = {0.25f, -0.5f};
+    float full[B * H * SQ * SK], out[B * H * SQ * D], lse[B * H * SQ], dq[B * H * SQ * D], dk[B * H * SK * D],
+        dv[B * H * SK * D], ds[H];
+    int64_t dims[4] = {B, H, SQ, SK}, qs[4] = {B, H, SQ, D}, ks[4] = {B, H, SK, D}, hs[1] = {H};
+    for (int pat = 0; pat < 16; pat++) { /* bit t set: dim t broadcast (size 1) */
+        int64_t bs[4], st[4], n = 1;
+        for (int t = 3; t >= 0; t--) bs[t] = (pat >> t & 1) ? 1 : dims[t], st[t] = bs[t] == 1 ? 0 : n, n *= bs[t];
+        /* the library on the bias expanded to full shape: its dbias is the per-pair gradient */
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, B, H, SQ, SK, D, D);
+        int64_t fst[4] = {H * SQ * SK, SQ * SK, SK, 1};
+        float *xb = malloc(sizeof full);
+        for (int64_t e = 0; e < B * H * SQ * SK; e++) {
+            int64_t b = e / fst[0], h = e / fst[1] % H, i = e / fst[2] % SQ, j = e % SK;
+            xb[e] = bias[b * st[0] + h * st[1] + i * st[2] + j * st[3]];
+        }
+        d.attn_bias = xb, d.dbias = full, d.sinks = sinks, d.dsinks = ds;
+        memcpy(d.attn_bias_strides, fst, sizeof fst);
+        attn_view vq = {q, H * SQ * D, SQ * D, D}, vk = {k, H * SK * D, SK * D, D}, vv = {v, H * SK * D, SK * D, D};
+        attn_view vo = {out, H * SQ * D, SQ * D, D}, vg = {go, H * SQ * D, SQ * D, D};
+        attn_view vdq = {dq, H * SQ * D, SQ * D, D}, vdk = {dk, H * SK * D, SK * D, D},
+                  vdv = {dv, H * SK * D, SK * D, D};
+        CHECK(attn_sdpa_forward(&d, vq, vk, vv, vo, lse) == ATTN_OK &&
+                  attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv) == ATTN_OK,
+              "library forward/backward with a full-shape bias");
+        free(xb);
+        double want[B * H * SQ * SK] = {0};
+        for (int64_t e = 0; e < B * H * SQ * SK; e++) {
+            int64_t b = e / fst[0], h = e / fst[1] % H, i = e / fst[2] % SQ, j = e % SK;
+            want[b * st[0] + h * st[1] + i * st[2] + j * st[3]] += full[e];
+        }
+        attn_st_writer *w;
+        attn_st_writer_new(&w);
+        attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 4, qs, q);
+        attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 4, ks, k);
+        attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 4, ks, v);
+        attn_st_writer_add(w, "grad_out", ATTN_DTYPE_F32, 4, qs, go);
+        attn_st_writer_add(w, "attn_bias", ATTN_DTYPE_F32, 4, bs, bias);
+        attn_st_writer_add(w, "sinks", ATTN_DTYPE_F32, 1, hs, sinks);
+        attn_st_writer_save(w, "cli_dbias.safetensors");
+        attn_st_writer_free(w);
+        char err[2048];
+        CHECK(run("sdpa --input cli_dbias.safetensors --output cli_dbias_out.safetensors --grad", err, sizeof err) == 0,
+              "sdpa --grad with attn_bias (%lld, %lld, %lld, %lld): %s", (long long)bs[0], (long long)bs[1],
+              (long long)bs[2], (long long)bs[3], err);
+        attn_st_file *f = NULL;
+        attn_dtype dt = ATTN_DTYPE_INVALID;
+        int nd = 0;
+        int64_t gsh[ATTN_MAX_DIMS] = {0};
+        float got[B * H * SQ * SK], gds[H];
+        int ok = attn_st_open("cli_dbias_out.safetensors", &f) == ATTN_OK &&
+                 attn_st_info(f, "dbias", &dt, &nd, gsh) == ATTN_OK && dt == ATTN_DTYPE_F32 && nd == 4 &&
+                 !memcmp(gsh, bs, sizeof bs) && attn_st_read_f32(f, "dbias", got, (size_t)n) == ATTN_OK &&
+                 attn_st_read_f32(f, "dsinks", gds, H) == ATTN_OK;
+        attn_st_close(f);
+        CHECK(ok, "dbias of shape (%lld, %lld, %lld, %lld) and dsinks are written", (long long)bs[0], (long long)bs[1],
+              (long long)bs[2], (long long)bs[3]);
+        double worst = 0;
+        for (int64_t e = 0; ok && e < n; e++) worst = fmax(worst, fabs(got[e] - want[e]));
+        for (int h = 0; ok && h < H; h++) worst = fmax(worst, fabs(gds[h] - ds[h]));
+        CHECK(ok && worst < 1e-5, "pattern %d: dbias = the per-pair gradient summed over broadcast dims, max |diff| %g",
+              pat, worst);
+    }
+    free(q), free(k), free(v), free(go), free(bias);
+}
+
 /* packed sequences: 3-D q, k, v with cu_seqlens; each sequence's out, lse and
  * gradients equal the library's own call on that sequence alone */
 static void test_sdpa_varlen(void) {
@@ -530,6 +605,7 @@ int main(int argc, char **argv) {
     attn = argv[2];
     test_help();
     test_sdpa_varlen();
+    test_sdpa_dbias();
     test_bench_smoke();
     if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
     test_usage_errors();

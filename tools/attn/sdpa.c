@@ -176,16 +176,18 @@ static int known_tensors(const attn_st_file *f, const char *file) {
     static const char *const known[] = {
         "q",     "k",         "v",         "key_mask",     "seqlens_k",    "alibi_slopes",
         "sinks", "attn_mask", "attn_bias", "cu_seqlens_q", "cu_seqlens_k", "grad_out",
-        "out",   "lse",       "dq",        "dk",           "dv",           "dsinks"};
+        "out",   "lse",       "dq",        "dk",           "dv",           "dsinks",
+        "dbias"};
     for (int i = 0; i < attn_st_count(f); i++) {
         const char *name = attn_st_name(f, i);
         int ok = 0;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) ok |= !strcmp(name, known[j]);
         if (!ok) {
-            cli_error("%s: unknown tensor '%s' (attn sdpa reads q, k, v, key_mask, seqlens_k, alibi_slopes, sinks, "
-                      "attn_mask, attn_bias, cu_seqlens_q, cu_seqlens_k, grad_out; out, lse, dq, dk, dv, dsinks are "
-                      "its outputs' names and are passed over)",
-                      file, name);
+            cli_error(
+                "%s: unknown tensor '%s' (attn sdpa reads q, k, v, key_mask, seqlens_k, alibi_slopes, sinks, "
+                "attn_mask, attn_bias, cu_seqlens_q, cu_seqlens_k, grad_out; out, lse, dq, dk, dv, dsinks, dbias are "
+                "its outputs' names and are passed over)",
+                file, name);
             return 0;
         }
     }
@@ -338,29 +340,38 @@ static int read_qkv(const attn_st_file *f, const char *file, int packed, float *
 }
 
 /* --grad: grad_out of the input, checked against out's shape os, and the
- * gradient buffers (dsinks too with sinks, into d->dsinks); 0 after an error */
+ * gradient buffers g: dq, dk, dv, then dsinks with sinks and dbias (the
+ * bias's own shape, bs, bnd) with attn_bias, set in d; 0 after an error */
 static int grad_bufs(const attn_st_file *f, const char *file, attn_sdpa_desc *d, const int64_t *os, int ond,
-                     int64_t Hkv, float **go, float **dq, float **dk, float **dv, float **dsinks) {
-    int64_t gs[ATTN_MAX_DIMS], B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
+                     int64_t Hkv, float **go, float **g, int64_t *bs, int *bnd) {
+    int64_t gs[ATTN_MAX_DIMS], B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, nb = 1;
     if (!(*go = read_f32(f, file, "grad_out", ond, gs))) return 0;
     if (!same(gs, os, ond)) {
         cli_error("%s: grad_out must have the shape of out, (%lld, %lld, %lld%s)", file, (long long)os[0],
                   (long long)os[1], (long long)os[2], ond == 4 ? ", Dv" : "");
         return 0;
     }
-    size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D), nv = (size_t)(B * Hkv * Sk * Dv);
-    *dq = malloc((nq ? nq : 1) * 4), *dk = malloc((nk ? nk : 1) * 4), *dv = malloc((nv ? nv : 1) * 4);
-    if (d->sinks) d->dsinks = *dsinks = malloc((size_t)(H ? H : 1) * 4);
-    if (!*dq || !*dk || !*dv || (d->sinks && !d->dsinks)) {
+    size_t n[5] = {(size_t)(B * H * Sq * D), (size_t)(B * Hkv * Sk * D), (size_t)(B * Hkv * Sk * Dv), (size_t)H, 0};
+    if (d->attn_bias) { /* read_dense checked it: 4 dims, each its own or 1 */
+        attn_st_info(f, "attn_bias", NULL, bnd, bs);
+        for (int t = 0; t < 4; t++) nb *= bs[t];
+        n[4] = (size_t)nb;
+    }
+    int ok = 1;
+    for (int t = 0; t < 5; t++)
+        if (t < 3 || (t == 3 && d->sinks) || (t == 4 && d->attn_bias))
+            ok &= (g[t] = malloc((n[t] ? n[t] : 1) * 4)) != NULL;
+    if (!ok) {
         cli_error("out of memory");
         return 0;
     }
+    d->dsinks = g[3], d->dbias = g[4];
     return 1;
 }
 
-/* dq, dk, dv (, dsinks) into the output, in the inputs' layouts */
+/* dq, dk, dv (, dsinks, dbias) into the output, in the inputs' layouts */
 static attn_status add_grads(attn_st_writer *w, const attn_sdpa_desc *d, int packed, const int64_t *qs,
-                             const int64_t *ks, const int64_t *vs, float *const *g) {
+                             const int64_t *ks, const int64_t *vs, const int64_t *bs, int bnd, float *const *g) {
     const int64_t *sh[3] = {qs, ks, vs};
     const char *names[3] = {"dq", "dk", "dv"};
     attn_status st = ATTN_OK;
@@ -370,6 +381,7 @@ static attn_status add_grads(attn_st_writer *w, const attn_sdpa_desc *d, int pac
         st = attn_st_writer_add(w, names[t], ATTN_DTYPE_F32, nd, fs, g[t]);
     }
     if (!st && d->dsinks) st = attn_st_writer_add(w, "dsinks", ATTN_DTYPE_F32, 1, &d->H, d->dsinks);
+    if (!st && d->dbias) st = attn_st_writer_add(w, "dbias", ATTN_DTYPE_F32, bnd, bs, d->dbias);
     return st;
 }
 
@@ -388,10 +400,13 @@ int cmd_sdpa(int argc, char **argv) {
 #endif
     attn_st_file *f = NULL;
     attn_st_writer *w = NULL;
-    float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
-    float *vecs[3] = {NULL, NULL, NULL}; /* alibi_slopes, sinks, dsinks */
-    void *dense[2] = {NULL, NULL};       /* attn_mask, attn_bias */
-    uint8_t *mask = NULL;                /* the input's optional tensors (read_extras) */
+    float *q = NULL, *k = NULL, *v = NULL, *go = NULL, *out = NULL, *lse = NULL;
+    float *g[5] = {NULL, NULL, NULL, NULL, NULL}; /* dq, dk, dv, dsinks, dbias */
+    float *vecs[2] = {NULL, NULL};                /* alibi_slopes, sinks */
+    int64_t bs[ATTN_MAX_DIMS];                    /* attn_bias's shape (for dbias) */
+    int bnd = 0;
+    void *dense[2] = {NULL, NULL}; /* attn_mask, attn_bias */
+    uint8_t *mask = NULL;          /* the input's optional tensors (read_extras) */
     int64_t *seqlens = NULL;
     int32_t *cu = NULL; /* cu_seqlens_q, cu_seqlens_k */
     attn_status st;
@@ -424,14 +439,14 @@ int cmd_sdpa(int argc, char **argv) {
     int ond = io_shape(packed, os, 0, ofs), lnd = io_shape(packed, os, 1, lfs);
     attn_view vq = io_view(q, packed, qs), vk = io_view(k, packed, ks), vv = io_view(v, packed, vs);
     attn_view vo = io_view(out, packed, os);
-    if (o.grad && !grad_bufs(f, o.input, &d, ofs, ond, Hkv, &go, &dq, &dk, &dv, &vecs[2])) goto done;
+    if (o.grad && !grad_bufs(f, o.input, &d, ofs, ond, Hkv, &go, g, bs, &bnd)) goto done;
 #ifdef ATTN_HAVE_MPI
     if (o.ring) { /* every rank runs its shard; rank 0 gets the whole results */
         synced = 1;
         if (!cli_ring_sync(1)) goto done; /* another rank could not read its input */
         int layout = o.layout >= 0 ? o.layout : d.causal != ATTN_CAUSAL_NONE;
-        st = cli_ring_sdpa(&d, layout, in16 != ATTN_DTYPE_F32 ? 2 : 4, q, k, v, out, lse, o.grad ? go : NULL, dq, dk,
-                           dv);
+        st = cli_ring_sdpa(&d, layout, in16 != ATTN_DTYPE_F32 ? 2 : 4, q, k, v, out, lse, o.grad ? go : NULL, g[0],
+                           g[1], g[2]);
         if (st != ATTN_OK) {
             if (rank == 0) cli_error("sdpa --ring on %d ranks failed: %s", nranks, attn_status_string(st));
             goto done;
@@ -453,14 +468,13 @@ int cmd_sdpa(int argc, char **argv) {
         goto done;
     }
     if (o.grad) {
-        attn_view vg = io_view(go, packed, os), vdq = io_view(dq, packed, qs);
-        attn_view vdk = io_view(dk, packed, ks), vdv = io_view(dv, packed, vs);
+        attn_view vg = io_view(go, packed, os), vdq = io_view(g[0], packed, qs);
+        attn_view vdk = io_view(g[1], packed, ks), vdv = io_view(g[2], packed, vs);
         if (!o.ring && (st = attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv)) != ATTN_OK) {
             cli_error("sdpa backward failed: %s", attn_status_string(st));
             goto done;
         }
-        float *g[3] = {dq, dk, dv};
-        if ((st = add_grads(w, &d, packed, qs, ks, vs, g))) {
+        if ((st = add_grads(w, &d, packed, qs, ks, vs, bs, bnd, g))) {
             cli_error("cannot build output: %s", attn_status_string(st));
             goto done;
         }
@@ -480,7 +494,8 @@ done:
     (void)synced, (void)rank;
     attn_st_writer_free(w);
     attn_st_close(f);
-    free(q), free(k), free(v), free(go), free(out), free(lse), free(dq), free(dk), free(dv);
-    free(vecs[0]), free(vecs[1]), free(vecs[2]), free(dense[0]), free(dense[1]), free(mask), free(seqlens), free(cu);
+    free(q), free(k), free(v), free(go), free(out), free(lse);
+    for (int t = 0; t < 5; t++) free(g[t]);
+    free(vecs[0]), free(vecs[1]), free(dense[0]), free(dense[1]), free(mask), free(seqlens), free(cu);
     return rc;
 }
