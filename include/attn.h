@@ -384,7 +384,11 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64
  * (B, H, Sq, Dv) and optionally lse (B, H, Sq). d describes the call as for
  * attn_sdpa_forward except: Sk, Hkv and seqlens_k come from the cache (d->Hkv
  * must be 0 or the cache's, d->seqlens_k NULL), a key_mask is (B, T) with
- * stride key_mask_stride_b, q is float32, and dropout is ATTN_E_UNSUPPORTED. The usual
+ * stride key_mask_stride_b, q is float32, and dropout is ATTN_E_UNSUPPORTED. A dense
+ * attn_mask / attn_bias is indexed by cache position j (a tree mask of draft tokens); its buffer may
+ * be as wide as the capacity T (strides[2] = T: one buffer a serving loop reuses every step) or as
+ * the longest sequence: element (b, h, i, j) is read only for j < that sequence's length, and
+ * positions at or past the length never take part, whatever the buffer holds there. The usual
  * causal alignment for a cache is ATTN_CAUSAL_BOTTOM_RIGHT: the Sq queries
  * are the sequence's last Sq tokens. Sq <= 16 runs flash-decoding straight
  * from the cache (pages included); longer query blocks run the fused kernel

@@ -1,10 +1,9 @@
 /* The KV cache: appends in chunks of random sizes to sequences of different
  * lengths, contiguous and paged; attention over the cache (decode, Sq <= 16,
- * and longer query blocks) against the reference on the same keys held in
- * plain arrays; paged == contiguous (bitwise when the page size is a multiple
- * of the decode block); 1 vs 2 threads bitwise; errors leave the cache
- * unchanged (capacity, exhausted pool, bad arguments); trim and reset give
- * pages back. */
+ * and longer query blocks, with and without a dense mask of the capacity's
+ * width) against the reference on the same keys held in plain arrays; paged == contiguous (bitwise when the page size
+ * is a multiple of the decode block); 1 vs 2 threads bitwise; errors leave the cache unchanged (capacity, exhausted
+ * pool, bad arguments); trim and reset give pages back. */
 #include "testutil.h"
 #include "base/half.h"
 
@@ -74,8 +73,11 @@ static void world_append(world *w, const int64_t *n) {
     free(k), free(v);
 }
 
-/* attention of Sq queries per sequence over the cache, three ways */
-static void world_attend(world *w, int H, int Sq, int window, int softcap, const char *label) {
+/* attention of Sq queries per sequence over the cache, three ways; with
+ * dmask, a dense mask of the capacity's width (B, 1, Sq, T), as a serving
+ * loop keeps one buffer for every step: random where the keys exist, all
+ * true past each sequence's length (those positions must never count) */
+static void world_attend(world *w, int H, int Sq, int window, int softcap, int dmask, const char *label) {
     size_t nq = (size_t)w->B * H * Sq * w->D, no = (size_t)w->B * H * Sq * w->Dv, nl = (size_t)w->B * H * Sq;
     float *q = malloc(nq * 4), *oc = malloc(no * 4), *op = malloc(no * 4), *orf = malloc(no * 4), *o1 = malloc(no * 4);
     float *lc = malloc(nl * 4), *lp = malloc(nl * 4), *lr = malloc(nl * 4);
@@ -88,6 +90,13 @@ static void world_attend(world *w, int H, int Sq, int window, int softcap, const
     d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     if (window) d.window = 1, d.window_left = window, d.window_right = 0;
     if (softcap) d.softcap = 7.5f;
+    uint8_t *m = dmask ? malloc((size_t)w->B * Sq * w->T) : NULL;
+    for (int b = 0; m && b < w->B; b++)
+        for (int64_t e = 0; e < (int64_t)Sq * w->T; e++) m[b * Sq * w->T + e] = e % w->T >= w->len[b] || frand() < 0.6f;
+    if (m) {
+        int64_t ms[4] = {(int64_t)Sq * w->T, 0, w->T, 1};
+        d.attn_mask = m, memcpy(d.attn_mask_strides, ms, sizeof ms);
+    }
     CHECK_OK(attn_kv_cache_attend(w->cont, &d, vq, vc, lc));
     CHECK_OK(attn_kv_cache_attend(w->paged, &d, vq, vp, lp));
     /* the reference on plain arrays with the cache's lengths */
@@ -118,7 +127,7 @@ static void world_attend(world *w, int H, int Sq, int window, int softcap, const
     CHECK_OK(attn_kv_cache_attend(w->paged, &d, vq, v1, NULL));
     snprintf(lab, sizeof lab, "%s Sq=%d paged ref path", label, Sq);
     tu_allclose(lab, o1, orf, no, 1e-6, 1e-6);
-    free(q), free(oc), free(op), free(orf), free(o1), free(lc), free(lp), free(lr);
+    free(q), free(oc), free(op), free(orf), free(o1), free(lc), free(lp), free(lr), free(m);
 }
 
 static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps, attn_dtype dt) {
@@ -138,12 +147,13 @@ static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps, attn_d
             n[b] = room > 0 ? irand(0, room < 90 ? room : 90) : 0;
         }
         world_append(&w, n);
-        world_attend(&w, Hkv * G, irand(0, 1) ? 1 : irand(2, 40), step % 3 == 1 ? 17 : 0, step == 4, label);
+        world_attend(&w, Hkv * G, irand(0, 1) ? 1 : irand(2, 40), step % 3 == 1 ? 17 : 0, step == 4, step % 3 == 2,
+                     label);
     }
     for (int t = 0; t < 3; t++) {
         int64_t one[4] = {1, 1, 1, 1};
         world_append(&w, one);
-        world_attend(&w, Hkv * G, 1, 0, 0, label);
+        world_attend(&w, Hkv * G, 1, 0, 0, t == 1, label);
     }
     world_free(&w);
 }

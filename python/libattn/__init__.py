@@ -147,18 +147,26 @@ def _causal(c):
 
 def _dense(d, x, name, shape4, kept):
     """A dense mask (bool) or bias (float32) broadcast to shape4 = (B, H, Sq, Sk)
-    through zero strides, as PyTorch broadcasts attn_mask."""
+    through zero strides, as PyTorch broadcasts attn_mask. shape4 may also be
+    a list of such shapes, tried in order (a KV cache takes the longest
+    sequence's width and the capacity's)."""
     mask = name == "attn_mask"
+    shapes = shape4 if isinstance(shape4, list) else [shape4]
     a = np.asarray(x)
     if mask and a.dtype != np.bool_:
         raise ValueError("attn_mask must be bool (True = takes part); a float mask is attn_bias")
     a = np.ascontiguousarray(a, dtype=np.uint8 if mask else np.float32)
     if a.ndim > 4:
         raise ValueError("%s must have at most 4 dims, got %d" % (name, a.ndim))
-    try:
-        a = np.broadcast_to(a, shape4)
-    except ValueError:
-        raise ValueError("%s of shape %s does not broadcast to (B, H, Sq, Sk) = %s" % (name, np.shape(x), shape4))
+    for shape in shapes:
+        try:
+            a = np.broadcast_to(a, shape)
+            break
+        except ValueError:
+            pass
+    else:
+        want = " or ".join(str(tuple(t)) for t in shapes)
+        raise ValueError("%s of shape %s does not broadcast to (B, H, Sq, Sk) = %s" % (name, np.shape(x), want))
     kept.append(a)
     setattr(d, name, a.ctypes.data_as(_capi.c_u8_p if mask else ctypes.POINTER(ctypes.c_float)))
     strides = getattr(d, name + "_strides")
@@ -637,7 +645,7 @@ class KVCache(_Owned):
                                   int(v_head_dim or head_dim), _capi.DTYPE[dtype], int(page_size), int(num_pages))
         h = ctypes.c_void_p()
         _check(lib.attn_kv_cache_create(ctypes.byref(cfg), ctypes.byref(h)), "KV cache")
-        self._h, self.batch, self.kv_heads = h, int(batch), int(kv_heads)
+        self._h, self.batch, self.kv_heads, self.capacity = h, int(batch), int(kv_heads), int(capacity)
         self.head_dim, self.v_head_dim = int(head_dim), int(v_head_dim or head_dim)
 
     def _handle(self):
@@ -679,8 +687,11 @@ class KVCache(_Owned):
                alibi_slopes=None, return_lse=False, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
         """Attention of q (B, H, Sq, D), float32, over each sequence's cached
         tokens: out (B, H, Sq, Dv) (and lse). attn_mask / attn_bias broadcast
-        to (B, H, Sq, L), L the longest sequence's length, key j = cache
-        position j (a tree mask of draft tokens: True = takes part)."""
+        to (B, H, Sq, W), key j = cache position j (a tree mask of draft
+        tokens: True = takes part), where W is the capacity (one buffer a
+        serving loop reuses every step) or L, the longest sequence's length;
+        positions at or past a sequence's length never take part, whatever
+        the mask holds there."""
         q = _strided(_array(q, "q", (4,)))
         B, H, Sq, D = q.shape
         d = _capi.SdpaDesc()
@@ -688,7 +699,8 @@ class KVCache(_Owned):
         # keep: the arrays d points into, alive during the call
         keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes, sinks,
                         attention_chunk, attn_mask, attn_bias,
-                        (B, H, Sq, max(self.length(b) for b in range(self.batch))))
+                        [(B, H, Sq, max(self.length(b) for b in range(self.batch))),
+                         (B, H, Sq, self.capacity)])
         out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
         lse = np.empty((B, H, Sq), np.float32) if return_lse else None
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),

@@ -179,6 +179,42 @@ def test_tree_mask_over_cache():
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("page_size", [0, 16])
+@pytest.mark.parametrize("Sq", [4, 20])
+def test_cache_mask_of_capacity_width(page_size, Sq):
+    """A serving loop's one mask buffer of the cache's capacity width
+    (B, 1, Sq, capacity), over sequences of different lengths: positions at
+    or past a sequence's length never take part (the buffer holds True and
+    huge biases there), the longest length's width gives the same answer,
+    and any other width is refused."""
+    B, H, Hkv, D, cap = 3, 4, 2, 16, 100
+    lens = [37, 60, 12]
+    r = np.random.default_rng(11)
+    k = r.standard_normal((B, Hkv, 60, D)).astype(np.float32)
+    v = r.standard_normal((B, Hkv, 60, D)).astype(np.float32)
+    q = r.standard_normal((B, H, Sq, D)).astype(np.float32)
+    cache = libattn.KVCache(B, Hkv, cap, D, page_size=page_size)
+    cache.append(k, v, n=lens)
+    mask = r.random((B, 1, Sq, cap)) < 0.7
+    bias = r.standard_normal((B, 1, Sq, cap)).astype(np.float32)
+    for b, n in enumerate(lens):  # past the length: would dominate if read
+        mask[b, :, :, n:] = True
+        bias[b, :, :, n:] = 50.0
+    mask[0, 0, 1, :lens[0]] = False  # a row that sees no key: zeros
+    got = cache.attend(q, attn_mask=mask, attn_bias=bias, causal="none")
+    L = max(lens)
+    narrow = cache.attend(q, attn_mask=mask[..., :L].copy(), attn_bias=bias[..., :L].copy(), causal="none")
+    for b, n in enumerate(lens):
+        want = dense_reference(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], mask[b:b + 1, :, :, :n],
+                               bias[b:b + 1, :, :, :n])
+        np.testing.assert_allclose(got[b:b + 1], want, rtol=2e-4, atol=2e-5)
+    assert not got[0, :, 1].any()
+    np.testing.assert_array_equal(narrow, got)
+    for width in (cap + 1, L + 1, cap - 1):
+        with pytest.raises(ValueError, match="does not broadcast"):
+            cache.attend(q, attn_mask=np.ones((B, 1, Sq, width), bool))
+
+
 @pytest.mark.parametrize("impl", ["ref", "fast"])
 @pytest.mark.parametrize("shape", [(2, 4, 6, 70), (6, 70), (2, 1, 1, 70)])
 def test_dbias(impl, shape):
