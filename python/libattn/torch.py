@@ -100,8 +100,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x) on libattn.
 
-    query (N..., Hq, L, E), key (N..., Hkv, S, E), value (N..., Hkv, S, Ev)
-    (or no head dim: (N..., L, E)); attn_mask bool (True = takes part) or
+    query (N..., Hq, L, E), key (N..., Hkv, S, E), value (N..., Hkv, S, Ev),
+    any number of leading dims N... (none: 3-D (Hq, L, E); 2-D (L, E) is
+    one head); dim -3 is the one enable_gqa groups; attn_mask bool (True = takes part) or
     float (added to the scores), broadcastable to (N..., Hq, L, S); is_causal:
     the top-left causal mask (an error together with attn_mask); scale:
     default 1/sqrt(E); enable_gqa: Hq a multiple of Hkv. Returns
@@ -114,34 +115,55 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim():
         raise RuntimeError("query, key and value must have the same number of dims (at least 2), got %d, %d, %d" %
                            (query.dim(), key.dim(), value.dim()))
-    lead = tuple(query.shape[:-3]) if query.dim() >= 4 else ()
+    # dim -3 is the heads' (the one enable_gqa groups), every dim before it a
+    # batch dim: (N..., H, L, E) folds to (B, H, L, E); 2-D (L, E) is one head
+    lead = tuple(query.shape[:-3])
     Hq, Hkv = (query.shape[-3], key.shape[-3]) if query.dim() >= 3 else (1, 1)
+    if tuple(key.shape[:-3]) != lead or tuple(value.shape[:-3]) != lead or value.shape[-3:-1] != key.shape[-3:-1]:
+        raise RuntimeError("key %s and value %s must have query's %s leading dims and the same heads and length" %
+                           (tuple(key.shape), tuple(value.shape), tuple(query.shape)))
     if Hq != Hkv and not enable_gqa:
         raise RuntimeError("query has %d heads and key %d: pass enable_gqa=True for grouped-query attention" %
                            (Hq, Hkv))
     if Hq % Hkv:
         raise RuntimeError("the query heads (%d) must be a multiple of the key/value heads (%d)" % (Hq, Hkv))
-    B = int(np.prod(lead)) if lead else (query.shape[0] if query.dim() == 3 else 1)
-    if query.dim() == 3:  # (N, L, E): no head dim
-        Hq = Hkv = 1
-
-    q4 = query.reshape(B, Hq, query.shape[-2], query.shape[-1])
-    k4 = key.reshape(B, Hkv, key.shape[-2], key.shape[-1])
-    v4 = value.reshape(B, Hkv, value.shape[-2], value.shape[-1])
-    L, S = q4.shape[2], k4.shape[2]
+    B = int(np.prod(lead)) if lead else 1
+    L, S = query.shape[-2], key.shape[-2]
+    q4 = query.reshape(B, Hq, L, query.shape[-1])
+    k4 = key.reshape(B, Hkv, S, key.shape[-1])
+    v4 = value.reshape(B, Hkv, S, value.shape[-1])
     mask = bias = None
     if attn_mask is not None:
-        full = tuple(query.shape[:-2]) + (L, S)
-        m = attn_mask if isinstance(attn_mask, torch.Tensor) else torch.as_tensor(attn_mask)
-        if query.dim() != 4 or m.dim() > 4:  # other layouts: broadcast, then fold the leading dims
-            m = m.expand(full).reshape(B, Hq, L, S)  # (differentiable: the gradient sums back)
+        m = _fold_mask(attn_mask if isinstance(attn_mask, torch.Tensor) else torch.as_tensor(attn_mask),
+                       tuple(query.shape[:-2]) + (L, S), lead, B)
         if m.dtype == torch.bool:
             mask = m.numpy()
         else:
-            bias = m  # a float mask is a bias, differentiable
+            bias = m  # a float mask is a bias, differentiable (the gradient sums back over broadcast dims)
     out = sdpa(q4, k4, v4, causal="top-left" if is_causal else "none", scale=scale, attn_mask=mask, attn_bias=bias,
                dropout_p=float(dropout_p))
     return out.reshape(tuple(query.shape[:-1]) + (value.shape[-1],))
+
+
+def _fold_mask(m, full, lead, B):
+    """attn_mask m, broadcastable to full = (N..., Hq, L, S), as a 4-D tensor
+    broadcastable to (B, Hq, L, S), B = prod(N...): a view where the batch
+    dims are all 1 or all full-size; an expanded copy otherwise."""
+    try:
+        ok = tuple(torch.broadcast_shapes(tuple(m.shape), full)) == full
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise RuntimeError("attn_mask of shape %s does not broadcast to (N..., Hq, L, S) = %s" %
+                           (tuple(m.shape), full))
+    m = m.reshape((1,) * (len(full) - m.dim()) + tuple(m.shape))  # the rank of full
+    tail = (1,) * (3 - len(full[len(lead):])) + tuple(m.shape[len(lead):])  # (Hq|1, L|1, S|1)
+    ml = tuple(m.shape[:len(lead)])
+    if all(x == 1 for x in ml):
+        return m.reshape((1,) + tail)
+    if ml == lead:
+        return m.reshape((B,) + tail)
+    return m.expand(full).reshape((B,) + tuple(full[len(lead):]))
 
 
 _original = None

@@ -174,6 +174,74 @@ def test_scaled_dot_product_attention(shape, mask):
         torch.testing.assert_close(a.double(), b.double(), rtol=1e-3, atol=1e-4)
 
 
+def mask_shapes(full, rng):
+    """Shapes broadcastable to full: every trailing rank, each dim its own
+    size or 1 (all own, all 1, and two random mixes per rank)."""
+    out = set()
+    for r in range(0, len(full) + 1):
+        tail = full[len(full) - r:]
+        out.add(tail)
+        out.add((1,) * r)
+        for _ in range(2):
+            out.add(tuple(n if rng.random() < 0.5 else 1 for n in tail))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("lead", [None, (), (3,), (2, 2)])  # None: 2-D (L, E); (): 3-D (H, L, E)
+@pytest.mark.parametrize("gqa", [False, True])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_sdpa_every_rank_gqa_and_mask(lead, gqa, kind):
+    """Every rank PyTorch accepts, with and without enable_gqa (3-D (4, L, E)
+    query heads over a (1, S, E) key included), masks of every broadcastable
+    shape, forward and backward (the float mask's gradient too)."""
+    if lead is None and gqa:
+        pytest.skip("a 2-D input has no head dim to group")
+    g = torch.Generator().manual_seed(5)
+    rng = np.random.default_rng(len(lead or ()) * 2 + gqa)
+    Hq, Hkv, L, S, E = 4, (1 if gqa else 4), 7, 9, 8
+    qs, ks = ((L, E), (S, E)) if lead is None else (lead + (Hq, L, E), lead + (Hkv, S, E))
+    full = (L, S) if lead is None else lead + (Hq, L, S)
+    for mshape in mask_shapes(full, rng):
+        q = torch.randn(qs, generator=g, requires_grad=True)
+        k = torch.randn(ks, generator=g, requires_grad=True)
+        v = torch.randn(ks[:-1] + (E + 2,), generator=g, requires_grad=True)
+        if kind == "bool":
+            m = torch.rand(mshape, generator=g) < 0.8
+        else:
+            m = torch.randn(mshape, generator=g).requires_grad_()
+        out = lat.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=gqa)
+        want = sdpa_doc(q, k, v, attn_mask=m, enable_gqa=gqa)
+        assert out.shape == want.shape, (mshape, out.shape, want.shape)
+        torch.testing.assert_close(out.double(), want, rtol=2e-4, atol=2e-5, msg=lambda t: "%s: %s" % (mshape, t))
+        gout = torch.randn(out.shape, generator=g)
+        wrt = (q, k, v) + ((m,) if kind == "float" else ())
+        got = torch.autograd.grad(out, wrt, gout)
+        ref = torch.autograd.grad(want, wrt, gout.double())
+        for a, b in zip(got, ref):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a.double(), b.double(), rtol=1e-3, atol=1e-4,
+                                       msg=lambda t: "%s grad: %s" % (mshape, t))
+    q = torch.randn(qs, generator=g)
+    bad = full[:-1] + (S + 1,)
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        lat.scaled_dot_product_attention(q, torch.randn(ks, generator=g), torch.randn(ks, generator=g),
+                                         attn_mask=torch.ones(bad, dtype=torch.bool), enable_gqa=gqa)
+
+
+def test_sdpa_issue_shapes():
+    """The failing case of issue 33: q (4, 135, 16), k, v (1, 135, 16) with
+    enable_gqa, with and without a 2-D float mask."""
+    g = torch.Generator().manual_seed(33)
+    q = torch.randn(4, 135, 16, generator=g)
+    k, v = torch.randn(1, 135, 16, generator=g), torch.randn(1, 135, 16, generator=g)
+    m = torch.randn(135, 135, generator=g)
+    for kw in ({}, {"attn_mask": m}):
+        out = lat.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)
+        torch.testing.assert_close(out.double(), sdpa_doc(q, k, v, enable_gqa=True, **kw), rtol=2e-4, atol=2e-5)
+    with pytest.raises(RuntimeError, match="leading dims"):
+        lat.scaled_dot_product_attention(torch.randn(2, 4, 5, 8), torch.randn(3, 4, 5, 8), torch.randn(3, 4, 5, 8))
+
+
 def test_sdpa_gqa_and_errors():
     g = torch.Generator().manual_seed(2)
     q, k, v = torch.randn(2, 8, 5, 16, generator=g), torch.randn(2, 2, 7, 16, generator=g), torch.randn(2, 2, 7, 16,
