@@ -1,11 +1,12 @@
-/* Internal declarations shared across src/. Not installed. */
+/* Internal declarations shared across src/, what every layer may need:
+ * size arithmetic, the dropout stream, the dense projections and the entry
+ * points between the layers (reference, fused, validation). Not installed.
+ * It includes only attn.h: the semantics (base/sem.h), rows of views
+ * (base/rows.h) and KV sources (core/kv_src.h) are included where used. */
 #ifndef ATTN_INTERNAL_H
 #define ATTN_INTERNAL_H
 
 #include "attn.h"
-#include "base/rows.h"
-#include "base/sem.h"
-#include "core/kv_src.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -84,19 +85,6 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
 attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                       const float *m, const float *l, const float *t, attn_view dq, attn_view dk,
                                       attn_view dv);
-/* Flash-decoding forward (src/core/decode.c): same contract as
- * attn_sdpa_forward without dropout (ATTN_E_UNSUPPORTED), keys from kv. */
-attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
-/* Queries per (sequence, kv head) up to which the fused path uses decode */
-#define ATTN_DECODE_MAX_SQ 16
-/* The forward over keys from kv, arguments checked (src/core/sdpa.c): the
- * one place that chooses the path, for plain tensors and the KV cache
- * alike. A few query rows without dropout are memory-bound and run
- * flash-decoding straight from the storage; the rest run the fused tiles
- * (the reference when asked) on float32 views of the keys, gathered first
- * when the storage is 16-bit, q8_0 or paged. */
-attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
-
 /* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
  * both the reference and the fused path). */
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v);

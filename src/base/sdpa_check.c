@@ -4,6 +4,7 @@
  * are in sem.h. Nothing here
  * calls up into core, ref or modules. */
 #include "internal.h"
+#include "sem.h"
 
 #include <math.h>
 #include <string.h>

@@ -17,6 +17,9 @@
  * packed or copied. Dropout is not supported here (inference). */
 #include "../kernels/kernels.h"
 #include "internal.h"
+#include "base/rows.h"
+#include "base/sem.h"
+#include "core/kv_src.h"
 #include "online.h"
 #include "score.h"
 

@@ -30,6 +30,8 @@
 #include "../base/workspace.h"
 #include "../kernels/kernels.h"
 #include "internal.h"
+#include "base/rows.h"
+#include "base/sem.h"
 #include "online.h"
 #include "score.h"
 

@@ -61,4 +61,17 @@ static inline int attn_kv_src_f32_views(const attn_kv_src *s, attn_view *k, attn
     return 1;
 }
 
+/* Flash-decoding forward (src/core/decode.c): same contract as
+ * attn_sdpa_forward without dropout (ATTN_E_UNSUPPORTED), keys from kv. */
+attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
+/* Queries per (sequence, kv head) up to which the fused path uses decode */
+#define ATTN_DECODE_MAX_SQ 16
+/* The forward over keys from kv, arguments checked (src/core/sdpa.c): the
+ * one place that chooses the path, for plain tensors and the KV cache
+ * alike. A few query rows without dropout are memory-bound and run
+ * flash-decoding straight from the storage; the rest run the fused tiles
+ * (the reference when asked) on float32 views of the keys, gathered first
+ * when the storage is 16-bit, q8_0 or paged. */
+attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
+
 #endif

@@ -4,6 +4,8 @@
  * attention over the cache calls the core paths (decode reads the pages in
  * place). */
 #include "internal.h"
+#include "base/sem.h"
+#include "core/kv_src.h"
 
 #include <stdlib.h>
 #include <string.h>

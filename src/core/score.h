@@ -21,6 +21,7 @@
 
 #include "../kernels/kernels.h"
 #include "internal.h"
+#include "base/sem.h"
 
 #include <math.h>
 #include <string.h>

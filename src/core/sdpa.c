@@ -5,6 +5,9 @@
  *   otherwise                the fused tiled kernel (src/core/flash.c)
  * attn_attend makes that choice for plain tensors and the KV cache alike. */
 #include "internal.h"
+#include "base/rows.h"
+#include "base/sem.h"
+#include "core/kv_src.h"
 
 #include <stdlib.h>
 

@@ -2,6 +2,8 @@
  * row's scores materialized, accumulated in double. Clear rather than fast;
  * the ground truth every other path is tested against. */
 #include "internal.h"
+#include "base/rows.h"
+#include "base/sem.h"
 
 #include <float.h>
 #include <math.h>
