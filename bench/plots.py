@@ -55,7 +55,10 @@ def panels(data, title, draw, path, command):
     fig, axes = plt.subplots(1, len(kinds), figsize=(7.2 * len(kinds), 5.2), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         draw(ax, data[kind])
-        ax.set_ylim(bottom=0)
+        # headroom above the highest line (a same-run limit drawn on the
+        # frame's top edge can hardly be seen) and room for the legend
+        top = max((max(l.get_ydata()) for l in ax.get_lines() if len(l.get_ydata())), default=1.0)
+        ax.set_ylim(bottom=0, top=1.25 * top)
         ax.set_title(caption(kind, data[kind]), fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="best")
@@ -79,7 +82,10 @@ def draw_prefill(ax, rows):
     sg = median_by([r for r in fwd if r.get("peer") == "libattn"], lambda r: r.get("Sq"),
                    lambda r: r.get("sgemm_gflops") or None)
     if sg:
-        ax.axhline(statistics.median(sg.values()), color="k", lw=1, label="sgemm, same runs (unrestricted)")
+        level = statistics.median(sg.values())
+        ax.axhline(level, color="k", lw=1, label="sgemm, same runs (unrestricted)")
+        ax.annotate("sgemm %.0f GFLOP/s (same runs)" % level, xy=(0.01, level), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3), textcoords="offset points", fontsize=7)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length S (H = 8, D = 64, B = 1)")
     ax.set_ylabel("GFLOP/s")
