@@ -33,9 +33,9 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.1.0"
+#define ATTN_VERSION_STRING "0.2.0"
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 #if defined(_WIN32)
@@ -46,8 +46,18 @@ extern "C" {
 #define ATTN_API
 #endif
 
+/* Versions and the ABI (docs/API.md): PATCH releases change no public
+ * declaration; while MAJOR is 0 every MINOR release may change the layout
+ * of a public struct (attn_sdpa_desc gains fields) and so has its own
+ * soname, libattn.so.0.MINOR; from 1.0 on such a change bumps MAJOR
+ * (libattn.so.MAJOR) and MINOR only adds functions, enum values and
+ * structs. A program built against an older header is kept from an
+ * incompatible shared library by the soname; attn_abi_compatible (at the
+ * end of this header) also catches a library loaded by path. */
 /* Library version string, "MAJOR.MINOR.PATCH". */
 ATTN_API const char *attn_version(void);
+/* The library's ATTN_VERSION_NUMBER (MAJOR * 10000 + MINOR * 100 + PATCH). */
+ATTN_API int attn_version_number(void);
 /* sizeof a public struct by its name ("attn_sdpa_desc", ...), 0 if unknown:
  * for bindings that mirror the structs (e.g. Python's ctypes) to check their
  * layout against the library they loaded. */
@@ -631,6 +641,34 @@ ATTN_API attn_status attn_optim_step(attn_optim *o);
  * "<name>.exp_avg", "<name>.exp_avg_sq". Load requires the same parameters. */
 ATTN_API attn_status attn_optim_save(const attn_optim *o, const char *path);
 ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
+
+/* 1 when the library this program runs against has the public structs'
+ * layouts that this header (the one the program was compiled with) gives
+ * them, and the same MAJOR.MINOR; 0 otherwise: then no call that takes a
+ * struct is safe. Compiled into the caller, so the sizes are the caller's.
+ * Call it once at start-up when the library may be loaded by path (dlopen,
+ * a renamed file); the soname already covers ordinary dynamic linking. */
+static inline int attn_abi_compatible(void) {
+    const struct {
+        const char *name;
+        size_t size;
+    } t[] = {
+        {"attn_view", sizeof(attn_view)},
+        {"attn_sdpa_desc", sizeof(attn_sdpa_desc)},
+        {"attn_generator", sizeof(attn_generator)},
+        {"attn_dropout", sizeof(attn_dropout)},
+        {"attn_kv_cache_config", sizeof(attn_kv_cache_config)},
+        {"attn_layer_config", sizeof(attn_layer_config)},
+        {"attn_tensor_info", sizeof(attn_tensor_info)},
+        {"attn_forward_args", sizeof(attn_forward_args)},
+        {"attn_backward_args", sizeof(attn_backward_args)},
+        {"attn_optim_config", sizeof(attn_optim_config)},
+    };
+    if (attn_version_number() / 100 != ATTN_VERSION_NUMBER / 100) return 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (attn_abi_size(t[i].name) != t[i].size) return 0;
+    return 1;
+}
 
 #ifdef __cplusplus
 }

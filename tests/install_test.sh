@@ -31,12 +31,16 @@ int main(void) {
     attn_status st = attn_layer_forward(l, &a);
     attn_layer_free(l);
     printf("attn %s: %s %.4f %.4f\n", attn_version(), attn_status_string(st), out[0], out[1]);
-    return st != ATTN_OK || strcmp(attn_version(), ATTN_VERSION_STRING) != 0;
+    return st != ATTN_OK || strcmp(attn_version(), ATTN_VERSION_STRING) != 0 || !attn_abi_compatible();
 }
 C
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc "$tmp/x.c" -o "$tmp/x" $(pkg-config --cflags --libs attn)
 LD_LIBRARY_PATH="$libdir" "$tmp/x"
+# the program records the versioned soname (docs/API.md): an older build is
+# refused by the dynamic linker rather than run with other struct layouts
+soname=$(objdump -p "$libdir/libattn.so" | awk '/SONAME/ {print $2}')
+objdump -p "$tmp/x" | grep -q "NEEDED *$soname\$" || { echo "x does not need $soname"; exit 1; }
 # static linking through pkg-config --static
 cc "$tmp/x.c" -o "$tmp/xs" $(pkg-config --cflags attn) "$libdir/libattn.a" $(pkg-config --libs --static attn | sed "s/-lattn//")
 "$tmp/xs"

@@ -4,11 +4,15 @@ Which library is loaded, in order:
   1. the path in the environment variable LIBATTN_LIBRARY;
   2. the library `make install` recorded in _config.py next to this file;
   3. build/libattn.so of the source tree this package sits in (python/ in the repo);
-  4. libattn.so.0 through the dynamic linker's search path.
+  4. SONAME (libattn.so.0.MINOR) through the dynamic linker's search path.
 The struct layouts are checked against the loaded library (attn_abi_size).
 """
 import ctypes
 import os
+
+# the soname of the library this package's ctypes layouts describe
+# (docs/API.md, "Versions and the ABI"; test_version checks it)
+SONAME = "libattn.so.0.2"
 
 c_i64 = ctypes.c_int64
 c_int = ctypes.c_int
@@ -149,7 +153,7 @@ def _candidates():
     except ImportError:
         pass
     out.append(os.path.join(here, "..", "..", "build", "libattn.so"))
-    out.append("libattn.so.0")
+    out.append(SONAME)
     return out
 
 

@@ -18,6 +18,7 @@ size_t attn_abi_size(const char *type_name) {
         {"attn_tensor_info", sizeof(attn_tensor_info)},
         {"attn_forward_args", sizeof(attn_forward_args)},
         {"attn_backward_args", sizeof(attn_backward_args)},
+        {"attn_optim_config", sizeof(attn_optim_config)},
     };
     if (!type_name) return 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)

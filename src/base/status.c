@@ -2,6 +2,7 @@
 #include "internal.h"
 
 const char *attn_version(void) { return ATTN_VERSION_STRING; }
+int attn_version_number(void) { return ATTN_VERSION_NUMBER; }
 
 const char *attn_status_string(attn_status s) {
     switch (s) {
