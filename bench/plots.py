@@ -17,8 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
-results = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "results")
-img = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "..", "docs", "img")
+results = os.path.join(here, "results")
+img = os.path.join(here, "..", "docs", "img")
 
 
 def load(name):
@@ -55,10 +55,7 @@ def panels(data, title, draw, path, command):
     fig, axes = plt.subplots(1, len(kinds), figsize=(7.2 * len(kinds), 5.2), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         draw(ax, data[kind])
-        # headroom above the highest line (a same-run limit drawn on the
-        # frame's top edge can hardly be seen) and room for the legend
-        top = max((max(l.get_ydata()) for l in ax.get_lines() if len(l.get_ydata())), default=1.0)
-        ax.set_ylim(bottom=0, top=1.25 * top)
+        headroom(ax)
         ax.set_title(caption(kind, data[kind]), fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="best")
@@ -68,6 +65,13 @@ def panels(data, title, draw, path, command):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print("plots: wrote %s" % path)
+
+
+def headroom(ax):
+    """y from 0 to 1.25 x the highest line: a same-run limit drawn on the
+    frame's top edge can hardly be seen, and the legend needs the room."""
+    top = max((max(l.get_ydata()) for l in ax.get_lines() if len(l.get_ydata())), default=1.0)
+    ax.set_ylim(bottom=0, top=1.25 * top)
 
 
 def draw_prefill(ax, rows):
@@ -147,12 +151,20 @@ def with_ggml_decode(decode):
     return decode
 
 
-os.makedirs(img, exist_ok=True)
-panels(with_ggml(load("prefill")), "Prefill: libattn, ONNX Runtime, ggml and the machine's sgemm", draw_prefill,
-       os.path.join(img, "prefill.png"), "bench/sweep.sh prefill (attn bench --heads 8 --head-dim 64 --seq S "
-       "[--causal] --blas-env clear; node bench/ort/ort_bench.js); ggml: SHAPES=... bench/ggml/compare.sh")
-panels(with_ggml_decode(load("decode")), "Decode from a KV cache: bytes read per second against the read bandwidth", draw_decode,
-       os.path.join(img, "decode.png"), "bench/sweep.sh decode (attn bench --decode --heads 32 --kv-heads 8 "
-       "--head-dim 128 --kv-seq T --kv-dtype DT); ggml: bench/ggml/decode.sh")
-panels(load("ring"), "Ring attention over MPI ranks on one machine", draw_ring, os.path.join(img, "ring.png"),
-       "bench/ring_scaling.sh (mpirun -np 2 attn bench --ring --head-dim 128 ...)")
+def main():
+    global results, img
+    results = sys.argv[1] if len(sys.argv) > 1 else results
+    img = sys.argv[2] if len(sys.argv) > 2 else img
+    os.makedirs(img, exist_ok=True)
+    panels(with_ggml(load("prefill")), "Prefill: libattn, ONNX Runtime, ggml and the machine's sgemm", draw_prefill,
+           os.path.join(img, "prefill.png"), "bench/sweep.sh prefill (attn bench --heads 8 --head-dim 64 --seq S "
+           "[--causal] --blas-env clear; node bench/ort/ort_bench.js); ggml: SHAPES=... bench/ggml/compare.sh")
+    panels(with_ggml_decode(load("decode")), "Decode from a KV cache: bytes read per second against the read bandwidth", draw_decode,
+           os.path.join(img, "decode.png"), "bench/sweep.sh decode (attn bench --decode --heads 32 --kv-heads 8 "
+           "--head-dim 128 --kv-seq T --kv-dtype DT); ggml: bench/ggml/decode.sh")
+    panels(load("ring"), "Ring attention over MPI ranks on one machine", draw_ring, os.path.join(img, "ring.png"),
+           "bench/ring_scaling.sh (mpirun -np 2 attn bench --ring --head-dim 128 ...)")
+
+
+if __name__ == "__main__":
+    main()
