@@ -246,6 +246,37 @@ static void same_file_refused(char *err, size_t errlen) {
               sizeof err2) == 0,
           "sdpa with a broadcast attn_mask and attn_bias: %s", err2);
     expect_fail("sdpa unknown tensor", "sdpa --input cli_sdpa_bias.safetensors", 1, "unknown tensor 'attn_bogus'");
+    CHECK(file_contains("cli_stderr.txt", "q, k, v, key_mask, seqlens_k, alibi_slopes, sinks, attn_mask, attn_bias, "
+                                          "cu_seqlens_q, cu_seqlens_k, grad_out"),
+          "the unknown-tensor message lists every accepted name");
+    /* bad values of the newer inputs: exit 1 naming the tensor, the output untouched */
+    static const struct {
+        const char *name, *needle;
+        int nd;
+        int64_t sh[4];
+    } bad[] = {
+        {"sinks", "sinks", 1, {3, 0, 0, 0}},          /* 3 sinks for 4 heads */
+        {"attn_mask", "attn_mask", 4, {1, 1, 3, 5}},  /* Sq = 4: 3 does not broadcast */
+        {"attn_bias", "attn_bias", 4, {1, 4, 4, 4}},  /* Sk = 5 */
+        {"attn_bias", "attn_bias", 2, {4, 5, 0, 0}},  /* not 4 dims */
+        {"attn_mask", "BOOL or U8", 4, {1, 1, 4, 5}}, /* a float mask */
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+        attn_st_writer_new(&w);
+        attn_st_writer_add(w, "q", ATTN_DTYPE_F32, 4, qs, buf);
+        attn_st_writer_add(w, "k", ATTN_DTYPE_F32, 4, ks, buf);
+        attn_st_writer_add(w, "v", ATTN_DTYPE_F32, 4, ks, buf);
+        int is_mask = !strcmp(bad[c].name, "attn_mask") && c != 4;
+        attn_st_writer_add(w, bad[c].name, is_mask ? ATTN_DTYPE_BOOL : ATTN_DTYPE_F32, bad[c].nd, bad[c].sh,
+                           is_mask ? (const void *)dm : (const void *)buf);
+        attn_st_writer_save(w, "cli_sdpa_badval.safetensors");
+        attn_st_writer_free(w);
+        char what[64];
+        snprintf(what, sizeof what, "sdpa bad %s (case %zu)", bad[c].name, c);
+        expect_fail(what, "sdpa --input cli_sdpa_badval.safetensors", 1, bad[c].needle);
+    }
+    expect_fail("sdpa negative chunk", "sdpa --input cli_sdpa_sinks.safetensors --attention-chunk -1", 2,
+                "--attention-chunk");
 }
 
 /* attn sdpa --grad with attn_bias writes dbias in the bias's own shape, for

@@ -311,6 +311,81 @@ static void bad_descriptors(void) {
     CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "NaN ALiBi slope");
 }
 
+/* the newer rules' bad values (issue 23): each call returns its status and
+ * writes nothing (out, lse, the gradients keep a sentinel), on both paths,
+ * forward and backward, and through the KV cache */
+static int untouched(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != 7.0f) return 0;
+    return 1;
+}
+
+static void bad_new_rules(void) {
+    enum { H = 2, S = 4, D = 4, N = H * S * D };
+    float q[N], o[N], l[H * S], g[3][N], sk[H];
+    for (int i = 0; i < N; i++) q[i] = frand();
+    attn_view vq = {q, N, S * D, D}, vo = {o, N, S * D, D}, vg[3];
+    for (int t = 0; t < 3; t++) vg[t] = (attn_view){g[t], N, S * D, D};
+    int32_t cu_ok[3] = {0, 1, 4}, cu_bad[3][3] = {{1, 2, 4}, {0, 3, 2}, {0, 1, 3}}; /* start, decrease, end */
+    attn_view pq = {q, 0, D, H * D}, po = {o, 0, D, H * D}, pg[3];                  /* packed (T, H, D) */
+    for (int t = 0; t < 3; t++) pg[t] = (attn_view){g[t], 0, D, H * D};
+    for (int c = 0; c < 9; c++)
+        for (int impl = 0; impl < 2; impl++) {
+            attn_sdpa_desc d;
+            attn_sdpa_desc_init(&d, 1, H, S, S, D, D);
+            d.impl = impl ? ATTN_IMPL_FAST : ATTN_IMPL_REF;
+            attn_status want = ATTN_E_INVALID;
+            const char *what = "";
+            int packed = 0;
+            sk[0] = 0.5f, sk[1] = c == 0 ? NAN : c == 1 ? INFINITY : -1.0f;
+            if (c < 2) d.sinks = sk, what = c ? "an infinite sink" : "a NaN sink";
+            if (c == 2) d.attention_chunk = -1, what = "chunk -1";
+            if (c >= 3 && c < 6) { /* cu_seqlens_q bad in three ways */
+                d.cu_seqlens_q = cu_bad[c - 3], d.cu_seqlens_k = cu_ok, d.nseq = 2, packed = 1, want = ATTN_E_SHAPE;
+                what = c == 3 ? "cu_seqlens_q not from 0" : c == 4 ? "cu_seqlens_q decreasing" : "cu_seqlens_q short";
+            }
+            if (c == 6) d.cu_seqlens_q = cu_ok, d.nseq = 2, packed = 1, what = "cu_seqlens_k missing";
+            if (c == 7)
+                d.sinks = sk, d.k_start = 1, d.Sk_total = S + 1, want = ATTN_E_UNSUPPORTED, what = "block + sinks";
+            if (c == 8) {
+                static const uint8_t m[S] = {1, 1, 1, 1};
+                d.attn_mask = m, d.attn_mask_strides[3] = -1, what = "a negative mask stride";
+            }
+            for (size_t i = 0; i < N; i++) o[i] = g[0][i] = g[1][i] = g[2][i] = 7.0f;
+            for (int i = 0; i < H * S; i++) l[i] = 7.0f;
+            attn_view a = packed ? pq : vq, ao = packed ? po : vo;
+            attn_status f = attn_sdpa_forward(&d, a, a, a, ao, l);
+            attn_status b = attn_sdpa_backward(&d, a, a, a, ao, ao, l, packed ? pg[0] : vg[0], packed ? pg[1] : vg[1],
+                                               packed ? pg[2] : vg[2]);
+            CHECK(f == want && b == want, "%s (%s): forward %s, backward %s, want %s", what, impl ? "fast" : "ref",
+                  attn_status_string(f), attn_status_string(b), attn_status_string(want));
+            CHECK(untouched(o, N) && untouched(l, H * S) && untouched(g[0], N) && untouched(g[1], N) &&
+                      untouched(g[2], N),
+                  "%s (%s): nothing written", what, impl ? "fast" : "ref");
+        }
+    /* through the KV cache: a NaN sink or a negative chunk, the cache and the output unchanged */
+    attn_kv_cache_config cc = {1, H, 16, D, D, ATTN_DTYPE_F32, 0, 0};
+    attn_kv_cache *kc = NULL;
+    CHECK_OK(attn_kv_cache_create(&cc, &kc));
+    int64_t n1[1] = {S};
+    CHECK_OK(attn_kv_cache_append(kc, n1, vq, vq));
+    for (int c = 0; c < 2; c++) {
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, 1, H, 1, 0, D, D);
+        sk[1] = NAN;
+        if (c == 0)
+            d.sinks = sk;
+        else
+            d.attention_chunk = -3;
+        for (size_t i = 0; i < N; i++) o[i] = 7.0f;
+        attn_view q1 = {q, H * D, D, D}, o1 = {o, H * D, D, D};
+        CHECK(attn_kv_cache_attend(kc, &d, q1, o1, NULL) == ATTN_E_INVALID && untouched(o, N) &&
+                  attn_kv_cache_len(kc, 0) == S,
+              "KV cache attend with %s: a status, nothing changed", c ? "chunk -3" : "a NaN sink");
+    }
+    attn_kv_cache_free(kc);
+}
+
 /* a window that leaves some rows with no key: zeros, lse -inf, zero gradients */
 static void empty_rows(void) {
     fcase c = {.B = 1,
@@ -431,5 +506,6 @@ int main(int argc, char **argv) {
     }
     empty_rows();
     bad_descriptors();
+    bad_new_rules();
     return tu_finish("test_features");
 }
