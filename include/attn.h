@@ -33,9 +33,9 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
-#define ATTN_VERSION_STRING "0.2.0"
+#define ATTN_VERSION_STRING "0.3.0"
 #define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 #if defined(_WIN32)
@@ -178,6 +178,26 @@ typedef enum attn_impl {
     ATTN_IMPL_FAST = 2  /* fused tiled kernel; ATTN_E_UNSUPPORTED if unavailable */
 } attn_impl;
 
+/* The arithmetic of the products Q K^T and P V (docs/SEMANTICS.md, "Math
+ * modes"). Never chosen silently: the default is STRICT.
+ *   STRICT  float32 products of the stored values (every bitwise rule kept).
+ *   DATA    each product takes its operands in the data's storage type and
+ *           accumulates in float32: q rounded (nearest even) to K's type
+ *           (f16, bf16; a q8_0 K: q quantized per 32-value block to int8,
+ *           llama.cpp's q8_0 x q8_0 dot), the scale applied to the float32
+ *           score; the unnormalized P (2^(s - m), m a running row max)
+ *           rounded to V's type (f16, bf16; a q8_0 V: P stays float32) and
+ *           the row sum taken over the rounded P. Scores, maxima,
+ *           exponentials, sums, lse and the output accumulator stay float32.
+ *           For float32 data DATA is STRICT.
+ *   BF16    DATA, with float32 data also rounded to bf16 for the products.
+ * The rounding is the contract; which instructions carry the products
+ * (float32 FMA on rounded values, or bf16 / int8 dot instructions) is the
+ * kernels' choice per CPU (attn_kernel_name says which), so in DATA and BF16
+ * results may differ between kernel tables (never between thread counts).
+ * The backward in DATA / BF16 runs the strict backward for now. */
+typedef enum attn_math { ATTN_MATH_STRICT = 0, ATTN_MATH_DATA = 1, ATTN_MATH_BF16 = 2 } attn_math;
+
 /* A strided 4-D view (B, H, S, D) with a contiguous last dimension.
  * Strides are in elements; a stride of 0 broadcasts. */
 typedef struct attn_view {
@@ -260,6 +280,8 @@ typedef struct attn_sdpa_desc {
      * not combined with seqlens_k, key_mask, ALiBi or the block API. */
     const int32_t *cu_seqlens_q, *cu_seqlens_k; /* (nseq + 1) each, or NULL */
     int64_t nseq;
+    /* ---- arithmetic (0.3) ---- */
+    attn_math math; /* the products' arithmetic (see attn_math); 0 = ATTN_MATH_STRICT */
 } attn_sdpa_desc;
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
@@ -274,6 +296,11 @@ ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64
  * in builds made with libsimde-dev) or "auto" (the default: the best this
  * CPU runs). */
 ATTN_API const char *attn_kernel_name(void);
+/* How these kernels carry the products of ATTN_MATH_DATA and ATTN_MATH_BF16
+ * (e.g. float32 FMA on the rounded operands where the CPU or build has no
+ * bf16 / int8 product instructions: the same results' contract, strict's
+ * speed). */
+ATTN_API const char *attn_math_products(void);
 /* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it
  * names a kernel set this CPU or build cannot run ("avx2" without AVX2/FMA/
  * F16C, "avx512" without AVX-512 F/BW/DQ/VL and the OS's ZMM state,

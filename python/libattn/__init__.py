@@ -20,7 +20,7 @@ from ._capi import lib
 from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
-           "kernel_name", "release_cached_memory", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
+           "math_products", "kernel_name", "release_cached_memory", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")
@@ -41,6 +41,11 @@ def version():
 def kernel_name():
     """The SIMD kernels the fused path runs on this CPU ("avx2" or "generic")."""
     return lib.attn_kernel_name().decode()
+
+
+def math_products():
+    """How those kernels carry the products of math='data' and math='bf16'."""
+    return lib.attn_math_products().decode()
 
 
 def release_cached_memory():
@@ -175,11 +180,14 @@ def _dense(d, x, name, shape4, kept):
 
 
 def _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks=None,
-             attention_chunk=0, attn_mask=None, attn_bias=None, shape4=None):
+             attention_chunk=0, attn_mask=None, attn_bias=None, shape4=None, math="strict"):
     """The shared options of a descriptor (sdpa, attention_weights, KVCache.attend).
     Sk: the key_mask's width (None: any width, e.g. a cache's capacity).
     Returns the arrays d points into (keep them alive during the call)."""
     kept = []
+    if math not in _capi.MATH:
+        raise ValueError("math must be 'strict', 'data' or 'bf16', got %r" % (math,))
+    d.math = _capi.MATH[math]
     d.causal = _causal(causal)
     if scale is not None:
         d.scale = float(scale)
@@ -227,7 +235,7 @@ class _Call:
 
     def __init__(self, q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl,
                  qkv_dtype, with_v=True, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None, cu=None,
-                 dropout_p=0.0, dropout_seed=None):
+                 dropout_p=0.0, dropout_seed=None, math="strict"):
         self.q = _strided(_array(q, "q", (4,), (np.float32, np.float16, np.uint16)))
         self.k = _strided(_array(k, "k", (4,), (np.float32, np.float16, np.uint16)))
         self.v = _strided(_array(v, "v", (4,), (np.float32, np.float16, np.uint16))) if with_v else None
@@ -248,7 +256,7 @@ class _Call:
             raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
         d.impl = _capi.IMPL[impl]
         self.kept = _options(d, B, H, Sk, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, sinks,
-                             attention_chunk, attn_mask, attn_bias, (B, H, Sq, Sk))
+                             attention_chunk, attn_mask, attn_bias, (B, H, Sq, Sk), math)
         if cu is not None:  # packed sequences: (nseq + 1) int32 offsets of the queries and the keys
             cq, ck = (np.ascontiguousarray(np.asarray(x), dtype=np.int32) for x in cu)
             if cq.ndim != 1 or cq.shape != ck.shape or cq.size < 2:
@@ -287,7 +295,7 @@ class _Call:
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
          alibi_slopes=None, return_lse=False, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
-         attn_mask=None, attn_bias=None, dropout_p=0.0, dropout_seed=None):
+         attn_mask=None, attn_bias=None, dropout_p=0.0, dropout_seed=None, math="strict"):
     """Scaled dot-product attention, out = softmax(mask(scale * q k^T)) v.
 
     q (B, H, Sq, D), k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv) with H a multiple
@@ -307,12 +315,15 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
     key give zeros. dropout_p > 0: inverted dropout on the attention
     weights (out = (dropout(P) v, the softmax normalized before it, as
     torch), keep decisions drawn from libattn's generator seeded with
-    dropout_seed (give sdpa_backward the same p and seed).
+    dropout_seed (give sdpa_backward the same p and seed). math: the
+    products' arithmetic, 'strict' (float32 products of the stored values),
+    'data' (operands in the data's 16-bit type, float32 accumulation) or
+    'bf16' (float32 data rounded to bf16 too); docs/SEMANTICS.md.
     Returns out (B, H, Sq, Dv) float32, and lse (B, H, Sq) if return_lse.
     """
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
               sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias,
-              dropout_p=dropout_p, dropout_seed=dropout_seed)
+              dropout_p=dropout_p, dropout_seed=dropout_seed, math=math)
     B, H, Sq, Sk, D, Dv = c.shape
     out = np.empty((B, H, Sq, Dv), np.float32)
     lse = np.empty((B, H, Sq), np.float32) if return_lse else None
@@ -684,14 +695,16 @@ class KVCache(_Owned):
         _check(lib.attn_kv_cache_trim(self._handle(), int(b), int(length)), "KV cache trim")
 
     def attend(self, q, *, causal="bottom-right", scale=None, key_mask=None, window=(-1, -1), softcap=0.0,
-               alibi_slopes=None, return_lse=False, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None):
+               alibi_slopes=None, return_lse=False, sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None,
+               math="strict"):
         """Attention of q (B, H, Sq, D), float32, over each sequence's cached
         tokens: out (B, H, Sq, Dv) (and lse). attn_mask / attn_bias broadcast
         to (B, H, Sq, W), key j = cache position j (a tree mask of draft
         tokens: True = takes part), where W is the capacity (one buffer a
         serving loop reuses every step) or L, the longest sequence's length;
         positions at or past a sequence's length never take part, whatever
-        the mask holds there."""
+        the mask holds there. math: as sdpa's ('data': q rounded to the
+        cache's type, int8 blocks for a q8_0 cache; P to V's type)."""
         q = _strided(_array(q, "q", (4,)))
         B, H, Sq, D = q.shape
         d = _capi.SdpaDesc()
@@ -700,7 +713,7 @@ class KVCache(_Owned):
         keep = _options(d, B, H, None, causal, scale, key_mask, None, window, softcap, alibi_slopes, sinks,
                         attention_chunk, attn_mask, attn_bias,
                         [(B, H, Sq, max(self.length(b) for b in range(self.batch))),
-                         (B, H, Sq, self.capacity)])
+                         (B, H, Sq, self.capacity)], math)
         out = np.empty((B, H, Sq, self.v_head_dim), np.float32)
         lse = np.empty((B, H, Sq), np.float32) if return_lse else None
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),

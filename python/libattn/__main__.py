@@ -7,6 +7,7 @@ from libattn import _capi
 def main():
     print("libattn %s" % libattn.version())
     print("kernels: %s" % libattn.kernel_name())
+    print("math data/bf16: %s" % libattn.math_products())
     print("library: %s" % _capi.library_path)
     print("package: %s" % libattn.__file__.rsplit("/", 1)[0])
 

@@ -12,7 +12,7 @@ import os
 
 # the soname of the library this package's ctypes layouts describe
 # (docs/API.md, "Versions and the ABI"; test_version checks it)
-SONAME = "libattn.so.0.2"
+SONAME = "libattn.so.0.3"
 
 c_i64 = ctypes.c_int64
 c_int = ctypes.c_int
@@ -40,6 +40,9 @@ class Dropout(ctypes.Structure):
                 ("mcg_seed", ctypes.c_uint32), ("keep", c_u8_p), ("n", ctypes.c_uint64)]
 
 
+MATH = {"strict": 0, "data": 1, "bf16": 2}  # attn_math
+
+
 class SdpaDesc(ctypes.Structure):
     _fields_ = [("B", c_i64), ("H", c_i64), ("Sq", c_i64), ("Sk", c_i64), ("D", c_i64), ("Dv", c_i64),
                 ("scale", c_float), ("causal", c_int), ("key_mask", c_u8_p), ("key_mask_stride_b", c_i64),
@@ -51,7 +54,7 @@ class SdpaDesc(ctypes.Structure):
                 ("dsinks", c_float_p), ("attn_mask", c_u8_p), ("attn_mask_strides", c_i64 * 4),
                 ("attn_bias", c_float_p), ("attn_bias_strides", c_i64 * 4), ("dbias", c_float_p),
                 ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)), ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
-                ("nseq", c_i64)]
+                ("nseq", c_i64), ("math", c_int)]
 
 
 class Generator(ctypes.Structure):
@@ -91,6 +94,7 @@ _STRUCTS = {"attn_view": View, "attn_sdpa_desc": SdpaDesc, "attn_generator": Gen
 _P = c_void_p
 _FUNCS = {
     "attn_version": (ctypes.c_char_p, []),
+    "attn_math_products": (ctypes.c_char_p, []),
     "attn_abi_size": (ctypes.c_size_t, [ctypes.c_char_p]),
     "attn_status_string": (ctypes.c_char_p, [c_int]),
     "attn_kernel_name": (ctypes.c_char_p, []),

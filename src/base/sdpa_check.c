@@ -51,6 +51,7 @@ static attn_status check_features(const attn_sdpa_desc *d) {
         for (int64_t h = 0; h < d->H; h++)
             if (!isfinite(d->alibi_slopes[h])) return ATTN_E_INVALID;
     if (d->attention_chunk < 0) return ATTN_E_INVALID;
+    if (d->math != ATTN_MATH_STRICT && d->math != ATTN_MATH_DATA && d->math != ATTN_MATH_BF16) return ATTN_E_INVALID;
     if (d->cu_seqlens_q || d->cu_seqlens_k) { /* packed sequences */
         if (!d->cu_seqlens_q || !d->cu_seqlens_k || d->nseq < 1 || d->B != 1) return ATTN_E_INVALID;
         if (d->seqlens_k || d->key_mask || d->alibi_slopes) return ATTN_E_UNSUPPORTED;

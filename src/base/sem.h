@@ -176,4 +176,36 @@ static inline int64_t attn_sem_group(const attn_sdpa_desc *d) {
 /* kv head read by query head h */
 static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) { return h / attn_sem_group(d); }
 
+/* ---- math modes (attn.h, attn_math): which operands of the products are
+ * rounded, and to what. kdt / vdt: the storage type of K / V (a view's
+ * qkv_dtype as attn_view_dtype gives it, or the cache's). ATTN_DTYPE_F32
+ * means "not rounded". ---- */
+
+/* the type q is rounded to for Q K^T */
+static inline attn_dtype attn_sem_q_type(const attn_sdpa_desc *d, attn_dtype kdt) {
+    if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
+    if (kdt == ATTN_DTYPE_F16 || kdt == ATTN_DTYPE_BF16 || kdt == ATTN_DTYPE_Q8_0) return kdt;
+    return d->math == ATTN_MATH_BF16 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+}
+
+/* the type K and V rows are rounded to as they enter the products (their
+ * storage already is their type; only float32 data in BF16 mode rounds) */
+static inline attn_dtype attn_sem_kv_type(const attn_sdpa_desc *d, attn_dtype dt) {
+    return d->math == ATTN_MATH_BF16 && dt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+}
+
+/* the type the unnormalized P is rounded to for P V (a q8_0 V: P stays float32) */
+static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt) {
+    if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
+    if (vdt == ATTN_DTYPE_F16 || vdt == ATTN_DTYPE_BF16) return vdt;
+    return d->math == ATTN_MATH_BF16 && vdt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+}
+
+/* does the mode round anything for these types (the scale then stays out of
+ * the rounded queries: score.h applies it to the float32 scores) */
+static inline int attn_sem_rounds(const attn_sdpa_desc *d, attn_dtype kdt, attn_dtype vdt) {
+    return attn_sem_q_type(d, kdt) != ATTN_DTYPE_F32 || attn_sem_kv_type(d, kdt) != ATTN_DTYPE_F32 ||
+           attn_sem_p_type(d, vdt) != ATTN_DTYPE_F32;
+}
+
 #endif

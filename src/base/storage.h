@@ -78,4 +78,21 @@ static inline size_t attn_storage_bytes(attn_dtype t, int64_t n) {
 /* is t a 16-bit floating type (a q/k/v view of half or bfloat16 elements)? */
 static inline int attn_is16(attn_dtype t) { return t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16; }
 
+/* x[0..n) rounded in place to type t as a store and a load would round it
+ * (f16, bf16: nearest even; q8_0: quantized per 32-value block, n a multiple
+ * of 32, then read back; F32 or any other type: unchanged). The math modes'
+ * operand rounding (base/sem.h), one definition for every path. */
+static inline void attn_st_round(attn_dtype t, float *x, int64_t n) {
+    if (t == ATTN_DTYPE_F16)
+        for (int64_t i = 0; i < n; i++) x[i] = attn_f16_to_f32(attn_f32_to_f16(x[i]));
+    else if (t == ATTN_DTYPE_BF16)
+        for (int64_t i = 0; i < n; i++) x[i] = attn_bf16_to_f32(attn_f32_to_bf16(x[i]));
+    else if (t == ATTN_DTYPE_Q8_0)
+        for (int64_t i = 0; i + ATTN_Q8_BLOCK <= n; i += ATTN_Q8_BLOCK) {
+            unsigned char blk[ATTN_Q8_BYTES];
+            attn_q8_quantize(x + i, ATTN_Q8_BLOCK, blk);
+            attn_st_load_q8(blk, ATTN_Q8_BLOCK, x + i);
+        }
+}
+
 #endif

@@ -102,7 +102,20 @@ typedef struct dec_call {
     const attn_kv_src *kv;
     int64_t R, DvP;
     float escale;
+    attn_dtype qt, kvt, pt; /* the math mode's rounding of Q, of K and V, of P (base/sem.h) */
 } dec_call;
+
+/* BF16 mode on float32 rows: nb rows of K and V from K, V (ldk, ldv apart)
+ * rounded into kb (nb x D) and vb (nb x Dv), which the products then read */
+static void dec_round_kv(const dec_call *c, const void *K, int64_t ldk, const void *V, int64_t ldv, int64_t nb,
+                         float *kb, float *vb) {
+    int64_t D = c->d->D, Dv = c->d->Dv;
+    for (int64_t j = 0; j < nb; j++) {
+        memcpy(kb + j * D, (const float *)K + j * ldk, (size_t)D * sizeof(float));
+        memcpy(vb + j * Dv, (const float *)V + j * ldv, (size_t)Dv * sizeof(float));
+        attn_st_round(c->kvt, kb + j * D, D), attn_st_round(c->kvt, vb + j * Dv, Dv);
+    }
+}
 
 /* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
  * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
@@ -111,7 +124,7 @@ typedef struct dec_call {
  * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
  * DEC_PF rows ahead in their own stream. */
 static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg, float *S, float *pm, int64_t j0,
-                         int64_t pf_hk, int64_t pf_j) {
+                         int64_t pf_hk, int64_t pf_j, float *kvb) {
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
     const attn_kv_src *kv = c->kv;
@@ -142,6 +155,10 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg,
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
     }
+    if (c->kvt != ATTN_DTYPE_F32) { /* float32 rows rounded for the products (BF16 mode) */
+        dec_round_kv(c, K, ldk, V, ldv, nb, kvb, kvb + DEC_NB * D);
+        K = kvb, ldk = D, V = kvb + DEC_NB * D, ldv = Dv, pk = pv = NULL;
+    }
     if (h16)
         kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
     else
@@ -151,7 +168,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg,
         int64_t h = hk * G + r / Sq, i = r % Sq;
         float *s = S + r * DEC_NB;
         attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
-        attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP);
+        attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
     }
     if (h16)
         kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kind);
@@ -160,13 +177,16 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg,
     return nb;
 }
 
-/* The group's R query rows of (b, hk) into Qg (qmul folded in; 16-bit queries converted) */
-static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul, float *Qg) {
+/* The group's R query rows of (b, hk) into Qg (qmul folded in; 16-bit
+ * queries converted; rounded to qt, the math mode's Q operand type) */
+static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul,
+                       attn_dtype qt, float *Qg) {
     int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
     for (int64_t r = 0; r < R; r++) {
         float *row = Qg + r * D;
         const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
         for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
+        attn_st_round(qt, row, D);
     }
 }
 
@@ -201,14 +221,23 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             for (int64_t s = 0; s < first[g + 1] - first[g]; s++)
                 for (int64_t t = 0; t < gs; t++) order[no++] = (size_t)(first[g + t] + s);
     /* base 2: see score.h */
-    dec_call c = {d, attn_kernels(), kv, R, DvP, attn_score_escale(d)};
+    dec_call c = {d,
+                  attn_kernels(),
+                  kv,
+                  R,
+                  DvP,
+                  attn_score_escale(d),
+                  attn_sem_q_type(d, kv->dtype),
+                  attn_sem_kv_type(d, kv->dtype),
+                  attn_sem_p_type(d, kv->dtype)};
     float qmul = attn_score_q_multiplier(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
     {
         float *Qg = malloc((size_t)(gs * R * D) * sizeof(float));
         float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
-        int ok = Qg && S;
+        float *kvb = c.kvt != ATTN_DTYPE_F32 ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
+        int ok = Qg && S && (c.kvt == ATTN_DTYPE_F32 || kvb);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -224,7 +253,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             const size_t *grp = order + gi * (size_t)gs;
             const dec_item *it0 = &items[grp[0]];
             if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
-                for (int64_t t = 0; t < gs; t++) dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, Qg + t * R * D);
+                for (int64_t t = 0; t < gs; t++) dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, c.qt, Qg + t * R * D);
                 packed_b = it0->b, packed_hk = it0->hk;
             }
             for (int64_t t = 0; t < gs; t++) {
@@ -237,12 +266,12 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 for (int64_t t = 0; t < gs; t++) { /* prefetch the next head's block, or the next block */
                     int64_t pf_hk = it0->hk + (t + 1) % gs, pf_j = t + 1 < gs ? j0 : j0 + nb;
                     nb = dec_block(&c, &items[grp[t]], Qg + t * R * D, S, part + grp[t] * (size_t)(R * (DvP + 2)), j0,
-                                   pf_hk, pf_j);
+                                   pf_hk, pf_j, kvb);
                 }
                 j0 += nb;
             }
         }
-        free(Qg), free(S);
+        free(Qg), free(S), free(kvb);
         /* merge the splits of each (b, hk) in split order */
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < B * Hkv; g++) {

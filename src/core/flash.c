@@ -135,10 +135,12 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
  * panels (panel p: SkP x 16 at Vp + p * SkP * 16: the P V product's B
  * operand contiguous too; V read in place with a power-of-two row stride
  * put a tile's rows of one column panel into a few cache sets), zero-padded;
- * 16-bit inputs are converted here (tmp: D + Dv floats). */
+ * 16-bit inputs are converted here (tmp: D + Dv floats), float32 inputs in
+ * BF16 mode rounded to bf16 (base/sem.h). */
 static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
                     float *KT, float *Vp, float *tmp) {
     int64_t D = d->D, Dv = d->Dv, full = Dv / 16 * 16;
+    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype));
     for (int64_t j = 0; j < SkP; j++) {
         float *kp = KT + (j / 16) * D * 16 + j % 16, *vp = Vp + j * 16;
         if (j >= d->Sk) { /* padding keys */
@@ -147,8 +149,16 @@ static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b
             continue;
         }
         const float *kr = attn_row_f32(k, d->qkv_dtype, b, h, j, D, tmp);
+        if (kvt != ATTN_DTYPE_F32) { /* BF16 mode on float32 data: the products' operands */
+            if (kr != tmp) memcpy(tmp, kr, (size_t)D * sizeof(float));
+            attn_st_round(kvt, tmp, D), kr = tmp;
+        }
         for (int64_t c = 0; c < D; c++) kp[c * 16] = kr[c];
         const float *vr = attn_row_f32(v, d->qkv_dtype, b, h, j, Dv, tmp + D);
+        if (kvt != ATTN_DTYPE_F32) {
+            if (vr != tmp + D) memcpy(tmp + D, vr, (size_t)Dv * sizeof(float));
+            attn_st_round(kvt, tmp + D, Dv), vr = tmp + D;
+        }
         for (int64_t p = 0; p < full; p += 16) memcpy(vp + p * SkP, vr + p, 16 * sizeof(float));
         if (full < DvP) /* the last panel's columns past Dv are zero */
             for (int64_t c = 0; c < 16; c++) vp[full * SkP + c] = full + c < Dv ? vr[full + c] : 0.0f;
@@ -156,15 +166,17 @@ static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
- * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1). */
+ * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1), then
+ * rounded to rt (a math mode's operand type; F32: not rounded). */
 static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n,
-                      int64_t ldp, float *dst, float mul) {
+                      int64_t ldp, float *dst, float mul, attn_dtype rt) {
     for (int64_t r = 0; r < BR; r++) {
         float *row = dst + r * ldp;
         int64_t c = 0;
         if (r < rows) {
             const float *src = attn_row_f32(t, dt, b, h, i0 + r, n, row); /* converts in place */
             for (; c < n; c++) row[c] = mul * src[c];
+            attn_st_round(rt, row, n);
         }
         for (; c < ldp; c++) row[c] = 0.0f;
     }
@@ -235,6 +247,7 @@ typedef struct fwd_call {
     float qmul, escale;
     mcg_consts mc;
     qblocks qb;
+    attn_dtype qt, pt; /* the math mode's rounding of Q and of P (base/sem.h) */
 } fwd_call;
 
 /* One thread's tiles. */
@@ -275,7 +288,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     }
     attn_seq sq = attn_seq_of(d, b);
     attn_score_keys keys = {sq, t->add, t->any_add};
-    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
+    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul, c->qt);
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
@@ -300,7 +313,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
             attn_score_tile(kt, d, &keys, h, Sc + a, LDS, e16 - a, nr, i0 + r0, j0 + a, NULL);
             for (int64_t r = 0; r < nr; r++)
                 attn_online_row(kt, Sc + r * LDS + a, e16 - a, c->escale, &m[r0 + r], &l[r0 + r], O + (r0 + r) * DvP,
-                                DvP);
+                                DvP, c->pt);
             if (d->dropout) dropout_tile(kt, d, &c->mc, Sc + a, LDS, e16 - a, nr, b, h, i0 + r0, j0 + a, t->keep);
             /* P V over the keys the chunk may see (P = 0 elsewhere) */
             int64_t pa = clo[ci] > j0 ? clo[ci] - j0 : 0, pe = chi[ci] - j0 < e16 ? chi[ci] - j0 : e16;
@@ -422,7 +435,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                   attn_score_q_multiplier(d),
                   attn_score_escale(d),
                   mcg_setup(d),
-                  {0, 0, NULL}};
+                  {0, 0, NULL},
+                  attn_sem_q_type(d, attn_view_dtype(d->qkv_dtype)),
+                  attn_sem_p_type(d, attn_view_dtype(d->qkv_dtype))};
     if (qb_make(d, &c.qb)) return ATTN_E_NOMEM;
     int64_t SkP = c.SkP, DvP = c.DvP, nqb = c.qb.n;
 #ifdef _OPENMP
@@ -637,8 +652,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             int any_add = attn_score_key_row(d, b, add, nkb * BC_B);
             attn_seq sq = attn_seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
-            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul);
-            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul, ATTN_DTYPE_F32);
+            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f, ATTN_DTYPE_F32);
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
             int64_t klo, khi;
@@ -1125,8 +1140,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 qb_at(&pl.qb, u % nqb, &i0, &rows);
                 block_rng(d, &sq, i0, rows, &klo, &khi);
                 int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul);
-                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f);
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul, ATTN_DTYPE_F32);
+                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f, ATTN_DTYPE_F32);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
@@ -1136,7 +1151,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                                        any_add, tb.keep, gm ? NULL : m, l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f); /* dK += dS^T Q: Q as given */
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f, ATTN_DTYPE_F32); /* dK += dS^T Q */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;

@@ -4,6 +4,7 @@
 #define ATTN_ONLINE_H
 
 #include "../kernels/kernels.h"
+#include "base/storage.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,15 +34,26 @@ static inline float attn_row_max(const attn_kernel_table *kt, const float *s, in
  * rescaling: P is then at most 2^11, far from float overflow. */
 #define ATTN_LAZY_MAX 11.0f
 
+/* P rounded in place to pt (the math modes' P V operand, base/sem.h;
+ * F32: nothing to do) and its sum over the rounded values, in lanes of 8
+ * then pairwise (as exp2_row sums). */
+static inline float attn_round_sum(float *p, int64_t n, attn_dtype pt) {
+    attn_st_round(pt, p, n);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < n; j++) acc[j % 8] += p[j];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 /* Row s[0..n) of raw scores (already masked with -inf) against the running
  * reference max *m, sum *l and output row o[0..no): s becomes
  * P = 2^(escale * s - m), and *l += sum P. Base 2: escale carries log2(e)
  * (or the scores already do: escale = 1) and m is in base-2 units.
  * Lazy rescaling: m only moves when the tile's max exceeds it by more than
  * ATTN_LAZY_MAX; then the running sum and output are rescaled by
- * 2^(m_old - m_new). A row that has seen no key yet gets P = 0. */
+ * 2^(m_old - m_new). A row that has seen no key yet gets P = 0. With pt not
+ * F32 (a math mode), P is rounded to pt and *l sums the rounded P. */
 static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_t n, float escale, float *m, float *l,
-                                   float *o, int64_t no) {
+                                   float *o, int64_t no, attn_dtype pt) {
     float mt = attn_row_max(kt, s, n) * escale;
     if (mt == -INFINITY && *m == -INFINITY) { /* nothing visible yet: P = 0 */
         memset(s, 0, (size_t)n * sizeof(float));
@@ -56,7 +68,8 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
         }
         *m = mn;
     }
-    *l += kt->exp2_row(s, s, n, escale, *m);
+    float sum = kt->exp2_row(s, s, n, escale, *m);
+    *l += pt == ATTN_DTYPE_F32 ? sum : attn_round_sum(s, n, pt);
 }
 
 /* A row's end: the factor that turns its output accumulator (relative to

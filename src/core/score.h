@@ -38,9 +38,12 @@ static inline attn_seq attn_seq_of(const attn_sdpa_desc *d, int64_t b) {
     return s;
 }
 
-/* score modifiers present: the tile is modified in natural units */
+/* score modifiers present: the tile is modified in natural units. A math
+ * mode that rounds operands (the entry points set math to STRICT when
+ * nothing rounds) counts too: q is rounded without the scale, which is
+ * applied to the float32 scores here. */
 static inline int attn_score_has_mods(const attn_sdpa_desc *d) {
-    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL;
+    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL || d->math != ATTN_MATH_STRICT;
 }
 
 /* what the packed queries are multiplied by (see the base-2 note above) */

@@ -10,6 +10,7 @@
 #include "core/kv_src.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* fused tiles or the reference on float32-addressable views */
 static attn_status tiles(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, float *lse) {
@@ -18,33 +19,76 @@ static attn_status tiles(const attn_sdpa_desc *d, attn_view q, attn_view k, attn
 }
 
 /* the used rows (d->Sk per head, each sequence's own length through
- * seqlens_k) of storage that the tiles cannot read in place, as float32
- * (B, Hkv, Sk, .) tensors; rows past a sequence's length are zeros */
+ * seqlens_k) of storage that the tiles cannot read in place, as (B, Hkv,
+ * Sk, .) tensors of float32, or, in a math mode over a 16-bit cache, of the
+ * cache's own type (the queries then rounded to it, which is the mode's
+ * rounding of Q, so that the tiles see K's type); rows past a sequence's
+ * length are zeros */
 static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
-    int64_t B = d->B, Hkv = kv->Hkv, Sk = d->Sk, D = kv->D, Dv = kv->Dv;
-    size_t nk, nv;
+    int64_t B = d->B, H = d->H, Hkv = kv->Hkv, Sk = d->Sk, D = kv->D, Dv = kv->Dv;
+    int keep16 = d->math != ATTN_MATH_STRICT && attn_is16(kv->dtype);
+    int q8 = d->math != ATTN_MATH_STRICT && kv->dtype == ATTN_DTYPE_Q8_0; /* the queries rounded as q8_0 blocks */
+    attn_dtype gt = keep16 ? kv->dtype : ATTN_DTYPE_F32;
+    size_t nk, nv, nq, es = keep16 ? 2 : 4;
     if (attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
-        attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv))
+        attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv) ||
+        attn_mul3_size((size_t)(B * H), (size_t)(d->Sq ? d->Sq : 1), (size_t)D, &nq))
         return ATTN_E_OVERFLOW;
-    float *gk = calloc(nk, sizeof(float)), *gv = calloc(nv, sizeof(float));
-    if (!gk || !gv) {
-        free(gk), free(gv);
+    void *gk = calloc(nk, es), *gv = calloc(nv, es), *gq = keep16 || q8 ? malloc(nq * es) : NULL;
+    float *row = malloc((size_t)(D > Dv ? D : Dv) * sizeof(float));
+    if (!gk || !gv || !row || ((keep16 || q8) && !gq)) {
+        free(gk), free(gv), free(gq), free(row);
         return ATTN_E_NOMEM;
     }
-    const attn_storage *st = attn_storage_of(kv->dtype);
+    const attn_storage *st = attn_storage_of(kv->dtype), *gs = attn_storage_of(gt);
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++)
             for (int64_t j = 0, len = attn_sem_sk(d, b), run, ld; j < len; j++) {
-                st->load(attn_kv_rows(kv, 0, b, hk, j, &run, &ld), D, gk + ((b * Hkv + hk) * Sk + j) * D);
-                st->load(attn_kv_rows(kv, 1, b, hk, j, &run, &ld), Dv, gv + ((b * Hkv + hk) * Sk + j) * Dv);
+                size_t ak = (size_t)(((b * Hkv + hk) * Sk + j) * D), av = (size_t)(((b * Hkv + hk) * Sk + j) * Dv);
+                const void *kr = attn_kv_rows(kv, 0, b, hk, j, &run, &ld),
+                           *vr = attn_kv_rows(kv, 1, b, hk, j, &run, &ld);
+                if (keep16) { /* the stored bits as they are */
+                    memcpy((uint16_t *)gk + ak, kr, (size_t)D * 2), memcpy((uint16_t *)gv + av, vr, (size_t)Dv * 2);
+                } else {
+                    st->load(kr, D, (float *)gk + ak), st->load(vr, Dv, (float *)gv + av);
+                }
             }
-    attn_view vk = {gk, Hkv * Sk * D, Sk * D, D}, vv = {gv, Hkv * Sk * Dv, Sk * Dv, Dv};
-    attn_status s = tiles(d, q, vk, vv, out, lse);
-    free(gk), free(gv);
+    attn_sdpa_desc e = *d;
+    attn_view vk = {gk, Hkv * Sk * D, Sk * D, D}, vv = {gv, Hkv * Sk * Dv, Sk * Dv, Dv}, vq = q;
+    if (keep16 || q8) { /* the queries rounded to K's type: the tiles' views share one type */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < d->Sq; i++) {
+                    size_t at = (size_t)(((b * H + h) * d->Sq + i) * D);
+                    const float *src = attn_row_f32(q, d->qkv_dtype, b, h, i, D, row);
+                    if (keep16) {
+                        gs->store(src, D, (uint16_t *)gq + at);
+                    } else { /* q8_0: K's values are the dequantized blocks, P stays float32 */
+                        memcpy((float *)gq + at, src, (size_t)D * sizeof(float));
+                        attn_st_round(ATTN_DTYPE_Q8_0, (float *)gq + at, D);
+                    }
+                }
+        vq = (attn_view){gq, H * d->Sq * D, d->Sq * D, D};
+        e.qkv_dtype = gt;
+        if (q8) e.math = ATTN_MATH_STRICT; /* every rounding of the mode is done */
+    }
+    attn_status s = tiles(&e, vq, vk, vv, out, lse);
+    free(gk), free(gv), free(gq), free(row);
     return s;
 }
 
-attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
+/* the descriptor a call runs with: math STRICT when the mode rounds nothing
+ * for these K / V types (float32 data in DATA mode is STRICT, bit for bit) */
+static attn_sdpa_desc resolve_math(const attn_sdpa_desc *d, attn_dtype kvdt) {
+    attn_sdpa_desc e = *d;
+    if (!attn_sem_rounds(d, kvdt, kvdt)) e.math = ATTN_MATH_STRICT;
+    return e;
+}
+
+attn_status attn_attend(const attn_sdpa_desc *dd, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
+    attn_sdpa_desc e = resolve_math(dd, kv->dtype);
+    const attn_sdpa_desc *d = &e;
+    if (d->math != ATTN_MATH_STRICT && d->dropout) return ATTN_E_UNSUPPORTED; /* a mode rounds P; dropout rescales it */
     if (d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout)
         return attn_decode_forward(d, q, kv, out, lse);          /* a few queries: memory-bound, flash-decoding */
     if (!kv->pool_k) return tiles(d, q, kv->k, kv->v, out, lse); /* plain tensors of any qkv_dtype */
@@ -65,10 +109,13 @@ attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k,
     return attn_sdpa_ref_weights(d, q, k, scores, weights);
 }
 
-attn_status attn_sdpa_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
+attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view k, attn_view v, attn_view out,
                                attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv) {
-    attn_status st = attn_sdpa_check(d, q, k, v, dout, 1);
+    attn_status st = attn_sdpa_check(dd, q, k, v, dout, 1);
     if (st != ATTN_OK) return st;
+    attn_sdpa_desc e = *dd; /* the backward runs strict in every math mode, for now (attn.h) */
+    e.math = ATTN_MATH_STRICT;
+    const attn_sdpa_desc *d = &e;
     int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
     if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_backward(d, q, k, v, dout, dq, dk, dv);
@@ -88,7 +135,9 @@ static attn_status block_check(const attn_sdpa_desc *d, attn_view q, attn_view k
 attn_status attn_sdpa_block_stats(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                   float *m, float *l, float *t) {
     attn_status st = block_check(d, q, k, v, dout, m, l, t);
-    return st != ATTN_OK ? st : attn_flash_block_stats(d, q, k, v, dout, m, l, t);
+    attn_sdpa_desc e = *d; /* the backward's statistics: strict, as the backward */
+    e.math = ATTN_MATH_STRICT;
+    return st != ATTN_OK ? st : attn_flash_block_stats(&e, q, k, v, dout, m, l, t);
 }
 
 attn_status attn_sdpa_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
@@ -98,5 +147,7 @@ attn_status attn_sdpa_block_backward(const attn_sdpa_desc *d, attn_view q, attn_
     if (st != ATTN_OK) return st;
     int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
     if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
-    return attn_flash_block_backward(d, q, k, v, dout, m, l, t, dq, dk, dv);
+    attn_sdpa_desc e = *d;
+    e.math = ATTN_MATH_STRICT;
+    return attn_flash_block_backward(&e, q, k, v, dout, m, l, t, dq, dk, dv);
 }

@@ -142,3 +142,4 @@ attn_status attn_kernel_status(void) {
 }
 
 const char *attn_kernel_name(void) { return attn_kernels()->name; }
+const char *attn_math_products(void) { return attn_kernels()->math_products; }

@@ -89,7 +89,14 @@ typedef struct attn_kernel_table {
                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
     void (*pv_rows_x)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                       float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
+    /* how this table carries the math modes' products (attn_math_products) */
+    const char *math_products;
 } attn_kernel_table;
+
+/* the math modes' products in a table that has no 16-bit or int8 product
+ * instructions: float32 FMA on operands rounded to the mode's types (the
+ * same rounding, so the same contract; the speed of strict) */
+#define ATTN_MATH_PRODUCTS_F32 "float32 FMA on operands rounded to the data's type (no bf16/f16/int8 product kernels)"
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
  * returns x, beyond +-7.9 exactly +-1 (float32's tanh is 1 - 3e-7 there: a

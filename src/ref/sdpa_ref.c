@@ -8,6 +8,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const float *row_of(attn_view t, int64_t b, int64_t h, int64_t s) {
     return t.data + b * t.stride_b + h * t.stride_h + s * t.stride_s;
@@ -17,9 +18,21 @@ static const float *row_of(attn_view t, int64_t b, int64_t h, int64_t s) {
  * (scale, softcap, ALiBi, bias; attn.h) or -INFINITY where key j is not visible;
  * dcap[j] (if not NULL) is d(score)/d(q.k_j). Returns the number of visible
  * keys. */
+/* row s of (b, h) of view t as float32 rounded to rt (a math mode's operand
+ * type, base/sem.h; F32: as stored), in buf (n floats) when it must be copied */
+static const float *row_rounded(attn_view t, const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t s, int64_t n,
+                                attn_dtype rt, float *buf) {
+    const float *r = attn_row_f32(t, d->qkv_dtype, b, h, s, n, buf);
+    if (rt == ATTN_DTYPE_F32) return r;
+    if (r != buf) memcpy(buf, r, (size_t)n * sizeof(float));
+    attn_st_round(rt, buf, n);
+    return buf;
+}
+
 static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int64_t b, int64_t h, int64_t i,
                           double *sc, double *dcap, float *tmp /* 2 D floats for 16-bit inputs */) {
-    const float *qi = attn_row_f32(q, d->qkv_dtype, b, h, i, d->D, tmp);
+    attn_dtype vt = attn_view_dtype(d->qkv_dtype), kvt = attn_sem_kv_type(d, vt);
+    const float *qi = row_rounded(q, d, b, h, i, d->D, attn_sem_q_type(d, vt), tmp);
     int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b), lo, hi, nvis = 0;
     attn_sem_range(d, skb, off, i, &lo, &hi);
     for (int64_t j = 0; j < d->Sk; j++) {
@@ -28,7 +41,7 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
             if (dcap) dcap[j] = 0.0;
             continue;
         }
-        const float *kj = attn_row_f32(k, d->qkv_dtype, b, hk, j, d->D, tmp + d->D);
+        const float *kj = row_rounded(k, d, b, hk, j, d->D, kvt, tmp + d->D);
         double acc = 0.0;
         for (int64_t c = 0; c < d->D; c++) acc += (double)qi[c] * (double)kj[c];
         double s = (double)d->scale * acc, g = (double)d->scale;
@@ -103,6 +116,33 @@ static double row_softmax(double *sc, int64_t n, int64_t nvis, const float *sink
     return m + log(sum);
 }
 
+/* A math mode's P V operand (attn.h, base/sem.h): the row's probabilities p
+ * (log-sum-exp *lse) as the unnormalized weights u_j = e^(s_j - m), m the
+ * row's max (scores and sink), rounded to pt, then normalized by the sum of
+ * the rounded weights and the sink's e^(sink - m); *lse follows. Rows with
+ * no key (lse -inf) or NaN keep what they have. */
+static void row_round_p(double *p, int64_t n, double *lse, double m, const float *sink, attn_dtype pt) {
+    if (!isfinite(*lse) || !isfinite(m)) return;
+    double z = exp(*lse - m), sum = sink ? exp((double)*sink - m) : 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        if (p[j] == 0.0) continue;
+        float u = (float)(p[j] * z);
+        attn_st_round(pt, &u, 1);
+        p[j] = (double)u;
+        sum += p[j];
+    }
+    for (int64_t j = 0; j < n; j++) p[j] /= sum;
+    *lse = m + log(sum);
+}
+
+/* the row's max over its scores and sink (-inf when none; NaN scores skipped) */
+static double row_max(const double *sc, int64_t n, const float *sink) {
+    double m = sink ? (double)*sink : -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        if (sc[j] > m) m = sc[j];
+    return m;
+}
+
 attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                                   float *lse) {
     attn_status st = attn_sdpa_check(d, q, k, v, out, 1);
@@ -112,6 +152,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     double *acc = malloc((size_t)d->Dv * sizeof *acc);
     uint8_t *keep = malloc(nsk ? nsk : 1);
     float *tmp = malloc((size_t)(2 * d->D + d->Dv) * sizeof *tmp); /* rows of 16-bit inputs */
+    attn_dtype vt = attn_view_dtype(d->qkv_dtype), pt = attn_sem_p_type(d, vt), kvt = attn_sem_kv_type(d, vt);
     if (!p || !acc || !keep || !tmp) {
         free(p);
         free(acc);
@@ -123,7 +164,10 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
                 int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp);
-                double l = row_softmax(p, d->Sk, nvis, d->sinks ? d->sinks + h : NULL, NULL);
+                const float *sink = d->sinks ? d->sinks + h : NULL;
+                double m = pt != ATTN_DTYPE_F32 ? row_max(p, d->Sk, sink) : 0.0;
+                double l = row_softmax(p, d->Sk, nvis, sink, NULL);
+                if (pt != ATTN_DTYPE_F32) row_round_p(p, d->Sk, &l, m, sink, pt);
                 if (lse) lse[(b * d->H + h) * d->Sq + i] = (float)l;
                 if (d->dropout) {
                     uint64_t base = (uint64_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
@@ -133,7 +177,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
                 for (int64_t c = 0; c < d->Dv; c++) acc[c] = 0.0;
                 for (int64_t j = 0; j < d->Sk; j++) {
                     if (p[j] == 0.0) continue; /* masked or dropped key: contributes nothing */
-                    const float *vj = attn_row_f32(v, d->qkv_dtype, b, attn_sem_kvh(d, h), j, d->Dv, tmp + 2 * d->D);
+                    const float *vj = row_rounded(v, d, b, attn_sem_kvh(d, h), j, d->Dv, kvt, tmp + 2 * d->D);
                     for (int64_t c = 0; c < d->Dv; c++) acc[c] += p[j] * (double)vj[c];
                 }
                 float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;

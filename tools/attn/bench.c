@@ -166,12 +166,14 @@ static uint8_t *tree_mask(int64_t Sq, int64_t T) {
     return m;
 }
 
+static const char *const math_names[] = {"strict", "data", "bf16"}; /* attn_math */
+
 /* bench_decode's modes */
 #define DEC_TREE 1   /* the queries are a tree of drafts */
 #define DEC_RAGGED 2 /* sequence b holds T/2 + b (T/2) / (B - 1) tokens (appended together: pages interleave) */
 
 static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_dtype dt,
-                        attn_impl impl, double min_time, int json, int64_t Sq, int mode) {
+                        attn_impl impl, attn_math math, double min_time, int json, int64_t Sq, int mode) {
     int tree = mode & DEC_TREE, ragged = mode & DEC_RAGGED;
     if (H % Hkv) {
         cli_error("--heads must be a multiple of --kv-heads");
@@ -218,7 +220,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     }
     attn_sdpa_desc_init(&c.d, B, H, Sq, T, D, D);
     c.d.causal = tree ? ATTN_CAUSAL_NONE : ATTN_CAUSAL_BOTTOM_RIGHT; /* a tree replaces the causal rule */
-    c.d.impl = impl;
+    c.d.impl = impl, c.d.math = math;
     if (tree) c.d.attn_mask = tm, c.d.attn_mask_strides[2] = T, c.d.attn_mask_strides[3] = 1;
     attn_view vq = {q, H * Sq * D, Sq * D, D}, vo = {o, H * Sq * D, Sq * D, D};
     c.q = vq, c.o = vo;
@@ -228,22 +230,23 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     int nthreads = omp_get_max_threads();
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json)
-        printf("{\"op\": \"decode\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
-               "\"Hkv\": %lld, \"T\": %lld, \"ragged\": %s, \"Sq\": %lld, \"tree\": %s, \"D\": %lld, "
+        printf("{\"op\": \"decode\", \"impl\": \"%s\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, "
+               "\"H\": %lld, \"Hkv\": %lld, \"T\": %lld, \"ragged\": %s, \"Sq\": %lld, \"tree\": %s, \"D\": %lld, "
                "\"kv_dtype\": \"%s\", "
                "\"page_size\": %lld, "
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
                "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f}\n",
-               impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-               ragged ? "true" : "false", (long long)Sq, tree ? "true" : "false", (long long)D, dtn, (long long)page,
-               nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps, attn_readbw_kernel(), r.ratio);
+               impl == ATTN_IMPL_REF ? "ref" : "fast", math_names[math], kern, (long long)B, (long long)H,
+               (long long)Hkv, (long long)T, ragged ? "true" : "false", (long long)Sq, tree ? "true" : "false",
+               (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps,
+               attn_readbw_kernel(), r.ratio);
     else
         printf(
-            "decode %s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld%s Sq=%lld%s D=%lld %s cache%s, %d threads: %.3f ms, "
-            "%.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
-            impl == ATTN_IMPL_REF ? "ref" : "fast", kern, (long long)B, (long long)H, (long long)Hkv, (long long)T,
-            ragged ? " (ragged)" : "", (long long)Sq, tree ? " tree" : "", (long long)D, dtn, page ? " (paged)" : "",
-            nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
+            "decode %s math=%s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld%s Sq=%lld%s D=%lld %s cache%s, %d threads: "
+            "%.3f ms, %.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
+            impl == ATTN_IMPL_REF ? "ref" : "fast", math_names[math], kern, (long long)B, (long long)H, (long long)Hkv,
+            (long long)T, ragged ? " (ragged)" : "", (long long)Sq, tree ? " tree" : "", (long long)D, dtn,
+            page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
     attn_kv_cache_free(c.cache);
     free(kk), free(vv), free(q), free(o), free(n), free(len), free((void *)rd.p), free(tm);
     return 0;
@@ -254,7 +257,7 @@ typedef struct bench_opts {
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged;
     int64_t queries;
     double softcap, min_time, p_drop;
-    int kv_dtype, qkv_dtype, impl; /* attn_dtype, attn_dtype, attn_impl */
+    int kv_dtype, qkv_dtype, impl, math; /* attn_dtype, attn_dtype, attn_impl, attn_math */
 } bench_opts;
 
 static const int dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
@@ -284,6 +287,8 @@ static const cli_opt bench_table[] = {
     {"--dtype", OPT_CHOICE, O(qkv_dtype), 0, 0, 0, "f32|f16|bf16", dtypes, "element type of q, k and v"},
     {"--backward", OPT_FLAG, O(backward), 0, 0, 0, NULL, NULL, "time the backward (FLOPs 2.5x the forward's)"},
     {"--impl", OPT_CHOICE, O(impl), 0, 0, 0, "fast|ref|auto", impls, "SDPA path"},
+    {"--math", OPT_CHOICE, O(math), 0, 0, 0, "strict|data|bf16", NULL,
+     "products' arithmetic (attn_math): float32, the data's type, or bf16"},
     {"--decode", OPT_FLAG, O(decode), 0, 0, 0, NULL, NULL,
      "one query per head against a KV cache of --kv-seq tokens; GB/s"},
     {"--kv-dtype", OPT_CHOICE, O(kv_dtype), 0, 0, 0, "f32|f16|bf16|q8_0", dtypes, "--decode: the cache's storage"},
@@ -392,7 +397,7 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
     attn_sdpa_desc_init(&c->d, B, H, S, Sk, D, D);
     c->d.Hkv = Hkv;
     c->d.causal = o->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-    c->d.impl = (attn_impl)o->impl;
+    c->d.impl = (attn_impl)o->impl, c->d.math = (attn_math)o->math;
     if (o->window >= 0) c->d.window = 1, c->d.window_left = o->window, c->d.window_right = o->causal ? 0 : o->window;
     c->d.softcap = (float)o->softcap;
     for (int64_t h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
@@ -451,15 +456,17 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     int nthreads = omp_get_max_threads();
     if (o->json) {
         printf(
-            "{\"op\": \"%s\", \"impl\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
+            "{\"op\": \"%s\", \"impl\": \"%s\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
+            "\"Hkv\": %lld, "
             "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"sinks\": %s, \"chunk\": %lld, \"Sq\": %lld, "
             "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
             "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
             "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\"}\n",
-            op, impl, kern, (long long)o->B, (long long)o->H, (long long)o->Hkv, (long long)o->window, o->softcap,
-            o->alibi ? "true" : "false", o->sinks ? "true" : "false", (long long)o->chunk, (long long)o->S,
-            (long long)o->Sk, (long long)o->D, o->causal ? "true" : "false", nthreads, r->reps, t * 1e3, gflops,
-            (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?", pinned, was ? was : "");
+            op, impl, math_names[o->math], kern, (long long)o->B, (long long)o->H, (long long)o->Hkv,
+            (long long)o->window, o->softcap, o->alibi ? "true" : "false", o->sinks ? "true" : "false",
+            (long long)o->chunk, (long long)o->S, (long long)o->Sk, (long long)o->D, o->causal ? "true" : "false",
+            nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?",
+            pinned, was ? was : "");
         return;
     }
     char feat[96] = "";
@@ -473,7 +480,8 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     if (o->docs) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " documents=%lld", (long long)o->docs);
     if (o->varlen) fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " varlen=%lld", (long long)o->varlen);
     if (o->qkv_dtype != ATTN_DTYPE_F32)
-        snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", o->qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
+        fl += snprintf(feat + fl, sizeof feat - (size_t)fl, " %s", o->qkv_dtype == ATTN_DTYPE_F16 ? "f16" : "bf16");
+    if (o->math) snprintf(feat + fl, sizeof feat - (size_t)fl, " math=%s", math_names[o->math]);
     printf("sdpa %s %s (%s kernels) B=%lld H=%lld Sq=%lld Sk=%lld D=%lld%s%s, %d threads: %.3f ms, %.1f GFLOP/s", op,
            impl, kern, (long long)o->B, (long long)o->H, (long long)o->S, (long long)o->Sk, (long long)o->D,
            o->causal ? " causal" : "", feat, nthreads, t * 1e3, gflops);
@@ -506,8 +514,9 @@ int cmd_bench(int argc, char **argv) {
     if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
     if (o.decode)
-        return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl, o.min_time,
-                            o.json, o.queries, (o.tree ? DEC_TREE : 0) | (o.ragged ? DEC_RAGGED : 0));
+        return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl,
+                            (attn_math)o.math, o.min_time, o.json, o.queries,
+                            (o.tree ? DEC_TREE : 0) | (o.ragged ? DEC_RAGGED : 0));
     if (o.ring) return bench_ring(&o, argc, argv);
     char pinned[256], blas_note[384];
     const char *was;

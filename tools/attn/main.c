@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
     if (strcmp(cmd, "heatmap") == 0) return cmd_heatmap(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("attn %s (kernels: %s)\n", attn_version(), attn_kernel_name());
+        printf("attn %s (kernels: %s)\nmath data/bf16: %s\n", attn_version(), attn_kernel_name(), attn_math_products());
         if (attn_kernel_status() != ATTN_OK) printf("ATTN_ISA=%s: %s\n", getenv("ATTN_ISA"), isa_problem());
         return 0;
     }

@@ -26,6 +26,7 @@ typedef struct sdpa_opts {
     int has_scale, has_wl, has_wr, grad, ring, layout; /* layout: -1 = by the mask (zigzag when causal) */
     int64_t wl, wr, threads, chunk;
     int impl; /* attn_impl */
+    int math; /* attn_math */
 } sdpa_opts;
 
 #define O(f) offsetof(sdpa_opts, f)
@@ -45,6 +46,8 @@ static const cli_opt sdpa_table[] = {
     {"--attention-chunk", OPT_I64, O(chunk), 0, 0, 1 << 30, NULL, NULL,
      "chunked local attention: keys in the query's chunk of C positions (0 = off)"},
     {"--impl", OPT_CHOICE, O(impl), 0, 0, 0, "auto|ref|fast", NULL, "SDPA path"},
+    {"--math", OPT_CHOICE, O(math), 0, 0, 0, "strict|data|bf16", NULL,
+     "products' arithmetic: float32 (strict), in the data's 16-bit / int8 type (data), or bf16 (docs/SEMANTICS.md)"},
     {"--grad", OPT_FLAG, O(grad), 0, 0, 0, NULL, NULL, "also the backward of grad_out: dq, dk, dv"},
     {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
     {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL,
@@ -423,6 +426,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
     d.Hkv = Hkv, d.qkv_dtype = in16, d.causal = (attn_causal)o.causal, d.impl = (attn_impl)o.impl;
+    d.math = (attn_math)o.math;
     if (o.has_scale) d.scale = (float)o.scale;
     if (o.has_wl || o.has_wr) d.window = 1, d.window_left = o.has_wl ? o.wl : -1, d.window_right = o.has_wr ? o.wr : -1;
     d.softcap = (float)o.softcap;

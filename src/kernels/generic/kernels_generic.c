@@ -288,5 +288,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
 }
 
 const attn_kernel_table attn_kernels_generic = {
-    "generic", 6,       gemm_6x16,   gemm_6x16_tn, exp2_row, exp2_dot_row, softmax_grad_row, dropout_mcg, max_row,
-    scale_row, dot_row, softcap_row, alibi_row,    qk_rows,  pv_rows,      qk_rows_x,        pv_rows_x};
+    "generic",        6,           gemm_6x16, gemm_6x16_tn, exp2_row,  exp2_dot_row,
+    softmax_grad_row, dropout_mcg, max_row,   scale_row,    dot_row,   softcap_row,
+    alibi_row,        qk_rows,     pv_rows,   qk_rows_x,    pv_rows_x, ATTN_MATH_PRODUCTS_F32};

@@ -607,6 +607,7 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
-const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,   MR,          gemm,    gemm_tn,   exp2_row, exp2_dot_row,
-                                           softmax_grad_row, dropout_mcg, max_row, scale_row, dot_row,  softcap_row,
-                                           alibi_row,        qk_rows,     pv_rows, qk_rows_x, pv_rows_x};
+const attn_kernel_table ATTN_SIMD_TABLE = {
+    ATTN_SIMD_NAME,   MR,          gemm,    gemm_tn,   exp2_row,  exp2_dot_row,
+    softmax_grad_row, dropout_mcg, max_row, scale_row, dot_row,   softcap_row,
+    alibi_row,        qk_rows,     pv_rows, qk_rows_x, pv_rows_x, ATTN_MATH_PRODUCTS_F32};

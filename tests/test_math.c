@@ -1,0 +1,290 @@
+/* Math modes (attn.h, attn_math; docs/SEMANTICS.md): DATA and BF16 on every
+ * forward path (reference, fused tiles, decode, the KV cache contiguous and
+ * paged, 16-bit and q8_0 storage, the gathered long-query path) against
+ * PyTorch's CPU flash-attention arithmetic for the type, written here in
+ * float: q rounded to K's type (q8_0: quantized per block), float32 dot
+ * products, the unnormalized P = e^(s - m) rounded to V's type and summed
+ * rounded, float32 accumulation. The rule: each path's max error against a
+ * float64 oracle on the stored values (q as given) is at most twice that
+ * yardstick's (plus 1e-6 of the output's scale). Also: DATA on float32 data
+ * is STRICT bit for bit, a mode that rounds changes the answer (it is not
+ * ignored), 1 and 2 threads agree bitwise, and bad requests are refused. */
+#include "testutil.h"
+#include "base/half.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t lcg = 4242u;
+
+/* x rounded to type t as storage would hold it (F32: unchanged) */
+static void round_to(attn_dtype t, float *x, int64_t n) {
+    for (int64_t i = 0; i < n && (t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16); i++)
+        x[i] = t == ATTN_DTYPE_F16 ? attn_f16_to_f32(attn_f32_to_f16(x[i])) : attn_bf16_to_f32(attn_f32_to_bf16(x[i]));
+    if (t == ATTN_DTYPE_Q8_0)
+        for (int64_t i = 0; i + 32 <= n; i += 32) {
+            unsigned char blk[ATTN_Q8_BYTES];
+            attn_q8_quantize(x + i, 32, blk);
+            for (int c = 0; c < 32; c++) x[i + c] = attn_q8_get(blk, c);
+        }
+}
+
+/* One problem: q (B, H, Sq, D) float32 as given; k, v (B, Hkv, Sk, D) as
+ * stored (already rounded to their type); the causal alignment. */
+typedef struct prob {
+    int B, H, Hkv, Sq, Sk, D, causal; /* causal: 0 none, 1 bottom-right */
+    float *q, *k, *v;
+} prob;
+
+static int visible(const prob *p, int i, int j) { return !p->causal || j <= i + p->Sk - p->Sq; }
+
+/* out (B, H, Sq, D) in double: softmax(q k^T / sqrt(D)) v on the values as given */
+static void oracle(const prob *p, double *out) {
+    int D = p->D, G = p->H / p->Hkv;
+    double *s = malloc((size_t)p->Sk * sizeof *s);
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->H; h++)
+            for (int i = 0; i < p->Sq; i++) {
+                const float *q = p->q + (((size_t)b * p->H + h) * p->Sq + i) * D;
+                double m = -INFINITY, z = 0;
+                for (int j = 0; j < p->Sk; j++) {
+                    const float *k = p->k + (((size_t)b * p->Hkv + h / G) * p->Sk + j) * D;
+                    double a = 0;
+                    for (int c = 0; c < D; c++) a += (double)q[c] * k[c];
+                    s[j] = visible(p, i, j) ? a / sqrt((double)D) : -INFINITY;
+                    m = fmax(m, s[j]);
+                }
+                double *o = out + (((size_t)b * p->H + h) * p->Sq + i) * D;
+                memset(o, 0, (size_t)D * sizeof *o);
+                for (int j = 0; j < p->Sk; j++) {
+                    double e = exp(s[j] - m);
+                    z += e;
+                    for (int c = 0; c < D; c++) o[c] += e * p->v[(((size_t)b * p->Hkv + h / G) * p->Sk + j) * D + c];
+                }
+                for (int c = 0; c < D; c++) o[c] /= z;
+            }
+    free(s);
+}
+
+/* PyTorch's flash arithmetic in float: q rounded to qt, P rounded to pt */
+static void yardstick(const prob *p, attn_dtype qt, attn_dtype pt, double *out) {
+    int D = p->D, G = p->H / p->Hkv;
+    float *s = malloc((size_t)p->Sk * sizeof *s), *qr = malloc((size_t)D * sizeof *qr), *o = malloc((size_t)D * 4);
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->H; h++)
+            for (int i = 0; i < p->Sq; i++) {
+                memcpy(qr, p->q + (((size_t)b * p->H + h) * p->Sq + i) * D, (size_t)D * sizeof *qr);
+                round_to(qt, qr, D);
+                float m = -INFINITY, z = 0;
+                for (int j = 0; j < p->Sk; j++) {
+                    const float *k = p->k + (((size_t)b * p->Hkv + h / G) * p->Sk + j) * D;
+                    float a = 0;
+                    for (int c = 0; c < D; c++) a += qr[c] * k[c];
+                    s[j] = visible(p, i, j) ? a / sqrtf((float)D) : -INFINITY;
+                    m = fmaxf(m, s[j]);
+                }
+                memset(o, 0, (size_t)D * sizeof *o);
+                for (int j = 0; j < p->Sk; j++) {
+                    float e = expf(s[j] - m);
+                    round_to(pt, &e, 1);
+                    z += e;
+                    for (int c = 0; c < D; c++) o[c] += e * p->v[(((size_t)b * p->Hkv + h / G) * p->Sk + j) * D + c];
+                }
+                for (int c = 0; c < D; c++) out[(((size_t)b * p->H + h) * p->Sq + i) * D + c] = o[c] / z;
+            }
+    free(s), free(qr), free(o);
+}
+
+static double max_err(const float *a, const double *want, size_t n) {
+    double e = 0;
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - want[i]));
+    return e;
+}
+
+static void make(prob *p, int B, int H, int Hkv, int Sq, int Sk, int D, int causal, attn_dtype kvt) {
+    *p = (prob){B, H, Hkv, Sq, Sk, D, causal, NULL, NULL, NULL};
+    p->q = tu_rand_array((size_t)B * H * Sq * D, &lcg, 1.5f);
+    p->k = tu_rand_array((size_t)B * Hkv * Sk * D, &lcg, 1.5f);
+    p->v = tu_rand_array((size_t)B * Hkv * Sk * D, &lcg, 1.0f);
+    round_to(kvt, p->k, (int64_t)B * Hkv * Sk * D), round_to(kvt, p->v, (int64_t)B * Hkv * Sk * D);
+}
+
+static void unmake(prob *p) { free(p->q), free(p->k), free(p->v); }
+
+static void desc_of(const prob *p, attn_sdpa_desc *d, attn_math math, attn_impl impl) {
+    attn_sdpa_desc_init(d, p->B, p->H, p->Sq, p->Sk, p->D, p->D);
+    d->Hkv = p->Hkv, d->math = math, d->impl = impl;
+    d->causal = p->causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+}
+
+/* the rule: err <= 2 x the yardstick's, with 1e-6 of slack */
+static void check_rule(const char *what, const float *out, const double *orc, const double *yard, size_t n) {
+    double e = max_err(out, orc, n), ey = 0;
+    for (size_t i = 0; i < n; i++) ey = fmax(ey, fabs(yard[i] - orc[i]));
+    if (getenv("TEST_MATH_VERBOSE")) printf("%-44s error %.3g, PyTorch arithmetic %.3g\n", what, e, ey);
+    CHECK(e <= 2.0 * ey + 1e-6, "%s: error %.3g against float64, PyTorch's arithmetic %.3g (bound 2x)", what, e, ey);
+}
+
+/* plain tensors of 16-bit type t (q, k, v all t), DATA mode, both paths and decode */
+static void views16(attn_dtype t, int Sq, int causal) {
+    prob p;
+    make(&p, 2, 4, 2, Sq, 300, 64, causal, t);
+    round_to(t, p.q, (int64_t)2 * 4 * Sq * 64); /* q is a t tensor too */
+    size_t nq = (size_t)2 * 4 * Sq * 64, nk = (size_t)2 * 2 * 300 * 64;
+    uint16_t *q16 = malloc(nq * 2), *k16 = malloc(nk * 2), *v16 = malloc(nk * 2);
+    for (size_t i = 0; i < nq; i++) q16[i] = t == ATTN_DTYPE_F16 ? attn_f32_to_f16(p.q[i]) : attn_f32_to_bf16(p.q[i]);
+    for (size_t i = 0; i < nk; i++) {
+        k16[i] = t == ATTN_DTYPE_F16 ? attn_f32_to_f16(p.k[i]) : attn_f32_to_bf16(p.k[i]);
+        v16[i] = t == ATTN_DTYPE_F16 ? attn_f32_to_f16(p.v[i]) : attn_f32_to_bf16(p.v[i]);
+    }
+    double *orc = malloc(nq * sizeof *orc), *yard = malloc(nq * sizeof *yard);
+    oracle(&p, orc), yardstick(&p, t, t, yard);
+    float *out = malloc(nq * 4), *o1 = malloc(nq * 4), *os = malloc(nq * 4);
+    attn_view vq = {(float *)q16, 4 * Sq * 64, Sq * 64, 64}, vk = {(float *)k16, 2 * 300 * 64, 300 * 64, 64};
+    attn_view vv = {(float *)v16, 2 * 300 * 64, 300 * 64, 64}, vo = {out, 4 * Sq * 64, Sq * 64, 64};
+    attn_view vo1 = {o1, 4 * Sq * 64, Sq * 64, 64}, vos = {os, 4 * Sq * 64, Sq * 64, 64};
+    for (int impl = 0; impl < 2; impl++) {
+        attn_sdpa_desc d;
+        desc_of(&p, &d, ATTN_MATH_DATA, impl ? ATTN_IMPL_FAST : ATTN_IMPL_REF);
+        d.qkv_dtype = t;
+        CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
+        char what[96];
+        snprintf(what, sizeof what, "%s views Sq=%d causal=%d %s data", t == ATTN_DTYPE_F16 ? "f16" : "bf16", Sq,
+                 causal, impl ? "fast" : "ref");
+        check_rule(what, out, orc, yard, nq);
+        d.math = ATTN_MATH_STRICT;
+        CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vos, NULL));
+        CHECK(memcmp(out, os, nq * 4) != 0, "%s: the mode changes the answer (P is rounded)", what);
+        if (impl) { /* 1 vs 2 threads, bitwise */
+            d.math = ATTN_MATH_DATA;
+            omp_set_num_threads(1);
+            CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo1, NULL));
+            omp_set_num_threads(2);
+            CHECK(!memcmp(out, o1, nq * 4), "%s: 1 and 2 threads bitwise", what);
+        }
+    }
+    free(q16), free(k16), free(v16), free(orc), free(yard), free(out), free(o1), free(os);
+    unmake(&p);
+}
+
+/* float32 tensors: DATA is STRICT bit for bit; BF16 rounds q, k, v and P to bf16 */
+static void views32(int Sq) {
+    prob p;
+    make(&p, 1, 4, 4, Sq, 200, 32, 1, ATTN_DTYPE_F32);
+    size_t nq = (size_t)4 * Sq * 32;
+    float *a = malloc(nq * 4), *s = malloc(nq * 4);
+    attn_view vq = {p.q, 4 * Sq * 32, Sq * 32, 32}, vk = {p.k, 4 * 200 * 32, 200 * 32, 32};
+    attn_view vv = {p.v, 4 * 200 * 32, 200 * 32, 32}, va = {a, 4 * Sq * 32, Sq * 32, 32},
+              vs = {s, 4 * Sq * 32, Sq * 32, 32};
+    for (int impl = 0; impl < 2; impl++) {
+        attn_sdpa_desc d;
+        desc_of(&p, &d, ATTN_MATH_DATA, impl ? ATTN_IMPL_FAST : ATTN_IMPL_REF);
+        CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, va, NULL));
+        d.math = ATTN_MATH_STRICT;
+        CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vs, NULL));
+        CHECK(!memcmp(a, s, nq * 4), "float32 Sq=%d %s: DATA is STRICT bit for bit", Sq, impl ? "fast" : "ref");
+        /* BF16: against the yardstick on the bf16-rounded values */
+        prob r = p;
+        r.q = malloc(nq * 4), r.k = malloc((size_t)4 * 200 * 32 * 4), r.v = malloc((size_t)4 * 200 * 32 * 4);
+        memcpy(r.q, p.q, nq * 4), memcpy(r.k, p.k, (size_t)4 * 200 * 32 * 4),
+            memcpy(r.v, p.v, (size_t)4 * 200 * 32 * 4);
+        round_to(ATTN_DTYPE_BF16, r.k, 4 * 200 * 32), round_to(ATTN_DTYPE_BF16, r.v, 4 * 200 * 32);
+        double *orc = malloc(nq * sizeof *orc), *yard = malloc(nq * sizeof *yard);
+        oracle(&r, orc), yardstick(&r, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, yard);
+        d.math = ATTN_MATH_BF16;
+        CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, va, NULL));
+        char what[64];
+        snprintf(what, sizeof what, "float32 Sq=%d %s bf16 mode", Sq, impl ? "fast" : "ref");
+        check_rule(what, a, orc, yard, nq);
+        free(orc), free(yard), unmake(&r);
+    }
+    free(a), free(s);
+    unmake(&p);
+}
+
+/* the KV cache of storage t (page 0 or 16), Sq query rows per sequence, DATA mode */
+static void cache(attn_dtype t, int page, int Sq) {
+    enum { B = 2, H = 8, HKV = 2, T = 200, D = 64 };
+    prob p;
+    make(&p, B, H, HKV, Sq, T, D, 1, t);
+    attn_kv_cache_config cc = {B, HKV, T + 8, D, D, t, page, 0};
+    attn_kv_cache *c = NULL;
+    CHECK_OK(attn_kv_cache_create(&cc, &c));
+    int64_t n[B] = {T, T};
+    attn_view vk = {p.k, HKV * T * D, T * D, D}, vv = {p.v, HKV * T * D, T * D, D};
+    CHECK_OK(attn_kv_cache_append(c, n, vk, vv)); /* k, v already hold representable values */
+    size_t nq = (size_t)B * H * Sq * D;
+    double *orc = malloc(nq * sizeof *orc), *yard = malloc(nq * sizeof *yard);
+    oracle(&p, orc), yardstick(&p, t, t == ATTN_DTYPE_Q8_0 ? ATTN_DTYPE_F32 : t, yard);
+    float *out = malloc(nq * 4), *o1 = malloc(nq * 4);
+    attn_view vq = {p.q, H * Sq * D, Sq * D, D}, vo = {out, H * Sq * D, Sq * D, D}, vo1 = {o1, H * Sq * D, Sq * D, D};
+    for (int impl = 0; impl < 2; impl++) {
+        attn_sdpa_desc d;
+        desc_of(&p, &d, ATTN_MATH_DATA, impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF);
+        d.Sk = 0;
+        CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
+        char what[96];
+        snprintf(what, sizeof what, "%s cache page %d Sq=%d %s data",
+                 t == ATTN_DTYPE_F16    ? "f16"
+                 : t == ATTN_DTYPE_BF16 ? "bf16"
+                                        : "q8_0",
+                 page, Sq, impl ? "auto" : "ref");
+        check_rule(what, out, orc, yard, nq);
+        d.math = ATTN_MATH_STRICT;
+        CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
+        CHECK(memcmp(out, o1, nq * 4) != 0, "%s: the mode changes the answer", what);
+        d.math = ATTN_MATH_DATA;
+        if (impl) {
+            omp_set_num_threads(1);
+            CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
+            omp_set_num_threads(2);
+            CHECK(!memcmp(out, o1, nq * 4), "%s: 1 and 2 threads bitwise", what);
+        }
+    }
+    attn_kv_cache_free(c);
+    free(orc), free(yard), free(out), free(o1);
+    unmake(&p);
+}
+
+static void refused(void) {
+    float buf[64] = {0};
+    uint16_t h[64] = {0};
+    attn_view v = {buf, 16, 16, 4}, v16 = {(float *)h, 16, 16, 4};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 4, 2, 2, 4, 4);
+    d.math = (attn_math)3;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "an unknown math mode");
+    d.math = (attn_math)-1;
+    CHECK(attn_sdpa_forward(&d, v, v, v, v, NULL) == ATTN_E_INVALID, "a negative math mode");
+    attn_generator g;
+    attn_generator_seed(&g, 1);
+    attn_dropout drop;
+    CHECK_OK(attn_dropout_begin(&g, 0.5, 16, &drop));
+    d.math = ATTN_MATH_DATA, d.dropout = &drop, d.qkv_dtype = ATTN_DTYPE_BF16;
+    CHECK(attn_sdpa_forward(&d, v16, v16, v16, v, NULL) == ATTN_E_UNSUPPORTED, "dropout where the mode rounds P");
+    d.qkv_dtype = ATTN_DTYPE_F32; /* float32 data: DATA is STRICT, dropout runs */
+    CHECK_OK(attn_sdpa_forward(&d, v, v, v, v, NULL));
+    attn_dropout_end(&drop);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    omp_set_num_threads(2);
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < 2; c++) {
+            views16(t ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F16, 37, c); /* fused tiles */
+            views16(t ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F16, 3, c);  /* decode */
+        }
+    views32(40), views32(2);
+    attn_dtype kinds[3] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    for (int t = 0; t < 3; t++)
+        for (int page = 0; page <= 16; page += 16) {
+            cache(kinds[t], page, 1);
+            cache(kinds[t], page, 4);
+            cache(kinds[t], page, 20); /* the gathered long-query path */
+        }
+    refused();
+    return tu_finish("test_math");
+}
