@@ -195,7 +195,8 @@ typedef enum attn_impl {
  * (float32 FMA on rounded values, or bf16 / int8 dot instructions) is the
  * kernels' choice per CPU (attn_kernel_name says which), so in DATA and BF16
  * results may differ between kernel tables (never between thread counts).
- * The backward in DATA / BF16 runs the strict backward for now. */
+ * The backward (and the block API, and attn_sdpa_weights) in DATA / BF16
+ * runs strict for now. Dropout where the mode rounds P is ATTN_E_UNSUPPORTED. */
 typedef enum attn_math { ATTN_MATH_STRICT = 0, ATTN_MATH_DATA = 1, ATTN_MATH_BF16 = 2 } attn_math;
 
 /* A strided 4-D view (B, H, S, D) with a contiguous last dimension.

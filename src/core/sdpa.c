@@ -106,7 +106,10 @@ attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k,
 }
 
 attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores, float *weights) {
-    return attn_sdpa_ref_weights(d, q, k, scores, weights);
+    if (!d) return ATTN_E_INVALID;
+    attn_sdpa_desc e = *d; /* the weights for inspection: strict in every mode */
+    e.math = ATTN_MATH_STRICT;
+    return attn_sdpa_ref_weights(&e, q, k, scores, weights);
 }
 
 attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view k, attn_view v, attn_view out,
