@@ -571,6 +571,7 @@ typedef struct attn_forward_args {
     attn_generator *gen; /* the torch default generator in force before forward */
     attn_impl impl;      /* SDPA path */
     float *out;          /* (B, S, d_out_total), see attn_layer_out_width */
+    attn_math math;      /* the attention products' arithmetic (0 = STRICT; float32 layers: BF16 rounds) */
 } attn_forward_args;
 
 typedef struct attn_backward_args {

@@ -354,6 +354,43 @@ static void test_sdpa_dbias(void) {
     free(q), free(k), free(v), free(go), free(bias);
 }
 
+/* --math on attn sdpa (golden sdpa_14: f16 q, k, v, top-left causal: strict gives PyTorch's
+ * float32 answer, data rounds P to f16 and moves off it a little) and on
+ * attn run (bf16 rounding of a float32 layer); a bad mode is a usage error */
+static void test_math(void) {
+    char a[3072], err[2048];
+    float st[2 * 4 * 17 * 32], da[2 * 4 * 17 * 32], gold[2 * 4 * 17 * 32];
+    const char *modes[2] = {"strict", "data"};
+    float *outs[2] = {st, da};
+    for (int m = 0; m < 2; m++) {
+        snprintf(a, sizeof a,
+                 "sdpa --input %s/sdpa_14.safetensors --causal top-left --output cli_math_%s.safetensors --math %s",
+                 golden, modes[m], modes[m]);
+        CHECK(run(a, err, sizeof err) == 0, "sdpa --math %s: %s", modes[m], err);
+        snprintf(a, sizeof a, "cli_math_%s.safetensors", modes[m]);
+        attn_st_file *f = NULL;
+        CHECK(attn_st_open(a, &f) == ATTN_OK && attn_st_read_f32(f, "out", outs[m], 2 * 4 * 17 * 32) == ATTN_OK,
+              "sdpa --math %s writes out", modes[m]);
+        attn_st_close(f);
+    }
+    snprintf(a, sizeof a, "%s/sdpa_14.safetensors", golden);
+    attn_st_file *g = NULL;
+    CHECK(attn_st_open(a, &g) == ATTN_OK && attn_st_read_f32(g, "out", gold, 2 * 4 * 17 * 32) == ATTN_OK,
+          "the golden out");
+    attn_st_close(g);
+    double es = 0, ed = 0, dd = 0;
+    for (int i = 0; i < 2 * 4 * 17 * 32; i++)
+        es = fmax(es, fabs(st[i] - gold[i])), ed = fmax(ed, fabs(da[i] - gold[i])), dd = fmax(dd, fabs(da[i] - st[i]));
+    CHECK(es < 1e-5 && ed < 2e-3 && dd > 0, "--math strict %.2g / data %.2g from PyTorch's float32, apart by %.2g", es,
+          ed, dd);
+    expect_fail("sdpa bad math", "sdpa --input x --math fp8", 2, "--math");
+    snprintf(a, sizeof a,
+             "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input %s/sa_v2_0.io.safetensors --output "
+             "cli_math_run.safetensors --math bf16",
+             golden, golden);
+    CHECK(run(a, err, sizeof err) == 0, "run --math bf16: %s", err);
+}
+
 /* packed sequences: 3-D q, k, v with cu_seqlens; each sequence's out, lse and
  * gradients equal the library's own call on that sequence alone */
 static void test_sdpa_varlen(void) {
@@ -643,5 +680,6 @@ int main(int argc, char **argv) {
     test_data_errors();
     test_outputs();
     test_sdpa_errors();
+    test_math();
     return tu_finish("test_cli");
 }

@@ -56,7 +56,7 @@ static result run(attn_layer_kind kind, int threads) {
     }
     r.out = malloc(r.nout * 4), r.dx = malloc(r.nx * 4), r.dy = r.ny ? malloc(r.ny * 4) : NULL;
     attn_generator_seed(&g, 11);
-    attn_forward_args a = {x, B, S, y, Sk, mask, 1, &g, ATTN_IMPL_AUTO, r.out};
+    attn_forward_args a = {x, B, S, y, Sk, mask, 1, &g, ATTN_IMPL_AUTO, r.out, ATTN_MATH_STRICT};
     CHECK_OK(attn_layer_forward(l, &a));
     attn_layer_zero_grad(l);
     attn_backward_args ba = {go, r.dx, r.dy};
@@ -91,7 +91,7 @@ static void nan_policy(void) {
     for (int i = 0; i < 80; i++) x[i] = frand();
     x[3] = NAN; /* batch 0, token 0 */
     for (int impl = ATTN_IMPL_REF; impl <= ATTN_IMPL_FAST; impl++) {
-        attn_forward_args a = {x, 2, 5, NULL, 0, NULL, 0, NULL, (attn_impl)impl, out};
+        attn_forward_args a = {x, 2, 5, NULL, 0, NULL, 0, NULL, (attn_impl)impl, out, ATTN_MATH_STRICT};
         CHECK_OK(attn_layer_forward(l, &a));
         int nan0 = 0, nan1 = 0;
         for (int i = 0; i < 40; i++) nan0 += isnan(out[i]);

@@ -146,7 +146,7 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
         attn_generator g;
         attn_generator_seed(&g, (uint64_t)c->seed);
         attn_generator_set_flavor(&g, strcmp(c->flavor, "mkl") ? ATTN_TORCH_NOMKL : ATTN_TORCH_MKL);
-        attn_forward_args a = {x, B, S, y, Sk, mask, c->train, &g, (attn_impl)impl, out};
+        attn_forward_args a = {x, B, S, y, Sk, mask, c->train, &g, (attn_impl)impl, out, ATTN_MATH_STRICT};
         CHECK_OK(attn_layer_forward(l, &a));
         char label[128];
         snprintf(label, sizeof label, "%s out (%s)", c->name, via);
@@ -178,7 +178,7 @@ static void run_lib(const gcase *c, const char *wpath, const char *iopath) {
               "%s: attn_weights shape differs from (B=%lld, H=%lld, S=%lld, Sk=%lld)", c->name, (long long)B,
               (long long)H, (long long)S, (long long)Sk);
         float *w = calloc(wn, sizeof *w);
-        attn_forward_args a = {x, B, S, y, Sk, mask, 0, NULL, ATTN_IMPL_AUTO, NULL};
+        attn_forward_args a = {x, B, S, y, Sk, mask, 0, NULL, ATTN_IMPL_AUTO, NULL, ATTN_MATH_STRICT};
         CHECK_OK(attn_layer_attention_weights(l, &a, NULL, w));
         float *sc = calloc(wn, sizeof *sc), *w2 = calloc(wn, sizeof *w2);
         CHECK_OK(attn_layer_attention_weights(l, &a, sc, w2)); /* scores: -inf exactly where PyTorch gives 0 */

@@ -24,7 +24,8 @@ typedef struct setup {
 static double loss(setup *s) {
     attn_generator gen;
     attn_generator_seed(&gen, 99);
-    attn_forward_args a = {s->x, s->B, s->S, s->y, s->Sk, s->mask, s->train, &gen, ATTN_IMPL_REF, s->out};
+    attn_forward_args a = {s->x,     s->B, s->S,          s->y,   s->Sk,           s->mask,
+                           s->train, &gen, ATTN_IMPL_REF, s->out, ATTN_MATH_STRICT};
     if (attn_layer_forward(s->l, &a) != ATTN_OK) return NAN;
     double L = 0.0;
     for (int64_t i = 0; i < s->B * s->S * s->W; i++) L += (double)s->out[i] * s->g[i];
@@ -148,7 +149,7 @@ int main(int argc, char **argv) {
             attn_layer_tensor(l2, i, &t);
             if (!strcmp(t.name, "Wo.bias")) memcpy(bias, t.data, sizeof bias);
         }
-        attn_forward_args a = {x, 1, 5, y, 4, NULL, 0, NULL, ATTN_IMPL_AUTO, out};
+        attn_forward_args a = {x, 1, 5, y, 4, NULL, 0, NULL, ATTN_IMPL_AUTO, out, ATTN_MATH_STRICT};
         CHECK_OK(attn_layer_forward(l2, &a));
         CHECK(memcmp(out, bias, sizeof bias) != 0, "top-left: query 0 sees key 0");
         attn_layer_free(l2);

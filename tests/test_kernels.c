@@ -7,6 +7,7 @@
 #include "base/half.h"
 #include "kernels/kernels.h"
 #include "testutil.h"
+#include "base/storage.h"
 
 #include <math.h>
 #include <string.h>
@@ -163,6 +164,47 @@ static void test_decode_rows(const attn_kernel_table *kt) {
     CHECK(bad == 0, "%s: %d of %d decode row cases differ from the portable kernels", kt->name, bad, cases);
 }
 
+/* round_row: every value rounded to f16 / bf16 bit for bit as base/half.h
+ * rounds it (ties to even, overflow to inf, subnormals, NaN stays NaN), at
+ * every length (vector bodies and tails), and the sum of the rounded values
+ * in lanes of 8 then pairwise */
+static void test_round_row(const attn_kernel_table *kt) {
+    float x[67], y[67];
+    uint32_t seed = 5u;
+    for (int t = 0; t < 2; t++) {
+        attn_dtype dt = t ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F16;
+        for (int n = 0; n <= 67; n += n < 20 ? 1 : 23) {
+            for (int i = 0; i < n; i++) x[i] = tu_frand(&seed) * 4.0f;
+            /* halfway cases, huge, tiny, special values */
+            float special[] = {1.0f + 1.0f / 2048,
+                               1.0f + 3.0f / 2048,
+                               1.0f + 1.0f / 256,
+                               65520.0f,
+                               1e30f,
+                               3e-8f,
+                               1e-40f,
+                               -0.0f,
+                               INFINITY,
+                               NAN};
+            for (int i = 0; i < n && i < 10; i++) x[(i * 7) % n] = special[i];
+            memcpy(y, x, sizeof x);
+            float sum = kt->round_row(y, n, dt);
+            attn_st_round(dt, x, n);
+            int same = 1;
+            double want = 0.0;
+            for (int i = 0; i < n; i++) {
+                same &= (isnan(x[i]) && isnan(y[i])) || !memcmp(&x[i], &y[i], 4);
+                want += x[i];
+            }
+            CHECK(same, "%s round_row %s n=%d: the values base/half.h gives", kt->name, t ? "bf16" : "f16", n);
+            CHECK(isnan(want)   ? isnan(sum)
+                  : isinf(want) ? sum == (float)want
+                                : fabs(sum - want) <= 1e-6 * fabs(want) + 1e-30,
+                  "%s round_row %s n=%d: sum %g, want %g", kt->name, t ? "bf16" : "f16", n, (double)sum, want);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
@@ -178,6 +220,7 @@ int main(int argc, char **argv) {
         test_exp2_lanes(kt);
         test_fused_rows(kt);
         test_decode_rows(kt);
+        test_round_row(kt);
     }
     return tu_finish("test_kernels");
 }

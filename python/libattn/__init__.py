@@ -334,14 +334,16 @@ def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, w
 
 def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1),
                   softcap=0.0, alibi_slopes=None, impl="auto", qkv_dtype=None, sinks=None, attention_chunk=0,
-                  attn_mask=None, attn_bias=None, dropout_p=0.0, dropout_seed=None):
+                  attn_mask=None, attn_bias=None, dropout_p=0.0, dropout_seed=None, math="strict"):
     """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout);
     then dsinks (H,) when sinks are given and dbias (attn_bias's shape) when
     attn_bias is given, in that order. With dropout, the forward's
-    dropout_p and dropout_seed (the same keep decisions)."""
+    dropout_p and dropout_seed (the same keep decisions). math is accepted
+    as sdpa's, but the backward runs strict in every mode for now: the
+    gradients of the float32 products (docs/SEMANTICS.md)."""
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
               sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias,
-              dropout_p=dropout_p, dropout_seed=dropout_seed)
+              dropout_p=dropout_p, dropout_seed=dropout_seed, math=math)
     B, H, Sq, Sk, D, Dv = c.shape
     go = _strided(_array(dout, "dout", (4,)))
     if go.shape != (B, H, Sq, Dv):
@@ -474,20 +476,24 @@ class Layer(_Owned):
 
     Config names as in `attn run`: heads, context_length, dropout,
     out_dropout (defaults to dropout), torch_flavor ('mkl' or 'nomkl': which
-    PyTorch build's dropout stream train=True reproduces), impl.
+    PyTorch build's dropout stream train=True reproduces), impl, math
+    ('strict'; the layers' activations are float32, so 'data' is strict
+    and 'bf16' rounds the attention products' operands to bf16).
     """
 
     _free = staticmethod(lambda h: lib.attn_layer_free(h))
 
     def __init__(self, kind, state_dict=None, *, heads=None, context_length=None, dropout=0.0, out_dropout=None,
-                 torch_flavor="mkl", impl="auto"):
+                 torch_flavor="mkl", impl="auto", math="strict"):
         if kind not in LAYER_KINDS:
             raise ValueError("unknown layer kind %r (one of %s)" % (kind, ", ".join(LAYER_KINDS)))
         if torch_flavor not in _capi.FLAVOR:
             raise ValueError("torch_flavor must be 'mkl' or 'nomkl', got %r" % (torch_flavor,))
         if impl not in _capi.IMPL:
             raise ValueError("impl must be 'auto', 'ref' or 'fast', got %r" % (impl,))
-        self.kind, self._flavor, self._impl = kind, torch_flavor, impl
+        if math not in _capi.MATH:
+            raise ValueError("math must be 'strict', 'data' or 'bf16', got %r" % (math,))
+        self.kind, self._flavor, self._impl, self._math = kind, torch_flavor, impl, math
         self._h = None
         k = ctypes.c_int()
         _check(lib.attn_layer_kind_parse(kind.encode(), ctypes.byref(k)), "layer kind")
@@ -583,7 +589,8 @@ class Layer(_Owned):
             lib.attn_generator_seed(ctypes.byref(gen), int(seed))
             lib.attn_generator_set_flavor(ctypes.byref(gen), _capi.FLAVOR[self._flavor])
         a = _capi.ForwardArgs(_fptr(x), B, S, _fptr(y), Sk if y is not None else 0, _u8ptr(m), int(bool(train)),
-                              ctypes.pointer(gen) if gen is not None else None, _capi.IMPL[self._impl], None)
+                              ctypes.pointer(gen) if gen is not None else None, _capi.IMPL[self._impl], None,
+                              _capi.MATH[self._math])
         return a, (x, y, m, gen), B, S, Sk, C
 
     def __call__(self, x, y=None, mask=None, *, train=False, seed=None):
@@ -636,7 +643,7 @@ class Layer(_Owned):
         if m is not None and m.shape[0] != B:
             raise ValueError("mask must be (B, L) with B = %d, got %s" % (B, m.shape))
         a = _capi.ForwardArgs(_fptr(x), B, S, None, 0 if m is None else m.shape[1], None if m is None else _u8ptr(m),
-                              0, None, _capi.IMPL[self._impl], _fptr(out))
+                              0, None, _capi.IMPL[self._impl], _fptr(out), _capi.MATH[self._math])
         _check(lib.attn_layer_forward_incremental(h, cache._handle(), ctypes.byref(a)), "incremental forward")
         return out
 

@@ -79,7 +79,8 @@ class TensorInfo(ctypes.Structure):
 
 class ForwardArgs(ctypes.Structure):
     _fields_ = [("x", c_float_p), ("B", c_i64), ("S", c_i64), ("y", c_float_p), ("Sk", c_i64), ("mask", c_u8_p),
-                ("train", c_int), ("gen", ctypes.POINTER(Generator)), ("impl", c_int), ("out", c_float_p)]
+                ("train", c_int), ("gen", ctypes.POINTER(Generator)), ("impl", c_int), ("out", c_float_p),
+                ("math", c_int)]
 
 
 class BackwardArgs(ctypes.Structure):

@@ -18,13 +18,41 @@ torch.manual_seed, not the same keep decisions as PyTorch's kernels.
 float32, float16 and bfloat16 tensors are read as they are (no copy when the
 last dimension is contiguous); the computation accumulates in float32, the
 output and the gradients come back in the inputs' dtype.
+
+Math modes follow PyTorch: float16 and bfloat16 tensors run in math="data"
+(products of the 16-bit operands, P rounded to the tensors' type, float32
+accumulation), float32 tensors in math="strict"; with dropout_p > 0 the
+16-bit default is strict (a mode that rounds P refuses dropout). sdpa's
+math= argument, or set_math("strict" | "data" | "bf16" | None) for every
+call (scaled_dot_product_attention included; None: by dtype), forces one.
+The backward runs strict in every mode for now.
 """
 import numpy as np
 import torch
 
 import libattn as _lat
 
-__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch"]
+__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch", "set_math"]
+
+_math = None  # set_math: None = by dtype
+
+
+def set_math(mode):
+    """The math mode of every later call that does not name one: "strict",
+    "data", "bf16", or None (the default: data for float16 / bfloat16
+    tensors, strict for float32, strict with dropout). Returns the previous."""
+    global _math
+    if mode is not None and mode not in ("strict", "data", "bf16"):
+        raise ValueError("math must be 'strict', 'data', 'bf16' or None, got %r" % (mode,))
+    prev, _math = _math, mode
+    return prev
+
+
+def _math_for(q, math, dropout_p):
+    m = math if math is not None else _math
+    if m is not None:
+        return m
+    return "data" if q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else "strict"
 
 
 def _np(t, name):
@@ -80,16 +108,17 @@ class _SDPA(torch.autograd.Function):
 
 def sdpa(q, k, v, *, causal="none", scale=None, key_mask=None, seqlens_k=None, window=(-1, -1), softcap=0.0,
          alibi_slopes=None, impl="auto", sinks=None, attention_chunk=0, attn_mask=None, attn_bias=None,
-         dropout_p=0.0, dropout_seed=None):
+         dropout_p=0.0, dropout_seed=None, math=None):
     """libattn.sdpa on torch tensors, differentiable in q, k and v (and a
     float attn_bias). dropout_p > 0 without dropout_seed draws the seed
-    from torch's generator."""
+    from torch's generator. math: None (set_math's, else by dtype), or
+    "strict", "data", "bf16"."""
     if dropout_p > 0.0 and dropout_seed is None:
         dropout_seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
     opts = dict(causal=causal, scale=scale, key_mask=_opt(key_mask), seqlens_k=_opt(seqlens_k),
                 window=tuple(window), softcap=float(softcap), alibi_slopes=_opt(alibi_slopes), impl=impl,
                 attention_chunk=int(attention_chunk), attn_mask=_opt(attn_mask), dropout_p=float(dropout_p),
-                dropout_seed=dropout_seed)
+                dropout_seed=dropout_seed, math=_math_for(q, math, float(dropout_p)))
     if sinks is not None:
         opts["sinks"] = _opt(sinks)
     bias = attn_bias if isinstance(attn_bias, torch.Tensor) or attn_bias is None else torch.as_tensor(attn_bias)

@@ -4,7 +4,6 @@
 #define ATTN_ONLINE_H
 
 #include "../kernels/kernels.h"
-#include "base/storage.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,16 +33,6 @@ static inline float attn_row_max(const attn_kernel_table *kt, const float *s, in
  * rescaling: P is then at most 2^11, far from float overflow. */
 #define ATTN_LAZY_MAX 11.0f
 
-/* P rounded in place to pt (the math modes' P V operand, base/sem.h;
- * F32: nothing to do) and its sum over the rounded values, in lanes of 8
- * then pairwise (as exp2_row sums). */
-static inline float attn_round_sum(float *p, int64_t n, attn_dtype pt) {
-    attn_st_round(pt, p, n);
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t j = 0; j < n; j++) acc[j % 8] += p[j];
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
 /* Row s[0..n) of raw scores (already masked with -inf) against the running
  * reference max *m, sum *l and output row o[0..no): s becomes
  * P = 2^(escale * s - m), and *l += sum P. Base 2: escale carries log2(e)
@@ -69,7 +58,7 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
         *m = mn;
     }
     float sum = kt->exp2_row(s, s, n, escale, *m);
-    *l += pt == ATTN_DTYPE_F32 ? sum : attn_round_sum(s, n, pt);
+    *l += pt == ATTN_DTYPE_F32 ? sum : kt->round_row(s, n, pt);
 }
 
 /* A row's end: the factor that turns its output accumulator (relative to

@@ -14,8 +14,10 @@
  * (attn_score_q_multiplier), so a tile comes out as u = s log2(e) and the
  * exponential kernels take escale = 1; with softcap or ALiBi the packed
  * queries carry only the scale's sign, the tile is modified in natural units
- * here, and the exponential kernels multiply by escale = log2(e). Row maxima
- * and statistics are in base-2 units either way. */
+ * here, and the exponential kernels multiply by escale = log2(e). In a math
+ * mode that rounds the queries, they carry only the scale's sign and escale
+ * is |scale| log2(e). Row maxima and statistics are in base-2 units either
+ * way. */
 #ifndef ATTN_SCORE_H
 #define ATTN_SCORE_H
 
@@ -38,21 +40,26 @@ static inline attn_seq attn_seq_of(const attn_sdpa_desc *d, int64_t b) {
     return s;
 }
 
-/* score modifiers present: the tile is modified in natural units. A math
- * mode that rounds operands (the entry points set math to STRICT when
- * nothing rounds) counts too: q is rounded without the scale, which is
- * applied to the float32 scores here. */
+/* score modifiers present: the tile is modified in natural units (the
+ * scale applied to it here, then softcap, ALiBi, the bias) */
 static inline int attn_score_has_mods(const attn_sdpa_desc *d) {
-    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL || d->math != ATTN_MATH_STRICT;
+    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL;
 }
 
-/* what the packed queries are multiplied by (see the base-2 note above) */
+/* what the packed queries are multiplied by (see the base-2 note above). A
+ * math mode that rounds operands (the entry points set math to STRICT when
+ * nothing rounds) keeps the scale out of the rounded queries too: they carry
+ * its sign only, and the exponential applies |scale| log2(e) (escale). */
 static inline float attn_score_q_multiplier(const attn_sdpa_desc *d) {
-    return attn_score_has_mods(d) ? (d->scale < 0.0f ? -1.0f : 1.0f) : d->scale * ATTN_LOG2E;
+    return attn_score_has_mods(d) || d->math != ATTN_MATH_STRICT ? (d->scale < 0.0f ? -1.0f : 1.0f)
+                                                                   : d->scale * ATTN_LOG2E;
 }
 
 /* the exponential kernels' scale */
-static inline float attn_score_escale(const attn_sdpa_desc *d) { return attn_score_has_mods(d) ? ATTN_LOG2E : 1.0f; }
+static inline float attn_score_escale(const attn_sdpa_desc *d) {
+    if (attn_score_has_mods(d)) return ATTN_LOG2E;
+    return d->math != ATTN_MATH_STRICT ? fabsf(d->scale) * ATTN_LOG2E : 1.0f;
+}
 
 /* Additive key mask for batch row b: 0 where visible, -inf where the padding
  * mask hides the key (keys past Sk are cut by the row ranges instead).

@@ -89,6 +89,10 @@ typedef struct attn_kernel_table {
                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
     void (*pv_rows_x)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                       float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
+    /* x rounded in place to t (ATTN_DTYPE_F16 or BF16: nearest even, NaN
+     * stays NaN, as base/half.h), returns the sum of the rounded values
+     * (accumulated as exp2_row's): the math modes' P operand and its sum */
+    float (*round_row)(float *x, int64_t n, attn_dtype t);
     /* how this table carries the math modes' products (attn_math_products) */
     const char *math_products;
 } attn_kernel_table;

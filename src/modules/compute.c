@@ -42,6 +42,7 @@ static void group_desc(const layer_cache *c, const sdpa_group *g, const attn_dro
     d->scale = c->scale;
     d->causal = c->causal;
     d->impl = c->impl;
+    d->math = c->math;
     if (c->mask) {
         d->key_mask = c->mask;
         d->key_mask_stride_b = c->Sk;
@@ -123,6 +124,7 @@ static attn_status forward_prepare(attn_layer *l, const attn_forward_args *a, wi
     c->Sk = (k->flags & K_CROSS) ? a->Sk : a->S;
     c->train = a->train;
     c->impl = a->impl;
+    c->math = a->math;
     c->causal = (k->flags & K_CAUSAL) ? (cf->causal_align ? cf->causal_align : ATTN_CAUSAL_TOP_LEFT) : ATTN_CAUSAL_NONE;
     int64_t M = c->B * c->S, Mk = c->B * c->Sk, C = cf->d_in;
     wiring w;
@@ -312,7 +314,7 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
             attn_sdpa_desc_init(&d, a->B, Htot, a->S, 0, hd, hd);
             d.scale = c->scale;
             d.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* the chunk's queries are the last S tokens */
-            d.impl = a->impl;
+            d.impl = a->impl, d.math = a->math;
             if (a->mask)
                 d.key_mask = a->mask, d.key_mask_stride_b = a->Sk, d.key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
             st = attn_kv_cache_attend(kvc, &d, q, o, NULL);

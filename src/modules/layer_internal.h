@@ -36,6 +36,7 @@ typedef struct layer_cache {
     int64_t B, S, Sk;
     int train;
     attn_impl impl;
+    attn_math math;
     float scale;
     attn_causal causal;
     float *buf[BUF_COUNT]; /* BUF_OUT unused (the caller owns out) */

@@ -50,8 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (lc->d_in <= 64 && lc->context_length <= 64) {
                 int64_t S = 3, C = lc->d_in, W = attn_layer_out_width(l);
                 float *x = calloc((size_t)(S * C), sizeof(float)), *out = calloc((size_t)(S * W), sizeof(float));
-                attn_forward_args a = {x,  1, S, k == ATTN_LAYER_CROSS ? x : NULL, S, NULL, 0, NULL, ATTN_IMPL_AUTO,
-                                       out};
+                attn_forward_args a = {
+                    x, 1, S, k == ATTN_LAYER_CROSS ? x : NULL, S, NULL, 0, NULL, ATTN_IMPL_AUTO, out, ATTN_MATH_STRICT};
                 if (x && out) (void)attn_layer_forward(l, &a);
                 free(x);
                 free(out);

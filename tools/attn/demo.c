@@ -131,7 +131,8 @@ static void map_layer(const char *name, const char *title, attn_layer *l, const 
     int64_t H = attn_layer_attention_heads(l);
     size_t n = (size_t)(B * H * S * Sk);
     float *sc = malloc(n * sizeof *sc), *w = malloc(n * sizeof *w);
-    attn_forward_args a = {x->d, B, S, y ? y->d : NULL, y ? Sk : 0, mask, 0, NULL, ATTN_IMPL_REF, NULL};
+    attn_forward_args a = {
+        x->d, B, S, y ? y->d : NULL, y ? Sk : 0, mask, 0, NULL, ATTN_IMPL_REF, NULL, ATTN_MATH_STRICT};
     if (!sc || !w)
         check(ATTN_E_NOMEM, "heatmap");
     else
@@ -209,7 +210,8 @@ static T run_cfg(const attn_layer_config *c, uint64_t init_seed, const T *x, con
     int64_t B = x->nd == 3 ? x->sh[0] : 1, S = x->sh[x->nd - 2], W = attn_layer_out_width(l);
     o = x->nd == 3 ? mk(3, B, S, W) : mk(2, S, W, 0);
     attn_generator_seed(&g, fwd_seed);
-    attn_forward_args a = {x->d, B, S, y ? y->d : NULL, y ? y->sh[1] : 0, mask, train, &g, ATTN_IMPL_REF, o.d};
+    attn_forward_args a = {
+        x->d, B, S, y ? y->d : NULL, y ? y->sh[1] : 0, mask, train, &g, ATTN_IMPL_REF, o.d, ATTN_MATH_STRICT};
     check(attn_layer_forward(l, &a), "layer forward");
     if (keep)
         *keep = l;

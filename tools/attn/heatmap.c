@@ -86,7 +86,7 @@ int cmd_heatmap(int argc, char **argv) {
     attn_generator gen;
     attn_generator_seed(&gen, (uint64_t)o.seed);
     attn_generator_set_flavor(&gen, o.flavor);
-    attn_forward_args fa = {in.x, B, S, in.y, Sk, in.mask, o.train, &gen, (attn_impl)o.impl, NULL};
+    attn_forward_args fa = {in.x, B, S, in.y, Sk, in.mask, o.train, &gen, (attn_impl)o.impl, NULL, ATTN_MATH_STRICT};
     attn_status st = attn_layer_attention_weights(in.layer, &fa, sc, w);
     if (st != ATTN_OK) {
         cli_error("%s: attention weights: %s", o.module, attn_status_string(st));

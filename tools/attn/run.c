@@ -73,6 +73,8 @@
     }
 static const cli_opt run_table[] = {
     RUN_COMMON,
+    {"--math", OPT_CHOICE, O(math), 0, 0, 0, "strict|data|bf16", NULL,
+     "attention products' arithmetic (float32 layers: data = strict, bf16 rounds to bf16)"},
     {"--grad", OPT_FLAG, O(grad), 0, 0, 0, NULL, NULL, "also the backward of grad_out"},
     {"--incremental", OPT_I64, O(incremental), 0, 1, INT32_MAX, NULL, NULL,
      "feed N tokens at a time through a KV cache"},
@@ -159,7 +161,8 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
         for (int64_t b = 0; b < B; b++)
             memcpy(xc + b * m * C, fa->x + (b * S + t0) * C, (size_t)(m * C) * sizeof(float));
         /* the padding mask of the whole input covers the cache's positions after every chunk */
-        attn_forward_args ia = {.x = xc, .B = B, .S = m, .mask = fa->mask, .Sk = S, .impl = fa->impl, .out = oc};
+        attn_forward_args ia = {
+            .x = xc, .B = B, .S = m, .mask = fa->mask, .Sk = S, .impl = fa->impl, .out = oc, .math = fa->math};
         st = attn_layer_forward_incremental(layer, cache, &ia);
         for (int64_t b = 0; st == ATTN_OK && b < B; b++)
             memcpy(fa->out + (b * S + t0) * W, oc + b * m * W, (size_t)(m * W) * sizeof(float));
@@ -322,7 +325,7 @@ int cmd_run(int argc, char **argv) {
     attn_generator gen;
     attn_generator_seed(&gen, (uint64_t)o.seed);
     attn_generator_set_flavor(&gen, o.flavor);
-    attn_forward_args fa = {x, B, S, y, Sk, mask, o.train, &gen, (attn_impl)o.impl, out};
+    attn_forward_args fa = {x, B, S, y, Sk, mask, o.train, &gen, (attn_impl)o.impl, out, (attn_math)o.math};
     if (o.incremental) { /* through the layer's KV cache, N tokens at a time */
         if (run_incremental(layer, &fa, C, W, o.incremental, o.module)) goto done;
     } else if ((st = attn_layer_forward(layer, &fa)) != ATTN_OK) {

@@ -13,6 +13,7 @@ typedef struct run_opts {
     int has_heads, has_ctx, has_seed, has_out_dropout, train, grad;
     double dropout, out_dropout;
     int impl; /* attn_impl */
+    int math; /* attn_math (attn run) */
     attn_torch_flavor flavor;
     /* heatmap only */
     int64_t head, batch; /* -1 = not given */

@@ -100,7 +100,7 @@ static attn_status forward(model *m, const int *seq, int64_t B, double *loss, in
             float *h = m->h0 + (b * T + t) * C;
             for (int64_t c = 0; c < C; c++) h[c] = te[c] + pe[c];
         }
-    attn_forward_args fa = {m->h0, B, T, NULL, 0, NULL, 0, NULL, ATTN_IMPL_AUTO, m->a};
+    attn_forward_args fa = {m->h0, B, T, NULL, 0, NULL, 0, NULL, ATTN_IMPL_AUTO, m->a, ATTN_MATH_STRICT};
     attn_status st = attn_layer_forward(m->attn, &fa);
     if (st) return st;
     for (int64_t i = 0; i < rows * C; i++) m->h1[i] = m->h0[i] + m->a[i];

@@ -287,7 +287,31 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_Q8_0);
 }
 
-const attn_kernel_table attn_kernels_generic = {
-    "generic",        6,           gemm_6x16, gemm_6x16_tn, exp2_row,  exp2_dot_row,
-    softmax_grad_row, dropout_mcg, max_row,   scale_row,    dot_row,   softcap_row,
-    alibi_row,        qk_rows,     pv_rows,   qk_rows_x,    pv_rows_x, ATTN_MATH_PRODUCTS_F32};
+/* x rounded in place to t and the sum of the rounded values, in lanes of 8
+ * then pairwise (as exp2_row sums) */
+static float round_row(float *x, int64_t n, attn_dtype t) {
+    attn_st_round(t, x, n);
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < n; j++) lane[j % 8] += x[j];
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+const attn_kernel_table attn_kernels_generic = {"generic",
+                                                6,
+                                                gemm_6x16,
+                                                gemm_6x16_tn,
+                                                exp2_row,
+                                                exp2_dot_row,
+                                                softmax_grad_row,
+                                                dropout_mcg,
+                                                max_row,
+                                                scale_row,
+                                                dot_row,
+                                                softcap_row,
+                                                alibi_row,
+                                                qk_rows,
+                                                pv_rows,
+                                                qk_rows_x,
+                                                pv_rows_x,
+                                                round_row,
+                                                ATTN_MATH_PRODUCTS_F32};

@@ -114,6 +114,26 @@ static float exp2_row(const float *x, float *y, int64_t n, float scale, float m)
     return vf_sum(acc);
 }
 
+/* x rounded in place to t (F16 or BF16) and the sum of the rounded values,
+ * accumulated as exp2_row accumulates */
+static float round_row(float *x, int64_t n, attn_dtype t) {
+    int f16 = t == ATTN_DTYPE_F16;
+    vf acc = vf_zero();
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf r = vf_round_to(vf_load(x + j), f16);
+        vf_store(x + j, r);
+        acc = vf_add(acc, r);
+    }
+    if (j < n) {
+        vmask mk = vm_tail(n - j);
+        vf r = vf_round_to(vf_maskz_load(x + j, mk), f16);
+        vf_mask_store(x + j, mk, r);
+        acc = vf_add(acc, r);
+    }
+    return vf_sum(acc);
+}
+
 /* exp2_row without storing y, and dot_row(y, w) from the same values: the
  * two sums accumulate exactly as those two kernels do (same bits). */
 static float exp2_dot_row(const float *x, const float *w, int64_t n, float scale, float m, float *dot) {
@@ -607,7 +627,22 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
-const attn_kernel_table ATTN_SIMD_TABLE = {
-    ATTN_SIMD_NAME,   MR,          gemm,    gemm_tn,   exp2_row,  exp2_dot_row,
-    softmax_grad_row, dropout_mcg, max_row, scale_row, dot_row,   softcap_row,
-    alibi_row,        qk_rows,     pv_rows, qk_rows_x, pv_rows_x, ATTN_MATH_PRODUCTS_F32};
+const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
+                                           MR,
+                                           gemm,
+                                           gemm_tn,
+                                           exp2_row,
+                                           exp2_dot_row,
+                                           softmax_grad_row,
+                                           dropout_mcg,
+                                           max_row,
+                                           scale_row,
+                                           dot_row,
+                                           softcap_row,
+                                           alibi_row,
+                                           qk_rows,
+                                           pv_rows,
+                                           qk_rows_x,
+                                           pv_rows_x,
+                                           round_row,
+                                           ATTN_MATH_PRODUCTS_F32};

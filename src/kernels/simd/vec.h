@@ -45,9 +45,11 @@ VEC_INLINE vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 VEC_INLINE vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 VEC_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a b + c, one rounding */
 VEC_INLINE vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a b */
-VEC_INLINE vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }             /* b when either is NaN */
+VEC_INLINE vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }              /* b when either is NaN */
 VEC_INLINE vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
-VEC_INLINE vf vf_abs(vf a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff))); }
+VEC_INLINE vf vf_abs(vf a) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+}
 /* +-1 with the sign of a */
 VEC_INLINE vf vf_copysign1(vf a) {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)),
@@ -132,10 +134,13 @@ VEC_INLINE vh vf_fold_max(vf v) { return _mm256_max_ps(_mm512_castps512_ps256(v)
 VEC_INLINE __m256 bf16x8(const void *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
-VEC_INLINE __m256 i8x8(const void *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+VEC_INLINE __m256 i8x8(const void *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
 VEC_INLINE vf vf_load_f16(const void *p) {
     const char *c = p;
-    return vf_join(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)c)), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + 16))));
+    return vf_join(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)c)),
+                   _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + 16))));
 }
 VEC_INLINE vf vf_load_bf16(const void *p) { return vf_join(bf16x8(p), bf16x8((const char *)p + 16)); }
 VEC_INLINE vf vf_load_i8(const void *p) { return vf_join(i8x8(p), i8x8((const char *)p + 8)); }
@@ -144,7 +149,9 @@ VEC_INLINE vf vf_load_f16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_s
 VEC_INLINE vf vf_load_bf16(const void *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
-VEC_INLINE vf vf_load_i8(const void *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+VEC_INLINE vf vf_load_i8(const void *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
 #endif
 
 /* MCG31 dropout stream: VL/2 64-bit lanes of x * c mod (2^31 - 1) */
@@ -208,7 +215,9 @@ VEC_INLINE vf vf_load_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si12
 VEC_INLINE vf vf_load_bf16(const void *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
-VEC_INLINE vf vf_load_i8(const void *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+VEC_INLINE vf vf_load_i8(const void *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
 
 VEC_INLINE vi vi64_load(const uint64_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
 VEC_INLINE vi vi64_set1(uint64_t c) { return _mm256_set1_epi64x((long long)c); }
@@ -258,5 +267,30 @@ VEC_INLINE __m128 vh_sum4(vh a0, vh a1, vh a2, vh a3) {
     return _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
 }
 VEC_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 8 lanes rounded to bf16 / f16 and back (nearest even; a NaN stays a quiet
+ * NaN), as base/half.h rounds: the math modes' operands */
+VEC_INLINE __m256 vh_round_bf16(__m256 x) {
+    __m256i u = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i bias =
+        _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, bias), hi);
+    __m256i qnan = _mm256_or_si256(_mm256_and_si256(u, hi), _mm256_set1_epi32(0x00400000));
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+VEC_INLINE __m256 vh_round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+VEC_INLINE __m256 vh_round_to(__m256 x, int f16) { return f16 ? vh_round_f16(x) : vh_round_bf16(x); }
+#if !defined(ATTN_VEC_AVX512)
+VEC_INLINE vf vf_round_to(vf v, int f16) { return vh_round_to(v, f16); }
+#elif defined(ATTN_VEC_SIMDE)
+VEC_INLINE vf vf_round_to(vf v, int f16) {
+    return vf_join(vh_round_to(vf_half(v, 0), f16), vh_round_to(vf_half(v, 1), f16));
+}
+#else
+VEC_INLINE vf vf_round_to(vf v, int f16) {
+    __m256 lo = vh_round_to(_mm512_castps512_ps256(v), f16), hi = vh_round_to(_mm512_extractf32x8_ps(v, 1), f16);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+#endif
 
 #endif
