@@ -18,7 +18,10 @@
  *   - values against the reference path (ATTN_IMPL_REF) within the
  *     precision rule (scaled by the problem's magnitudes);
  *   - bitwise equality of the fused forward, decode and backward on 1 and 2
- *     threads.
+ *     threads;
+ *   - on a third of the cases, a math mode (DATA on 16-bit inputs, BF16 on
+ *     float32 ones): the fused forward and decode against the reference in
+ *     the same mode (mode_paths).
  * Paths: the reference, the fused forward (flash) and backward, decode
  * (Sq <= 16 through the default entry), and the KV cache's attend for every
  * storage type, contiguous and paged, against the reference on the values
@@ -646,6 +649,43 @@ static attn_status blocks(const prob *p, int64_t K1, float *out, float *g) {
     return st;
 }
 
+/* A math mode (attn.h, attn_math) on the forward paths: DATA for 16-bit
+ * inputs, BF16 for float32 ones (which rounds q, k, v to bf16), drawn from the
+ * case. Every path is non-finite only where the oracle's rule allows
+ * (rounding keeps finite values finite: P <= 2^11), and the fused forward and the
+ * default entry (decode for Sq <= 16) give the reference's answer in that
+ * mode: values within the strict rule plus what rounding P to the type's
+ * nearer neighbour may move (3 units of the type's precision times max |v|),
+ * and the same bits on 1 and 2 threads. */
+static void mode_paths(const prob *p, const oracle *o, double smax) {
+    prob m = *p;
+    m.d.math = p->dt == ATTN_DTYPE_F16 || p->dt == ATTN_DTYPE_BF16 ? ATTN_MATH_DATA : ATTN_MATH_BF16;
+    double u = p->dt == ATTN_DTYPE_F16 ? 0x1p-11 : 0x1p-8, vb = maxabs(p->v, nv(p));
+    float *r = calloc(no(p) + 1, 4), *f1 = calloc(no(p) + 1, 4), *f2 = calloc(no(p) + 1, 4);
+    float *a1 = calloc(no(p) + 1, 4), *a2 = calloc(no(p) + 1, 4);
+    attn_status sr = forward(&m, ATTN_IMPL_REF, 1, r, NULL), s1 = forward(&m, ATTN_IMPL_FAST, 1, f1, NULL);
+    attn_status s2 = forward(&m, ATTN_IMPL_FAST, 2, f2, NULL), s3 = forward(&m, ATTN_IMPL_AUTO, 1, a1, NULL);
+    attn_status s4 = forward(&m, ATTN_IMPL_AUTO, 2, a2, NULL);
+    if (sr || s1 || s2 || s3 || s4) {
+        report(p, "math mode", "statuses: ref %d fast %d/%d auto %d/%d", sr, s1, s2, s3, s4);
+    } else {
+        /* non-finite only where PyTorch's math allows it; not required where the
+         * lean oracle's tiny double weights meet an inf value: a P that rounds
+         * to zero is an exact zero weight, which may or may not carry it */
+        uint8_t *none = calloc(no(p) + 1, 1);
+        check_nonfinite(p, "math mode reference", "out", r, no(p), none, o->nf_full_o);
+        check_nonfinite(p, "math mode fused forward", "out", f1, no(p), none, o->nf_full_o);
+        check_nonfinite(p, "math mode default forward", "out", a1, no(p), none, o->nf_full_o);
+        free(none);
+        bitwise(p, "math mode fused forward", "out", f1, f2, no(p));
+        bitwise(p, "math mode default forward", "out", a1, a2, no(p));
+        double rt = 2e-4 + 3 * u, base = vb * (1.0 + 3 * u / (64 * 0x1p-24));
+        check_close(p, "math mode fused forward", "out", f1, r, no(p), rt, base, smax, 0);
+        check_close(p, "math mode default forward", "out", a1, r, no(p), rt, base, smax, 0);
+    }
+    free(r), free(f1), free(f2), free(a1), free(a2);
+}
+
 static void run_case(uint64_t seed, uint64_t cas) {
     prob p;
     draw(&p, seed, cas);
@@ -675,7 +715,8 @@ static void run_case(uint64_t seed, uint64_t cas) {
         check_close(&p, "fused forward", "out", o1, oref, no(&p), 2e-4, vb, smax, !use_oracle);
         check_close(&p, "default forward (decode for Sq <= 16)", "out", oa, oref, no(&p), 2e-4, vb, smax, !use_oracle);
     }
-    if (p.Sq <= 16) { /* decode on 1 and 2 threads */
+    if (use_oracle && cas % 3 == 1) mode_paths(&p, &o, smax); /* a math mode on a third of the cases */
+    if (p.Sq <= 16) {                                         /* decode on 1 and 2 threads */
         float *d1 = calloc(no(&p) + 1, 4);
         if (forward(&p, ATTN_IMPL_AUTO, 1, d1, NULL) == ATTN_OK) bitwise(&p, "decode", "out", d1, oa, no(&p));
         free(d1);
