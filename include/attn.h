@@ -191,10 +191,12 @@ typedef enum attn_impl {
  *           exponentials, sums, lse and the output accumulator stay float32.
  *           For float32 data DATA is STRICT.
  *   BF16    DATA, with float32 data also rounded to bf16 for the products.
- * The rounding is the contract; which instructions carry the products
- * (float32 FMA on rounded values, or bf16 / int8 dot instructions) is the
- * kernels' choice per CPU (attn_kernel_name says which), so in DATA and BF16
- * results may differ between kernel tables (never between thread counts).
+ * The rounding above is what a kernel table with bf16 / f16 / int8 product
+ * instructions computes; a table without them runs DATA and BF16 as STRICT
+ * (the rounding would cost time and buy nothing there; attn_math_products
+ * says which). So in DATA and BF16 results may differ between kernel tables
+ * (never between thread counts), always within the accuracy rule of
+ * docs/SEMANTICS.md.
  * The backward (and the block API, and attn_sdpa_weights) in DATA / BF16
  * runs strict for now. Dropout where the mode rounds P is ATTN_E_UNSUPPORTED. */
 typedef enum attn_math { ATTN_MATH_STRICT = 0, ATTN_MATH_DATA = 1, ATTN_MATH_BF16 = 2 } attn_math;
@@ -297,10 +299,10 @@ ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64
  * in builds made with libsimde-dev) or "auto" (the default: the best this
  * CPU runs). */
 ATTN_API const char *attn_kernel_name(void);
-/* How these kernels carry the products of ATTN_MATH_DATA and ATTN_MATH_BF16
- * (e.g. float32 FMA on the rounded operands where the CPU or build has no
- * bf16 / int8 product instructions: the same results' contract, strict's
- * speed). */
+/* How these kernels carry the products of ATTN_MATH_DATA and ATTN_MATH_BF16.
+ * A text that starts with "strict": the kernels have no bf16 / f16 / int8
+ * product instructions, so those modes run exactly as ATTN_MATH_STRICT
+ * (never slower, more accurate; see attn_math). */
 ATTN_API const char *attn_math_products(void);
 /* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it
  * names a kernel set this CPU or build cannot run ("avx2" without AVX2/FMA/

@@ -197,6 +197,17 @@ static void test_round_row(const attn_kernel_table *kt) {
                 want += x[i];
             }
             CHECK(same, "%s round_row %s n=%d: the values base/half.h gives", kt->name, t ? "bf16" : "f16", n);
+            /* exp2_round_row: exp2_row's values rounded alike, in one pass */
+            float e[67], er[67], xs[67];
+            for (int i = 0; i < n; i++) xs[i] = tu_frand(&seed) * 15.0f; /* y up to 2^7.5: finite in f16 */
+            kt->exp2_row(xs, e, n, 0.7f, 3.0f);
+            float s2 = kt->exp2_round_row(xs, er, n, 0.7f, 3.0f, dt);
+            attn_st_round(dt, e, n);
+            double w2 = 0.0;
+            for (int i = 0; i < n; i++) w2 += e[i];
+            CHECK(!memcmp(e, er, (size_t)n * 4) && fabs(s2 - w2) <= 1e-6 * w2 + 1e-30,
+                  "%s exp2_round_row %s n=%d: exp2_row's values rounded (sum %g, want %g)", kt->name,
+                  t ? "bf16" : "f16", n, (double)s2, w2);
             CHECK(isnan(want)   ? isnan(sum)
                   : isinf(want) ? sum == (float)want
                                 : fabs(sum - want) <= 1e-6 * fabs(want) + 1e-30,

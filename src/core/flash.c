@@ -137,8 +137,8 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
  * put a tile's rows of one column panel into a few cache sets), zero-padded;
  * 16-bit inputs are converted here (tmp: D + Dv floats), float32 inputs in
  * BF16 mode rounded to bf16 (base/sem.h). */
-static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b, int64_t h, int64_t SkP, int64_t DvP,
-                    float *KT, float *Vp, float *tmp) {
+static void pack_kv(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b,
+                    int64_t h, int64_t SkP, int64_t DvP, float *KT, float *Vp, float *tmp) {
     int64_t D = d->D, Dv = d->Dv, full = Dv / 16 * 16;
     attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype));
     for (int64_t j = 0; j < SkP; j++) {
@@ -151,13 +151,13 @@ static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b
         const float *kr = attn_row_f32(k, d->qkv_dtype, b, h, j, D, tmp);
         if (kvt != ATTN_DTYPE_F32) { /* BF16 mode on float32 data: the products' operands */
             if (kr != tmp) memcpy(tmp, kr, (size_t)D * sizeof(float));
-            attn_st_round(kvt, tmp, D), kr = tmp;
+            kt->round_row(tmp, D, kvt), kr = tmp;
         }
         for (int64_t c = 0; c < D; c++) kp[c * 16] = kr[c];
         const float *vr = attn_row_f32(v, d->qkv_dtype, b, h, j, Dv, tmp + D);
         if (kvt != ATTN_DTYPE_F32) {
             if (vr != tmp + D) memcpy(tmp + D, vr, (size_t)Dv * sizeof(float));
-            attn_st_round(kvt, tmp + D, Dv), vr = tmp + D;
+            kt->round_row(tmp + D, Dv, kvt), vr = tmp + D;
         }
         for (int64_t p = 0; p < full; p += 16) memcpy(vp + p * SkP, vr + p, 16 * sizeof(float));
         if (full < DvP) /* the last panel's columns past Dv are zero */
@@ -166,17 +166,15 @@ static void pack_kv(const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
- * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1), then
- * rounded to rt (a math mode's operand type; F32: not rounded). */
+ * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1). */
 static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n,
-                      int64_t ldp, float *dst, float mul, attn_dtype rt) {
+                      int64_t ldp, float *dst, float mul) {
     for (int64_t r = 0; r < BR; r++) {
         float *row = dst + r * ldp;
         int64_t c = 0;
         if (r < rows) {
             const float *src = attn_row_f32(t, dt, b, h, i0 + r, n, row); /* converts in place */
             for (; c < n; c++) row[c] = mul * src[c];
-            attn_st_round(rt, row, n);
         }
         for (; c < ldp; c++) row[c] = 0.0f;
     }
@@ -288,7 +286,9 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     }
     attn_seq sq = attn_seq_of(d, b);
     attn_score_keys keys = {sq, t->add, t->any_add};
-    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul, c->qt);
+    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
+    if (c->qt != ATTN_DTYPE_F32) /* a math mode's Q operand (f16, bf16) */
+        for (int64_t r = 0; r < rows; r++) kt->round_row(Qp + r * D, D, c->qt);
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
@@ -355,7 +355,7 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, f
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < B * Hkv; bh++) {
             float *KT = panels + (size_t)bh * (head_kt + head_v);
-            if (tmp) pack_kv(d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
+            if (tmp) pack_kv(c->kt, d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
         }
         free(tmp);
     }
@@ -483,7 +483,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 for (int64_t bhk = 0; bhk < B * Hkv; bhk++) {
                     if (!ok) continue;
                     int64_t b = bhk / Hkv, hk = bhk % Hkv;
-                    pack_kv(d, k, v, b, hk, SkP, DvP, KT, KT + head_kt, tmp);
+                    pack_kv(c.kt, d, k, v, b, hk, SkP, DvP, KT, KT + head_kt, tmp);
                     for (int64_t h = hk * G; h < (hk + 1) * G; h++)
                         for (int64_t blk = 0; blk < nqb; blk++) fwd_block(&c, &t, b, h, blk, KT, KT + head_kt);
                 }
@@ -652,8 +652,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             int any_add = attn_score_key_row(d, b, add, nkb * BC_B);
             attn_seq sq = attn_seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
-            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul, ATTN_DTYPE_F32);
-            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f, ATTN_DTYPE_F32);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul);
+            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
             int64_t klo, khi;
@@ -1140,8 +1140,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 qb_at(&pl.qb, u % nqb, &i0, &rows);
                 block_rng(d, &sq, i0, rows, &klo, &khi);
                 int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul, ATTN_DTYPE_F32);
-                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f, ATTN_DTYPE_F32);
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul);
+                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
@@ -1151,7 +1151,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                                        any_add, tb.keep, gm ? NULL : m, l, acc);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f, ATTN_DTYPE_F32); /* dK += dS^T Q */
+                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f); /* dK += dS^T Q */
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;

@@ -57,8 +57,7 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
         }
         *m = mn;
     }
-    float sum = kt->exp2_row(s, s, n, escale, *m);
-    *l += pt == ATTN_DTYPE_F32 ? sum : kt->round_row(s, n, pt);
+    *l += pt == ATTN_DTYPE_F32 ? kt->exp2_row(s, s, n, escale, *m) : kt->exp2_round_row(s, s, n, escale, *m, pt);
 }
 
 /* A row's end: the factor that turns its output accumulator (relative to

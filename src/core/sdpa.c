@@ -5,6 +5,7 @@
  *   otherwise                the fused tiled kernel (src/core/flash.c)
  * attn_attend makes that choice for plain tensors and the KV cache alike. */
 #include "internal.h"
+#include "kernels/kernels.h"
 #include "base/rows.h"
 #include "base/sem.h"
 #include "core/kv_src.h"
@@ -78,10 +79,12 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
 }
 
 /* the descriptor a call runs with: math STRICT when the mode rounds nothing
- * for these K / V types (float32 data in DATA mode is STRICT, bit for bit) */
+ * for these K / V types (float32 data in DATA mode is STRICT, bit for bit),
+ * or when the kernel table has no faster products than float32 ones
+ * (kernels.h, math_rounds: the rounding would cost and buy nothing) */
 static attn_sdpa_desc resolve_math(const attn_sdpa_desc *d, attn_dtype kvdt) {
     attn_sdpa_desc e = *d;
-    if (!attn_sem_rounds(d, kvdt, kvdt)) e.math = ATTN_MATH_STRICT;
+    if (!attn_sem_rounds(d, kvdt, kvdt) || !attn_kernels()->math_rounds) e.math = ATTN_MATH_STRICT;
     return e;
 }
 

@@ -93,14 +93,24 @@ typedef struct attn_kernel_table {
      * stays NaN, as base/half.h), returns the sum of the rounded values
      * (accumulated as exp2_row's): the math modes' P operand and its sum */
     float (*round_row)(float *x, int64_t n, attn_dtype t);
+    /* exp2_row's y rounded as round_row rounds, in one pass; returns the sum
+     * of the rounded y (the math modes' P and its row sum) */
+    float (*exp2_round_row)(const float *x, float *y, int64_t n, float scale, float m, attn_dtype t);
+    /* 1: this table computes the math modes' rounded products (DATA, BF16:
+     * base/sem.h); 0: it has no faster bf16 / f16 / int8 product kernels, so
+     * the entry points run those modes as STRICT (never slower, exact) */
+    int math_rounds;
     /* how this table carries the math modes' products (attn_math_products) */
     const char *math_products;
 } attn_kernel_table;
 
-/* the math modes' products in a table that has no 16-bit or int8 product
- * instructions: float32 FMA on operands rounded to the mode's types (the
- * same rounding, so the same contract; the speed of strict) */
-#define ATTN_MATH_PRODUCTS_F32 "float32 FMA on operands rounded to the data's type (no bf16/f16/int8 product kernels)"
+/* what attn_math_products says of a table without bf16 / f16 / int8
+ * product kernels (math_rounds 0), and of one that rounds the operands and
+ * multiplies them in float32 (the avx512-simde test table, standing in for
+ * the tables with product kernels so that every rounded path is tested) */
+#define ATTN_MATH_PRODUCTS_STRICT                                                                                      \
+    "strict (no bf16/f16/int8 product kernels in this table: data and bf16 run the float32 kernels)"
+#define ATTN_MATH_PRODUCTS_EMULATED "emulated (operands rounded as the mode says, float32 FMA products: a test table)"
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
  * returns x, beyond +-7.9 exactly +-1 (float32's tanh is 1 - 3e-7 there: a

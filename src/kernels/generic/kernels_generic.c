@@ -296,22 +296,16 @@ static float round_row(float *x, int64_t n, attn_dtype t) {
     return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic",
-                                                6,
-                                                gemm_6x16,
-                                                gemm_6x16_tn,
-                                                exp2_row,
-                                                exp2_dot_row,
-                                                softmax_grad_row,
-                                                dropout_mcg,
-                                                max_row,
-                                                scale_row,
-                                                dot_row,
-                                                softcap_row,
-                                                alibi_row,
-                                                qk_rows,
-                                                pv_rows,
-                                                qk_rows_x,
-                                                pv_rows_x,
-                                                round_row,
-                                                ATTN_MATH_PRODUCTS_F32};
+/* exp2_row, then round_row: the exponentials rounded to t and their sum */
+static float exp2_round_row(const float *x, float *y, int64_t n, float scale, float m, attn_dtype t) {
+    exp2_row(x, y, n, scale, m);
+    return round_row(y, n, t);
+}
+
+const attn_kernel_table attn_kernels_generic = {"generic",        6,           gemm_6x16,
+                                                gemm_6x16_tn,     exp2_row,    exp2_dot_row,
+                                                softmax_grad_row, dropout_mcg, max_row,
+                                                scale_row,        dot_row,     softcap_row,
+                                                alibi_row,        qk_rows,     pv_rows,
+                                                qk_rows_x,        pv_rows_x,   round_row,
+                                                exp2_round_row,   0,           ATTN_MATH_PRODUCTS_STRICT};

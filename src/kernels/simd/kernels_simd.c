@@ -15,6 +15,9 @@
 #ifndef ATTN_SIMD_TABLE
 #error "ATTN_SIMD_TABLE names the table this build of the source defines"
 #endif
+#ifndef ATTN_SIMD_MATH_ROUNDS /* the table computes the math modes' rounded products (kernels.h) */
+#define ATTN_SIMD_MATH_ROUNDS 0
+#endif
 #ifndef ATTN_SIMD_NAME
 #error "ATTN_SIMD_NAME is the table's name"
 #endif
@@ -108,6 +111,26 @@ static float exp2_row(const float *x, float *y, int64_t n, float scale, float m)
     if (j < n) {
         vmask mk = vm_tail(n - j);
         vf e = exp2_tail(x + j, mk, vs, vm);
+        vf_mask_store(y + j, mk, e);
+        acc = vf_add(acc, e);
+    }
+    return vf_sum(acc);
+}
+
+/* exp2_row with each y rounded to t (F16 or BF16) before it is stored and
+ * summed: the math modes' P in the exponential's own pass */
+static float exp2_round_row(const float *x, float *y, int64_t n, float scale, float m, attn_dtype t) {
+    vf vs = vf_set1(scale), vm = vf_set1(m), acc = vf_zero();
+    int unit = scale == 1.0f, f16 = t == ATTN_DTYPE_F16;
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf e = vf_round_to(exp2_at(x + j, vs, unit, vm), f16);
+        vf_store(y + j, e);
+        acc = vf_add(acc, e);
+    }
+    if (j < n) {
+        vmask mk = vm_tail(n - j);
+        vf e = vf_maskz(mk, vf_round_to(exp2_tail(x + j, mk, vs, vm), f16));
         vf_mask_store(y + j, mk, e);
         acc = vf_add(acc, e);
     }
@@ -645,4 +668,7 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            qk_rows_x,
                                            pv_rows_x,
                                            round_row,
-                                           ATTN_MATH_PRODUCTS_F32};
+                                           exp2_round_row,
+                                           ATTN_SIMD_MATH_ROUNDS,
+                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED
+                                                                 : ATTN_MATH_PRODUCTS_STRICT};

@@ -1,6 +1,10 @@
 /* The AVX-512 table's source at 16 lanes through SIMD Everywhere's
  * emulation, built for AVX2 hosts (ATTN_ISA=avx512-simde): the tests run the
- * AVX-512 kernels on CPUs without AVX-512. Not for speed. */
+ * AVX-512 kernels on CPUs without AVX-512. Not for speed. It also computes
+ * the math modes' rounded operands (DATA, BF16) as a table with bf16 / int8
+ * product kernels would, with float32 products, so that the tests run every
+ * rounded path on any host. */
+#define ATTN_SIMD_MATH_ROUNDS 1
 #define ATTN_VEC_AVX512 1
 #define ATTN_VEC_SIMDE 1
 #define ATTN_SIMD_TABLE attn_kernels_avx512_simde
