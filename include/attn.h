@@ -679,22 +679,17 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
  * struct is safe. Compiled into the caller, so the sizes are the caller's.
  * Call it once at start-up when the library may be loaded by path (dlopen,
  * a renamed file); the soname already covers ordinary dynamic linking. */
+/* the public structs attn_abi_size knows, one list for the library and the header */
+#define ATTN_ABI_STRUCTS(X)                                                                                            \
+    X(attn_view)                                                                                                       \
+    X(attn_sdpa_desc) X(attn_generator) X(attn_dropout) X(attn_kv_cache_config) X(attn_layer_config)                   \
+        X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config)
+#define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {
         const char *name;
         size_t size;
-    } t[] = {
-        {"attn_view", sizeof(attn_view)},
-        {"attn_sdpa_desc", sizeof(attn_sdpa_desc)},
-        {"attn_generator", sizeof(attn_generator)},
-        {"attn_dropout", sizeof(attn_dropout)},
-        {"attn_kv_cache_config", sizeof(attn_kv_cache_config)},
-        {"attn_layer_config", sizeof(attn_layer_config)},
-        {"attn_tensor_info", sizeof(attn_tensor_info)},
-        {"attn_forward_args", sizeof(attn_forward_args)},
-        {"attn_backward_args", sizeof(attn_backward_args)},
-        {"attn_optim_config", sizeof(attn_optim_config)},
-    };
+    } t[] = {ATTN_ABI_STRUCTS(ATTN_ABI_ENTRY_)};
     if (attn_version_number() / 100 != ATTN_VERSION_NUMBER / 100) return 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (attn_abi_size(t[i].name) != t[i].size) return 0;
