@@ -24,6 +24,10 @@ grep -qx "library: $site/libattn/libattn.so" info.txt || {
   echo "pip_install_test: the package did not load the library installed beside it" >&2
   exit 1
 }
+grep -q "^libattn [0-9][0-9.]*$" info.txt && grep -q "^kernels: [a-z0-9-]*$" info.txt || {
+  echo "pip_install_test: python -m libattn does not print the version and the kernels" >&2
+  exit 1
+}
 LIBATTN_TEST_INSTALLED=1 "$vpy" -m pytest -q -p no:cacheprovider "$src/python/tests"
 "$pip" wheel -q --no-build-isolation --no-index --no-deps -w "$work/wheel" "$src"
 ls "$work"/wheel/libattn-*-py3-none-linux_*.whl
