@@ -191,12 +191,12 @@ typedef enum attn_impl {
  *           exponentials, sums, lse and the output accumulator stay float32.
  *           For float32 data DATA is STRICT.
  *   BF16    DATA, with float32 data also rounded to bf16 for the products.
- * The rounding above is what a kernel table with bf16 / f16 / int8 product
- * instructions computes; a table without them runs DATA and BF16 as STRICT
- * (the rounding would cost time and buy nothing there; attn_math_products
- * says which). So in DATA and BF16 results may differ between kernel tables
- * (never between thread counts), always within the accuracy rule of
- * docs/SEMANTICS.md.
+ * The rounding above is what a kernel table with product kernels for the
+ * type computes (bf16 / f16 / int8 instructions); for a type it has none for,
+ * a table runs DATA and BF16 as STRICT (the rounding would cost time and buy
+ * nothing there; attn_math_rounds / attn_math_products say which). So in
+ * DATA and BF16 results may differ between kernel tables (never between
+ * thread counts), always within the accuracy rule of docs/SEMANTICS.md.
  * The backward (and the block API, and attn_sdpa_weights) in DATA / BF16
  * runs strict for now. Dropout where the mode rounds P is ATTN_E_UNSUPPORTED. */
 typedef enum attn_math { ATTN_MATH_STRICT = 0, ATTN_MATH_DATA = 1, ATTN_MATH_BF16 = 2 } attn_math;
@@ -299,11 +299,13 @@ ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64
  * in builds made with libsimde-dev) or "auto" (the default: the best this
  * CPU runs). */
 ATTN_API const char *attn_kernel_name(void);
-/* How these kernels carry the products of ATTN_MATH_DATA and ATTN_MATH_BF16.
- * A text that starts with "strict": the kernels have no bf16 / f16 / int8
- * product instructions, so those modes run exactly as ATTN_MATH_STRICT
- * (never slower, more accurate; see attn_math). */
+/* How these kernels carry the products of ATTN_MATH_DATA and ATTN_MATH_BF16,
+ * per storage type (see attn_math_rounds). */
 ATTN_API const char *attn_math_products(void);
+/* 1 when these kernels compute ATTN_MATH_DATA / BF16's rounded products for
+ * K / V stored as kv_type (ATTN_DTYPE_F32 for BF16 mode on float32 data); 0:
+ * those modes run as ATTN_MATH_STRICT for that type (see attn_math). */
+ATTN_API int attn_math_rounds(attn_dtype kv_type);
 /* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it
  * names a kernel set this CPU or build cannot run ("avx2" without AVX2/FMA/
  * F16C, "avx512" without AVX-512 F/BW/DQ/VL and the OS's ZMM state,
@@ -682,8 +684,9 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
 /* the public structs attn_abi_size knows, one list for the library and the header */
 #define ATTN_ABI_STRUCTS(X)                                                                                            \
     X(attn_view)                                                                                                       \
-    X(attn_sdpa_desc) X(attn_generator) X(attn_dropout) X(attn_kv_cache_config) X(attn_layer_config)                   \
-        X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config)
+    X(attn_sdpa_desc)                                                                                                  \
+    X(attn_generator) X(attn_dropout) X(attn_kv_cache_config) X(attn_layer_config) X(attn_tensor_info)                 \
+        X(attn_forward_args) X(attn_backward_args) X(attn_optim_config)
 #define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {

@@ -216,6 +216,45 @@ static void test_round_row(const attn_kernel_table *kt) {
     }
 }
 
+/* qk_rows_q8: R q8_0 query rows against n q8_0 key rows (odd n: the
+ * two-key steps' tail; R up to 6: two row groups) equal the per-block int32
+ * dot times the two f16 scales, summed in double, to float32 rounding; a
+ * NaN block scale gives NaN */
+static void test_qk_q8(const attn_kernel_table *kt) {
+    enum { D = 96, NK = 7, NR = 6 };
+    uint32_t seed = 9u;
+    size_t qr = attn_q8_row_bytes(D);
+    unsigned char Q[NR * (D / 32) * ATTN_Q8_BYTES], K[NK * (D / 32) * ATTN_Q8_BYTES];
+    float x[D], S[NR * 8];
+    for (int r = 0; r < NR; r++) {
+        for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
+        attn_q8_quantize(x, D, Q + r * qr);
+    }
+    for (int j = 0; j < NK; j++) {
+        for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
+        if (j == 5) x[40] = NAN; /* block 1 of key 5: a NaN scale */
+        attn_q8_quantize(x, D, K + j * qr);
+    }
+    for (int R = 1; R <= NR; R += 5)
+        for (int n = 1; n <= NK; n += 6) {
+            kt->qk_rows_q8(Q, R, D, K, D, n, S, 8, NULL, 0, 0);
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < n; j++) {
+                    double want = 0.0;
+                    for (int b = 0; b < D / 32; b++) {
+                        const unsigned char *qb = Q + r * qr + b * ATTN_Q8_BYTES, *kb = K + j * qr + b * ATTN_Q8_BYTES;
+                        long dot = 0;
+                        for (int c = 0; c < 32; c++) dot += (long)(int8_t)qb[2 + c] * (int8_t)kb[2 + c];
+                        want += (double)dot * (double)attn_f16_to_f32((uint16_t)(qb[0] | qb[1] << 8)) *
+                                (double)attn_f16_to_f32((uint16_t)(kb[0] | kb[1] << 8));
+                    }
+                    float got = S[r * 8 + j];
+                    CHECK(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-5 * (fabs(want) + 32 * (r + 1) * 3),
+                          "%s qk_rows_q8 R=%d n=%d [%d][%d]: %g, want %g", kt->name, R, n, r, j, (double)got, want);
+                }
+        }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
@@ -232,6 +271,7 @@ int main(int argc, char **argv) {
         test_fused_rows(kt);
         test_decode_rows(kt);
         test_round_row(kt);
+        test_qk_q8(kt);
     }
     return tu_finish("test_kernels");
 }

@@ -7,13 +7,12 @@
  * rounded, float32 accumulation. The rule: each path's max error against a
  * float64 oracle on the stored values (q as given) is at most twice that
  * yardstick's (plus 1e-6 of the output's scale). Also: DATA on float32 data
- * is STRICT bit for bit, a table that rounds (kernels.h math_rounds: the
- * avx512-simde test table here) changes the answer and one without product
- * kernels gives strict's bits, 1 and 2 threads agree bitwise, and bad
+ * is STRICT bit for bit, a table that rounds for the type (attn_math_rounds:
+ * q8_0 everywhere, every type on the avx512-simde test table) changes the
+ * answer and one without product kernels for it gives strict's bits, 1 and 2 threads agree bitwise, and bad
  * requests are refused. */
 #include "testutil.h"
 #include "base/half.h"
-#include "kernels/kernels.h"
 
 #include <math.h>
 #include <omp.h>
@@ -159,7 +158,7 @@ static void views16(attn_dtype t, int Sq, int causal) {
         check_rule(what, out, orc, yard, nq);
         d.math = ATTN_MATH_STRICT;
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vos, NULL));
-        if (attn_kernels()->math_rounds) /* else the table runs the mode as strict */
+        if (attn_math_rounds(t)) /* else the table runs the mode as strict */
             CHECK(memcmp(out, os, nq * 4) != 0, "%s: the mode changes the answer (P is rounded)", what);
         else
             CHECK(!memcmp(out, os, nq * 4), "%s: a table without product kernels runs the mode as strict", what);
@@ -240,7 +239,7 @@ static void cache(attn_dtype t, int page, int Sq) {
         check_rule(what, out, orc, yard, nq);
         d.math = ATTN_MATH_STRICT;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
-        if (attn_kernels()->math_rounds)
+        if (attn_math_rounds(t))
             CHECK(memcmp(out, o1, nq * 4) != 0, "%s: the mode changes the answer", what);
         else
             CHECK(!memcmp(out, o1, nq * 4), "%s: a table without product kernels runs the mode as strict", what);
@@ -272,7 +271,8 @@ static void refused(void) {
     attn_dropout drop;
     CHECK_OK(attn_dropout_begin(&g, 0.5, 16, &drop));
     d.math = ATTN_MATH_DATA, d.dropout = &drop, d.qkv_dtype = ATTN_DTYPE_BF16;
-    CHECK(attn_sdpa_forward(&d, v16, v16, v16, v, NULL) == (attn_kernels()->math_rounds ? ATTN_E_UNSUPPORTED : ATTN_OK),
+    CHECK(attn_sdpa_forward(&d, v16, v16, v16, v, NULL) ==
+              (attn_math_rounds(ATTN_DTYPE_BF16) ? ATTN_E_UNSUPPORTED : ATTN_OK),
           "dropout where the mode rounds P: refused (a strict table runs it)");
     d.qkv_dtype = ATTN_DTYPE_F32; /* float32 data: DATA is STRICT, dropout runs */
     CHECK_OK(attn_sdpa_forward(&d, v, v, v, v, NULL));

@@ -20,7 +20,7 @@ from ._capi import lib
 from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
-           "math_products", "kernel_name", "release_cached_memory", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
+           "math_products", "math_rounds", "kernel_name", "release_cached_memory", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")
@@ -46,6 +46,15 @@ def kernel_name():
 def math_products():
     """How those kernels carry the products of math='data' and math='bf16'."""
     return lib.attn_math_products().decode()
+
+
+def math_rounds(kv_dtype):
+    """True when those kernels compute math='data' / 'bf16' rounded products
+    for K and V stored as kv_dtype ('f32', 'f16', 'bf16', 'q8_0'); False: the
+    modes run as 'strict' for that type."""
+    if kv_dtype not in ("f32", "f16", "bf16", "q8_0"):
+        raise ValueError("kv_dtype must be 'f32', 'f16', 'bf16' or 'q8_0', got %r" % (kv_dtype,))
+    return bool(lib.attn_math_rounds(_capi.DTYPE[kv_dtype]))
 
 
 def release_cached_memory():

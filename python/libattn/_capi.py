@@ -96,6 +96,7 @@ _P = c_void_p
 _FUNCS = {
     "attn_version": (ctypes.c_char_p, []),
     "attn_math_products": (ctypes.c_char_p, []),
+    "attn_math_rounds": (c_int, [c_int]),
     "attn_abi_size": (ctypes.c_size_t, [ctypes.c_char_p]),
     "attn_status_string": (ctypes.c_char_p, [c_int]),
     "attn_kernel_name": (ctypes.c_char_p, []),

@@ -8,12 +8,9 @@ import pytest
 
 import libattn
 
-ROUNDS = not libattn.math_products().startswith("strict")  # the table computes the modes' rounded products
-
-
-def differs(a, b):
-    """a mode that rounds changes the answer; a table without product kernels runs it as strict"""
-    return (not np.array_equal(a, b)) if ROUNDS else np.array_equal(a, b)
+def differs(a, b, kv_dtype):
+    """a mode that rounds changes the answer; a table without product kernels for kv_dtype runs it as strict"""
+    return (not np.array_equal(a, b)) if libattn.math_rounds(kv_dtype) else np.array_equal(a, b)
 
 
 def rng_qkv(B=2, H=4, Hkv=2, Sq=9, Sk=70, D=32, seed=0):
@@ -37,14 +34,14 @@ def test_sdpa_modes(impl):
     want = reference(q, k, v)
     strict = libattn.sdpa(q, k, v, impl=impl)
     data = libattn.sdpa(q, k, v, impl=impl, math="data")
-    assert differs(strict, data)  # P is rounded to float16 where the table rounds
+    assert differs(strict, data, "f16")  # P is rounded to float16 where the table rounds
     assert np.abs(data - want).max() < 2e-3 and np.abs(strict - want).max() < 1e-5
     q32, k32, v32 = rng_qkv()
     np.testing.assert_array_equal(libattn.sdpa(q32, k32, v32, impl=impl, math="data"),
                                   libattn.sdpa(q32, k32, v32, impl=impl))  # float32 data: data is strict
     bf = libattn.sdpa(q32, k32, v32, impl=impl, math="bf16")
     assert np.abs(bf - reference(q32, k32, v32)).max() < 2e-2
-    assert differs(bf, libattn.sdpa(q32, k32, v32, impl=impl))
+    assert differs(bf, libattn.sdpa(q32, k32, v32, impl=impl), "f32")
     with pytest.raises(ValueError, match="math"):
         libattn.sdpa(q32, k32, v32, math="fp8")
 
@@ -55,7 +52,7 @@ def test_cache_modes(dtype):
     cache = libattn.KVCache(2, 2, 128, 64, dtype=dtype)
     cache.append(k, v)
     strict, data = cache.attend(q), cache.attend(q, math="data")
-    assert differs(strict, data)
+    assert differs(strict, data, dtype)
     assert np.abs(data - strict).max() < 2e-2
 
 
@@ -68,13 +65,15 @@ def test_layer_modes():
     strict = libattn.Layer("sa_v2", sd)(x)
     np.testing.assert_array_equal(libattn.Layer("sa_v2", sd, math="data")(x), strict)
     bf = libattn.Layer("sa_v2", sd, math="bf16")(x)
-    assert np.abs(bf - strict).max() < 5e-2 and differs(bf, strict)
+    assert np.abs(bf - strict).max() < 5e-2 and differs(bf, strict, "f32")
     with pytest.raises(ValueError):
         libattn.Layer("sa_v2", sd, math="int4")
 
 
 def test_math_products_named():
-    assert libattn.math_products()
+    assert libattn.math_products() and libattn.math_rounds("q8_0") in (True, False)
+    with pytest.raises(ValueError):
+        libattn.math_rounds("fp8")
 
 
 def test_torch_drop_in_modes():
@@ -86,7 +85,7 @@ def test_torch_drop_in_modes():
     to_bf = lambda a: torch.from_numpy(a).to(torch.bfloat16)
     want_data = to_bf(libattn.sdpa(as_np(q), as_np(k), as_np(v), qkv_dtype="bfloat16", math="data"))
     want_strict = to_bf(libattn.sdpa(as_np(q), as_np(k), as_np(v), qkv_dtype="bfloat16"))
-    assert torch.equal(want_data, want_strict) != ROUNDS  # the outputs tell the modes apart where the table rounds
+    assert torch.equal(want_data, want_strict) != libattn.math_rounds("bf16")  # apart where the table rounds
     assert torch.equal(lat.scaled_dot_product_attention(q, k, v), want_data)  # bf16 tensors: data, as PyTorch
     prev = lat.set_math("strict")
     try:

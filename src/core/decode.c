@@ -123,7 +123,7 @@ static void dec_round_kv(const dec_call *c, const void *K, int64_t ldk, const vo
  * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
  * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
  * DEC_PF rows ahead in their own stream. */
-static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg, float *S, float *pm, int64_t j0,
+static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, float *S, float *pm, int64_t j0,
                          int64_t pf_hk, int64_t pf_j, float *kvb) {
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
@@ -159,7 +159,9 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg,
         dec_round_kv(c, K, ldk, V, ldv, nb, kvb, kvb + DEC_NB * D);
         K = kvb, ldk = D, V = kvb + DEC_NB * D, ldv = Dv, pk = pv = NULL;
     }
-    if (h16)
+    if (c->qt == ATTN_DTYPE_Q8_0) /* a math mode on a q8_0 cache: Qg holds int8 blocks (dec_pack_q) */
+        kt->qk_rows_q8(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
+    else if (h16)
         kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
     else
         kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
@@ -178,15 +180,20 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qg,
 }
 
 /* The group's R query rows of (b, hk) into Qg (qmul folded in; 16-bit
- * queries converted; rounded to qt, the math mode's Q operand type) */
+ * queries converted; rounded to qt, the math mode's Q operand type) and, for
+ * a q8_0 qt, quantized into q8_0 blocks at Qq too (rows attn_q8_row_bytes(D)
+ * apart: the int8 Q K^T's operand) */
 static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul,
-                       attn_dtype qt, float *Qg) {
+                       attn_dtype qt, float *Qg, void *Qq) {
     int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
     for (int64_t r = 0; r < R; r++) {
         float *row = Qg + r * D;
         const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
         for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
-        attn_st_round(qt, row, D);
+        if (qt == ATTN_DTYPE_Q8_0)
+            attn_q8_quantize(row, D, (char *)Qq + (size_t)r * attn_q8_row_bytes(D));
+        else
+            attn_st_round(qt, row, D);
     }
 }
 
@@ -235,9 +242,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
 #pragma omp parallel if (attn_par_worth(d, 1.0))
     {
         float *Qg = malloc((size_t)(gs * R * D) * sizeof(float));
+        size_t qqr = (size_t)R * attn_q8_row_bytes(D); /* a group's q8_0 query rows (a math mode on a q8_0 cache) */
+        char *Qq = c.qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * qqr) : NULL;
         float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
         float *kvb = c.kvt != ATTN_DTYPE_F32 ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
-        int ok = Qg && S && (c.kvt == ATTN_DTYPE_F32 || kvb);
+        int ok = Qg && S && (c.kvt == ATTN_DTYPE_F32 || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -253,7 +262,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             const size_t *grp = order + gi * (size_t)gs;
             const dec_item *it0 = &items[grp[0]];
             if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
-                for (int64_t t = 0; t < gs; t++) dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, c.qt, Qg + t * R * D);
+                for (int64_t t = 0; t < gs; t++)
+                    dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, c.qt, Qg + t * R * D, Qq + (size_t)t * qqr);
                 packed_b = it0->b, packed_hk = it0->hk;
             }
             for (int64_t t = 0; t < gs; t++) {
@@ -265,13 +275,14 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 int64_t nb = 0;
                 for (int64_t t = 0; t < gs; t++) { /* prefetch the next head's block, or the next block */
                     int64_t pf_hk = it0->hk + (t + 1) % gs, pf_j = t + 1 < gs ? j0 : j0 + nb;
-                    nb = dec_block(&c, &items[grp[t]], Qg + t * R * D, S, part + grp[t] * (size_t)(R * (DvP + 2)), j0,
-                                   pf_hk, pf_j, kvb);
+                    const void *qop = Qq ? (const void *)(Qq + (size_t)t * qqr) : (const void *)(Qg + t * R * D);
+                    nb = dec_block(&c, &items[grp[t]], qop, S, part + grp[t] * (size_t)(R * (DvP + 2)), j0, pf_hk, pf_j,
+                                   kvb);
                 }
                 j0 += nb;
             }
         }
-        free(Qg), free(S), free(kvb);
+        free(Qg), free(Qq), free(S), free(kvb);
         /* merge the splits of each (b, hk) in split order */
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < B * Hkv; g++) {

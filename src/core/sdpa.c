@@ -80,11 +80,11 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
 
 /* the descriptor a call runs with: math STRICT when the mode rounds nothing
  * for these K / V types (float32 data in DATA mode is STRICT, bit for bit),
- * or when the kernel table has no faster products than float32 ones
- * (kernels.h, math_rounds: the rounding would cost and buy nothing) */
+ * or when the kernel table has no faster products than float32 ones for
+ * them (kernels.h, math_types: the rounding would cost and buy nothing) */
 static attn_sdpa_desc resolve_math(const attn_sdpa_desc *d, attn_dtype kvdt) {
     attn_sdpa_desc e = *d;
-    if (!attn_sem_rounds(d, kvdt, kvdt) || !attn_kernels()->math_rounds) e.math = ATTN_MATH_STRICT;
+    if (!attn_sem_rounds(d, kvdt, kvdt) || !attn_math_rounds(kvdt)) e.math = ATTN_MATH_STRICT;
     return e;
 }
 

@@ -143,3 +143,6 @@ attn_status attn_kernel_status(void) {
 
 const char *attn_kernel_name(void) { return attn_kernels()->name; }
 const char *attn_math_products(void) { return attn_kernels()->math_products; }
+int attn_math_rounds(attn_dtype kv_type) {
+    return (int)kv_type >= 0 && (int)kv_type < 32 && (attn_kernels()->math_types >> kv_type & 1u);
+}

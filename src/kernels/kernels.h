@@ -96,21 +96,35 @@ typedef struct attn_kernel_table {
     /* exp2_row's y rounded as round_row rounds, in one pass; returns the sum
      * of the rounded y (the math modes' P and its row sum) */
     float (*exp2_round_row)(const float *x, float *y, int64_t n, float scale, float m, attn_dtype t);
-    /* 1: this table computes the math modes' rounded products (DATA, BF16:
-     * base/sem.h); 0: it has no faster bf16 / f16 / int8 product kernels, so
-     * the entry points run those modes as STRICT (never slower, exact) */
-    int math_rounds;
+    /* the math modes' Q K^T of q8_0 query blocks (q quantized as a q8_0 cache
+     * stores K, 32 values per block with an f16 scale) against q8_0 key rows,
+     * in integers: S[r * lds + j] = sum over blocks of d_q d_k (q . k), the
+     * int8 dot exact in int32, then scaled and summed in float32 (Q rows
+     * attn_q8_row_bytes(D) apart, K rows ldk elements apart, D a multiple of
+     * 32); prefetch as qk_rows */
+    void (*qk_rows_q8)(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre);
+    /* the K / V storage types (bit 1 << attn_dtype) for which this table
+     * computes the math modes' rounded products (base/sem.h): the types it has
+     * product kernels for that beat float32 ones; for the others DATA and
+     * BF16 run as STRICT (the rounding would cost and buy nothing) */
+    unsigned math_types;
     /* how this table carries the math modes' products (attn_math_products) */
     const char *math_products;
 } attn_kernel_table;
 
-/* what attn_math_products says of a table without bf16 / f16 / int8
- * product kernels (math_rounds 0), and of one that rounds the operands and
- * multiplies them in float32 (the avx512-simde test table, standing in for
- * the tables with product kernels so that every rounded path is tested) */
-#define ATTN_MATH_PRODUCTS_STRICT                                                                                      \
-    "strict (no bf16/f16/int8 product kernels in this table: data and bf16 run the float32 kernels)"
-#define ATTN_MATH_PRODUCTS_EMULATED "emulated (operands rounded as the mode says, float32 FMA products: a test table)"
+/* the math_types of the shipped tables: int8 Q K^T for q8_0 caches
+ * (qk_rows_q8); and of the avx512-simde test table: every type, the
+ * operands rounded as the modes say and multiplied in float32 where no
+ * product kernel exists, so that the tests run every rounded path on any
+ * host. attn_math_products says which. */
+#define ATTN_MATH_TYPES_Q8 (1u << ATTN_DTYPE_Q8_0)
+#define ATTN_MATH_TYPES_ALL                                                                                            \
+    ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | (1u << ATTN_DTYPE_Q8_0))
+#define ATTN_MATH_PRODUCTS_Q8                                                                                          \
+    "q8_0 caches: int8 Q K^T (q quantized per block); f16, bf16, float32: strict (no 16-bit product kernels here)"
+#define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
+    "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 
 /* tanh(x) as a rational function (Eigen's fast float tanh): |x| < 4e-4
  * returns x, beyond +-7.9 exactly +-1 (float32's tanh is 1 - 3e-7 there: a

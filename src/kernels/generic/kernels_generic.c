@@ -302,10 +302,47 @@ static float exp2_round_row(const float *x, float *y, int64_t n, float scale, fl
     return round_row(y, n, t);
 }
 
-const attn_kernel_table attn_kernels_generic = {"generic",        6,           gemm_6x16,
-                                                gemm_6x16_tn,     exp2_row,    exp2_dot_row,
-                                                softmax_grad_row, dropout_mcg, max_row,
-                                                scale_row,        dot_row,     softcap_row,
-                                                alibi_row,        qk_rows,     pv_rows,
-                                                qk_rows_x,        pv_rows_x,   round_row,
-                                                exp2_round_row,   0,           ATTN_MATH_PRODUCTS_STRICT};
+/* int8 Q K^T of q8_0 blocks (kernels.h): per block the exact int32 dot
+ * times d_q d_k, summed in float32 in block order */
+static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre) {
+    (void)pre, (void)ldpre, (void)wpre;
+    size_t kr = attn_storage_bytes(ATTN_DTYPE_Q8_0, ldk), qr = attn_q8_row_bytes(D);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < n; j++) {
+            const unsigned char *q = (const unsigned char *)Q + (size_t)r * qr,
+                                *k = (const unsigned char *)K + (size_t)j * kr;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < D / ATTN_Q8_BLOCK; b++, q += ATTN_Q8_BYTES, k += ATTN_Q8_BYTES) {
+                int32_t dot = 0;
+                for (int c = 0; c < ATTN_Q8_BLOCK; c++) dot += (int32_t)(int8_t)q[2 + c] * (int32_t)(int8_t)k[2 + c];
+                uint16_t hq, hk;
+                memcpy(&hq, q, 2), memcpy(&hk, k, 2);
+                acc += (float)dot * (attn_f16_to_f32(hq) * attn_f16_to_f32(hk));
+            }
+            S[r * lds + j] = acc;
+        }
+}
+
+const attn_kernel_table attn_kernels_generic = {"generic",
+                                                6,
+                                                gemm_6x16,
+                                                gemm_6x16_tn,
+                                                exp2_row,
+                                                exp2_dot_row,
+                                                softmax_grad_row,
+                                                dropout_mcg,
+                                                max_row,
+                                                scale_row,
+                                                dot_row,
+                                                softcap_row,
+                                                alibi_row,
+                                                qk_rows,
+                                                pv_rows,
+                                                qk_rows_x,
+                                                pv_rows_x,
+                                                round_row,
+                                                exp2_round_row,
+                                                qk_rows_q8,
+                                                ATTN_MATH_TYPES_Q8,
+                                                ATTN_MATH_PRODUCTS_Q8};

@@ -630,6 +630,60 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
     pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F32);
 }
 
+/* ---- int8 Q K^T of q8_0 blocks (the math modes, kernels.h qk_rows_q8) -------------- */
+
+/* 32 int8 products of a query block y and a key block x, summed in pairs and
+ * quads to 8 int32 lanes, as float (exact: |sum| <= 32 * 127 * 127):
+ * llama.cpp's unsigned-by-signed trick, |x| times y with x's sign */
+INLINE __m256 q8_dot8(__m256i ax, __m256i x, __m256i y) {
+    __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x)); /* |pairs| <= 2 * 127 * 127: no saturation */
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+INLINE float q8_d(const unsigned char *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return half_to_float(h);
+}
+
+static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre) {
+    size_t kr = attn_storage_bytes(KV_Q8, ldk), qr = attn_q8_row_bytes(D), pr = attn_storage_bytes(KV_Q8, ldpre);
+    int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes(KV_Q8, wpre);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const unsigned char *q[4];
+        for (int64_t u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
+        for (int64_t j = 0; j < n; j += 2) { /* two keys at a time: 8 sums in one reduction tree */
+            int two = j + 1 < n;
+            const unsigned char *k0 = (const unsigned char *)K + (size_t)j * kr, *k1 = two ? k0 + kr : k0;
+            if (pre && r0 == 0)
+                for (int64_t e = 0; e <= two; e++) prefetch_bytes((const char *)pre + (size_t)(j + e) * pr, pb);
+            __m256 a[4][2];
+            for (int u = 0; u < 4; u++) a[u][0] = a[u][1] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                size_t o = (size_t)b * ATTN_Q8_BYTES;
+                __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(k0 + o + 2));
+                __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(k1 + o + 2));
+                __m256i ax0 = _mm256_sign_epi8(x0, x0), ax1 = _mm256_sign_epi8(x1, x1);
+                float d0 = q8_d(k0 + o), d1 = q8_d(k1 + o);
+                for (int u = 0; u < 4; u++) {
+                    if (u >= nr) break;
+                    __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + o + 2));
+                    float dq = q8_d(q[u] + o);
+                    a[u][0] = _mm256_fmadd_ps(q8_dot8(ax0, x0, y), _mm256_set1_ps(dq * d0), a[u][0]);
+                    a[u][1] = _mm256_fmadd_ps(q8_dot8(ax1, x1, y), _mm256_set1_ps(dq * d1), a[u][1]);
+                }
+            }
+            float s8[8];
+            _mm256_storeu_ps(s8, vh_sum8(a[0][0], a[0][1], a[1][0], a[1][1], a[2][0], a[2][1], a[3][0], a[3][1]));
+            for (int64_t u = 0; u < nr; u++) {
+                S[(r0 + u) * lds + j] = s8[2 * u];
+                if (two) S[(r0 + u) * lds + j + 1] = s8[2 * u + 1];
+            }
+        }
+    }
+}
+
 static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
     if (kind == KV_F16)
@@ -669,6 +723,6 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            pv_rows_x,
                                            round_row,
                                            exp2_round_row,
-                                           ATTN_SIMD_MATH_ROUNDS,
-                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED
-                                                                 : ATTN_MATH_PRODUCTS_STRICT};
+                                           qk_rows_q8,
+                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,
+                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : ATTN_MATH_PRODUCTS_Q8};
