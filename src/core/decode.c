@@ -263,7 +263,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             const dec_item *it0 = &items[grp[0]];
             if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
                 for (int64_t t = 0; t < gs; t++)
-                    dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, c.qt, Qg + t * R * D, Qq + (size_t)t * qqr);
+                    dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, c.qt, Qg + t * R * D,
+                               Qq ? Qq + (size_t)t * qqr : NULL);
                 packed_b = it0->b, packed_hk = it0->hk;
             }
             for (int64_t t = 0; t < gs; t++) {
