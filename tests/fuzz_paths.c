@@ -21,7 +21,8 @@
  *     threads;
  *   - on a third of the cases, a math mode (DATA on 16-bit inputs, BF16 on
  *     float32 ones): the fused forward and decode against the reference in
- *     the same mode (mode_paths).
+ *     the same mode (mode_paths); on another third, the KV cache of a
+ *     16-bit or q8_0 type in DATA mode (cache_mode: the int8 Q K^T of q8_0).
  * Paths: the reference, the fused forward (flash) and backward, decode
  * (Sq <= 16 through the default entry), and the KV cache's attend for every
  * storage type, contiguous and paged, against the reference on the values
@@ -522,6 +523,39 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
 
 /* the KV cache's attend, storage type st and page size ps, against the
  * reference on the values the cache stores */
+/* The KV cache of a 16-bit or q8_0 type in DATA mode (a third of the
+ * cases): decode on 1 and 2 threads bitwise, against the cache's reference
+ * path in the same mode (both round q alike; P to the cache's type where the
+ * table rounds it: 3 units of its precision), and, when the stored values
+ * are finite, finite exactly where the reference is. */
+static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const char *path, double vmax, double smax,
+                       int stored_nf) {
+    attn_sdpa_desc d = p->d;
+    d.seqlens_k = NULL, d.math = ATTN_MATH_DATA;
+    float *a = calloc(no(p) + 1, 4), *b = calloc(no(p) + 1, 4), *r = calloc(no(p) + 1, 4);
+    attn_view vq = fview(p->q, p->H, p->Sq, p->D);
+    omp_set_num_threads(1);
+    attn_status s1 = attn_kv_cache_attend(c, &d, vq, fview(a, p->H, p->Sq, p->Dv), NULL);
+    omp_set_num_threads(2);
+    attn_status s2 = attn_kv_cache_attend(c, &d, vq, fview(b, p->H, p->Sq, p->Dv), NULL);
+    d.impl = ATTN_IMPL_REF;
+    attn_status s3 = attn_kv_cache_attend(c, &d, vq, fview(r, p->H, p->Sq, p->Dv), NULL);
+    char where[96];
+    snprintf(where, sizeof where, "%s, math data", path);
+    if (s1 != s2 || s1 != s3) {
+        report(p, where, "statuses differ: attend %d / %d, reference %d", s1, s2, s3);
+    } else if (s1 == ATTN_OK && !bitwise(p, where, "out", a, b, no(p))) {
+        double u = st == ATTN_DTYPE_F16 ? 0x1p-11 : st == ATTN_DTYPE_BF16 ? 0x1p-8 : 0.0;
+        check_close(p, where, "out", a, r, no(p), 2e-4 + 3 * u, vmax * (1.0 + 3 * u / (64 * 0x1p-24)), smax, 0);
+        for (size_t i = 0; i < no(p) && !stored_nf; i++)
+            if (!isfinite(a[i]) != !isfinite(r[i])) {
+                report(p, where, "out[%zu] = %g, reference %g", i, (double)a[i], (double)r[i]);
+                break;
+            }
+    }
+    free(a), free(b), free(r);
+}
+
 static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
     if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
         return;
@@ -575,6 +609,7 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
         for (size_t i = 0; i < nk(p); i++) stored_nf |= !isfinite(k2[i]);
         for (size_t i = 0; i < nv(p); i++) stored_nf |= !isfinite(v2[i]);
         check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, !stored_nf);
+        if (st != ATTN_DTYPE_F32 && cur_case % 3 == 2) cache_mode(p, c, st, path, maxabs(v2, nv(p)), smax, stored_nf);
         if (stored_nf) { /* the rule on the values the cache holds */
             prob p2 = *p;
             p2.k = k2, p2.v = v2, p2.d.seqlens_k = n, p2.d.seqlens_k_dtype = ATTN_DTYPE_I64;
