@@ -20,7 +20,8 @@ from ._capi import lib
 from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
-           "math_products", "math_rounds", "kernel_name", "release_cached_memory", "load_safetensors", "save_safetensors", "LAYER_KINDS"]
+           "math_products", "math_rounds", "kernel_name", "release_cached_memory", "load_safetensors",
+           "save_safetensors", "LAYER_KINDS"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")

@@ -113,7 +113,7 @@ static void dec_round_kv(const dec_call *c, const void *K, int64_t ldk, const vo
     for (int64_t j = 0; j < nb; j++) {
         memcpy(kb + j * D, (const float *)K + j * ldk, (size_t)D * sizeof(float));
         memcpy(vb + j * Dv, (const float *)V + j * ldv, (size_t)Dv * sizeof(float));
-        attn_st_round(c->kvt, kb + j * D, D), attn_st_round(c->kvt, vb + j * Dv, Dv);
+        c->kt->round_row(kb + j * D, D, c->kvt), c->kt->round_row(vb + j * Dv, Dv, c->kvt);
     }
 }
 
