@@ -197,8 +197,14 @@ typedef enum attn_impl {
  * nothing there; attn_math_rounds / attn_math_products say which). So in
  * DATA and BF16 results may differ between kernel tables (never between
  * thread counts), always within the accuracy rule of docs/SEMANTICS.md.
- * The backward (and the block API, and attn_sdpa_weights) in DATA / BF16
- * runs strict for now. Dropout where the mode rounds P is ATTN_E_UNSUPPORTED. */
+ * The backward in DATA / BF16 rounds its products' operands the same way:
+ * q, k, v as the forward; dO, the normalized P (for dV = P^T dO) and dS =
+ * d loss / d(q.k), scale and softcap derivative included (for dQ = dS K,
+ * dK = dS^T Q), to V's type (BF16 mode: bf16); dP, Di, the P inside dS and
+ * the gradients' float32 sums are not rounded (PyTorch rounds gradients to
+ * bf16 after every block: libattn does not). The block API (ring attention)
+ * and attn_sdpa_weights run strict in every mode. Dropout where the mode
+ * rounds P is ATTN_E_UNSUPPORTED, forward and backward. */
 typedef enum attn_math { ATTN_MATH_STRICT = 0, ATTN_MATH_DATA = 1, ATTN_MATH_BF16 = 2 } attn_math;
 
 /* A strided 4-D view (B, H, S, D) with a contiguous last dimension.
@@ -685,8 +691,9 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
 #define ATTN_ABI_STRUCTS(X)                                                                                            \
     X(attn_view)                                                                                                       \
     X(attn_sdpa_desc)                                                                                                  \
-    X(attn_generator) X(attn_dropout) X(attn_kv_cache_config) X(attn_layer_config) X(attn_tensor_info)                 \
-        X(attn_forward_args) X(attn_backward_args) X(attn_optim_config)
+    X(attn_generator)                                                                                                  \
+    X(attn_dropout) X(attn_kv_cache_config) X(attn_layer_config) X(attn_tensor_info) X(attn_forward_args)              \
+        X(attn_backward_args) X(attn_optim_config)
 #define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {

@@ -719,6 +719,30 @@ static void mode_paths(const prob *p, const oracle *o, double smax) {
         check_close(p, "math mode default forward", "out", a1, r, no(p), rt, base, smax, 0);
     }
     free(r), free(f1), free(f2), free(a1), free(a2);
+    /* the backward in the mode (dO, P, dS rounded too): fused on 1 and 2 threads
+     * bitwise, against the reference in the same mode; the gradients' bases as the
+     * strict comparison's (main) */
+    size_t a = nq(p), b = nk(p), c = nv(p), ng = a + b + c + (size_t)p->H + (size_t)p->nbias + 1;
+    float *gr = calloc(ng, 4), *g1 = calloc(ng, 4), *g2 = calloc(ng, 4);
+    attn_status br = backward(&m, ATTN_IMPL_REF, 1, gr), b1 = backward(&m, ATTN_IMPL_FAST, 1, g1);
+    attn_status b2 = backward(&m, ATTN_IMPL_FAST, 2, g2);
+    if (br || b1 || b2) {
+        report(p, "math mode backward", "statuses: ref %d fast %d/%d", br, b1, b2);
+    } else {
+        /* a P or dS element that rounds the other way (the paths' float and double
+         * values on either side of a tie) moves a gradient by one unit of the type's
+         * precision of that term: 3 u of the bases on top of the strict tolerance */
+        double sc = fabs(p->d.scale), dov = maxabs(p->dout, no(p)) * vb * (double)p->Dv, rt = 1e-3 + 3 * u;
+        double wid = 1.0 + 3 * u / (64 * 0x1p-24);
+        bitwise(p, "math mode fused backward", "dq/dk/dv", g1, g2, a + b + c);
+        check_close(p, "math mode fused backward", "dq", g1, gr, a, rt,
+                    wid * dov * maxabs(p->k, b) * sc * (double)(p->Sk + 1), smax, 0);
+        check_close(p, "math mode fused backward", "dk", g1 + a, gr + a, b, rt,
+                    wid * dov * maxabs(p->q, a) * sc * (double)(p->Sq + 1), smax, 0);
+        check_close(p, "math mode fused backward", "dv", g1 + a + b, gr + a + b, c, rt,
+                    wid * maxabs(p->dout, no(p)) * (double)(p->Sq + 1), smax, 0);
+    }
+    free(gr), free(g1), free(g2);
 }
 
 static void run_case(uint64_t seed, uint64_t cas) {

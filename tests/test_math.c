@@ -256,6 +256,187 @@ static void cache(attn_dtype t, int page, int Sq) {
     unmake(&p);
 }
 
+/* ---- the backward (base/sem.h, attn_sem_grad_type) ---- */
+
+/* index helpers: row i of head h of a (B, H, S, D) array */
+static size_t at4(const prob *p, int b, int h, int nh, int S, int i) {
+    return (((size_t)b * (size_t)nh + (size_t)h) * (size_t)S + (size_t)i) * (size_t)p->D;
+}
+
+/* the gradients of sum(out * dout) in float64 on the values as given (q as given) */
+static void grads_oracle(const prob *p, const float *dout, double *dq, double *dk, double *dv) {
+    int D = p->D, G = p->H / p->Hkv;
+    double sc = 1.0 / sqrt((double)D), *s = malloc((size_t)p->Sk * sizeof *s), *dp = malloc((size_t)p->Sk * 8);
+    memset(dk, 0, (size_t)p->B * p->Hkv * p->Sk * D * 8), memset(dv, 0, (size_t)p->B * p->Hkv * p->Sk * D * 8);
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->H; h++)
+            for (int i = 0; i < p->Sq; i++) {
+                const float *q = p->q + at4(p, b, h, p->H, p->Sq, i), *go = dout + at4(p, b, h, p->H, p->Sq, i);
+                double m = -INFINITY, z = 0, di = 0;
+                for (int j = 0; j < p->Sk; j++) {
+                    const float *k = p->k + at4(p, b, h / G, p->Hkv, p->Sk, j);
+                    double a = 0;
+                    for (int c = 0; c < D; c++) a += (double)q[c] * k[c];
+                    s[j] = visible(p, i, j) ? a * sc : -INFINITY;
+                    m = fmax(m, s[j]);
+                }
+                for (int j = 0; j < p->Sk; j++) s[j] = exp(s[j] - m), z += s[j];
+                for (int j = 0; j < p->Sk; j++) {
+                    const float *v = p->v + at4(p, b, h / G, p->Hkv, p->Sk, j);
+                    double a = 0;
+                    for (int c = 0; c < D; c++) a += (double)go[c] * v[c];
+                    s[j] /= z, dp[j] = a, di += s[j] * a;
+                }
+                double *gq = dq + at4(p, b, h, p->H, p->Sq, i);
+                memset(gq, 0, (size_t)D * 8);
+                for (int j = 0; j < p->Sk; j++) {
+                    size_t kj = at4(p, b, h / G, p->Hkv, p->Sk, j);
+                    double ds = s[j] * (dp[j] - di) * sc;
+                    for (int c = 0; c < D; c++)
+                        gq[c] += ds * p->k[kj + c], dk[kj + c] += ds * q[c], dv[kj + c] += s[j] * go[c];
+                }
+            }
+    free(s), free(dp);
+}
+
+/* PyTorch's CPU flash backward arithmetic in float: q rounded to qt, dO to
+ * gt; P = e^(s - m) / z in float; dP = dO V^T, Di = rowsum(P dP), dS = P (dP
+ * - Di); P and dS rounded to gt for the products, the scale applied to the
+ * dS products' float sums (as its gemm's alpha); float32 accumulation */
+static void grads_yardstick(const prob *p, attn_dtype qt, attn_dtype gt, const float *dout, double *dq, double *dk,
+                            double *dv) {
+    int D = p->D, G = p->H / p->Hkv;
+    float sc = 1.0f / sqrtf((float)D), *s = malloc((size_t)p->Sk * 4), *dp = malloc((size_t)p->Sk * 4);
+    float *qr = malloc((size_t)D * 4), *gr = malloc((size_t)D * 4), *gq = malloc((size_t)D * 4);
+    size_t nk = (size_t)p->B * p->Hkv * p->Sk * D;
+    float *fk = calloc(nk, 4), *fv = calloc(nk, 4);
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->H; h++)
+            for (int i = 0; i < p->Sq; i++) {
+                memcpy(qr, p->q + at4(p, b, h, p->H, p->Sq, i), (size_t)D * 4), round_to(qt, qr, D);
+                memcpy(gr, dout + at4(p, b, h, p->H, p->Sq, i), (size_t)D * 4), round_to(gt, gr, D);
+                float m = -INFINITY, z = 0, di = 0;
+                for (int j = 0; j < p->Sk; j++) {
+                    const float *k = p->k + at4(p, b, h / G, p->Hkv, p->Sk, j);
+                    float a = 0;
+                    for (int c = 0; c < D; c++) a += qr[c] * k[c];
+                    s[j] = visible(p, i, j) ? a * sc : -INFINITY;
+                    m = fmaxf(m, s[j]);
+                }
+                for (int j = 0; j < p->Sk; j++) s[j] = expf(s[j] - m), z += s[j];
+                for (int j = 0; j < p->Sk; j++) {
+                    const float *v = p->v + at4(p, b, h / G, p->Hkv, p->Sk, j);
+                    float a = 0;
+                    for (int c = 0; c < D; c++) a += gr[c] * v[c];
+                    s[j] /= z, dp[j] = a, di += s[j] * a;
+                }
+                memset(gq, 0, (size_t)D * 4);
+                for (int j = 0; j < p->Sk; j++) {
+                    size_t kj = at4(p, b, h / G, p->Hkv, p->Sk, j);
+                    float ds = s[j] * (dp[j] - di), pr = s[j];
+                    round_to(gt, &ds, 1), round_to(gt, &pr, 1);
+                    for (int c = 0; c < D; c++)
+                        gq[c] += ds * p->k[kj + c], fk[kj + c] += ds * qr[c], fv[kj + c] += pr * gr[c];
+                }
+                for (int c = 0; c < D; c++) dq[at4(p, b, h, p->H, p->Sq, i) + c] = gq[c] * sc;
+            }
+    for (size_t t = 0; t < nk; t++) dk[t] = fk[t] * sc, dv[t] = fv[t];
+    free(s), free(dp), free(qr), free(gr), free(gq), free(fk), free(fv);
+}
+
+/* The backward in a math mode: t = F16 / BF16 (16-bit tensors, DATA) or F32
+ * (float32 tensors, BF16 mode: k, v, q, dO, P, dS rounded to bf16). Both
+ * paths against the rule for dq, dk and dv; the fused path 1 vs 2 threads
+ * bitwise; strict's bits where the table runs the mode as strict. */
+static void grads(attn_dtype t, int Sq, int causal) {
+    prob p;
+    int B = 2, H = 4, Hkv = 2, Sk = 150, D = 32;
+    attn_dtype st = t == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : t; /* the operands' type */
+    make(&p, B, H, Hkv, Sq, Sk, D, causal, st);
+    size_t nq = (size_t)B * H * Sq * D, nk = (size_t)B * Hkv * Sk * D;
+    if (t != ATTN_DTYPE_F32) round_to(t, p.q, (int64_t)nq); /* q is a t tensor too */
+    float *dout = tu_rand_array(nq, &lcg, 1.0f);
+    void *q = p.q, *k = p.k, *v = p.v; /* float32: as given (BF16 mode rounds k and v as they enter) */
+    float *kf = NULL, *vf = NULL;
+    uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL;
+    if (t != ATTN_DTYPE_F32) {
+        q16 = malloc(nq * 2), k16 = malloc(nk * 2), v16 = malloc(nk * 2);
+        for (size_t i = 0; i < nq; i++)
+            q16[i] = t == ATTN_DTYPE_F16 ? attn_f32_to_f16(p.q[i]) : attn_f32_to_bf16(p.q[i]);
+        for (size_t i = 0; i < nk; i++) {
+            k16[i] = t == ATTN_DTYPE_F16 ? attn_f32_to_f16(p.k[i]) : attn_f32_to_bf16(p.k[i]);
+            v16[i] = t == ATTN_DTYPE_F16 ? attn_f32_to_f16(p.v[i]) : attn_f32_to_bf16(p.v[i]);
+        }
+        q = q16, k = k16, v = v16;
+    } else { /* float32 k, v off the bf16 grid: the mode rounds them (the oracle takes the rounded ones) */
+        kf = malloc(nk * 4), vf = malloc(nk * 4);
+        for (size_t i = 0; i < nk; i++) kf[i] = p.k[i] * (1.0f + 1e-3f), vf[i] = p.v[i] * (1.0f - 1e-3f);
+        round_to(ATTN_DTYPE_BF16, kf, (int64_t)nk), round_to(ATTN_DTYPE_BF16, vf, (int64_t)nk);
+        memcpy(p.k, kf, nk * 4), memcpy(p.v, vf, nk * 4);                             /* stored bf16 values ... */
+        for (size_t i = 0; i < nk; i++) kf[i] *= 1.0f + 1e-4f, vf[i] *= 1.0f + 1e-4f; /* ... passed a hair off */
+        k = kf, v = vf;
+    }
+    double *oq = malloc(nq * 8), *ok = malloc(nk * 8), *ov = malloc(nk * 8);
+    double *yq = malloc(nq * 8), *yk = malloc(nk * 8), *yv = malloc(nk * 8);
+    grads_oracle(&p, dout, oq, ok, ov);
+    grads_yardstick(&p, st, st, dout, yq, yk, yv);
+    float *out = malloc(nq * 4), *g[3], *g1[3], *gs[3], *rg[3], *rs[3]; /* rg, rs: the reference's mode, strict */
+    for (int a = 0; a < 3; a++) {
+        size_t n = a ? nk : nq;
+        g[a] = malloc(n * 4), g1[a] = malloc(n * 4), gs[a] = malloc(n * 4), rg[a] = malloc(n * 4);
+        rs[a] = malloc(n * 4);
+    }
+    attn_view vq = {q, H * Sq * D, Sq * D, D}, vk = {k, Hkv * Sk * D, Sk * D, D}, vv = {v, Hkv * Sk * D, Sk * D, D};
+    attn_view vo = {out, H * Sq * D, Sq * D, D}, vdo = {dout, H * Sq * D, Sq * D, D};
+    const char *tn = t == ATTN_DTYPE_F16 ? "f16" : t == ATTN_DTYPE_BF16 ? "bf16" : "float32 bf16-mode";
+    for (int impl = 0; impl < 2; impl++) {
+        attn_sdpa_desc d;
+        desc_of(&p, &d, t == ATTN_DTYPE_F32 ? ATTN_MATH_BF16 : ATTN_MATH_DATA, impl ? ATTN_IMPL_FAST : ATTN_IMPL_REF);
+        d.qkv_dtype = t;
+        float *grads_out[3][3] = {{g[0], g[1], g[2]}, {g1[0], g1[1], g1[2]}, {gs[0], gs[1], gs[2]}};
+        for (int run = 0; run < 3; run++) { /* the mode; the mode on 1 thread; strict */
+            d.math = run == 2 ? ATTN_MATH_STRICT : t == ATTN_DTYPE_F32 ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
+            omp_set_num_threads(run == 1 ? 1 : 2);
+            attn_view dq = {grads_out[run][0], H * Sq * D, Sq * D, D};
+            attn_view dk = {grads_out[run][1], Hkv * Sk * D, Sk * D, D},
+                      dv = {grads_out[run][2], Hkv * Sk * D, Sk * D, D};
+            CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
+            CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo, vdo, NULL, dq, dk, dv));
+        }
+        omp_set_num_threads(2);
+        const char *gn[3] = {"dq", "dk", "dv"};
+        double *orc[3] = {oq, ok, ov}, *yard[3] = {yq, yk, yv};
+        int rounds = attn_math_rounds(t);
+        for (int a = 0; a < 3; a++) {
+            size_t n = a ? nk : nq;
+            char what[96];
+            snprintf(what, sizeof what, "backward %s %s Sq=%d causal=%d %s", tn, gn[a], Sq, causal,
+                     impl ? "fast" : "ref");
+            if (rounds || t != ATTN_DTYPE_F32) check_rule(what, g[a], orc[a], yard[a], n);
+            if (impl) CHECK(!memcmp(g[a], g1[a], n * 4), "%s: 1 and 2 threads bitwise", what);
+            if (rounds && impl) { /* the fused path rounds what the reference rounds: summed over the
+                                   * elements it sits far closer to the reference's mode than the mode
+                                   * to strict (only a P or dS on a tie's other side may differ; a
+                                   * missing rounding would put it as far as strict) */
+                double dfr = 0, dms = 0;
+                for (size_t i = 0; i < n; i++)
+                    dfr += fabs((double)g[a][i] - rg[a][i]), dms += fabs((double)rg[a][i] - rs[a][i]);
+                if (getenv("TEST_MATH_VERBOSE")) printf("%s: |fused - ref| / |mode - strict| %.3f\n", what, dfr / dms);
+                CHECK(dfr <= 0.5 * dms, "%s: summed |fused - reference| %.3g, |mode - strict| %.3g", what, dfr, dms);
+            }
+            if (!impl) memcpy(rg[a], g[a], n * 4), memcpy(rs[a], gs[a], n * 4);
+            if (rounds)
+                CHECK(memcmp(g[a], gs[a], n * 4) != 0, "%s: the mode changes the answer", what);
+            else
+                CHECK(!memcmp(g[a], gs[a], n * 4), "%s: a table without product kernels runs the mode as strict", what);
+        }
+    }
+    for (int a = 0; a < 3; a++) free(g[a]), free(g1[a]), free(gs[a]), free(rg[a]), free(rs[a]);
+    free(out), free(dout), free(oq), free(ok), free(ov), free(yq), free(yk), free(yv);
+    free(q16), free(k16), free(v16), free(kf), free(vf);
+    unmake(&p);
+}
+
 static void refused(void) {
     float buf[64] = {0};
     uint16_t h[64] = {0};
@@ -295,6 +476,10 @@ int main(int argc, char **argv) {
             cache(kinds[t], page, 4);
             cache(kinds[t], page, 20); /* the gathered long-query path */
         }
+    for (int c = 0; c < 2; c++) {
+        grads(ATTN_DTYPE_F16, 37, c), grads(ATTN_DTYPE_BF16, 37, c), grads(ATTN_DTYPE_F32, 37, c);
+        grads(ATTN_DTYPE_BF16, 3, c);
+    }
     refused();
     return tu_finish("test_math");
 }

@@ -348,9 +348,9 @@ def sdpa_backward(q, k, v, dout, *, causal="none", scale=None, key_mask=None, se
     """Gradients (dq, dk, dv), float32, of sum(sdpa(q, k, v, ...) * dout);
     then dsinks (H,) when sinks are given and dbias (attn_bias's shape) when
     attn_bias is given, in that order. With dropout, the forward's
-    dropout_p and dropout_seed (the same keep decisions). math is accepted
-    as sdpa's, but the backward runs strict in every mode for now: the
-    gradients of the float32 products (docs/SEMANTICS.md)."""
+    dropout_p and dropout_seed (the same keep decisions). math as sdpa's:
+    a mode rounds the backward's operands too (dO, P and dS to the data's
+    type, where the kernels round; docs/SEMANTICS.md)."""
     c = _Call(q, k, v, causal, scale, key_mask, seqlens_k, window, softcap, alibi_slopes, impl, qkv_dtype,
               sinks=sinks, attention_chunk=attention_chunk, attn_mask=attn_mask, attn_bias=attn_bias,
               dropout_p=dropout_p, dropout_seed=dropout_seed, math=math)

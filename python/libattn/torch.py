@@ -25,7 +25,7 @@ accumulation), float32 tensors in math="strict"; with dropout_p > 0 the
 16-bit default is strict (a mode that rounds P refuses dropout). sdpa's
 math= argument, or set_math("strict" | "data" | "bf16" | None) for every
 call (scaled_dot_product_attention included; None: by dtype), forces one.
-The backward runs strict in every mode for now.
+The backward runs in the forward's mode (dO, P and dS rounded too).
 """
 import numpy as np
 import torch

@@ -46,6 +46,25 @@ def test_sdpa_modes(impl):
         libattn.sdpa(q32, k32, v32, math="fp8")
 
 
+@pytest.mark.parametrize("impl", ["ref", "fast"])
+def test_backward_modes(impl):
+    """the backward takes the mode: dO, P and dS rounded where the table rounds"""
+    q, k, v = (x.astype(np.float16) for x in rng_qkv(Sq=20))
+    dout = np.random.default_rng(1).standard_normal((2, 4, 20, 32)).astype(np.float32)
+    strict = libattn.sdpa_backward(q, k, v, dout, impl=impl)
+    data = libattn.sdpa_backward(q, k, v, dout, impl=impl, math="data")
+    for s, d in zip(strict, data):
+        assert differs(s, d, "f16")
+        assert np.abs(s - d).max() < 5e-3 * max(1.0, np.abs(s).max())
+    q32, k32, v32 = rng_qkv(Sq=20)
+    for s, d in zip(libattn.sdpa_backward(q32, k32, v32, dout, impl=impl),
+                    libattn.sdpa_backward(q32, k32, v32, dout, impl=impl, math="data")):
+        np.testing.assert_array_equal(s, d)  # float32 data: data is strict
+    for s, d in zip(libattn.sdpa_backward(q32, k32, v32, dout, impl=impl),
+                    libattn.sdpa_backward(q32, k32, v32, dout, impl=impl, math="bf16")):
+        assert differs(s, d, "f32") and np.abs(s - d).max() < 5e-2 * max(1.0, np.abs(s).max())
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "q8_0"])
 def test_cache_modes(dtype):
     q, k, v = rng_qkv(Sq=1, Sk=96, D=64)

@@ -201,6 +201,13 @@ static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt
     return d->math == ATTN_MATH_BF16 && vdt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
+/* the backward's 16-bit operands (attn.h, attn_sdpa_backward): dO (for
+ * dP = dO V^T and dV += P^T dO), the normalized P (dV) and dS = d loss /
+ * d(q.k) with the scale and softcap derivative in it (dQ += dS K, dK +=
+ * dS^T Q) rounded to V's type as P is; q, k, v as the forward rounds them.
+ * dP, Di, P for dS, the gradients' sums: float32 (the reference: float64) */
+static inline attn_dtype attn_sem_grad_type(const attn_sdpa_desc *d, attn_dtype vdt) { return attn_sem_p_type(d, vdt); }
+
 /* does the mode round anything for these types (the scale then stays out of
  * the rounded queries: score.h applies it to the float32 scores) */
 static inline int attn_sem_rounds(const attn_sdpa_desc *d, attn_dtype kdt, attn_dtype vdt) {

@@ -130,6 +130,18 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
         for (int64_t j = 0; j < N; j += 16) kt->gemm_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
+/* Row s of (b, h) of view t (element type dt) as float32 rounded to rt (a
+ * math mode's operand type, base/sem.h; F32: as stored), in tmp (n floats)
+ * when it must be converted or copied */
+static const float *row_operand(const attn_kernel_table *kt, attn_view t, attn_dtype dt, int64_t b, int64_t h,
+                                int64_t s, int64_t n, attn_dtype rt, float *tmp) {
+    const float *r = attn_row_f32(t, dt, b, h, s, n, tmp);
+    if (rt == ATTN_DTYPE_F32) return r;
+    if (r != tmp) memcpy(tmp, r, (size_t)n * sizeof(float));
+    kt->round_row(tmp, n, rt);
+    return tmp;
+}
+
 /* Pack K^T of one head as 16-key panels, the micro-kernel's B operand
  * contiguous (panel p: D x 16 at KT + p * D * 16), and V as 16-column
  * panels (panel p: SkP x 16 at Vp + p * SkP * 16: the P V product's B
@@ -148,17 +160,9 @@ static void pack_kv(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_v
             for (int64_t p = 0; p < DvP; p += 16) memset(vp + p * SkP, 0, 16 * sizeof(float));
             continue;
         }
-        const float *kr = attn_row_f32(k, d->qkv_dtype, b, h, j, D, tmp);
-        if (kvt != ATTN_DTYPE_F32) { /* BF16 mode on float32 data: the products' operands */
-            if (kr != tmp) memcpy(tmp, kr, (size_t)D * sizeof(float));
-            kt->round_row(tmp, D, kvt), kr = tmp;
-        }
+        const float *kr = row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp);
         for (int64_t c = 0; c < D; c++) kp[c * 16] = kr[c];
-        const float *vr = attn_row_f32(v, d->qkv_dtype, b, h, j, Dv, tmp + D);
-        if (kvt != ATTN_DTYPE_F32) {
-            if (vr != tmp + D) memcpy(tmp + D, vr, (size_t)Dv * sizeof(float));
-            kt->round_row(tmp + D, Dv, kvt), vr = tmp + D;
-        }
+        const float *vr = row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D);
         for (int64_t p = 0; p < full; p += 16) memcpy(vp + p * SkP, vr + p, 16 * sizeof(float));
         if (full < DvP) /* the last panel's columns past Dv are zero */
             for (int64_t c = 0; c < 16; c++) vp[full * SkP + c] = full + c < Dv ? vr[full + c] : 0.0f;
@@ -178,6 +182,12 @@ static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t 
         }
         for (; c < ldp; c++) row[c] = 0.0f;
     }
+}
+
+/* The first rows rows (n columns, ldp apart) of a tile rounded to rt (a math
+ * mode's operand type; F32: nothing to do) */
+static void round_rows(const attn_kernel_table *kt, float *x, int64_t rows, int64_t n, int64_t ldp, attn_dtype rt) {
+    for (int64_t r = 0; rt != ATTN_DTYPE_F32 && r < rows; r++) kt->round_row(x + r * ldp, n, rt);
 }
 
 /* Apply dropout to rows x bc of a tile (row stride ld):
@@ -287,8 +297,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     attn_seq sq = attn_seq_of(d, b);
     attn_score_keys keys = {sq, t->add, t->any_add};
     pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
-    if (c->qt != ATTN_DTYPE_F32) /* a math mode's Q operand (f16, bf16) */
-        for (int64_t r = 0; r < rows; r++) kt->round_row(Qp + r * D, D, c->qt);
+    round_rows(kt, Qp, rows, D, D, c->qt); /* a math mode's Q operand (f16, bf16) */
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
@@ -677,8 +686,10 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
 
 /* K^T and V^T panels of every kv head (zero-padded keys), for the row
  * statistics and the main pass. */
-static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_view v, bwd_panels *pn, float *panels) {
+static attn_status pack_bwd_panels(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v,
+                                   bwd_panels *pn, float *panels) {
     int64_t D = d->D, Dv = d->Dv, Sk = d->Sk, Hkv = attn_sem_hkv(d), BHkv = d->B * Hkv;
+    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype)); /* BF16 mode: the products' operands */
     attn_status st = ATTN_OK;
     pn->KT = panels, pn->VT = panels + (size_t)BHkv * (size_t)pn->per_h;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
@@ -694,8 +705,8 @@ static attn_status pack_bwd_panels(const attn_sdpa_desc *d, attn_view k, attn_vi
             int64_t b = bh / Hkv, hk = bh % Hkv;
             int64_t nkeys = (Sk + BC_B - 1) / BC_B * BC_B;
             for (int64_t j = 0; tmp && j < nkeys; j++) {
-                const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, b, hk, j, D, tmp) : NULL;
-                const float *vr = j < Sk ? attn_row_f32(v, d->qkv_dtype, b, hk, j, Dv, tmp + D) : NULL;
+                const float *kr = j < Sk ? row_operand(kt, k, d->qkv_dtype, b, hk, j, D, kvt, tmp) : NULL;
+                const float *vr = j < Sk ? row_operand(kt, v, d->qkv_dtype, b, hk, j, Dv, kvt, tmp + D) : NULL;
                 float *kt_ = KT + (j / BC_B) * D * BC_B + j % BC_B, *vt_ = VT + (j / BC_B) * Dv * BC_B + j % BC_B;
                 for (int64_t c = 0; c < D; c++) kt_[c * BC_B] = kr ? kr[c] : 0.0f;
                 for (int64_t c = 0; c < Dv; c++) vt_[c * BC_B] = vr ? vr[c] : 0.0f;
@@ -732,7 +743,7 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
     float *bl = attn_ws_alloc(nrows * sizeof(float)), *bt = attn_ws_alloc(nrows * sizeof(float));
     attn_status st = panels && bm && bl && bt ? ATTN_OK : ATTN_E_NOMEM;
     const mcg_consts mc = mcg_setup(d);
-    if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
+    if (!st) st = pack_bwd_panels(attn_kernels(), d, k, v, &pn, panels);
     if (!st) st = bwd_row_stats(attn_kernels(), d, &mc, q, dout, &pn, bm, bl, bt);
     for (size_t r = 0; !st && r < nrows; r++) { /* fold this block into the running statistics */
         if (bm[r] == -INFINITY) continue;
@@ -867,13 +878,15 @@ static attn_status bwd_zero_grads(const attn_sdpa_desc *d, attn_view dq, attn_vi
 }
 
 /* K row-major (SkP keys x DP, zero padded) for dQ = dS K, when it cannot be read in place */
-static void bwd_k_rows(const attn_sdpa_desc *d, attn_view k, float *krows, int64_t SkP, int64_t DP) {
+static void bwd_k_rows(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, float *krows, int64_t SkP,
+                       int64_t DP) {
     int64_t Hkv = attn_sem_hkv(d), Sk = d->Sk, D = d->D;
+    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype));
 #pragma omp parallel for schedule(static) if (attn_par_worth(d, 1.0))
     for (int64_t bh = 0; bh < d->B * Hkv; bh++)
         for (int64_t j = 0; j < SkP; j++) {
             float *row = krows + ((size_t)bh * (size_t)SkP + (size_t)j) * (size_t)DP;
-            const float *kr = j < Sk ? attn_row_f32(k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, row) : NULL;
+            const float *kr = j < Sk ? row_operand(kt, k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, kvt, row) : NULL;
             for (int64_t c = DP - 1; c >= 0; c--) row[c] = (kr && c < D) ? kr[c] : 0.0f;
         }
 }
@@ -1091,14 +1104,15 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     /* K row-major for dQ = dS K: float32 K with D a multiple of 16 is read in place
      * (whole tiles; the last, partial tile from a padded copy per thread), other K
      * is copied once as SkP x DP rows */
-    int k_direct = d->qkv_dtype == ATTN_DTYPE_F32 && D == DP;
+    attn_dtype vt = attn_view_dtype(d->qkv_dtype), qt = attn_sem_q_type(d, vt), grt = attn_sem_grad_type(d, vt);
+    int k_direct = d->qkv_dtype == ATTN_DTYPE_F32 && D == DP && attn_sem_kv_type(d, vt) == ATTN_DTYPE_F32;
     float *panels = attn_ws_alloc(npanel), *krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
     bwd_extra ex = bwd_extra_alloc(d); /* dsinks, dbias */
     if (!st && !(panels && (krows || k_direct) && ((pk && pv) || !npart) && ex.ok)) st = ATTN_E_NOMEM;
-    if (!st) st = pack_bwd_panels(d, k, v, &pn, panels);
-    if (!st && !k_direct) bwd_k_rows(d, k, krows, SkP, DP);
+    if (!st) st = pack_bwd_panels(kt, d, k, v, &pn, panels);
+    if (!st && !k_direct) bwd_k_rows(kt, d, k, krows, SkP, DP);
     if (st) goto out;
 #pragma omp parallel if (attn_par_worth(d, 2.5))
     {
@@ -1142,6 +1156,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul);
                 pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f);
+                round_rows(kt, tb.Qp, rows, D, DP, qt); /* a math mode's operands (base/sem.h) */
+                round_rows(kt, tb.dOp, rows, Dv, DvP, grt);
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
@@ -1152,6 +1168,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f); /* dK += dS^T Q */
+                round_rows(kt, tb.Qu, rows, D, DP, qt);
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;
@@ -1162,6 +1179,8 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                     bwd_p_ds(kt, d, S, dS, P, capped ? tb.Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
                              ex.db ? ex.db + b * ex.ld[0] + h * ex.ld[1] + i0 * ex.ld[2] + j0 * ex.ld[3] : NULL, ex.ld,
                              w);
+                    round_rows(kt, P + w.c0, rows, w.n, BC_B, grt); /* a math mode's P and dS operands */
+                    round_rows(kt, dS + w.c0, rows, w.n, BC_B, grt);
                     const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep) + w.a0;
                     int64_t kc = j0 + w.a0 - plo; /* the window's first key in the partials */
                     tile_gemm_tn(kt, w.an, DvP, BR, pd, BC_B, tb.dOp, DvP, dVp + kc * DvP, DvP, 1);

@@ -119,9 +119,9 @@ attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view 
                                attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv) {
     attn_status st = attn_sdpa_check(dd, q, k, v, dout, 1);
     if (st != ATTN_OK) return st;
-    attn_sdpa_desc e = *dd; /* the backward runs strict in every math mode, for now (attn.h) */
-    e.math = ATTN_MATH_STRICT;
+    attn_sdpa_desc e = resolve_math(dd, attn_view_dtype(dd->qkv_dtype)); /* base/sem.h: attn_sem_grad_type */
     const attn_sdpa_desc *d = &e;
+    if (d->math != ATTN_MATH_STRICT && d->dropout) return ATTN_E_UNSUPPORTED;
     int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
     if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_backward(d, q, k, v, dout, dq, dk, dv);

@@ -224,7 +224,9 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     double *p = malloc(nsk * sizeof *p), *dp = malloc(nsk * sizeof *dp), *g = malloc(nsk * sizeof *g);
     double *gk = malloc(nkd * sizeof *gk), *gv = malloc(nvd * sizeof *gv), *gq = malloc(D * sizeof *gq);
     uint8_t *keep = malloc(nsk);
-    float *tmp = malloc((2 * D + Dv) * sizeof *tmp); /* rows of 16-bit inputs */
+    float *tmp = malloc((2 * D + 2 * Dv) * sizeof *tmp); /* rows of 16-bit inputs; the rounded dO */
+    attn_dtype vt = attn_view_dtype(d->qkv_dtype), qt = attn_sem_q_type(d, vt), kvt = attn_sem_kv_type(d, vt);
+    attn_dtype gt = attn_sem_grad_type(d, vt); /* a math mode's dO, P and dS operands (base/sem.h) */
     double *dsk = d->sinks && d->dsinks ? calloc((size_t)(d->H ? d->H : 1), sizeof *dsk) : NULL;
     size_t nfull = (size_t)(d->B * d->H * d->Sq) * nsk; /* d loss / d bias per (b, h, i, j), then reduced */
     double *dbf = d->attn_bias && d->dbias ? calloc(nfull + 1, sizeof *dbf) : NULL;
@@ -246,6 +248,11 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                         attn_dropout_mask_range(d->dropout, base, (size_t)d->Sk, keep);
                     }
                     const float *go = row_of(dout, b, h, i);
+                    if (gt != ATTN_DTYPE_F32) { /* dO rounded for dP = dO V^T and dV += P^T dO */
+                        memcpy(tmp + 2 * D + Dv, go, Dv * sizeof *tmp);
+                        attn_st_round(gt, tmp + 2 * D + Dv, (int64_t)Dv);
+                        go = tmp + 2 * D + Dv;
+                    }
                     double dsum = 0.0;
                     for (int64_t j = 0; j < d->Sk; j++) {
                         double kd = d->dropout ? (keep[j] ? (double)d->dropout->scale : 0.0) : 1.0;
@@ -253,23 +260,33 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
                             dp[j] = 0.0;
                             continue;
                         }
-                        const float *vj = attn_row_f32(v, d->qkv_dtype, b, hk, j, d->Dv, tmp + 2 * D);
-                        double acc = 0.0;
+                        const float *vj = row_rounded(v, d, b, hk, j, d->Dv, kvt, tmp + 2 * D);
+                        double acc = 0.0, pj = p[j] * kd;
+                        if (gt != ATTN_DTYPE_F32) { /* P rounded for dV += P^T dO */
+                            float pr = (float)pj;
+                            attn_st_round(gt, &pr, 1);
+                            pj = pr;
+                        }
                         for (int64_t c = 0; c < d->Dv; c++) {
                             acc += (double)go[c] * vj[c];
-                            gv[(size_t)j * Dv + (size_t)c] += p[j] * kd * go[c];
+                            gv[(size_t)j * Dv + (size_t)c] += pj * go[c];
                         }
                         dp[j] = acc * kd;
                         dsum += p[j] * dp[j];
                     }
                     if (dsk) dsk[h] += ps == 0.0 ? 0.0 : -ps * dsum; /* d out / d sink = -ps out */
-                    const float *qi = attn_row_f32(q, d->qkv_dtype, b, h, i, d->D, tmp);
+                    const float *qi = row_rounded(q, d, b, h, i, d->D, qt, tmp);
                     for (size_t c = 0; c < D; c++) gq[c] = 0.0;
                     for (int64_t j = 0; j < d->Sk; j++) {
                         if (p[j] == 0.0) continue;
                         double ds = p[j] * (dp[j] - dsum) * g[j];
                         if (dbf) dbf[(((size_t)b * d->H + h) * d->Sq + i) * nsk + j] = p[j] * (dp[j] - dsum);
-                        const float *kj = attn_row_f32(k, d->qkv_dtype, b, hk, j, d->D, tmp + D);
+                        if (gt != ATTN_DTYPE_F32) { /* dS rounded for dQ += dS K and dK += dS^T Q */
+                            float dr = (float)ds;
+                            attn_st_round(gt, &dr, 1);
+                            ds = dr;
+                        }
+                        const float *kj = row_rounded(k, d, b, hk, j, d->D, kvt, tmp + D);
                         for (size_t c = 0; c < D; c++) {
                             gq[c] += ds * kj[c];
                             gk[(size_t)j * D + c] += ds * qi[c];
