@@ -46,7 +46,7 @@ export QEMU_LD_PREFIX=/ # the arm64 loader and libraries live in / (multiarch)
 # the portable kernels' explicit 4-lane vectors still compile to NEON
 cmake -S "$repo" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$build/toolchain.cmake" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_FLAGS_RELEASE="-O2 -fno-tree-vectorize -DNDEBUG" \
-  -DATTN_MPI=OFF -DATTN_PYTHON= -DVALGRIND=VALGRIND-NOTFOUND >/dev/null
+  -DATTN_MPI=OFF -DATTN_DNNL=OFF -DATTN_PYTHON= -DVALGRIND=VALGRIND-NOTFOUND >/dev/null
 cmake --build "$build" -j 2 >/dev/null
 file "$build/attn" | grep -q aarch64 || { echo "aarch64-check: $build/attn is not an aarch64 binary" >&2; exit 1; }
 "$build/attn" version

@@ -7,7 +7,11 @@ set -e
 # links -lgfortran, so static programs need the Fortran runtime's .so link.
 GCCV=$(gcc -dumpversion 2>/dev/null | cut -d. -f1)
 FORTRAN_DEV=${GCCV:+libgfortran-$GCCV-dev}
-PKGS="build-essential cmake pkg-config libopenblas-dev ${FORTRAN_DEV:-gfortran} libcjson-dev libpng-dev libsimde-dev python3-numpy python3-pytest python3-venv python3-pip python3-setuptools python3-wheel libopenmpi-dev openmpi-bin $*"
+# libdnnl-dev (oneDNN): the math modes' block products on AMX hosts
+# (src/kernels/mm.c); x86-64 only here, the build goes without it elsewhere
+DNNL_DEV=""
+[ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] && DNNL_DEV=libdnnl-dev
+PKGS="build-essential cmake pkg-config libopenblas-dev ${FORTRAN_DEV:-gfortran} libcjson-dev libpng-dev libsimde-dev $DNNL_DEV python3-numpy python3-pytest python3-venv python3-pip python3-setuptools python3-wheel libopenmpi-dev openmpi-bin $*"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

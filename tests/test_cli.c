@@ -484,6 +484,13 @@ static void test_bench_smoke(void) {
     char err[1024];
     CHECK(run("bench --decode --tree --ragged --kv-seq 64", err, sizeof err) == 2 && strstr(err, "do not combine"),
           "bench --tree --ragged refused: %s", err);
+    /* the same-run lines: sgemm, and oneDNN's bf16 matmul (null where oneDNN has no bf16 here) */
+    CHECK(run("bench --seq 64 --heads 1 --min-time 0 --sgemm-n 64 --json", err, sizeof err) == 0, "bench lines: %s",
+          err);
+    CHECK(file_contains("cli_stdout.txt", "\"sgemm_gflops\"") &&
+              file_contains("cli_stdout.txt", "\"bf16_gemm_gflops\"") &&
+              file_contains("cli_stdout.txt", "\"ratio_to_bf16\""),
+          "bench --json reports the sgemm and bf16 lines");
 }
 
 /* --help prints every option of the command's table and exits 0 */

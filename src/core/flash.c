@@ -29,6 +29,7 @@
  * buffers come from the scratch cache (base/workspace.h). */
 #include "../base/workspace.h"
 #include "../kernels/kernels.h"
+#include "../kernels/mm.h"
 #include "internal.h"
 #include "base/rows.h"
 #include "base/sem.h"
@@ -256,6 +257,7 @@ typedef struct fwd_call {
     mcg_consts mc;
     qblocks qb;
     attn_dtype qt, pt; /* the math mode's rounding of Q and of P (base/sem.h) */
+    attn_dtype mt;     /* the block products' operand type through oneDNN (kernels/mm.h), Q8_0: the kernels' */
 } fwd_call;
 
 /* One thread's tiles. */
@@ -264,21 +266,47 @@ typedef struct fwd_bufs {
     uint8_t *keep;
     int64_t last_b; /* the batch row whose key mask is in add */
     int any_add;
+    void *Qm, *Pm;   /* oneDNN's operands: Q (BR x D) and P (BR x BC_F) of type mt */
+    attn_mm *mm;     /* this thread's oneDNN primitives */
+    attn_status err; /* oneDNN's failure, if any */
 } fwd_bufs;
 
-static int fwd_bufs_init(fwd_bufs *t, int64_t D, int64_t DvP, int64_t SkP) {
+static int fwd_bufs_init(fwd_bufs *t, int64_t D, int64_t DvP, int64_t SkP, attn_dtype mt) {
     t->Qp = malloc((size_t)(BR * D) * sizeof(float));
     t->S = malloc((size_t)(BR * LDS) * sizeof(float));
     t->O = malloc((size_t)(BR * DvP) * sizeof(float));
     t->add = malloc((size_t)SkP * sizeof(float));
     t->m = malloc(BR * sizeof(float)), t->l = malloc(BR * sizeof(float));
     t->keep = malloc(BC_F);
-    t->last_b = -1, t->any_add = 0;
-    return t->Qp && t->S && t->O && t->add && t->m && t->l && t->keep;
+    t->last_b = -1, t->any_add = 0, t->err = ATTN_OK;
+    int mm = mt != ATTN_DTYPE_Q8_0;
+    t->Qm = mm ? malloc((size_t)(BR * D) * sizeof(float)) : NULL; /* mt is at most 4 bytes */
+    t->Pm = mm ? malloc((size_t)(BR * BC_F) * sizeof(float)) : NULL;
+    t->mm = mm ? attn_mm_new() : NULL;
+    return t->Qp && t->S && t->O && t->add && t->m && t->l && t->keep && (!mm || (t->Qm && t->Pm && t->mm));
 }
 
 static void fwd_bufs_free(fwd_bufs *t) {
     free(t->Qp), free(t->S), free(t->O), free(t->add), free(t->m), free(t->l), free(t->keep);
+    free(t->Qm), free(t->Pm), attn_mm_free(t->mm);
+}
+
+/* The rows i0 .. i0 + rows - 1 of head h, batch row b, from the block's
+ * statistics and accumulator: out and lse. */
+static void fwd_finish(const fwd_call *c, const fwd_bufs *t, int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    const attn_sdpa_desc *d = c->d;
+    int64_t DvP = c->DvP;
+    for (int64_t r = 0; r < rows; r++) {
+        float *o = c->out.data + b * c->out.stride_b + h * c->out.stride_h + (i0 + r) * c->out.stride_s;
+        float *lse = c->lse ? c->lse + (b * d->H + h) * d->Sq + i0 + r : NULL;
+        float lv, f = attn_row_finish(t->m[r], t->l[r], d->sinks ? d->sinks + h : NULL, &lv);
+        if (lse) *lse = lv;
+        if (t->m[r] == -INFINITY) { /* no visible key, or only -inf scores: zeros */
+            memset(o, 0, (size_t)d->Dv * sizeof(float));
+            continue;
+        }
+        for (int64_t cc = 0; cc < d->Dv; cc++) o[cc] = t->O[r * DvP + cc] * f;
+    }
 }
 
 /* Query block blk of head h, batch row b, against the packed K^T and V
@@ -287,7 +315,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
                       const float *Vp) {
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
-    int64_t H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, SkP = c->SkP, DvP = c->DvP, i0, rows;
+    int64_t D = d->D, SkP = c->SkP, DvP = c->DvP, i0, rows;
     qb_at(&c->qb, blk, &i0, &rows);
     float *Qp = t->Qp, *S = t->S, *O = t->O, *m = t->m, *l = t->l;
     if (b != t->last_b) {
@@ -332,17 +360,98 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
                 kt->gemm(pe - pa, Sc + pa, LDS, Vp + (j0 + pa) * 16 + p * SkP, 16, O + r0 * DvP + p, DvP, 1);
         }
     }
-    for (int64_t r = 0; r < rows; r++) {
-        float *o = c->out.data + b * c->out.stride_b + h * c->out.stride_h + (i0 + r) * c->out.stride_s;
-        float *lse = c->lse ? c->lse + (b * H + h) * Sq + i0 + r : NULL;
-        float lv, f = attn_row_finish(m[r], l[r], d->sinks ? d->sinks + h : NULL, &lv);
-        if (lse) *lse = lv;
-        if (m[r] == -INFINITY) { /* no visible key, or only -inf scores: zeros */
-            memset(o, 0, (size_t)Dv * sizeof(float));
+    fwd_finish(c, t, b, h, i0, rows);
+}
+
+/* ---- the math modes' products through oneDNN (kernels/mm.h) ---------------
+ * Operands of type mt: K as rows (SkP x D) and V as rows (SkP x DvP, zero
+ * columns past Dv), both zero past Sk; a query block's Q (BR x D) and P
+ * (BR x BC_F) converted to mt after the kernels' rounding (exact: the values
+ * already are mt's, or float32 for mt = F32). The score step, the online
+ * softmax and the output are the kernels' path's, tile by tile over whole
+ * blocks (oneDNN multiplies BR x BC_F tiles; the kernels' path works in
+ * chunks of gemm_mr rows). */
+
+/* K and V rows of head (b, h) as mt (tmp: D + Dv floats) */
+static void pack_kv_mm(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b,
+                       int64_t h, int64_t SkP, int64_t DvP, attn_dtype mt, void *Km, void *Vm, float *tmp) {
+    int64_t D = d->D, Dv = d->Dv;
+    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype));
+    const attn_storage *st = attn_storage_of(mt);
+    size_t kb = attn_storage_bytes(mt, D), vb = attn_storage_bytes(mt, DvP);
+    for (int64_t j = 0; j < SkP; j++) {
+        char *kr = (char *)Km + (size_t)j * kb, *vr = (char *)Vm + (size_t)j * vb;
+        memset(vr, 0, vb);
+        if (j >= d->Sk) { /* padding keys */
+            memset(kr, 0, kb);
             continue;
         }
-        for (int64_t cc = 0; cc < Dv; cc++) o[cc] = O[r * DvP + cc] * f;
+        st->store(row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp), D, kr);
+        st->store(row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D), Dv, vr);
     }
+}
+
+/* fwd_block through oneDNN: Km, Vm the kv head's rows (pack_kv_mm) */
+static void fwd_block_mm(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const void *Km,
+                         const void *Vm) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kernel_table *kt = c->kt;
+    int64_t D = d->D, DvP = c->DvP, i0, rows;
+    qb_at(&c->qb, blk, &i0, &rows);
+    float *S = t->S, *O = t->O, *m = t->m, *l = t->l;
+    if (b != t->last_b) {
+        t->any_add = attn_score_key_row(d, b, t->add, c->SkP);
+        t->last_b = b;
+    }
+    attn_seq sq = attn_seq_of(d, b);
+    attn_score_keys keys = {sq, t->add, t->any_add};
+    const attn_storage *st = attn_storage_of(c->mt);
+    size_t kb = attn_storage_bytes(c->mt, D), vb = attn_storage_bytes(c->mt, DvP);
+    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, t->Qp, c->qmul);
+    round_rows(kt, t->Qp, rows, D, D, c->qt);
+    st->store(t->Qp, BR * D, t->Qm); /* the padding rows are zeros */
+    memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
+    for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    int64_t klo, khi;
+    block_rng(d, &sq, i0, rows, &klo, &khi);
+    for (int64_t j0 = klo / 16 * 16; j0 < khi && !t->err; j0 += BC_F) {
+        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
+        if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, nc)) continue; /* P = 0 */
+        /* S (BR x nc) = Q K^T: B(k, n) = K row j0 + n, column k */
+        t->err = attn_mm_run(t->mm, c->mt, BR, nc, D, t->Qm, D, (const char *)Km + (size_t)j0 * kb, 1, D, S, LDS, 0);
+        if (t->err) break;
+        attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
+        for (int64_t r = 0; r < rows; r++)
+            attn_online_row(kt, S + r * LDS, nc, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
+        for (int64_t r = 0; r < BR; r++) { /* P as mt; the padding rows' P = 0 */
+            char *pr = (char *)t->Pm + (size_t)r * attn_storage_bytes(c->mt, nc);
+            if (r < rows)
+                st->store(S + r * LDS, nc, pr);
+            else
+                memset(pr, 0, attn_storage_bytes(c->mt, nc));
+        }
+        /* O (BR x DvP) += P V: B(k, n) = V row j0 + k, column n */
+        t->err =
+            attn_mm_run(t->mm, c->mt, BR, DvP, nc, t->Pm, nc, (const char *)Vm + (size_t)j0 * vb, DvP, 1, O, DvP, 1);
+    }
+    fwd_finish(c, t, b, h, i0, rows);
+}
+
+/* the packing and the block of this call's products */
+static void fwd_pack(const fwd_call *c, attn_view k, attn_view v, int64_t b, int64_t hk, float *KT, size_t head_kt,
+                     float *tmp) {
+    if (c->mt != ATTN_DTYPE_Q8_0)
+        pack_kv_mm(c->kt, c->d, k, v, b, hk, c->SkP, c->DvP, c->mt, KT, KT + head_kt, tmp);
+    else
+        pack_kv(c->kt, c->d, k, v, b, hk, c->SkP, c->DvP, KT, KT + head_kt, tmp);
+}
+
+static void fwd_run(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const float *KT,
+                    size_t head_kt) {
+    if (c->mt != ATTN_DTYPE_Q8_0)
+        fwd_block_mm(c, t, b, h, blk, KT, KT + head_kt);
+    else
+        fwd_block(c, t, b, h, blk, KT, KT + head_kt);
 }
 
 /* Pack every kv head's K^T and V once (read-only afterwards; a GQA group
@@ -364,7 +473,7 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, f
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < B * Hkv; bh++) {
             float *KT = panels + (size_t)bh * (head_kt + head_v);
-            if (tmp) pack_kv(c->kt, d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, KT, KT + head_kt, tmp);
+            if (tmp) fwd_pack(c, k, v, bh / Hkv, bh % Hkv, KT, head_kt, tmp);
         }
         free(tmp);
     }
@@ -446,7 +555,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                   mcg_setup(d),
                   {0, 0, NULL},
                   attn_sem_q_type(d, attn_view_dtype(d->qkv_dtype)),
-                  attn_sem_p_type(d, attn_view_dtype(d->qkv_dtype))};
+                  attn_sem_p_type(d, attn_view_dtype(d->qkv_dtype)),
+                  ATTN_DTYPE_Q8_0};
+    /* the one choice of the products: a mode's 16-bit operands through oneDNN where kernels/mm.h enables it */
+    if (c.qt != ATTN_DTYPE_F32 && c.qt == c.pt) c.mt = attn_mm_type(c.qt);
     if (qb_make(d, &c.qb)) return ATTN_E_NOMEM;
     int64_t SkP = c.SkP, DvP = c.DvP, nqb = c.qb.n;
 #ifdef _OPENMP
@@ -477,7 +589,7 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
         {
             fwd_bufs t;
             float *tmp = per_head ? malloc((size_t)(D + Dv) * sizeof(float)) : NULL; /* rows of 16-bit inputs */
-            int ok = fwd_bufs_init(&t, D, DvP, SkP) && (tmp || !per_head);
+            int ok = fwd_bufs_init(&t, D, DvP, SkP, c.mt) && (tmp || !per_head);
             if (!ok) {
 #pragma omp atomic write
                 st = ATTN_E_NOMEM;
@@ -492,9 +604,9 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 for (int64_t bhk = 0; bhk < B * Hkv; bhk++) {
                     if (!ok) continue;
                     int64_t b = bhk / Hkv, hk = bhk % Hkv;
-                    pack_kv(c.kt, d, k, v, b, hk, SkP, DvP, KT, KT + head_kt, tmp);
+                    fwd_pack(&c, k, v, b, hk, KT, head_kt, tmp);
                     for (int64_t h = hk * G; h < (hk + 1) * G; h++)
-                        for (int64_t blk = 0; blk < nqb; blk++) fwd_block(&c, &t, b, h, blk, KT, KT + head_kt);
+                        for (int64_t blk = 0; blk < nqb; blk++) fwd_run(&c, &t, b, h, blk, KT, head_kt);
                 }
             } else {
                 int nt = 1, me = 0;
@@ -506,8 +618,12 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 for (int64_t w; ok && (w = runs_claim(next, first, nt, me)) >= 0;) {
                     int64_t b = items[w].b, h = items[w].h, hk = attn_sem_kvh(d, h);
                     const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v);
-                    fwd_block(&c, &t, b, h, items[w].blk, KT, KT + head_kt);
+                    fwd_run(&c, &t, b, h, items[w].blk, KT, head_kt);
                 }
+            }
+            if (t.err) {
+#pragma omp atomic write
+                st = t.err;
             }
             fwd_bufs_free(&t);
             free(tmp);

@@ -19,14 +19,16 @@
  * (ATTN_E_UNSUPPORTED; an unknown name ATTN_E_INVALID) that every fused
  * entry point returns, rather than a silent fallback. */
 #include "kernels.h"
+#include "mm.h"
 
 #include "attn.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef ATTN_HAVE_AVX2_BUILD
 #include <cpuid.h>
-#include <pthread.h>
 #endif
 
 #ifdef ATTN_HAVE_AVX2_BUILD
@@ -138,11 +140,31 @@ const attn_kernel_table *attn_kernels(void) {
 
 attn_status attn_kernel_status(void) {
     attn_kernels();
-    return __atomic_load_n(&table_status, __ATOMIC_RELAXED);
+    attn_status st = __atomic_load_n(&table_status, __ATOMIC_RELAXED);
+    return st ? st : attn_mm_status();
 }
 
 const char *attn_kernel_name(void) { return attn_kernels()->name; }
-const char *attn_math_products(void) { return attn_kernels()->math_products; }
+/* the operand type of the prefill's products that oneDNN would take for
+ * data of type t in a mode (float32 data: BF16 mode's bf16) */
+static attn_dtype mm_operand(attn_dtype t) { return t == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : t; }
+
+static char products[512];
+static void make_products(void) {
+    const char *mm = attn_mm_describe();
+    int any = attn_mm_type(ATTN_DTYPE_BF16) != ATTN_DTYPE_Q8_0 || attn_mm_type(ATTN_DTYPE_F16) != ATTN_DTYPE_Q8_0;
+    snprintf(products, sizeof products, "%s%s%s", attn_kernels()->math_products, any && mm ? "; " : "",
+             any && mm ? mm : "");
+}
+
+const char *attn_math_products(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_products);
+    return products;
+}
+
 int attn_math_rounds(attn_dtype kv_type) {
-    return (int)kv_type >= 0 && (int)kv_type < 32 && (attn_kernels()->math_types >> kv_type & 1u);
+    if ((int)kv_type < 0 || (int)kv_type >= 32) return 0;
+    if (attn_kernels()->math_types >> kv_type & 1u) return 1;
+    return kv_type != ATTN_DTYPE_Q8_0 && attn_mm_type(mm_operand(kv_type)) != ATTN_DTYPE_Q8_0;
 }

@@ -10,6 +10,7 @@
 #endif
 #include "base/half.h"
 #include "base/storage.h"
+#include "kernels/mm.h"
 #include "readbw.h"
 
 #include <cblas.h>
@@ -42,6 +43,32 @@ static int run_sgemm(void *p) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->n, s->n, s->n, 1.0f, s->a, s->n, s->b, s->n, 0.0f, s->c,
                 s->n);
     return 0;
+}
+
+/* the bf16 line: an n^3 bf16 x bf16 -> float32 matmul through oneDNN
+ * (kernels/mm.h), its rows shared out over the threads, each on its own
+ * primitive (oneDNN's own threading of one call measured alike on the AMX
+ * host, 2740-2815 GFLOP/s) */
+typedef struct bf_ctx {
+    int n;
+    uint16_t *a, *b;
+    float *c;
+    attn_mm **mm; /* one per thread, made on first use */
+} bf_ctx;
+
+static int run_bf16(void *p) {
+    bf_ctx *s = p;
+    int bad = 0;
+#pragma omp parallel reduction(| : bad)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t r0 = (int64_t)s->n * t / nt, r1 = (int64_t)s->n * (t + 1) / nt;
+        if (!s->mm[t]) s->mm[t] = attn_mm_new();
+        bad |= attn_mm_run(s->mm[t], ATTN_DTYPE_BF16, r1 - r0, s->n, s->n, s->a + r0 * s->n, s->n, s->b, s->n, 1,
+                           s->c + r0 * s->n, s->n, 0) != ATTN_OK;
+    }
+    if (bad) cli_error("bench: oneDNN's bf16 matmul failed");
+    return bad;
 }
 
 typedef struct sd_ctx {
@@ -448,7 +475,7 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
 }
 
 static void prefill_report(const bench_opts *o, const bench_result *r, double flops, double sg_flops,
-                           const char *pinned, const char *was, const char *blas_note) {
+                           const char *pinned, const char *was, const char *blas_note, const bench_result *rb) {
     double t = r->ta, gflops = flops / t * 1e-9, sg_ms = r->tb * 1e3,
            sg_gflops = r->tb > 0 ? sg_flops / r->tb * 1e-9 : 0.0;
     const char *kern = o->impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name(), *core = openblas_get_corename();
@@ -461,12 +488,16 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
             "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"sinks\": %s, \"chunk\": %lld, \"Sq\": %lld, "
             "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
             "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
-            "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\"}\n",
+            "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\", ",
             op, impl, math_names[o->math], kern, (long long)o->B, (long long)o->H, (long long)o->Hkv,
             (long long)o->window, o->softcap, o->alibi ? "true" : "false", o->sinks ? "true" : "false",
             (long long)o->chunk, (long long)o->S, (long long)o->Sk, (long long)o->D, o->causal ? "true" : "false",
             nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?",
             pinned, was ? was : "");
+        if (rb) /* the bf16 line, timed in its own alternation with the SDPA */
+            printf("\"bf16_gemm_gflops\": %.2f, \"ratio_to_bf16\": %.3f}\n", sg_flops / rb->tb * 1e-9, rb->ratio);
+        else
+            printf("\"bf16_gemm_gflops\": null, \"ratio_to_bf16\": null}\n");
         return;
     }
     char feat[96] = "";
@@ -487,6 +518,9 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
            o->causal ? " causal" : "", feat, nthreads, t * 1e3, gflops);
     if (o->sgemm_n > 0)
         printf("; sgemm %lld^3: %.1f GFLOP/s (%s); ratio %.2f", (long long)o->sgemm_n, sg_gflops, blas_note, r->ratio);
+    if (rb)
+        printf("; oneDNN bf16 %lld^3: %.1f GFLOP/s, ratio %.2f", (long long)o->sgemm_n, sg_flops / rb->tb * 1e-9,
+               rb->ratio);
     printf("\n");
 }
 
@@ -524,6 +558,9 @@ int cmd_bench(int argc, char **argv) {
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
     sg_ctx sg = {(int)o.sgemm_n, NULL, NULL, NULL};
+    bf_ctx bf = {(int)o.sgemm_n, NULL, NULL, NULL, NULL};
+    bench_result rb;
+    if (o.sgemm_n > 0 && attn_mm_has(ATTN_DTYPE_BF16)) bf.mm = calloc((size_t)omp_get_max_threads(), sizeof *bf.mm);
     float *bufs[9] = {0}, *slopes = malloc((size_t)(3 * o.H) * sizeof *slopes); /* ALiBi, sinks, dsinks */
     sd_ctx c;
     attn_dropout drop;
@@ -543,10 +580,22 @@ int cmd_bench(int argc, char **argv) {
     double flops = prefill_flops(&o), sg_flops = 2.0 * (double)o.sgemm_n * (double)o.sgemm_n * (double)o.sgemm_n;
     bench_result r;
     if (time_pair(run_sdpa, &c, flops, o.sgemm_n > 0 ? run_sgemm : NULL, &sg, sg_flops, o.min_time, &r)) goto done;
-    prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note);
+    if (bf.mm) { /* the bf16 line where oneDNN multiplies bf16 here */
+        size_t n2 = (size_t)(o.sgemm_n * o.sgemm_n);
+        bf.a = malloc(n2 * 2), bf.b = malloc(n2 * 2), bf.c = malloc(n2 * 4);
+        if (!bf.a || !bf.b || !bf.c) {
+            cli_error("bench: out of memory for the bf16 line");
+            goto done;
+        }
+        for (size_t i = 0; i < n2; i++) bf.a[i] = attn_f32_to_bf16(sg.a[i]), bf.b[i] = attn_f32_to_bf16(sg.b[i]);
+        if (time_pair(run_sdpa, &c, flops, run_bf16, &bf, sg_flops, o.min_time, &rb)) goto done;
+    }
+    prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note, bf.mm ? &rb : NULL);
     rc = 0;
 done:
     for (int t = 0; t < 9; t++) free(bufs[t]);
     free(c.lse), free(slopes), free(sg.a), free(sg.b), free(sg.c);
+    for (int t = 0; bf.mm && t < omp_get_max_threads(); t++) attn_mm_free(bf.mm[t]);
+    free(bf.mm), free(bf.a), free(bf.b), free(bf.c);
     return rc;
 }

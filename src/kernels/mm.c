@@ -1,0 +1,273 @@
+/* Block products through oneDNN's matmul (mm.h): the only file that calls
+ * oneDNN. Measured on an Intel AMX host (issue 34): bf16 matmuls of
+ * attention-sized blocks on one thread run at 700-2000 GFLOP/s with a
+ * primitive per thread, 3x slower with one primitive shared by two threads,
+ * and far slower when oneDNN starts its own threads for each small block:
+ * so every thread keeps its own primitives and runs them on itself. */
+#include "mm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef ATTN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ATTN_PRODUCTS (read once) and what oneDNN offers here */
+enum { MM_AUTO, MM_ONEDNN, MM_KERNELS };
+static struct {
+    int mode, ok, amx, has_bf16, has_f16; /* ok: ATTN_PRODUCTS valid and an engine exists */
+    attn_status status;
+    char describe[160];
+} g;
+
+static dnnl_data_type_t dnnl_type(attn_dtype t) {
+    return t == ATTN_DTYPE_BF16 ? dnnl_bf16 : t == ATTN_DTYPE_F16 ? dnnl_f16 : dnnl_f32;
+}
+
+/* the primitive descriptor of C (M x N, f32, rows ldc apart) (+)= A B, A and B of type t; NULL if oneDNN has none */
+static dnnl_primitive_desc_t make_pd(dnnl_engine_t eng, attn_dtype t, int64_t M, int64_t N, int64_t K, int64_t lda,
+                                     int64_t sbk, int64_t sbn, int64_t ldc, int acc) {
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sa = {lda, 1}, sb = {sbk, sbn}, sc = {ldc, 1};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_type(t), sa) ||
+        dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_type(t), sb) ||
+        dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc) || dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) ||
+        dnnl_primitive_attr_create(&attr))
+        return NULL;
+    if (acc && (dnnl_post_ops_create(&po) || dnnl_post_ops_append_sum(po, 1.0f) ||
+                dnnl_primitive_attr_set_post_ops(attr, po))) {
+        if (po) dnnl_post_ops_destroy(po);
+        dnnl_primitive_attr_destroy(attr);
+        return NULL;
+    }
+    if (dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL) != dnnl_success) pd = NULL;
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return pd;
+}
+
+/* does oneDNN have a t x t -> f32 matmul here (a small problem's descriptor) */
+static int probe(dnnl_engine_t eng, attn_dtype t) {
+    dnnl_primitive_desc_t pd = make_pd(eng, t, 16, 16, 16, 16, 16, 1, 16, 0);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return pd != NULL;
+}
+
+/* AMX-BF16 and AMX-TILE (CPUID 7.0 EDX bits 22, 24): where auto looks at
+ * oneDNN at all (starting it costs every process on other hosts) */
+static int cpu_amx(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (d >> 24 & 1u);
+#else
+    return 0;
+#endif
+}
+
+/* ATTN_PRODUCTS, read once */
+static void init(void) {
+    const char *e = getenv("ATTN_PRODUCTS");
+    g.status = ATTN_OK;
+    if (!e || !*e || !strcmp(e, "auto"))
+        g.mode = MM_AUTO;
+    else if (!strcmp(e, "onednn"))
+        g.mode = MM_ONEDNN;
+    else if (!strcmp(e, "kernels"))
+        g.mode = MM_KERNELS;
+    else
+        g.mode = MM_KERNELS, g.status = ATTN_E_INVALID;
+}
+
+/* oneDNN's engine and what it multiplies here, looked at once, when needed */
+static void probe_all(void) {
+    dnnl_engine_t eng;
+    if (g.mode != MM_KERNELS && dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success) {
+        g.ok = 1;
+        g.amx = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+        g.has_bf16 = probe(eng, ATTN_DTYPE_BF16), g.has_f16 = probe(eng, ATTN_DTYPE_F16);
+        dnnl_engine_destroy(eng);
+    } else if (g.mode == MM_ONEDNN) {
+        g.status = ATTN_E_UNSUPPORTED; /* asked for, cannot run */
+    }
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(g.describe, sizeof g.describe, "oneDNN %d.%d.%d matmul (%s%s%s) for the prefill's bf16/f16 products",
+             v->major, v->minor, v->patch, g.amx ? "AMX" : "no AMX", g.has_bf16 ? ", bf16" : ", no bf16",
+             g.has_f16 ? ", f16" : ", no f16");
+}
+
+static void init_once(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init);
+}
+
+static void probe_once(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    init_once();
+    pthread_once(&once, probe_all);
+}
+
+attn_status attn_mm_status(void) {
+    init_once();
+    if (g.mode == MM_ONEDNN) probe_once(); /* whether it can start */
+    return g.status;
+}
+
+attn_dtype attn_mm_type(attn_dtype t) {
+    init_once();
+    if (g.mode == MM_KERNELS || (g.mode == MM_AUTO && !cpu_amx())) return ATTN_DTYPE_Q8_0;
+    probe_once();
+    if (!g.ok || (t != ATTN_DTYPE_BF16 && t != ATTN_DTYPE_F16)) return ATTN_DTYPE_Q8_0;
+    int has = t == ATTN_DTYPE_BF16 ? g.has_bf16 : g.has_f16;
+    if (g.mode == MM_ONEDNN) return has ? t : ATTN_DTYPE_F32;
+    return has && g.amx ? t : ATTN_DTYPE_Q8_0; /* auto: AMX only (AVX512-BF16 alone measured below sgemm) */
+}
+
+int attn_mm_has(attn_dtype t) {
+    probe_once();
+    return g.ok && (t == ATTN_DTYPE_BF16 ? g.has_bf16 : t == ATTN_DTYPE_F16 ? g.has_f16 : t == ATTN_DTYPE_F32);
+}
+
+const char *attn_mm_describe(void) {
+    probe_once();
+    return g.ok ? g.describe : NULL;
+}
+
+/* ---- one thread's primitives -------------------------------------------- */
+
+#define MM_CACHE 64
+typedef struct mm_entry {
+    int64_t key[9]; /* t, M, N, K, lda, sbk, sbn, ldc, acc */
+    dnnl_primitive_t p;
+    dnnl_memory_t a, b, c;
+} mm_entry;
+
+struct attn_mm {
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    mm_entry e[MM_CACHE];
+    int n, next; /* entries in use; the next to replace when full */
+};
+
+attn_mm *attn_mm_new(void) {
+    probe_once();
+    if (!g.ok) return NULL;
+    attn_mm *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    if (dnnl_engine_create(&m->eng, dnnl_cpu, 0) != dnnl_success) {
+        free(m);
+        return NULL;
+    }
+    if (dnnl_stream_create(&m->st, m->eng, dnnl_stream_default_flags) != dnnl_success) {
+        dnnl_engine_destroy(m->eng);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void entry_clear(mm_entry *x) {
+    if (x->p) dnnl_primitive_destroy(x->p);
+    if (x->a) dnnl_memory_destroy(x->a);
+    if (x->b) dnnl_memory_destroy(x->b);
+    if (x->c) dnnl_memory_destroy(x->c);
+    memset(x, 0, sizeof *x);
+}
+
+void attn_mm_free(attn_mm *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n; i++) entry_clear(&m->e[i]);
+    dnnl_stream_destroy(m->st);
+    dnnl_engine_destroy(m->eng);
+    free(m);
+}
+
+/* the entry of this key, made (replacing the oldest when the cache is full) if new; NULL on failure */
+static mm_entry *entry_for(attn_mm *m, const int64_t key[9]) {
+    for (int i = 0; i < m->n; i++)
+        if (!memcmp(m->e[i].key, key, sizeof m->e[i].key)) return &m->e[i];
+    mm_entry *x = m->n < MM_CACHE ? &m->e[m->n++] : &m->e[m->next++ % MM_CACHE];
+    entry_clear(x);
+    dnnl_primitive_desc_t pd =
+        make_pd(m->eng, (attn_dtype)key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7], (int)key[8]);
+    if (!pd) return NULL;
+    const dnnl_memory_desc_t *da = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *db = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *dc = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    int bad = !da || !db || !dc || dnnl_primitive_create(&x->p, pd) != dnnl_success ||
+              dnnl_memory_create(&x->a, da, m->eng, DNNL_MEMORY_NONE) != dnnl_success ||
+              dnnl_memory_create(&x->b, db, m->eng, DNNL_MEMORY_NONE) != dnnl_success ||
+              dnnl_memory_create(&x->c, dc, m->eng, DNNL_MEMORY_NONE) != dnnl_success;
+    dnnl_primitive_desc_destroy(pd);
+    if (bad) {
+        entry_clear(x);
+        return NULL;
+    }
+    memcpy(x->key, key, sizeof x->key);
+    return x;
+}
+
+attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                        const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc) {
+    if (!m) return ATTN_E_UNSUPPORTED;
+    if (M == 0 || N == 0) return ATTN_OK;
+    if (K == 0) { /* no products: C = acc ? C : 0 */
+        for (int64_t i = 0; i < M && !acc; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return ATTN_OK;
+    }
+    const int64_t key[9] = {(int64_t)t, M, N, K, lda, sbk, sbn, ldc, acc != 0};
+    mm_entry *x = entry_for(m, key);
+    if (!x) return ATTN_E_UNSUPPORTED;
+    if (dnnl_memory_set_data_handle(x->a, (void *)(uintptr_t)A) ||
+        dnnl_memory_set_data_handle(x->b, (void *)(uintptr_t)B) || dnnl_memory_set_data_handle(x->c, C))
+        return ATTN_E_UNSUPPORTED;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, x->a}, {DNNL_ARG_WEIGHTS, x->b}, {DNNL_ARG_DST, x->c}};
+#ifdef _OPENMP
+    int nt = omp_get_max_threads(); /* on this thread only: oneDNN would start a team of nt per call */
+    if (nt != 1) omp_set_num_threads(1);
+#endif
+    dnnl_status_t s = dnnl_primitive_execute(x->p, m->st, 3, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(m->st);
+#ifdef _OPENMP
+    if (nt != 1) omp_set_num_threads(nt);
+#endif
+    return s == dnnl_success ? ATTN_OK : s == dnnl_out_of_memory ? ATTN_E_NOMEM : ATTN_E_UNSUPPORTED;
+}
+
+#else /* no oneDNN in this build */
+
+attn_status attn_mm_status(void) {
+    const char *e = getenv("ATTN_PRODUCTS");
+    if (e && !strcmp(e, "onednn")) return ATTN_E_UNSUPPORTED; /* asked for, not built in */
+    return !e || !*e || !strcmp(e, "auto") || !strcmp(e, "kernels") ? ATTN_OK : ATTN_E_INVALID;
+}
+attn_dtype attn_mm_type(attn_dtype t) {
+    (void)t;
+    return ATTN_DTYPE_Q8_0;
+}
+int attn_mm_has(attn_dtype t) {
+    (void)t;
+    return 0;
+}
+const char *attn_mm_describe(void) { return NULL; }
+attn_mm *attn_mm_new(void) { return NULL; }
+void attn_mm_free(attn_mm *m) { (void)m; }
+attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                        const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc) {
+    (void)m, (void)t, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)sbk, (void)sbn, (void)C, (void)ldc,
+        (void)acc;
+    return ATTN_E_UNSUPPORTED;
+}
+
+#endif

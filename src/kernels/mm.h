@@ -1,0 +1,58 @@
+/* Block products through oneDNN's matmul: the math modes' Q K^T and P V
+ * of the fused forward where oneDNN multiplies the operands' 16-bit type
+ * fast (AMX; issue 34). All oneDNN calls live in mm.c. A build without
+ * oneDNN (aarch64, or libdnnl-dev missing) has the same functions: nothing
+ * is enabled and attn_mm_new returns NULL.
+ *
+ * Which types go through oneDNN (read once from ATTN_PRODUCTS):
+ *   auto (or unset)  operands of type t (BF16, F16) where oneDNN has a
+ *                    t x t -> f32 matmul and its effective ISA has AMX
+ *   onednn           wherever oneDNN is built in: t's own matmul where it
+ *                    has one, else float32 matmuls on the rounded values
+ *                    (the same exact products and float32 sums; no faster:
+ *                    how the tests run this path on any host)
+ *   kernels          never (libattn's own kernels for every product)
+ * Any other value makes attn_mm_status() ATTN_E_INVALID, and "onednn"
+ * where oneDNN is not built in or cannot start ATTN_E_UNSUPPORTED; the
+ * fused entry points return it (attn_kernel_status). */
+#ifndef ATTN_KERNELS_MM_H
+#define ATTN_KERNELS_MM_H
+
+#include "attn.h"
+
+#include <stdint.h>
+
+/* ATTN_PRODUCTS's verdict: ATTN_OK, or ATTN_E_INVALID for an unknown value */
+attn_status attn_mm_status(void);
+
+/* the element type oneDNN multiplies for the math modes' operands of type
+ * t (BF16 or F16): t, F32 (the rounded values as float32: ATTN_PRODUCTS=
+ * onednn without a t matmul here), or ATTN_DTYPE_Q8_0 as "not through
+ * oneDNN" (no oneDNN, not enabled, or another t) */
+attn_dtype attn_mm_type(attn_dtype t);
+
+/* does oneDNN here multiply t x t -> f32 with t's own instructions (t F32,
+ * BF16 or F16; 0 without oneDNN or with ATTN_PRODUCTS=kernels): the bench's
+ * bf16 line */
+int attn_mm_has(attn_dtype t);
+
+/* what runs the products, for attn_math_products: a static string */
+const char *attn_mm_describe(void);
+
+/* One thread's oneDNN objects: an engine, a stream and a cache of matmul
+ * primitives keyed by shape, strides, type and accumulation. Not shared
+ * between threads (one primitive per thread: shared ones measured 3x
+ * slower on an AMX host). NULL without oneDNN or memory. */
+typedef struct attn_mm attn_mm;
+attn_mm *attn_mm_new(void);
+void attn_mm_free(attn_mm *m);
+
+/* C (M x N) = (acc ? C : 0) + A (M x K) B (K x N), run on the calling thread
+ * (oneDNN's own threads are not used): A rows lda elements apart, element
+ * B(k, n) at B[k * sbk + n * sbn], C float32 with rows ldc apart; A and B
+ * of type t (attn_mm_type's answer: F32, BF16 or F16). ATTN_OK, or
+ * ATTN_E_NOMEM / ATTN_E_UNSUPPORTED when oneDNN cannot make or run it. */
+attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                        const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc);
+
+#endif
