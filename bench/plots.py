@@ -90,6 +90,13 @@ def draw_prefill(ax, rows):
         ax.axhline(level, color="k", lw=1, label="sgemm, same runs (unrestricted)")
         ax.annotate("sgemm %.0f GFLOP/s (same runs)" % level, xy=(0.01, level), xycoords=("axes fraction", "data"),
                     xytext=(0, 3), textcoords="offset points", fontsize=7)
+    bf = median_by([r for r in fwd if r.get("peer") == "libattn"], lambda r: r.get("Sq"),
+                   lambda r: r.get("bf16_gemm_gflops") or None)
+    if bf:  # oneDNN's bf16 matmul, where the host has one (attn bench --json)
+        level = statistics.median(bf.values())
+        ax.axhline(level, color="k", lw=1, ls="--", label="oneDNN bf16 matmul, same runs")
+        ax.annotate("bf16 matmul %.0f GFLOP/s (same runs)" % level, xy=(0.01, level),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=7)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length S (H = 8, D = 64, B = 1)")
     ax.set_ylabel("GFLOP/s")

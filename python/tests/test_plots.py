@@ -34,3 +34,22 @@ def test_prefill_panel_headroom_and_sgemm_label():
     labels = [t.get_text() for t in ax.texts]
     assert any("sgemm 200 GFLOP/s" in t for t in labels), labels
     plt.close(fig)
+
+
+def test_prefill_panel_bf16_line():
+    """where the runs carry oneDNN's bf16 matmul (attn bench --json), the panel draws and labels it; none without"""
+    plots = load_plots()
+    import matplotlib.pyplot as plt
+    rows = [dict(peer="libattn", op="forward", Sq=s, causal=0, gflops=300.0, sgemm_gflops=310.0,
+                 bf16_gemm_gflops=2700.0 + s / 1024) for s in (512, 1024, 2048)]
+    fig, ax = plt.subplots()
+    plots.draw_prefill(ax, rows)
+    plots.headroom(ax)
+    labels = [t.get_text() for t in ax.texts]
+    assert any("bf16 matmul 2701 GFLOP/s" in t for t in labels), labels
+    assert ax.get_ylim()[1] >= 1.2 * 2701
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plots.draw_prefill(ax, [dict(r, bf16_gemm_gflops=None) for r in rows])
+    assert not any("bf16" in t.get_text() for t in ax.texts)
+    plt.close(fig)
