@@ -418,6 +418,45 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
         for (int e = 0; e < NK; e++) S[u * lds + j + e] = r[u * NK + e];
 }
 
+/* NR query rows (1 or 2) against key j alone, two accumulators per row over
+ * D (a multiple of VL), reduced per key: the key rows are read one after
+ * another, in address order. Several keys a step (1 x 4, 2 x 4, qk_few)
+ * interleave the reads of as many rows a row apart, which the hardware
+ * prefetcher follows worse: on Zen 3 (kernel alone, f32, D = 128) one key
+ * a step streamed K at 0.93 of the read bandwidth, 2 keys 0.67, 4 keys
+ * 0.60-0.69; decode R = 1 / 2 ran 1.03-1.11x faster (docs/PERFORMANCE.md).
+ * q8_0 keeps qk_few. */
+INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
+                   const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
+    const void *k = kv_row(K, j, ldk, t);
+    if (pre) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+    vf a[2][2] = {{vf_zero(), vf_zero()}, {vf_zero(), vf_zero()}};
+    if (t == KV_Q8) {
+        for (int64_t c0 = 0; c0 < D; c0 += 32) {
+            vf b[2] = {vf_zero(), vf_zero()};
+            for (int64_t c = c0; c < c0 + 32; c += VL) {
+                vf x = q8_raw(k, c);
+                for (int u = 0; u < NR; u++) b[u] = vf_fma(vf_load(q[u] + c), x, b[u]);
+            }
+            vf sc = q8_scale(k, c0);
+            int h = (int)(c0 / 32) & 1;
+            for (int u = 0; u < NR; u++) a[u][h] = vf_fma(b[u], sc, a[u][h]);
+        }
+    } else {
+        int64_t c = 0;
+        for (; c + 2 * VL <= D; c += 2 * VL) {
+            vf x0 = kv_ld(k, c, t), x1 = kv_ld(k, c + VL, t);
+            for (int u = 0; u < NR; u++)
+                a[u][0] = vf_fma(vf_load(q[u] + c), x0, a[u][0]), a[u][1] = vf_fma(vf_load(q[u] + c + VL), x1, a[u][1]);
+        }
+        if (c < D) {
+            vf x0 = kv_ld(k, c, t);
+            for (int u = 0; u < NR; u++) a[u][0] = vf_fma(vf_load(q[u] + c), x0, a[u][0]);
+        }
+    }
+    for (int u = 0; u < NR; u++) S[u * lds + j] = vf_sum(vf_add(a[u][0], a[u][1]));
+}
+
 /* 4 query rows x 3 keys per step (2 with q8_0 or a D tail), accumulators
  * over D, so each key row is loaded (and converted) once for 4 rows. */
 INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
@@ -431,7 +470,9 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         int64_t j = 0;
         if (nr <= 2 && DV == D) {
             const void *pf = pre && r0 == 0 ? pre : NULL;
-            if (nr == 1)
+            if (t != KV_Q8) /* one key a step (qk_one) */
+                for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, (int)nr, t);
+            else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
                 for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, QF1, t);
             else
                 for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, 4, t);
