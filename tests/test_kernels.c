@@ -10,6 +10,7 @@
 #include "base/storage.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double ulps(float got, double want) {
@@ -216,16 +217,16 @@ static void test_round_row(const attn_kernel_table *kt) {
     }
 }
 
-/* qk_rows_q8: R q8_0 query rows against n q8_0 key rows (odd n: the
- * two-key steps' tail; R up to 6: two row groups) equal the per-block int32
- * dot times the two f16 scales, summed in double, to float32 rounding; a
- * NaN block scale gives NaN */
-static void test_qk_q8(const attn_kernel_table *kt) {
-    enum { D = 96, NK = 7, NR = 6 };
+/* qk_rows_q8: R q8_0 query rows against n q8_0 key rows (R 1..6: one and
+ * two row groups of every size; D = 96, and 1088 = 34 blocks: the rows'
+ * scales in two chunks) equal the per-block int32 dot times the two f16
+ * scales, summed in double, to float32 rounding; a NaN block scale gives NaN */
+static void test_qk_q8_d(const attn_kernel_table *kt, int D) {
+    enum { NK = 7, NR = 6 };
     uint32_t seed = 9u;
     size_t qr = attn_q8_row_bytes(D);
-    unsigned char Q[NR * (D / 32) * ATTN_Q8_BYTES], K[NK * (D / 32) * ATTN_Q8_BYTES];
-    float x[D], S[NR * 8];
+    unsigned char *Q = malloc(NR * qr), *K = malloc(NK * qr);
+    float *x = malloc((size_t)D * sizeof *x), S[NR * 8];
     for (int r = 0; r < NR; r++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
         attn_q8_quantize(x, D, Q + r * qr);
@@ -235,7 +236,7 @@ static void test_qk_q8(const attn_kernel_table *kt) {
         if (j == 5) x[40] = NAN; /* block 1 of key 5: a NaN scale */
         attn_q8_quantize(x, D, K + j * qr);
     }
-    for (int R = 1; R <= NR; R += 5)
+    for (int R = 1; R <= NR; R++)
         for (int n = 1; n <= NK; n += 6) {
             kt->qk_rows_q8(Q, R, D, K, D, n, S, 8, NULL, 0, 0);
             for (int r = 0; r < R; r++)
@@ -249,10 +250,18 @@ static void test_qk_q8(const attn_kernel_table *kt) {
                                 (double)attn_f16_to_f32((uint16_t)(kb[0] | kb[1] << 8));
                     }
                     float got = S[r * 8 + j];
-                    CHECK(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-5 * (fabs(want) + 32 * (r + 1) * 3),
-                          "%s qk_rows_q8 R=%d n=%d [%d][%d]: %g, want %g", kt->name, R, n, r, j, (double)got, want);
+                    CHECK(isnan(want) ? isnan(got)
+                                      : fabs(got - want) <= 1e-5 * (fabs(want) + (double)D / 3 * (r + 1) * 3),
+                          "%s qk_rows_q8 D=%d R=%d n=%d [%d][%d]: %g, want %g", kt->name, D, R, n, r, j, (double)got,
+                          want);
                 }
         }
+    free(Q), free(K), free(x);
+}
+
+static void test_qk_q8(const attn_kernel_table *kt) {
+    test_qk_q8_d(kt, 96);
+    test_qk_q8_d(kt, 1088);
 }
 
 int main(int argc, char **argv) {

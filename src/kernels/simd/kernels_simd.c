@@ -686,41 +686,57 @@ INLINE float q8_d(const unsigned char *blk) {
     return half_to_float(h);
 }
 
+/* NR (1..4) query rows against the keys [0, n), blocks [b0, b1) of D: one key
+ * a step in address order, one accumulator per row; the rows' block scales
+ * come as 8-lane vectors (dqv[u * QB + b - b0]), so each (key, block) costs
+ * one scale conversion for all rows and per row a sign, a VPMADDUBSW, a
+ * VPMADDWD, a conversion, a product of the scales and an FMA. first: store
+ * the sums, else add them to S (blocks past the first chunk). */
+#define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
+INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0, int64_t b1, const void *K, size_t kr,
+                    int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int first, int NR) {
+    for (int64_t j = 0; j < n; j++) {
+        const unsigned char *k = (const unsigned char *)K + (size_t)j * kr;
+        if (pre) prefetch_bytes((const char *)pre + (size_t)j * pr, pb);
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = b0; b < b1; b++) {
+            size_t o = (size_t)b * ATTN_Q8_BYTES;
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(k + o + 2)), ax = _mm256_sign_epi8(x, x);
+            __m256 dk = _mm256_set1_ps(q8_d(k + o));
+            for (int u = 0; u < NR; u++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + o + 2));
+                a[u] = _mm256_fmadd_ps(q8_dot8(ax, x, y), _mm256_mul_ps(dqv[u * QB + b - b0], dk), a[u]);
+            }
+        }
+        float s4[4];
+        _mm_storeu_ps(s4, vh_sum4(a[0], a[1], a[2], a[3]));
+        for (int u = 0; u < NR; u++) S[u * lds + j] = first ? s4[u] : S[u * lds + j] + s4[u];
+    }
+}
+
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre) {
     size_t kr = attn_storage_bytes(KV_Q8, ldk), qr = attn_q8_row_bytes(D), pr = attn_storage_bytes(KV_Q8, ldpre);
     int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes(KV_Q8, wpre);
+    __m256 dqv[4 * QB];
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
-        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        int nr = R - r0 < 4 ? (int)(R - r0) : 4;
         const unsigned char *q[4];
-        for (int64_t u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
-        for (int64_t j = 0; j < n; j += 2) { /* two keys at a time: 8 sums in one reduction tree */
-            int two = j + 1 < n;
-            const unsigned char *k0 = (const unsigned char *)K + (size_t)j * kr, *k1 = two ? k0 + kr : k0;
-            if (pre && r0 == 0)
-                for (int64_t e = 0; e <= two; e++) prefetch_bytes((const char *)pre + (size_t)(j + e) * pr, pb);
-            __m256 a[4][2];
-            for (int u = 0; u < 4; u++) a[u][0] = a[u][1] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                size_t o = (size_t)b * ATTN_Q8_BYTES;
-                __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(k0 + o + 2));
-                __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(k1 + o + 2));
-                __m256i ax0 = _mm256_sign_epi8(x0, x0), ax1 = _mm256_sign_epi8(x1, x1);
-                float d0 = q8_d(k0 + o), d1 = q8_d(k1 + o);
-                for (int u = 0; u < 4; u++) {
-                    if (u >= nr) break;
-                    __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + o + 2));
-                    float dq = q8_d(q[u] + o);
-                    a[u][0] = _mm256_fmadd_ps(q8_dot8(ax0, x0, y), _mm256_set1_ps(dq * d0), a[u][0]);
-                    a[u][1] = _mm256_fmadd_ps(q8_dot8(ax1, x1, y), _mm256_set1_ps(dq * d1), a[u][1]);
-                }
-            }
-            float s8[8];
-            _mm256_storeu_ps(s8, vh_sum8(a[0][0], a[0][1], a[1][0], a[1][1], a[2][0], a[2][1], a[3][0], a[3][1]));
-            for (int64_t u = 0; u < nr; u++) {
-                S[(r0 + u) * lds + j] = s8[2 * u];
-                if (two) S[(r0 + u) * lds + j + 1] = s8[2 * u + 1];
-            }
+        for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
+        for (int64_t b0 = 0; b0 < nb; b0 += QB) {
+            int64_t b1 = nb - b0 < QB ? nb : b0 + QB;
+            for (int u = 0; u < nr; u++)
+                for (int64_t b = b0; b < b1; b++) dqv[u * QB + b - b0] = _mm256_set1_ps(q8_d(q[u] + b * ATTN_Q8_BYTES));
+            const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
+            float *Sr = S + r0 * lds;
+            if (nr == 4)
+                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4);
+            else if (nr == 3)
+                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3);
+            else if (nr == 2)
+                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2);
+            else
+                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1);
         }
     }
 }
