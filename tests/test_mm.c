@@ -30,18 +30,20 @@ static void store(attn_dtype t, const float *x, int64_t n, void *dst) {
     }
 }
 
-/* C (M x N, ldc) (+)= A (M x K, lda) B, B(k, n) at B[k sbk + n sbn]: attn_mm_run against float64 */
+/* C (M x N, ldc) (+)= A B, A(m, k) at A[m sam + k sak], B(k, n) at B[k sbk + n sbn]: attn_mm_run against
+ * float64; trans: B transposed (bit 0), A transposed (bit 1) */
 static void one(attn_mm *mm, attn_dtype t, int64_t M, int64_t N, int64_t K, int trans, int acc) {
-    int64_t lda = K + 3, ldc = N + 5, sbk = trans ? 1 : N + 2, sbn = trans ? K + 1 : 1;
-    int64_t nb = trans ? N * sbn : K * sbk;
-    float *a = tu_rand_array((size_t)(M * lda + 1), &lcg, 1.0f), *b = tu_rand_array((size_t)(nb + 1), &lcg, 1.0f);
+    int64_t ldc = N + 5, sbk = trans & 1 ? 1 : N + 2, sbn = trans & 1 ? K + 1 : 1;
+    int64_t sam = trans & 2 ? 1 : K + 3, sak = trans & 2 ? M + 2 : 1;
+    int64_t nb = trans & 1 ? N * sbn : K * sbk, na = trans & 2 ? K * sak : M * sam;
+    float *a = tu_rand_array((size_t)(na + 1), &lcg, 1.0f), *b = tu_rand_array((size_t)(nb + 1), &lcg, 1.0f);
     float *c = tu_rand_array((size_t)(M * ldc + 1), &lcg, 1.0f), *c0 = malloc((size_t)(M * ldc + 1) * 4);
-    for (int64_t i = 0; i < M * lda; i++) a[i] = as_t(t, a[i]);
+    for (int64_t i = 0; i < na; i++) a[i] = as_t(t, a[i]);
     for (int64_t i = 0; i < nb; i++) b[i] = as_t(t, b[i]);
     memcpy(c0, c, (size_t)(M * ldc + 1) * 4);
-    void *at = malloc((size_t)(M * lda + 1) * 4), *bt = malloc((size_t)(nb + 1) * 4);
-    store(t, a, M * lda, at), store(t, b, nb, bt);
-    attn_status st = attn_mm_run(mm, t, M, N, K, at, lda, bt, sbk, sbn, c, ldc, acc);
+    void *at = malloc((size_t)(na + 1) * 4), *bt = malloc((size_t)(nb + 1) * 4);
+    store(t, a, na, at), store(t, b, nb, bt);
+    attn_status st = attn_mm_run(mm, t, M, N, K, at, sam, sak, bt, sbk, sbn, c, ldc, acc);
     CHECK(st == ATTN_OK, "type %d %ldx%ldx%ld trans %d acc %d: status %d", (int)t, (long)M, (long)N, (long)K, trans,
           acc, (int)st);
     double worst = 0;
@@ -53,7 +55,7 @@ static void one(attn_mm *mm, attn_dtype t, int64_t M, int64_t N, int64_t K, int 
             }
             double want = acc ? c0[i * ldc + j] : 0.0, mag = fabs(want);
             for (int64_t k = 0; k < K; k++) {
-                double p = (double)a[i * lda + k] * b[k * sbk + j * sbn];
+                double p = (double)a[i * sam + k * sak] * b[k * sbk + j * sbn];
                 want += p, mag += fabs(p);
             }
             double e = fabs(c[i * ldc + j] - want) / (mag + 1e-30);
@@ -66,7 +68,7 @@ static void one(attn_mm *mm, attn_dtype t, int64_t M, int64_t N, int64_t K, int 
 
 static void products(void) {
     attn_mm *mm = attn_mm_new();
-    CHECK(attn_mm_run(NULL, ATTN_DTYPE_F32, 1, 1, 1, NULL, 1, NULL, 1, 1, NULL, 1, 0) == ATTN_E_UNSUPPORTED,
+    CHECK(attn_mm_run(NULL, ATTN_DTYPE_F32, 1, 1, 1, NULL, 1, 1, NULL, 1, 1, NULL, 1, 0) == ATTN_E_UNSUPPORTED,
           "no oneDNN objects: unsupported");
     if (!mm) { /* no oneDNN in this build, or ATTN_PRODUCTS=kernels */
         CHECK(attn_mm_describe() == NULL || getenv("ATTN_PRODUCTS"), "oneDNN built in but no objects");
@@ -77,7 +79,7 @@ static void products(void) {
         attn_dtype t = types[ti];
         /* the 16-bit types where this oneDNN multiplies them (attn_mm_type names the type itself) */
         if (t != ATTN_DTYPE_F32 && attn_mm_type(t) != t) continue;
-        for (int trans = 0; trans < 2; trans++)
+        for (int trans = 0; trans < 4; trans++)
             for (int acc = 0; acc < 2; acc++) {
                 one(mm, t, 48, 256, 64, trans, acc); /* the forward's tile shapes */
                 one(mm, t, 48, 80, 128, trans, acc);
@@ -87,13 +89,13 @@ static void products(void) {
         one(mm, t, 48, 256, 64, 1, 0); /* a cached primitive, new buffers */
     }
     float c[4] = {1, 2, 3, 4};
-    CHECK_OK(attn_mm_run(mm, ATTN_DTYPE_F32, 2, 2, 0, c, 1, c, 1, 1, c, 2, 1)); /* K = 0, accumulate: unchanged */
+    CHECK_OK(attn_mm_run(mm, ATTN_DTYPE_F32, 2, 2, 0, c, 1, 1, c, 1, 1, c, 2, 1)); /* K = 0, accumulate: unchanged */
     CHECK(c[0] == 1 && c[3] == 4, "K = 0 with accumulation leaves C");
-    CHECK_OK(attn_mm_run(mm, ATTN_DTYPE_F32, 2, 2, 0, c, 1, c, 1, 1, c, 2, 0));
+    CHECK_OK(attn_mm_run(mm, ATTN_DTYPE_F32, 2, 2, 0, c, 1, 1, c, 1, 1, c, 2, 0));
     CHECK(c[0] == 0 && c[1] == 0 && c[2] == 0 && c[3] == 0, "K = 0 without accumulation: zeros");
-    CHECK_OK(attn_mm_run(mm, ATTN_DTYPE_F32, 0, 5, 3, NULL, 3, NULL, 1, 3, NULL, 5, 0)); /* M = 0: nothing */
+    CHECK_OK(attn_mm_run(mm, ATTN_DTYPE_F32, 0, 5, 3, NULL, 3, 1, NULL, 1, 3, NULL, 5, 0)); /* M = 0: nothing */
     for (int i = 0; i < 70; i++) /* more shapes than the cache holds: replaced, still right */
-        one(mm, ATTN_DTYPE_F32, 3, 16 + i, 4, i & 1, 0);
+        one(mm, ATTN_DTYPE_F32, 3, 16 + i, 4, i & 3, 0);
     attn_mm_free(mm);
 }
 

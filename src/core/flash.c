@@ -418,7 +418,7 @@ static void fwd_block_mm(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, i
         int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
         if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, nc)) continue; /* P = 0 */
         /* S (BR x nc) = Q K^T: B(k, n) = K row j0 + n, column k */
-        t->err = attn_mm_run(t->mm, c->mt, BR, nc, D, t->Qm, D, (const char *)Km + (size_t)j0 * kb, 1, D, S, LDS, 0);
+        t->err = attn_mm_run(t->mm, c->mt, BR, nc, D, t->Qm, D, 1, (const char *)Km + (size_t)j0 * kb, 1, D, S, LDS, 0);
         if (t->err) break;
         attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
         for (int64_t r = 0; r < rows; r++)
@@ -432,7 +432,7 @@ static void fwd_block_mm(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, i
         }
         /* O (BR x DvP) += P V: B(k, n) = V row j0 + k, column n */
         t->err =
-            attn_mm_run(t->mm, c->mt, BR, DvP, nc, t->Pm, nc, (const char *)Vm + (size_t)j0 * vb, DvP, 1, O, DvP, 1);
+            attn_mm_run(t->mm, c->mt, BR, DvP, nc, t->Pm, nc, 1, (const char *)Vm + (size_t)j0 * vb, DvP, 1, O, DvP, 1);
     }
     fwd_finish(c, t, b, h, i0, rows);
 }
@@ -713,10 +713,31 @@ static bwd_cols bwd_cols_of(int64_t j0, int64_t klo, int64_t khi) {
     return (bwd_cols){j0, c0, c1 - c0, a0, a1 - a0};
 }
 
+/* The backward's five products through oneDNN (kernels/mm.h) where the
+ * call's mt names a type (the math modes on AMX; ATTN_PRODUCTS=onednn): the
+ * operands of one thread and kv head as mt, converted from the float32
+ * tiles after the mode's rounding (exact); mt ATTN_DTYPE_Q8_0 (or a NULL
+ * bwd_mm): the kernels carry every product. */
+typedef struct bwd_mm {
+    attn_dtype mt;
+    attn_mm *mm;
+    const char *Km, *Vm;             /* the kv head's K rows (SkP x D) and V rows (SkP x DvP) */
+    void *Qm, *dOm, *Qum, *Pm, *dSm; /* the query block's Q (x qmul), dO, Q, P, dS */
+    attn_status err;
+} bwd_mm;
+
+static int bwd_on_mm(const bwd_mm *x) { return x && x->mt != ATTN_DTYPE_Q8_0; }
+
 static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_seq *sq, int64_t h,
                        const float *Qp, int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows,
-                       int64_t i0, bwd_cols w, const float *add, int any_add) {
-    tile_gemm(kt, BR, w.n, d->D, Qp, DP, KT + (w.j0 / BC_B) * d->D * BC_B + w.c0, ldk, S + w.c0, BC_B, 0);
+                       int64_t i0, bwd_cols w, const float *add, int any_add, bwd_mm *x) {
+    if (bwd_on_mm(x)) { /* S = Q K^T: B(k, n) = K row j0 + c0 + n, column k */
+        if (!x->err)
+            x->err = attn_mm_run(x->mm, x->mt, BR, w.n, d->D, x->Qm, DP, 1,
+                                 x->Km + attn_storage_bytes(x->mt, (w.j0 + w.c0) * d->D), 1, d->D, S + w.c0, BC_B, 0);
+    } else {
+        tile_gemm(kt, BR, w.n, d->D, Qp, DP, KT + (w.j0 / BC_B) * d->D * BC_B + w.c0, ldk, S + w.c0, BC_B, 0);
+    }
     attn_score_keys keys = {*sq, add, any_add};
     attn_score_tile(kt, d, &keys, h, S + w.c0, BC_B, w.n, rows, i0, w.j0 + w.c0, G ? G + w.c0 : NULL);
 }
@@ -724,8 +745,14 @@ static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
 /* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
 static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, const float *dOp,
                    int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h, int64_t i0,
-                   bwd_cols w, uint8_t *keep) {
-    tile_gemm(kt, BR, w.n, d->Dv, dOp, DvP, VT + (w.j0 / BC_B) * d->Dv * BC_B + w.c0, ldk, dP + w.c0, BC_B, 0);
+                   bwd_cols w, uint8_t *keep, bwd_mm *x) {
+    if (bwd_on_mm(x)) { /* dP = dO V^T: B(k, n) = V row j0 + c0 + n, column k */
+        if (!x->err)
+            x->err = attn_mm_run(x->mm, x->mt, BR, w.n, d->Dv, x->dOm, DvP, 1,
+                                 x->Vm + attn_storage_bytes(x->mt, (w.j0 + w.c0) * DvP), 1, DvP, dP + w.c0, BC_B, 0);
+    } else {
+        tile_gemm(kt, BR, w.n, d->Dv, dOp, DvP, VT + (w.j0 / BC_B) * d->Dv * BC_B + w.c0, ldk, dP + w.c0, BC_B, 0);
+    }
     if (d->dropout) dropout_tile(kt, d, mc, dP + w.c0, BC_B, w.n, rows, b, h, i0, w.j0 + w.c0, keep);
 }
 
@@ -785,8 +812,8 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             block_rng(d, &sq, i0, rows, &klo, &khi);
             for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
                 bwd_cols w = bwd_cols_of(j0, klo, khi);
-                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, w, add, any_add);
-                bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, w, keep);
+                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, w, add, any_add, NULL);
+                bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, w, keep, NULL);
                 fold_tile(kt, S, dP, rows, escale, w, m, l, acc);
             }
             for (int64_t r = 0; r < rows; r++) {
@@ -1027,10 +1054,10 @@ static void bwd_tile_pass1(const attn_kernel_table *kt, const attn_sdpa_desc *d,
                            const mcg_consts *mc, const bwd_panels *pn, int64_t b, int64_t h, int64_t i0, int64_t rows,
                            bwd_cols w, const float *Qp, const float *KT, const float *VT, const float *dOp, int64_t at,
                            float *Sb, float *dPb, float *Gb, const float *add, int any_add, uint8_t *keep, float *m,
-                           float *l, float *acc) {
+                           float *l, float *acc, bwd_mm *x) {
     int64_t DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
-    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, w, add, any_add);
-    bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dPb + at, rows, b, h, i0, w, keep);
+    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, w, add, any_add, x);
+    bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dPb + at, rows, b, h, i0, w, keep, x);
     if (m) fold_tile(kt, Sb + at, dPb + at, rows, attn_score_escale(d), w, m, l, acc);
 }
 
@@ -1155,10 +1182,19 @@ typedef struct bwd_bufs {
     float *Sb, *dPb, *Gb; /* S, dP (, softcap derivative) of a block's tiles: BR x its item's partials' keys */
     size_t nbuf;          /* floats of each of Sb, dPb, Gb */
     uint8_t *keep;
+    bwd_mm x; /* oneDNN's operands (mt: ATTN_DTYPE_Q8_0 without) */
 } bwd_bufs;
 
-static int bwd_bufs_init(bwd_bufs *t, int64_t DP, int64_t DvP, int64_t SkP, int k_direct) {
+static int bwd_bufs_init(bwd_bufs *t, int64_t DP, int64_t DvP, int64_t SkP, int k_direct, attn_dtype mt) {
     *t = (bwd_bufs){0};
+    t->x.mt = mt;
+    if (mt != ATTN_DTYPE_Q8_0) { /* mt is at most 4 bytes */
+        t->x.mm = attn_mm_new();
+        t->x.Qm = malloc((size_t)(BR * DP) * 4), t->x.Qum = malloc((size_t)(BR * DP) * 4);
+        t->x.dOm = malloc((size_t)(BR * DvP) * 4);
+        t->x.Pm = calloc((size_t)(BR * BC_B), 4), t->x.dSm = calloc((size_t)(BR * BC_B), 4);
+        if (!t->x.mm || !t->x.Qm || !t->x.Qum || !t->x.dOm || !t->x.Pm || !t->x.dSm) return 0;
+    }
     t->Qp = malloc((size_t)(BR * DP) * sizeof(float)), t->Qu = malloc((size_t)(BR * DP) * sizeof(float));
     t->dOp = malloc((size_t)(BR * DvP) * sizeof(float)), t->dQ = malloc((size_t)(BR * DP) * sizeof(float));
     t->P = malloc((size_t)(BR * BC_B) * sizeof(float)), t->Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
@@ -1168,8 +1204,63 @@ static int bwd_bufs_init(bwd_bufs *t, int64_t DP, int64_t DvP, int64_t SkP, int 
 }
 
 static void bwd_bufs_free(bwd_bufs *t) {
+    attn_mm_free(t->x.mm), free(t->x.Qm), free(t->x.Qum), free(t->x.dOm), free(t->x.Pm), free(t->x.dSm);
     free(t->Qp), free(t->Qu), free(t->dOp), free(t->dQ), free(t->P), free(t->Pd), free(t->add), free(t->keep);
     free(t->klast), attn_ws_free(t->Sb), attn_ws_free(t->dPb), attn_ws_free(t->Gb);
+}
+
+/* Pass 2's products of one tile (keys from w.j0): dV += P^T dO and dK +=
+ * dS^T Q into the item's partials (rows from dVp, dKp: the window [a0, a0 +
+ * an)), dQ += dS K (kt0: K's rows of the tile, ldt apart) */
+static void bwd_tile_products(const attn_kernel_table *kt, const attn_sdpa_desc *d, bwd_mm *x, bwd_cols w,
+                              const float *pd, const float *dS, const float *dOp, const float *Qu, float *dVp,
+                              float *dKp, const float *kt0, int64_t ldt, float *dQ) {
+    int64_t DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
+    if (!bwd_on_mm(x)) {
+        tile_gemm_tn(kt, w.an, DvP, BR, pd + w.a0, BC_B, dOp, DvP, dVp, DvP, 1);
+        tile_gemm_tn(kt, w.an, DP, BR, dS + w.a0, BC_B, Qu, DP, dKp, DP, 1);
+        tile_gemm(kt, BR, DP, w.n, dS + w.c0, BC_B, kt0 + w.c0 * ldt, ldt, dQ, DP, 1);
+        return;
+    }
+    if (x->err) return;
+    const attn_storage *st = attn_storage_of(x->mt);
+    for (int64_t r = 0; r < BR; r++) { /* P and dS of the window as mt (zero outside the visible columns) */
+        st->store(pd + r * BC_B + w.a0, w.an, (char *)x->Pm + attn_storage_bytes(x->mt, r * BC_B + w.a0));
+        st->store(dS + r * BC_B + w.a0, w.an, (char *)x->dSm + attn_storage_bytes(x->mt, r * BC_B + w.a0));
+    }
+    const char *Pw = (const char *)x->Pm + attn_storage_bytes(x->mt, w.a0);
+    const char *dSw = (const char *)x->dSm + attn_storage_bytes(x->mt, w.a0);
+    /* dV (an x DvP) += P^T dO: A(m, k) = P[k][a0 + m]; dK likewise with dS and Q */
+    x->err = attn_mm_run(x->mm, x->mt, w.an, DvP, BR, Pw, 1, BC_B, x->dOm, DvP, 1, dVp, DvP, 1);
+    if (!x->err) x->err = attn_mm_run(x->mm, x->mt, w.an, DP, BR, dSw, 1, BC_B, x->Qum, DP, 1, dKp, DP, 1);
+    /* dQ (BR x D) += dS K: B(k, n) = K row j0 + c0 + k, column n */
+    if (!x->err)
+        x->err = attn_mm_run(x->mm, x->mt, BR, d->D, w.n, (const char *)x->dSm + attn_storage_bytes(x->mt, w.c0), BC_B,
+                             1, x->Km + attn_storage_bytes(x->mt, (w.j0 + w.c0) * d->D), d->D, 1, dQ, DP, 1);
+}
+
+/* every kv head's K and V rows as mt for oneDNN (pack_kv_mm), mhead elements a head */
+static attn_status bwd_pack_mm(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v,
+                               int64_t SkP, int64_t DvP, attn_dtype mt, char *mpanels, size_t mhead) {
+    int64_t Hkv = attn_sem_hkv(d), D = d->D;
+    attn_status st = ATTN_OK;
+#pragma omp parallel if (attn_par_worth(d, 1.0))
+    {
+        float *tmp = malloc((size_t)(D + d->Dv) * sizeof(float));
+        if (!tmp) {
+#pragma omp atomic write
+            st = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < d->B * Hkv; bh++) {
+            char *Km = mpanels + attn_storage_bytes(mt, (int64_t)((size_t)bh * mhead));
+            if (tmp)
+                pack_kv_mm(kt, d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, mt, Km, Km + attn_storage_bytes(mt, SkP * D),
+                           tmp);
+        }
+        free(tmp);
+    }
+    return st;
 }
 
 /* How the backward's work is cut: the query blocks; items (b, kv head,
@@ -1221,19 +1312,28 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
      * (whole tiles; the last, partial tile from a padded copy per thread), other K
      * is copied once as SkP x DP rows */
     attn_dtype vt = attn_view_dtype(d->qkv_dtype), qt = attn_sem_q_type(d, vt), grt = attn_sem_grad_type(d, vt);
+    /* the one choice of the products: a mode's 16-bit operands through oneDNN where kernels/mm.h enables it */
+    attn_dtype mt = qt != ATTN_DTYPE_F32 && qt == grt ? attn_mm_type(qt) : ATTN_DTYPE_Q8_0;
+    int mm = mt != ATTN_DTYPE_Q8_0;
+    size_t mhead = (size_t)SkP * (size_t)(D + DvP); /* elements of a kv head's K and V rows as mt */
     int k_direct = d->qkv_dtype == ATTN_DTYPE_F32 && D == DP && attn_sem_kv_type(d, vt) == ATTN_DTYPE_F32;
-    float *panels = attn_ws_alloc(npanel), *krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
+    /* the kernels' panels, or oneDNN's rows (mpanels: every kv head's K and V rows as mt) */
+    float *panels = mm ? NULL : attn_ws_alloc(npanel);
+    float *krows = k_direct || mm ? NULL : attn_ws_alloc(nkrow * sizeof(float));
+    char *mpanels = mm ? attn_ws_alloc((size_t)BHkv * mhead * sizeof(float)) : NULL;
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
     bwd_extra ex = bwd_extra_alloc(d); /* dsinks, dbias */
-    if (!st && !(panels && (krows || k_direct) && ((pk && pv) || !npart) && ex.ok)) st = ATTN_E_NOMEM;
-    if (!st) st = pack_bwd_panels(kt, d, k, v, &pn, panels);
-    if (!st && !k_direct) bwd_k_rows(kt, d, k, krows, SkP, DP);
+    if (!st && !((mm ? mpanels != NULL : panels && (krows || k_direct)) && ((pk && pv) || !npart) && ex.ok))
+        st = ATTN_E_NOMEM;
+    if (!st && !mm) st = pack_bwd_panels(kt, d, k, v, &pn, panels);
+    if (!st && !mm && !k_direct) bwd_k_rows(kt, d, k, krows, SkP, DP);
+    if (!st && mm) st = bwd_pack_mm(kt, d, k, v, SkP, DvP, mt, mpanels, mhead);
     if (st) goto out;
 #pragma omp parallel if (attn_par_worth(d, 2.5))
     {
         bwd_bufs tb;
-        int ok = bwd_bufs_init(&tb, DP, DvP, SkP, k_direct);
+        int ok = bwd_bufs_init(&tb, DP, DvP, SkP, k_direct && !mm, mt);
         float *Sb, *dPb, *P = tb.P, *dQ = tb.dQ;
         if (!ok) {
 #pragma omp atomic write
@@ -1260,9 +1360,14 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             Sb = tb.Sb, dPb = tb.dPb;
             if (prows > 0) /* an item whose rows see no key has no partials (pk may be NULL) */
                 memset(dKp, 0, (size_t)(prows * DP) * 4), memset(dVp, 0, (size_t)(prows * DvP) * 4);
-            const float *KT = pn.KT + bhk * pn.per_h, *VT = pn.VT + bhk * pn.per_h;
-            const float *Kr =
-                k_direct ? k.data + b * k.stride_b + hk * k.stride_h : krows + (size_t)bhk * (size_t)(SkP * DP);
+            const float *KT = mm ? NULL : pn.KT + bhk * pn.per_h, *VT = mm ? NULL : pn.VT + bhk * pn.per_h;
+            const float *Kr = mm         ? NULL
+                              : k_direct ? k.data + b * k.stride_b + hk * k.stride_h
+                                         : krows + (size_t)bhk * (size_t)(SkP * DP);
+            if (mm) {
+                tb.x.Km = mpanels + attn_storage_bytes(mt, (int64_t)((size_t)bhk * mhead));
+                tb.x.Vm = tb.x.Km + attn_storage_bytes(mt, SkP * D);
+            }
             int any_add = attn_score_key_row(d, b, tb.add, SkP);
             attn_seq sq = attn_seq_of(d, b);
             for (int64_t u = u0; u < u1; u++) {
@@ -1274,17 +1379,22 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f);
                 round_rows(kt, tb.Qp, rows, D, DP, qt); /* a math mode's operands (base/sem.h) */
                 round_rows(kt, tb.dOp, rows, Dv, DvP, grt);
+                if (mm) { /* oneDNN's operands */
+                    attn_storage_of(mt)->store(tb.Qp, BR * DP, tb.x.Qm);
+                    attn_storage_of(mt)->store(tb.dOp, BR * DvP, tb.x.dOm);
+                }
                 float m[BR], il[BR], di[BR], l[BR], acc[BR];
                 for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
                 for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
                     if (!attn_score_tile_hidden(d, &sq, h, rows, i0, t * BC_B, BC_B))
                         bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb.Qp, KT,
                                        VT, tb.dOp, (t - t0) * BR * BC_B, Sb, dPb, capped ? tb.Gb : NULL, tb.add,
-                                       any_add, tb.keep, gm ? NULL : m, l, acc);
+                                       any_add, tb.keep, gm ? NULL : m, l, acc, &tb.x);
                 bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
                                d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
                 pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f); /* dK += dS^T Q */
                 round_rows(kt, tb.Qu, rows, D, DP, qt);
+                if (mm) attn_storage_of(mt)->store(tb.Qu, BR * DP, tb.x.Qum);
                 memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
                 for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
                     const float *S = Sb + (t - t0) * BR * BC_B;
@@ -1297,16 +1407,19 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                              w);
                     round_rows(kt, P + w.c0, rows, w.n, BC_B, grt); /* a math mode's P and dS operands */
                     round_rows(kt, dS + w.c0, rows, w.n, BC_B, grt);
-                    const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep) + w.a0;
+                    const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep);
                     int64_t kc = j0 + w.a0 - plo; /* the window's first key in the partials */
-                    tile_gemm_tn(kt, w.an, DvP, BR, pd, BC_B, tb.dOp, DvP, dVp + kc * DvP, DvP, 1);
-                    tile_gemm_tn(kt, w.an, DP, BR, dS + w.a0, BC_B, tb.Qu, DP, dKp + kc * DP, DP, 1);
-                    const float *kt0 = bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? tb.klast : NULL, &ldt);
-                    tile_gemm(kt, BR, DP, w.n, dS + w.c0, BC_B, kt0 + w.c0 * ldt, ldt, dQ, DP, 1);
+                    const float *kt0 = mm ? NULL : bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? tb.klast : NULL, &ldt);
+                    bwd_tile_products(kt, d, &tb.x, w, pd, dS, tb.dOp, tb.Qu, dVp + kc * DvP, dKp + kc * DP, kt0, ldt,
+                                      dQ);
                 }
                 for (int64_t r = 0; r < rows; r++)
                     memcpy(attn_row_addr_mut(dq, b, h, i0 + r), dQ + r * DP, (size_t)D * 4);
             }
+        }
+        if (tb.x.err) {
+#pragma omp atomic write
+            st = tb.x.err;
         }
         bwd_bufs_free(&tb);
 #pragma omp barrier
@@ -1314,7 +1427,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     }
     if (!st) bwd_extra_finish(d, &ex);
 out:
-    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(pk), attn_ws_free(pv), free(prng), free(pl.qb.start),
-        free(ex.dsr), free(ex.dbf);
+    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(mpanels), attn_ws_free(pk), attn_ws_free(pv), free(prng),
+        free(pl.qb.start), free(ex.dsr), free(ex.dbf);
     return st;
 }

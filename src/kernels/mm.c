@@ -33,10 +33,10 @@ static dnnl_data_type_t dnnl_type(attn_dtype t) {
 }
 
 /* the primitive descriptor of C (M x N, f32, rows ldc apart) (+)= A B, A and B of type t; NULL if oneDNN has none */
-static dnnl_primitive_desc_t make_pd(dnnl_engine_t eng, attn_dtype t, int64_t M, int64_t N, int64_t K, int64_t lda,
-                                     int64_t sbk, int64_t sbn, int64_t ldc, int acc) {
+static dnnl_primitive_desc_t make_pd(dnnl_engine_t eng, attn_dtype t, int64_t M, int64_t N, int64_t K, int64_t sam,
+                                     int64_t sak, int64_t sbk, int64_t sbn, int64_t ldc, int acc) {
     dnnl_memory_desc_t a, b, c;
-    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sa = {lda, 1}, sb = {sbk, sbn}, sc = {ldc, 1};
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sa = {sam, sak}, sb = {sbk, sbn}, sc = {ldc, 1};
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
@@ -60,7 +60,7 @@ static dnnl_primitive_desc_t make_pd(dnnl_engine_t eng, attn_dtype t, int64_t M,
 
 /* does oneDNN have a t x t -> f32 matmul here (a small problem's descriptor) */
 static int probe(dnnl_engine_t eng, attn_dtype t) {
-    dnnl_primitive_desc_t pd = make_pd(eng, t, 16, 16, 16, 16, 16, 1, 16, 0);
+    dnnl_primitive_desc_t pd = make_pd(eng, t, 16, 16, 16, 16, 1, 16, 1, 16, 0);
     if (pd) dnnl_primitive_desc_destroy(pd);
     return pd != NULL;
 }
@@ -148,7 +148,7 @@ const char *attn_mm_describe(void) {
 
 #define MM_CACHE 64
 typedef struct mm_entry {
-    int64_t key[9]; /* t, M, N, K, lda, sbk, sbn, ldc, acc */
+    int64_t key[10]; /* t, M, N, K, sam, sak, sbk, sbn, ldc, acc */
     dnnl_primitive_t p;
     dnnl_memory_t a, b, c;
 } mm_entry;
@@ -194,13 +194,13 @@ void attn_mm_free(attn_mm *m) {
 }
 
 /* the entry of this key, made (replacing the oldest when the cache is full) if new; NULL on failure */
-static mm_entry *entry_for(attn_mm *m, const int64_t key[9]) {
+static mm_entry *entry_for(attn_mm *m, const int64_t key[10]) {
     for (int i = 0; i < m->n; i++)
         if (!memcmp(m->e[i].key, key, sizeof m->e[i].key)) return &m->e[i];
     mm_entry *x = m->n < MM_CACHE ? &m->e[m->n++] : &m->e[m->next++ % MM_CACHE];
     entry_clear(x);
-    dnnl_primitive_desc_t pd =
-        make_pd(m->eng, (attn_dtype)key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7], (int)key[8]);
+    dnnl_primitive_desc_t pd = make_pd(m->eng, (attn_dtype)key[0], key[1], key[2], key[3], key[4], key[5], key[6],
+                                       key[7], key[8], (int)key[9]);
     if (!pd) return NULL;
     const dnnl_memory_desc_t *da = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *db = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -218,15 +218,15 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[9]) {
     return x;
 }
 
-attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                        const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc) {
+attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t sam,
+                        int64_t sak, const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc) {
     if (!m) return ATTN_E_UNSUPPORTED;
     if (M == 0 || N == 0) return ATTN_OK;
     if (K == 0) { /* no products: C = acc ? C : 0 */
         for (int64_t i = 0; i < M && !acc; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
         return ATTN_OK;
     }
-    const int64_t key[9] = {(int64_t)t, M, N, K, lda, sbk, sbn, ldc, acc != 0};
+    const int64_t key[10] = {(int64_t)t, M, N, K, sam, sak, sbk, sbn, ldc, acc != 0};
     mm_entry *x = entry_for(m, key);
     if (!x) return ATTN_E_UNSUPPORTED;
     if (dnnl_memory_set_data_handle(x->a, (void *)(uintptr_t)A) ||
@@ -263,10 +263,10 @@ int attn_mm_has(attn_dtype t) {
 const char *attn_mm_describe(void) { return NULL; }
 attn_mm *attn_mm_new(void) { return NULL; }
 void attn_mm_free(attn_mm *m) { (void)m; }
-attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                        const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc) {
-    (void)m, (void)t, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)sbk, (void)sbn, (void)C, (void)ldc,
-        (void)acc;
+attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t sam,
+                        int64_t sak, const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc) {
+    (void)m, (void)t, (void)M, (void)N, (void)K, (void)A, (void)sam, (void)sak, (void)B, (void)sbk, (void)sbn, (void)C,
+        (void)ldc, (void)acc;
     return ATTN_E_UNSUPPORTED;
 }
 

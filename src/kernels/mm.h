@@ -1,6 +1,6 @@
 /* Block products through oneDNN's matmul: the math modes' Q K^T and P V
- * of the fused forward where oneDNN multiplies the operands' 16-bit type
- * fast (AMX; issue 34). All oneDNN calls live in mm.c. A build without
+ * of the fused forward and the five products of the fused backward, where
+ * oneDNN multiplies the operands' 16-bit type fast (AMX; issue 34). All oneDNN calls live in mm.c. A build without
  * oneDNN (aarch64, or libdnnl-dev missing) has the same functions: nothing
  * is enabled and attn_mm_new returns NULL.
  *
@@ -48,11 +48,12 @@ attn_mm *attn_mm_new(void);
 void attn_mm_free(attn_mm *m);
 
 /* C (M x N) = (acc ? C : 0) + A (M x K) B (K x N), run on the calling thread
- * (oneDNN's own threads are not used): A rows lda elements apart, element
- * B(k, n) at B[k * sbk + n * sbn], C float32 with rows ldc apart; A and B
- * of type t (attn_mm_type's answer: F32, BF16 or F16). ATTN_OK, or
+ * (oneDNN's own threads are not used): element A(m, k) at A[m * sam + k *
+ * sak], B(k, n) at B[k * sbk + n * sbn] (strides in elements: a row-major
+ * or a transposed operand read in place), C float32 with rows ldc apart; A
+ * and B of type t (attn_mm_type's answer: F32, BF16 or F16). ATTN_OK, or
  * ATTN_E_NOMEM / ATTN_E_UNSUPPORTED when oneDNN cannot make or run it. */
-attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                        const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc);
+attn_status attn_mm_run(attn_mm *m, attn_dtype t, int64_t M, int64_t N, int64_t K, const void *A, int64_t sam,
+                        int64_t sak, const void *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc, int acc);
 
 #endif

@@ -64,7 +64,7 @@ static int run_bf16(void *p) {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t r0 = (int64_t)s->n * t / nt, r1 = (int64_t)s->n * (t + 1) / nt;
         if (!s->mm[t]) s->mm[t] = attn_mm_new();
-        bad |= attn_mm_run(s->mm[t], ATTN_DTYPE_BF16, r1 - r0, s->n, s->n, s->a + r0 * s->n, s->n, s->b, s->n, 1,
+        bad |= attn_mm_run(s->mm[t], ATTN_DTYPE_BF16, r1 - r0, s->n, s->n, s->a + r0 * s->n, s->n, 1, s->b, s->n, 1,
                            s->c + r0 * s->n, s->n, 0) != ATTN_OK;
     }
     if (bad) cli_error("bench: oneDNN's bf16 matmul failed");
