@@ -445,6 +445,72 @@ ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdp
                                           float *lse);
 
 /* ------------------------------------------------------------------------ */
+/* Attention over caller-owned pages (serving engines: FlashInfer's and      */
+/* vLLM's conventions; docs/API.md "Caller-owned pages")                     */
+/* ------------------------------------------------------------------------ */
+
+/* How a page holds its rows: NHD [page][token][kv head][dim] or HND
+ * [page][kv head][token][dim] (FlashInfer's kv_layout). */
+typedef enum attn_kv_layout { ATTN_KV_NHD = 0, ATTN_KV_HND = 1 } attn_kv_layout;
+
+/* Pages the caller owns, addressed as FlashInfer's CSR page table: sequence
+ * b's keys are the pages kv_indices[kv_indptr[b] .. kv_indptr[b + 1]) in
+ * order, every one full except the last, which holds kv_last_page_len[b]
+ * tokens (1 .. page_size; 0 exactly when the sequence has no page: an empty
+ * sequence). kv_indptr has B + 1 entries, starts at 0 and never decreases;
+ * every index is in [0, num_pages). K and V are separate arrays of type
+ * dtype (F32, F16, BF16, or Q8_0 blocks with D, Dv and the strides
+ * multiples of 32); k_strides / v_strides: elements between pages, tokens
+ * and kv heads, or all three 0 for the layout's packed strides (NHD: ps Hkv
+ * D, Hkv D, D; HND: Hkv ps D, D, ps D). Nothing is copied: attention reads
+ * the pages in place; attn_paged_append writes them. */
+typedef struct attn_paged_kv {
+    attn_dtype dtype;
+    attn_kv_layout layout;
+    int64_t num_pages, page_size, Hkv, D, Dv;
+    void *k_pages, *v_pages;
+    int64_t k_strides[3], v_strides[3];
+    const int32_t *kv_indptr, *kv_indices, *kv_last_page_len;
+} attn_paged_kv;
+
+/* Attention of the queries over each sequence's pages, into out (and lse).
+ * d describes the call as for attn_kv_cache_attend: d->B sequences, d->H
+ * query heads, d->Hkv 0 or kv->Hkv, d->D / d->Dv kv's, Sk and seqlens_k
+ * from the pages (d->seqlens_k NULL), q float32, no dropout; every other
+ * option as there (GQA, causal alignments, window, softcap, ALiBi, sinks,
+ * masks indexed by the sequence's key position, the math modes). Without
+ * qo_indptr: q (B, H, Sq, D), out (B, H, Sq, Dv), lse (B, H, Sq), as
+ * attn_sdpa_forward (decode: one or a few rows per sequence). With
+ * qo_indptr (B + 1 entries from 0, non-decreasing, qo_indptr[B] = d->Sq):
+ * packed queries of every sequence, sequence b's rows [qo_indptr[b],
+ * qo_indptr[b + 1]) of the views q (1, H, Sq, D) and out (1, H, Sq, Dv)
+ * (their batch stride unused), lse (Sq, H) token-major (FlashInfer's
+ * prefill and chunked prefill); a dense mask or bias is then (1, H, Sq, .)
+ * over the packed rows and a key_mask row b per sequence. A sequence with
+ * no keys gives zeros and lse -inf. Bad input (indices, indptr, lengths,
+ * shapes, strides) gets a status and writes nothing. */
+ATTN_API attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const attn_paged_kv *kv,
+                                          const int32_t *qo_indptr, attn_view out, float *lse);
+
+/* Write T rows of K (T, Hkv, D) and V (T, Hkv, Dv), float32, into the
+ * pages: row t goes to slot slot_mapping[t] = page * page_size + offset
+ * (vLLM's reshape_and_cache), a negative slot skips the row. Rounding to
+ * nearest even (q8_0: quantized per block). kv_indptr, kv_indices and
+ * kv_last_page_len are not read. A slot past the pages is ATTN_E_INVALID
+ * and nothing is written; of two rows with one slot the later stays. */
+ATTN_API attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k, const float *v,
+                                       const int64_t *slot_mapping);
+
+/* Merge two attention states over disjoint key sets (cascade attention,
+ * context parallelism): rows (n) of out_a, out_b (n, Dv) with their lse
+ * (natural log): lse = log(e^lse_a + e^lse_b), out = (out_a e^lse_a +
+ * out_b e^lse_b) / e^lse. A state with lse -inf is empty (its out is not
+ * read); both empty: zeros and -inf; NaN propagates. out and lse may be
+ * out_a / lse_a (in place). */
+ATTN_API attn_status attn_merge_states(int64_t n, int64_t Dv, const float *out_a, const float *lse_a,
+                                       const float *out_b, const float *lse_b, float *out, float *lse);
+
+/* ------------------------------------------------------------------------ */
 /* safetensors                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -692,8 +758,9 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
     X(attn_view)                                                                                                       \
     X(attn_sdpa_desc)                                                                                                  \
     X(attn_generator)                                                                                                  \
-    X(attn_dropout) X(attn_kv_cache_config) X(attn_layer_config) X(attn_tensor_info) X(attn_forward_args)              \
-        X(attn_backward_args) X(attn_optim_config)
+    X(attn_dropout)                                                                                                    \
+    X(attn_kv_cache_config) X(attn_layer_config) X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args)        \
+        X(attn_optim_config) X(attn_paged_kv)
 #define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {

@@ -148,7 +148,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
      * sequence's keys, so every page looked up exists) */
     const void *pk = NULL, *pv = NULL;
     int64_t lpk = ldk, lpv = ldv, r2;
-    if (!kv->table) {
+    if (!attn_kv_src_paged(kv)) {
         pk = (const char *)K + attn_storage_bytes(kind, DEC_PF * ldk);
         pv = (const char *)V + attn_storage_bytes(kind, DEC_PF * ldv);
     } else if (pf_j < skb) {
@@ -213,7 +213,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
      * reads walk each page's heads in address order (one head's pages, Hkv heads
      * apart, cost 15% of the bandwidth at 64-token pages; Hkv = 1 did not). The
      * order of the work only: each item computes exactly what it computes alone. */
-    int64_t gs = kv->table ? Hkv : 1;
+    int64_t gs = attn_kv_src_paged(kv) ? Hkv : 1;
     dec_item *items = malloc(nitems * sizeof *items);
     size_t *order = malloc(nitems * sizeof *order); /* items in groups of gs */
     float *part = malloc(npart * sizeof(float));    /* per item and row: m, l, O[DvP] */

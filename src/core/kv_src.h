@@ -26,7 +26,15 @@ typedef struct attn_kv_src {
     const void *pool_k, *pool_v;
     const int32_t *table;
     int64_t max_pages, page_size, capacity;
+    /* or caller-owned pages (attn_paged_kv, indices != NULL): sequence b's key
+     * j in page indices[indptr[b] + j / page_size] at token j % page_size; a
+     * row of K at pool_k + ks[0] page + ks[1] token + ks[2] hk elements (V: vs) */
+    const int32_t *indptr, *indices;
+    int64_t ks[3], vs[3];
 } attn_kv_src;
+
+/* rows live in pages (libattn's or the caller's): runs end at page ends */
+static inline int attn_kv_src_paged(const attn_kv_src *s) { return s->table != NULL || s->indices != NULL; }
 
 /* Up to *run rows of K (is_v 0) or V (1) of (b, hk) from key j on, *ld
  * elements apart: the one addressing function of every form. */
@@ -39,6 +47,13 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
         return (const char *)(const void *)t.data + attn_storage_bytes(s->dtype, at);
     }
     int64_t dim = is_v ? s->Dv : s->D, row;
+    if (s->indices) { /* caller-owned pages */
+        const int64_t *st = is_v ? s->vs : s->ks;
+        int64_t ps = s->page_size, page = s->indices[s->indptr[b] + j / ps], t = j % ps;
+        *run = ps - t, *ld = st[1];
+        return (const char *)(is_v ? s->pool_v : s->pool_k) +
+               attn_storage_bytes(s->dtype, page * st[0] + t * st[1] + hk * st[2]);
+    }
     if (!s->table) {
         *run = INT64_MAX, *ld = dim;
         row = (b * s->Hkv + hk) * s->capacity + j;
@@ -54,7 +69,7 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
  * contiguous float32 (its first rows per head); returns 0 for anything else
  * (16-bit or q8_0 storage, pages). */
 static inline int attn_kv_src_f32_views(const attn_kv_src *s, attn_view *k, attn_view *v) {
-    if (!s->pool_k || s->dtype != ATTN_DTYPE_F32 || s->table) return 0;
+    if (!s->pool_k || s->dtype != ATTN_DTYPE_F32 || attn_kv_src_paged(s)) return 0;
     int64_t T = s->capacity;
     *k = (attn_view){(float *)(uintptr_t)s->pool_k, s->Hkv * T * s->D, T * s->D, s->D};
     *v = (attn_view){(float *)(uintptr_t)s->pool_v, s->Hkv * T * s->Dv, T * s->Dv, s->Dv};

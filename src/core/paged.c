@@ -1,0 +1,190 @@
+/* Attention over caller-owned pages (attn.h, attn_paged_attention; issue 35):
+ * FlashInfer's CSR page table read in place through core/kv_src.h, so decode,
+ * the gathered long-query path and every option of the KV cache's attend run
+ * unchanged; vLLM's slot_mapping for writing rows; and merge_states, the
+ * combination of two attention states that cascade attention needs. */
+#include "internal.h"
+#include "base/sem.h"
+#include "base/storage.h"
+#include "core/kv_src.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* element strides (page, token, kv head) of rows of dim elements: the
+ * caller's, or the layout's packed ones when all three are 0 */
+static void page_strides(const attn_paged_kv *kv, int64_t dim, const int64_t *given, int64_t *s) {
+    if (given[0] || given[1] || given[2]) {
+        s[0] = given[0], s[1] = given[1], s[2] = given[2];
+        return;
+    }
+    int64_t ps = kv->page_size, H = kv->Hkv;
+    s[0] = ps * H * dim;
+    if (kv->layout == ATTN_KV_NHD)
+        s[1] = H * dim, s[2] = dim;
+    else
+        s[1] = dim, s[2] = ps * dim;
+}
+
+/* the pages themselves (not the table): type, sizes, strides */
+static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t vs[3]) {
+    if (!kv) return ATTN_E_INVALID;
+    if (kv->dtype != ATTN_DTYPE_F32 && kv->dtype != ATTN_DTYPE_F16 && kv->dtype != ATTN_DTYPE_BF16 &&
+        kv->dtype != ATTN_DTYPE_Q8_0)
+        return ATTN_E_UNSUPPORTED;
+    if (kv->layout != ATTN_KV_NHD && kv->layout != ATTN_KV_HND) return ATTN_E_INVALID;
+    if (kv->num_pages < 0 || kv->page_size < 1 || kv->Hkv < 1 || kv->D < 1 || kv->Dv < 1) return ATTN_E_SHAPE;
+    if (kv->num_pages > 0 && (!kv->k_pages || !kv->v_pages)) return ATTN_E_INVALID;
+    page_strides(kv, kv->D, kv->k_strides, ks);
+    page_strides(kv, kv->Dv, kv->v_strides, vs);
+    for (int t = 0; t < 3; t++)
+        if (ks[t] < 1 || vs[t] < 1) return ATTN_E_SHAPE;
+    if (kv->dtype == ATTN_DTYPE_Q8_0) /* whole blocks: rows and strides in 32-value blocks */
+        for (int t = 0; t < 3; t++)
+            if (kv->D % ATTN_Q8_BLOCK || kv->Dv % ATTN_Q8_BLOCK || ks[t] % ATTN_Q8_BLOCK || vs[t] % ATTN_Q8_BLOCK)
+                return ATTN_E_SHAPE;
+    return ATTN_OK;
+}
+
+/* the page table of B sequences: each one's length into len, the longest into *Sk */
+static attn_status table_check(const attn_paged_kv *kv, int64_t B, int64_t *len, int64_t *Sk) {
+    const int32_t *ip = kv->kv_indptr, *last = kv->kv_last_page_len;
+    if (!ip || !last || ip[0] != 0) return ATTN_E_INVALID;
+    *Sk = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = (int64_t)ip[b + 1] - ip[b], lp = last[b];
+        if (n < 0) return ATTN_E_INVALID;
+        if (n == 0 ? lp != 0 : lp < 1 || lp > kv->page_size) return ATTN_E_INVALID;
+        len[b] = n ? (n - 1) * kv->page_size + lp : 0;
+        *Sk = len[b] > *Sk ? len[b] : *Sk;
+    }
+    if (ip[B] > 0 && !kv->kv_indices) return ATTN_E_INVALID;
+    for (int64_t i = 0; i < ip[B]; i++)
+        if (kv->kv_indices[i] < 0 || kv->kv_indices[i] >= kv->num_pages) return ATTN_E_INVALID;
+    return ATTN_OK;
+}
+
+/* one call of the KV path over the pages of sequences [b0, b0 + d->B): d's
+ * Sk from their lengths (len: the first one's), views for the argument check
+ * as the KV cache's stand-ins (their data is not read) */
+static attn_status attend_pages(const attn_sdpa_desc *din, attn_view q, const attn_kv_src *src, const int64_t *len,
+                                attn_view out, float *lse) {
+    attn_sdpa_desc d = *din;
+    int64_t Sk = 0;
+    for (int64_t b = 0; b < d.B; b++) Sk = len[b] > Sk ? len[b] : Sk;
+    d.Hkv = src->Hkv, d.Sk = Sk, d.seqlens_k = len, d.seqlens_k_dtype = ATTN_DTYPE_I64;
+    attn_view kk = {q.data, d.Hkv * Sk * d.D, Sk * d.D, d.D}, kv = {q.data, d.Hkv * Sk * d.Dv, Sk * d.Dv, d.Dv};
+    attn_status st = attn_sdpa_check(&d, q, kk, kv, out, 1);
+    return st != ATTN_OK ? st : attn_attend(&d, q, src, out, lse);
+}
+
+attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const attn_paged_kv *kv,
+                                 const int32_t *qo_indptr, attn_view out, float *lse) {
+    if (!d || !kv) return ATTN_E_INVALID;
+    if (d->dropout) return ATTN_E_UNSUPPORTED;
+    if (d->seqlens_k || d->cu_seqlens_q || d->cu_seqlens_k || attn_sem_is_block(d)) return ATTN_E_INVALID;
+    if (attn_is16(d->qkv_dtype)) return ATTN_E_UNSUPPORTED; /* queries over pages are float32, as over a cache */
+    if ((d->Hkv != 0 && d->Hkv != kv->Hkv) || d->D != kv->D || d->Dv != kv->Dv || d->B < 0) return ATTN_E_SHAPE;
+    attn_kv_src src = {.dtype = kv->dtype, .Hkv = kv->Hkv, .D = kv->D, .Dv = kv->Dv, .page_size = kv->page_size};
+    attn_status st = pages_check(kv, src.ks, src.vs);
+    if (st) return st;
+    int64_t B = d->B, Sk;
+    int64_t *len = malloc((size_t)(B ? B : 1) * sizeof *len);
+    if (!len) return ATTN_E_NOMEM;
+    st = table_check(kv, B, len, &Sk);
+    if (!st && qo_indptr) { /* packed queries: from 0, non-decreasing, every row of q */
+        if (qo_indptr[0] != 0 || qo_indptr[B] != d->Sq) st = ATTN_E_INVALID;
+        for (int64_t b = 0; !st && b < B; b++)
+            if (qo_indptr[b + 1] < qo_indptr[b]) st = ATTN_E_INVALID;
+    }
+    /* never read where no row is: a non-NULL stand-in keeps the storage route */
+    src.pool_k = kv->k_pages ? kv->k_pages : (const void *)kv;
+    src.pool_v = kv->v_pages ? kv->v_pages : (const void *)kv;
+    src.indptr = kv->kv_indptr, src.indices = kv->kv_indices;
+    if (st || !qo_indptr) {
+        if (!st) st = attend_pages(d, q, &src, len, out, lse);
+        free(len);
+        return st;
+    }
+    /* packed queries: one call per sequence over its rows (FlashInfer's
+     * prefill); the views' batch dimension is the packed one, lse token-major */
+    int64_t maxq = 0, H = d->H;
+    for (int64_t b = 0; b < B; b++)
+        maxq = qo_indptr[b + 1] - qo_indptr[b] > maxq ? qo_indptr[b + 1] - qo_indptr[b] : maxq;
+    float *lb = lse ? malloc((size_t)(H * (maxq ? maxq : 1)) * sizeof *lb) : NULL;
+    if (lse && !lb) st = ATTN_E_NOMEM;
+    for (int64_t b = 0; !st && b < B; b++) {
+        int64_t t0 = qo_indptr[b], nq = qo_indptr[b + 1] - t0;
+        if (nq == 0) continue;
+        attn_sdpa_desc e = *d;
+        e.B = 1, e.Sq = nq;
+        if (e.attn_mask) e.attn_mask += t0 * e.attn_mask_strides[2];
+        if (e.attn_bias) e.attn_bias += t0 * e.attn_bias_strides[2];
+        if (e.key_mask) e.key_mask += b * e.key_mask_stride_b;
+        attn_kv_src sb = src;
+        sb.indptr = kv->kv_indptr + b;
+        attn_view qb = q, ob = out;
+        qb.data = q.data ? q.data + t0 * q.stride_s : NULL, ob.data = out.data ? out.data + t0 * out.stride_s : NULL;
+        st = attend_pages(&e, qb, &sb, len + b, ob, lb);
+        for (int64_t h = 0; !st && lse && h < H; h++)
+            for (int64_t i = 0; i < nq; i++) lse[(t0 + i) * H + h] = lb[h * nq + i];
+    }
+    free(lb), free(len);
+    return st;
+}
+
+attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k, const float *v,
+                              const int64_t *slot_mapping) {
+    int64_t ks[3], vs[3];
+    attn_status st = pages_check(kv, ks, vs);
+    if (st) return st;
+    if (T < 0) return ATTN_E_SHAPE;
+    if (T > 0 && (!k || !v || !slot_mapping)) return ATTN_E_INVALID;
+    int64_t nslots = kv->num_pages * kv->page_size;
+    for (int64_t t = 0; t < T; t++) /* every slot checked before anything is written */
+        if (slot_mapping[t] >= nslots) return ATTN_E_INVALID;
+    const attn_storage *s = attn_storage_of(kv->dtype);
+    int64_t H = kv->Hkv, D = kv->D, Dv = kv->Dv;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t slot = slot_mapping[t];
+        if (slot < 0) continue; /* vLLM's padding tokens */
+        int64_t page = slot / kv->page_size, off = slot % kv->page_size;
+        for (int64_t hk = 0; hk < H; hk++) {
+            s->store(k + (t * H + hk) * D, D,
+                     (char *)kv->k_pages + attn_storage_bytes(kv->dtype, page * ks[0] + off * ks[1] + hk * ks[2]));
+            s->store(v + (t * H + hk) * Dv, Dv,
+                     (char *)kv->v_pages + attn_storage_bytes(kv->dtype, page * vs[0] + off * vs[1] + hk * vs[2]));
+        }
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_merge_states(int64_t n, int64_t Dv, const float *out_a, const float *lse_a, const float *out_b,
+                              const float *lse_b, float *out, float *lse) {
+    if (n < 0 || Dv < 0) return ATTN_E_SHAPE;
+    if (n > 0 && (!out_a || !lse_a || !out_b || !lse_b || !out || !lse)) return ATTN_E_INVALID;
+    for (int64_t r = 0; r < n; r++) {
+        double la = lse_a[r], lb = lse_b[r], m = la > lb ? la : lb;
+        const float *a = out_a + r * Dv, *b = out_b + r * Dv;
+        float *o = out + r * Dv;
+        if (isnan(la) || isnan(lb)) { /* NaN in, NaN out */
+            for (int64_t c = 0; c < Dv; c++) o[c] = NAN;
+            lse[r] = NAN;
+            continue;
+        }
+        if (m == -INFINITY) { /* both empty */
+            for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
+            lse[r] = -INFINITY;
+            continue;
+        }
+        /* weights relative to the larger lse: an empty side weighs exactly 0 and is not read */
+        double wa = la == -INFINITY ? 0.0 : exp(la - m), wb = lb == -INFINITY ? 0.0 : exp(lb - m), z = wa + wb;
+        for (int64_t c = 0; c < Dv; c++) {
+            double x = (wa > 0 ? wa * a[c] : 0.0) + (wb > 0 ? wb * b[c] : 0.0);
+            o[c] = (float)(x / z);
+        }
+        lse[r] = (float)(m + log(z));
+    }
+    return ATTN_OK;
+}

@@ -1,0 +1,350 @@
+/* Attention over caller-owned pages (attn.h, attn_paged_attention; issue
+ * 35): rows written with attn_paged_append through a slot mapping into pages
+ * of a shuffled page table (NHD and HND, packed and padded strides, page
+ * sizes 1, 3, 16 and 64, every storage type), sequences of different lengths
+ * including empty ones, decode (Sq 1 and 4) and packed prefill (qo_indptr),
+ * GQA, causal, window, softcap, sinks, lse, the math modes: against the
+ * reference on each sequence's rows as stored (dense tensors); slots never
+ * written hold NaN and must never be read; 1 and 2 threads bitwise; equal to
+ * libattn's own KV cache holding the same rows. Bad input: a status and
+ * nothing written. merge_states: two halves of the keys merged equal the
+ * whole, empty sides, in place, NaN. */
+#include "testutil.h"
+#include "base/storage.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t lcg = 35u;
+
+/* A paged problem: B sequences of len[b] tokens in pages of the table */
+typedef struct pprob {
+    attn_paged_kv kv;
+    int B, Hkv, D, Dv;
+    int64_t len[8];
+    int32_t indptr[9], indices[512], last[8];
+    float *k, *v; /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
+    int maxlen;
+} pprob;
+
+static size_t page_bytes(const pprob *p, int is_v) {
+    const int64_t *s = is_v ? p->kv.v_strides : p->kv.k_strides;
+    int64_t dim = is_v ? p->Dv : p->D, ps = p->kv.page_size, H = p->Hkv;
+    int64_t per = s[0] ? s[0] : ps * H * dim;
+    return attn_storage_bytes(p->kv.dtype, per * p->kv.num_pages);
+}
+
+/* pages filled with NaN (f32/f16/bf16: an all-ones pattern; q8_0: NaN scales), then the rows appended */
+static void make(pprob *p, attn_dtype t, attn_kv_layout layout, int ps, int padded, const int *lens, int B, int Hkv,
+                 int D) {
+    memset(p, 0, sizeof *p);
+    p->B = B, p->Hkv = Hkv, p->D = D, p->Dv = D;
+    int npages = 0, maxlen = 0;
+    for (int b = 0; b < B; b++) {
+        p->len[b] = lens[b];
+        maxlen = lens[b] > maxlen ? lens[b] : maxlen;
+        npages += (lens[b] + ps - 1) / ps;
+    }
+    p->maxlen = maxlen;
+    int total = npages + 3; /* spare pages nobody refers to */
+    p->kv =
+        (attn_paged_kv){.dtype = t, .layout = layout, .num_pages = total, .page_size = ps, .Hkv = Hkv, .D = D, .Dv = D};
+    if (padded) { /* a gap after each page and each token row: strides of the caller's own */
+        int64_t row = layout == ATTN_KV_NHD ? Hkv * D + 32 : D;
+        int64_t tok = layout == ATTN_KV_NHD ? row : D, head = layout == ATTN_KV_NHD ? D : ps * D + 32;
+        int64_t page = layout == ATTN_KV_NHD ? ps * row + 64 : Hkv * head + 64;
+        int64_t s[3] = {page, tok, head};
+        memcpy(p->kv.k_strides, s, sizeof s), memcpy(p->kv.v_strides, s, sizeof s);
+    }
+    size_t kb = page_bytes(p, 0), vb = page_bytes(p, 1);
+    p->kv.k_pages = malloc(kb), p->kv.v_pages = malloc(vb);
+    memset(p->kv.k_pages, 0xff, kb), memset(p->kv.v_pages, 0xff, vb);
+    /* a shuffled page table: page ids in a random order */
+    int perm[512];
+    for (int i = 0; i < total; i++) perm[i] = i;
+    for (int i = total - 1; i > 0; i--) {
+        int j = tu_irand(&lcg, 0, i), x = perm[i];
+        perm[i] = perm[j], perm[j] = x;
+    }
+    int at = 0;
+    p->indptr[0] = 0;
+    for (int b = 0; b < B; b++) {
+        int n = (lens[b] + ps - 1) / ps;
+        for (int i = 0; i < n; i++) p->indices[at + i] = perm[at + i];
+        at += n;
+        p->indptr[b + 1] = at;
+        p->last[b] = n ? lens[b] - (n - 1) * ps : 0;
+    }
+    p->kv.kv_indptr = p->indptr, p->kv.kv_indices = p->indices, p->kv.kv_last_page_len = p->last;
+    size_t nr = (size_t)B * Hkv * (maxlen ? maxlen : 1) * D;
+    p->k = tu_rand_array(nr, &lcg, 1.5f), p->v = tu_rand_array(nr, &lcg, 1.0f);
+    /* append every sequence's rows, token by token in a shuffled order of slots */
+    int T = 0;
+    for (int b = 0; b < B; b++) T += lens[b];
+    float *kr = calloc((size_t)(T + 1) * Hkv * D, 4), *vr = calloc((size_t)(T + 1) * Hkv * D, 4);
+    int64_t *slots = malloc((size_t)(T + 1) * sizeof *slots);
+    int tok = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < lens[b]; j++, tok++) {
+            slots[tok] = (int64_t)p->indices[p->indptr[b] + j / ps] * ps + j % ps;
+            for (int h = 0; h < Hkv; h++)
+                for (int c = 0; c < D; c++) {
+                    size_t src = (((size_t)b * Hkv + h) * maxlen + j) * D + c;
+                    kr[((size_t)tok * Hkv + h) * D + c] = p->k[src], vr[((size_t)tok * Hkv + h) * D + c] = p->v[src];
+                }
+        }
+    slots[T] = -1; /* a padding token: skipped */
+    CHECK_OK(attn_paged_append(&p->kv, T + 1, kr, vr, slots));
+    /* the reference reads the rows as stored */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < Hkv; h++)
+            for (int j = 0; j < lens[b]; j++) {
+                size_t at2 = (((size_t)b * Hkv + h) * maxlen + j) * D;
+                attn_st_round(t, p->k + at2, D), attn_st_round(t, p->v + at2, D);
+            }
+    free(kr), free(vr), free(slots);
+}
+
+static void unmake(pprob *p) { free(p->k), free(p->v), free(p->kv.k_pages), free(p->kv.v_pages); }
+
+/* the reference of sequence b: q rows (h, i) at q + h qh + i qs, into out (H, nq, D) and lse (H, nq) */
+static void reference(const pprob *p, const attn_sdpa_desc *opt, int b, int H, int nq, const float *q, int64_t qh,
+                      int64_t qs, float *out, float *lse) {
+    attn_sdpa_desc d = *opt;
+    int len = (int)p->len[b];
+    d.B = 1, d.H = H, d.Sq = nq, d.Sk = len, d.Hkv = p->Hkv, d.D = p->D, d.Dv = p->Dv, d.impl = ATTN_IMPL_REF;
+    d.key_mask = NULL;
+    int64_t kst = (int64_t)p->maxlen * p->D;
+    attn_view vq = {(float *)q, 0, qh, qs}, vo = {out, 0, (int64_t)nq * p->Dv, p->Dv};
+    attn_view vk = {p->k + (size_t)b * p->Hkv * kst, p->Hkv * kst, kst, p->D};
+    attn_view vv = {p->v + (size_t)b * p->Hkv * kst, p->Hkv * kst, kst, p->D};
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, lse));
+}
+
+static void options(attn_sdpa_desc *d, int variant, float *sinks) {
+    d->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (variant == 1) d->window_left = 5, d->softcap = 20.0f;
+    if (variant == 2) d->sinks = sinks;
+    if (variant == 3) d->causal = ATTN_CAUSAL_NONE, d->math = ATTN_MATH_DATA;
+}
+
+/* decode: q (B, H, Sq, D) against every sequence's pages, against the reference */
+static void decode(attn_dtype t, attn_kv_layout layout, int ps, int padded, int Sq, int variant) {
+    static const int lens[5] = {37, 0, 70, 1, 129};
+    pprob p;
+    int B = 5, Hkv = 2, H = 4, D = 64;
+    make(&p, t, layout, ps, padded, lens, B, Hkv, D);
+    float sinks[4] = {0.5f, -1.0f, 2.0f, 0.0f};
+    size_t nq = (size_t)B * H * Sq * D;
+    float *q = tu_rand_array(nq, &lcg, 1.0f), *out = malloc(nq * 4), *o1 = malloc(nq * 4), *ref = malloc(nq * 4);
+    float *lse = malloc((size_t)B * H * Sq * 4), *lref = malloc((size_t)B * H * Sq * 4);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, Sq, 0, D, D);
+    d.Hkv = Hkv;
+    options(&d, variant, sinks);
+    attn_view vq = {q, H * Sq * D, Sq * D, D}, vo = {out, H * Sq * D, Sq * D, D}, vo1 = {o1, H * Sq * D, Sq * D, D};
+    CHECK_OK(attn_paged_attention(&d, vq, &p.kv, NULL, vo, lse));
+    omp_set_num_threads(1);
+    CHECK_OK(attn_paged_attention(&d, vq, &p.kv, NULL, vo1, NULL));
+    omp_set_num_threads(2);
+    char what[160];
+    snprintf(what, sizeof what, "decode type %d layout %d page %d padded %d Sq %d variant %d", (int)t, (int)layout, ps,
+             padded, Sq, variant);
+    CHECK(!memcmp(out, o1, nq * 4), "%s: 1 and 2 threads bitwise", what);
+    for (int b = 0; b < B; b++)
+        reference(&p, &d, b, H, Sq, q + (size_t)b * H * Sq * D, (int64_t)Sq * D, D, ref + (size_t)b * H * Sq * D,
+                  lref + (size_t)b * H * Sq);
+    double tol = t == ATTN_DTYPE_F32 ? 2e-5 : variant == 3 ? 2e-2 : 1e-4;
+    CHECK(tu_allclose(what, out, ref, nq, tol, tol), "%s: against the reference", what);
+    CHECK(tu_allclose(what, lse, lref, (size_t)B * H * Sq, tol, tol), "%s: lse", what);
+    /* the empty sequence: zeros, lse -inf (or the sink) */
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Sq; i++) {
+            size_t r = ((size_t)1 * H + h) * Sq + i;
+            CHECK(out[r * D] == 0.0f && out[r * D + D - 1] == 0.0f, "%s: empty sequence gives zeros", what);
+            CHECK(variant == 2 ? lse[r] == sinks[h] : lse[r] == -INFINITY, "%s: empty sequence's lse %g", what,
+                  (double)lse[r]);
+        }
+    /* libattn's own cache holding the same rows (contiguous): the same answer,
+     * bit for bit where the pages hold a whole number of decode blocks (64) */
+    if (variant != 3) {
+        attn_kv_cache_config cfg = {B, Hkv, 256, D, 0, t, 0, 0};
+        attn_kv_cache *c = NULL;
+        CHECK_OK(attn_kv_cache_create(&cfg, &c));
+        int64_t kst = (int64_t)p.maxlen * D;
+        attn_view ak = {p.k, Hkv * kst, kst, D}, av = {p.v, Hkv * kst, kst, D};
+        CHECK_OK(attn_kv_cache_append(c, p.len, ak, av));
+        attn_sdpa_desc dc = d;
+        dc.Hkv = 0;
+        CHECK_OK(attn_kv_cache_attend(c, &dc, vq, vo1, NULL));
+        if (ps == 64)
+            CHECK(!memcmp(out, o1, nq * 4), "%s: the cache's bits (whole decode blocks per page)", what);
+        else
+            CHECK(tu_allclose(what, out, o1, nq, 1e-5, 1e-6), "%s: the cache's answer", what);
+        attn_kv_cache_free(c);
+    }
+    free(q), free(out), free(o1), free(ref), free(lse), free(lref);
+    unmake(&p);
+}
+
+/* packed prefill: qo_indptr rows per sequence (0 for one), q (1, H, Tq, D) token-major */
+static void prefill(attn_dtype t, attn_kv_layout layout, int ps, int variant) {
+    static const int lens[4] = {50, 20, 0, 90};
+    static const int nqs[4] = {20, 1, 0, 33};
+    pprob p;
+    int B = 4, Hkv = 1, H = 3, D = 32;
+    make(&p, t, layout, ps, 0, lens, B, Hkv, D);
+    float sinks[3] = {0.5f, 1.0f, -0.5f};
+    int32_t qo[5] = {0};
+    for (int b = 0; b < B; b++) qo[b + 1] = qo[b] + nqs[b];
+    int Tq = qo[B];
+    size_t nq = (size_t)Tq * H * D;
+    float *q = tu_rand_array(nq, &lcg, 1.0f), *out = malloc(nq * 4), *ref = malloc((size_t)H * 33 * D * 4);
+    float *lse = malloc((size_t)Tq * H * 4), *lref = malloc((size_t)H * 33 * 4);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, Tq, 0, D, D);
+    d.Hkv = Hkv;
+    options(&d, variant, sinks);
+    /* token-major packed views: row (t, h) at (t H + h) D */
+    attn_view vq = {q, 0, D, (int64_t)H * D}, vo = {out, 0, D, (int64_t)H * D};
+    CHECK_OK(attn_paged_attention(&d, vq, &p.kv, qo, vo, lse));
+    char what[128];
+    snprintf(what, sizeof what, "prefill type %d layout %d page %d variant %d", (int)t, (int)layout, ps, variant);
+    double tol = t == ATTN_DTYPE_F32 ? 2e-5 : variant == 3 ? 2e-2 : 1e-4;
+    for (int b = 0; b < B; b++) {
+        int n = nqs[b];
+        if (!n) continue;
+        reference(&p, &d, b, H, n, q + (size_t)qo[b] * H * D, D, (int64_t)H * D, ref, lref);
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < n; i++) {
+                const float *got = out + ((size_t)(qo[b] + i) * H + h) * D, *want = ref + ((size_t)h * n + i) * D;
+                char w2[200];
+                snprintf(w2, sizeof w2, "%s seq %d head %d row %d", what, b, h, i);
+                CHECK(tu_allclose(w2, got, want, (size_t)D, tol, tol), "%s", w2);
+                float lg = lse[(qo[b] + i) * H + h], lw = lref[h * n + i];
+                CHECK(fabsf(lg - lw) <= tol * (1 + fabsf(lw)) || (lg == lw), "%s lse %g want %g", w2, (double)lg,
+                      (double)lw);
+            }
+    }
+    free(q), free(out), free(ref), free(lse), free(lref);
+    unmake(&p);
+}
+
+/* bad input: a status and nothing written */
+static void refused(void) {
+    static const int lens[2] = {10, 5};
+    pprob p;
+    make(&p, ATTN_DTYPE_F32, ATTN_KV_NHD, 4, 0, lens, 2, 1, 32);
+    float q[2 * 32], out[2 * 32];
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 2, 1, 1, 0, 32, 32);
+    attn_view vq = {q, 32, 32, 32}, vo = {out, 32, 32, 32};
+    for (int i = 0; i < 64; i++) q[i] = 0.1f, out[i] = 7.0f;
+    CHECK_OK(attn_paged_attention(&d, vq, &p.kv, NULL, vo, NULL));
+    struct {
+        const char *what;
+        int field, value;
+        attn_status want;
+    } cases[] = {
+        {"an index past the pages", 0, 99, ATTN_E_INVALID},    {"a negative index", 0, -1, ATTN_E_INVALID},
+        {"indptr not from 0", 1, 1, ATTN_E_INVALID},           {"indptr decreasing", 2, 1, ATTN_E_INVALID},
+        {"last page length 0 on pages", 3, 0, ATTN_E_INVALID}, {"last page length past the page", 3, 5, ATTN_E_INVALID},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int32_t ind[8], ip[3], last[2];
+        memcpy(ind, p.indices, sizeof ind), memcpy(ip, p.indptr, sizeof ip), memcpy(last, p.last, sizeof last);
+        attn_paged_kv kv = p.kv;
+        kv.kv_indices = ind, kv.kv_indptr = ip, kv.kv_last_page_len = last;
+        if (cases[c].field == 0) ind[1] = cases[c].value;
+        if (cases[c].field == 1) ip[0] = cases[c].value;
+        if (cases[c].field == 2) ip[1] = 4, ip[2] = 3; /* 3 pages then a negative count */
+        if (cases[c].field == 3) last[0] = cases[c].value;
+        for (int i = 0; i < 64; i++) out[i] = 7.0f;
+        CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == cases[c].want, "%s", cases[c].what);
+        CHECK(out[0] == 7.0f && out[63] == 7.0f, "%s: nothing written", cases[c].what);
+    }
+    attn_paged_kv kv = p.kv;
+    int32_t last[2] = {2, 1}, ip[3] = {0, 3, 3};
+    kv.kv_indptr = ip, kv.kv_last_page_len = last;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_INVALID, "an empty sequence with a last length");
+    kv = p.kv, kv.page_size = 0;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_SHAPE, "page size 0");
+    kv = p.kv, kv.D = 16;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_SHAPE, "D other than the call's");
+    kv = p.kv, kv.k_strides[0] = -5, kv.k_strides[1] = 1, kv.k_strides[2] = 1;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_SHAPE, "a negative stride");
+    kv = p.kv, kv.layout = (attn_kv_layout)7;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_INVALID, "an unknown layout");
+    kv = p.kv, kv.dtype = ATTN_DTYPE_I32;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_UNSUPPORTED, "a type that is not storage");
+    int32_t qo_bad[3] = {0, 2, 1};
+    CHECK(attn_paged_attention(&d, vq, &p.kv, qo_bad, vo, NULL) == ATTN_E_INVALID, "qo_indptr decreasing / short");
+    CHECK(attn_paged_attention(NULL, vq, &p.kv, NULL, vo, NULL) == ATTN_E_INVALID, "no descriptor");
+    /* append: a slot past the pages writes nothing */
+    size_t kb = page_bytes(&p, 0);
+    unsigned char *before = malloc(kb);
+    memcpy(before, p.kv.k_pages, kb);
+    float rows[2 * 32] = {0};
+    int64_t slots[2] = {0, (int64_t)p.kv.num_pages * 4};
+    CHECK(attn_paged_append(&p.kv, 2, rows, rows, slots) == ATTN_E_INVALID, "a slot past the pages");
+    CHECK(!memcmp(before, p.kv.k_pages, kb), "a refused append writes nothing");
+    free(before);
+    unmake(&p);
+}
+
+/* merge_states: the keys split in two, each half's (out, lse) merged = the whole */
+static void merge(void) {
+    int H = 4, Sk = 90, D = 32;
+    float *q = tu_rand_array((size_t)H * D, &lcg, 1.0f), *k = tu_rand_array((size_t)Sk * D, &lcg, 2.0f);
+    float *v = tu_rand_array((size_t)Sk * D, &lcg, 1.0f), oa[4 * 32], ob[4 * 32], ow[4 * 32], om[4 * 32];
+    float la[4], lb[4], lw[4], lm[4];
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, H, 1, Sk, D, D);
+    d.Hkv = 1;
+    attn_view vq = {q, H * D, D, D}, vk = {k, Sk * D, D, D}, vv = {v, Sk * D, D, D};
+    attn_view vw = {ow, H * D, D, D};
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vw, lw));
+    d.Sk = 40;
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, (attn_view){oa, H * D, D, D}, la));
+    d.Sk = Sk - 40;
+    CHECK_OK(attn_sdpa_forward(&d, vq, (attn_view){k + 40 * D, Sk * D, D, D}, (attn_view){v + 40 * D, Sk * D, D, D},
+                               (attn_view){ob, H * D, D, D}, lb));
+    CHECK_OK(attn_merge_states(H, D, oa, la, ob, lb, om, lm));
+    CHECK(tu_allclose("merge_states out", om, ow, (size_t)H * D, 1e-5, 1e-6), "two halves merged = the whole");
+    CHECK(tu_allclose("merge_states lse", lm, lw, (size_t)H, 1e-6, 1e-6), "lse");
+    /* in place, and empty sides */
+    CHECK_OK(attn_merge_states(H, D, oa, la, ob, lb, oa, la));
+    CHECK(tu_allclose("merge_states in place", oa, om, (size_t)H * D, 0, 0), "in place gives the same bits");
+    float e_o[4 * 32], e_l[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < 4 * 32; i++) e_o[i] = NAN; /* an empty side's out is not read */
+    CHECK_OK(attn_merge_states(H, D, ob, lb, e_o, e_l, om, lm));
+    CHECK(!memcmp(om, ob, sizeof om) && !memcmp(lm, lb, sizeof lm), "merging an empty state changes nothing");
+    CHECK_OK(attn_merge_states(H, D, e_o, e_l, e_o, e_l, om, lm));
+    CHECK(om[0] == 0.0f && om[127] == 0.0f && lm[0] == -INFINITY, "two empty states: zeros, -inf");
+    lb[1] = NAN;
+    CHECK_OK(attn_merge_states(H, D, oa, la, ob, lb, om, lm));
+    CHECK(isnan(om[32]) && isnan(lm[1]) && !isnan(om[0]), "NaN propagates to its row only");
+    CHECK(attn_merge_states(-1, D, oa, la, ob, lb, om, lm) == ATTN_E_SHAPE, "negative rows");
+    CHECK(attn_merge_states(1, D, NULL, la, ob, lb, om, lm) == ATTN_E_INVALID, "a missing input");
+    free(q), free(k), free(v);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    omp_set_num_threads(2);
+    attn_dtype types[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    int pages[4] = {1, 3, 16, 64};
+    for (int ti = 0; ti < 4; ti++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int pi = 0; pi < 4; pi++) {
+                int ps = pages[pi];
+                decode(types[ti], (attn_kv_layout)layout, ps, pi & 1, 1, pi % 3);
+                decode(types[ti], (attn_kv_layout)layout, ps, 0, 4, (pi + ti) % 4);
+                prefill(types[ti], (attn_kv_layout)layout, ps, (pi + layout) % 4);
+            }
+    refused();
+    merge();
+    return tu_finish("test_paged");
+}
