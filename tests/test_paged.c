@@ -125,7 +125,7 @@ static void reference(const pprob *p, const attn_sdpa_desc *opt, int b, int H, i
 
 static void options(attn_sdpa_desc *d, int variant, float *sinks) {
     d->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    if (variant == 1) d->window_left = 5, d->softcap = 20.0f;
+    if (variant == 1) d->window = 1, d->window_left = 5, d->window_right = -1, d->softcap = 20.0f;
     if (variant == 2) d->sinks = sinks;
     if (variant == 3) d->causal = ATTN_CAUSAL_NONE, d->math = ATTN_MATH_DATA;
 }

@@ -21,7 +21,7 @@ from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
            "math_products", "math_rounds", "kernel_name", "release_cached_memory", "load_safetensors",
-           "save_safetensors", "LAYER_KINDS"]
+           "save_safetensors", "LAYER_KINDS", "paged_attention", "paged_append", "merge_states"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")
@@ -436,6 +436,181 @@ def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens
     _check(lib.attn_sdpa_weights(ctypes.byref(c.desc), _view(c.q), _view(c.k), _fptr(s), _fptr(w)),
            "attention_weights")
     return (w, s) if return_scores else w
+
+
+# ---- caller-owned pages (serving engines) -----------------------------------
+
+_PAGE_TYPES = {  # kv_dtype: (array dtype, attn_dtype name, bytes per element of a row's last dim)
+    "f32": (np.float32, "f32"), "float32": (np.float32, "f32"), "f16": (np.float16, "f16"),
+    "float16": (np.float16, "f16"), "bf16": (np.uint16, "bf16"), "bfloat16": (np.uint16, "bf16"),
+    "q8_0": (np.uint8, "q8_0"),
+}
+
+
+def _page_kind(pages, kv_dtype, name):
+    """(attn_dtype name, elements per array element of the last dim) of a page array"""
+    if kv_dtype is None:
+        kind = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}.get(pages.dtype)
+        if kind is None:
+            raise TypeError("%s: dtype %s needs kv_dtype ('bf16' for uint16 bits, 'q8_0' for uint8 blocks)" %
+                            (name, pages.dtype))
+        return kind
+    if kv_dtype not in _PAGE_TYPES:
+        raise ValueError("kv_dtype %r is not supported here (f32, f16, bf16, q8_0; fp8 and int8/int4 formats are "
+                         "not implemented yet)" % (kv_dtype,))
+    want, kind = _PAGE_TYPES[kv_dtype]
+    if pages.dtype != np.dtype(want):
+        raise TypeError("%s: kv_dtype=%r takes %s arrays, got %s" % (name, kv_dtype, np.dtype(want).name, pages.dtype))
+    return kind
+
+
+def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout, kv_dtype, v_dtype, k_scale,
+              v_scale, kept, writable=False):
+    """An attn_paged_kv over the page arrays in place (no copy)."""
+    if v_dtype is not None and v_dtype != kv_dtype:
+        raise ValueError("K and V of different types (v_dtype) are not implemented yet")
+    if k_scale is not None or v_scale is not None:
+        raise ValueError("k_scale / v_scale belong to the fp8 formats, which are not implemented yet")
+    if layout not in _capi.LAYOUT:
+        raise ValueError("layout must be 'NHD' or 'HND', got %r" % (layout,))
+    kp = _array(k_pages, "k_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
+    vp = _array(v_pages, "v_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
+    kind = _page_kind(kp, kv_dtype, "k_pages")
+    if _page_kind(vp, kv_dtype, "v_pages") != kind:
+        raise TypeError("k_pages and v_pages must hold one type")
+    for name, a in (("k_pages", kp), ("v_pages", vp)):
+        if a.strides[-1] != a.itemsize or any(st % a.itemsize for st in a.strides):
+            raise ValueError("%s: the last dimension must be contiguous" % name)
+        if writable and not a.flags.writeable:
+            raise ValueError("%s must be writable" % name)
+    nhd = layout == "NHD"
+    P, ps, Hkv = kp.shape[0], kp.shape[1 if nhd else 2], kp.shape[2 if nhd else 1]
+    q8 = kind == "q8_0"
+
+    def elems(n):  # the last dim's array elements as row elements (q8_0: 34 bytes per 32 values)
+        if not q8:
+            return n
+        if n % 34:
+            raise ValueError("q8_0 pages: the last dimension must be whole 34-byte blocks, got %d bytes" % n)
+        return n // 34 * 32
+
+    D, Dv = elems(kp.shape[3]), elems(vp.shape[3])
+    if vp.shape[:3] != kp.shape[:3]:
+        raise ValueError("k_pages %s and v_pages %s differ in (pages, tokens, heads)" % (kp.shape, vp.shape))
+    kv = _capi.PagedKV()
+    kv.dtype, kv.layout = _capi.DTYPE[kind], _capi.LAYOUT[layout]
+    kv.num_pages, kv.page_size, kv.Hkv, kv.D, kv.Dv = P, ps, Hkv, D, Dv
+    kv.k_pages, kv.v_pages = kp.ctypes.data, vp.ctypes.data
+    for a, st in ((kp, kv.k_strides), (vp, kv.v_strides)):
+        s = [x // a.itemsize for x in a.strides]
+        page, tok, head = s[0], s[1 if nhd else 2], s[2 if nhd else 1]
+        for t, x in enumerate((page, tok, head)):
+            st[t] = elems(x) if q8 else x
+    ip = np.ascontiguousarray(_array(kv_indptr, "kv_indptr", (1,), (np.int32, np.int64)), dtype=np.int32)
+    ind = np.ascontiguousarray(_array(kv_indices, "kv_indices", (1,), (np.int32, np.int64)), dtype=np.int32)
+    last = np.ascontiguousarray(_array(kv_last_page_len, "kv_last_page_len", (1,), (np.int32, np.int64)),
+                                dtype=np.int32)
+    B = ip.shape[0] - 1
+    if B < 0 or last.shape != (B,):
+        raise ValueError("kv_indptr (B + 1,) and kv_last_page_len (B,) disagree: %s, %s" % (ip.shape, last.shape))
+    p32 = ctypes.POINTER(ctypes.c_int32)
+    kv.kv_indptr, kv.kv_indices, kv.kv_last_page_len = (ip.ctypes.data_as(p32), ind.ctypes.data_as(p32),
+                                                        last.ctypes.data_as(p32))
+    kept += [kp, vp, ip, ind, last]
+    return kv, B
+
+
+def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, *, qo_indptr=None, layout="NHD",
+                    kv_dtype=None, v_dtype=None, k_scale=None, v_scale=None, causal="bottom-right", scale=None,
+                    window=(-1, -1), softcap=0.0, sinks=None, alibi_slopes=None, math="strict", return_lse=False):
+    """Attention over pages the caller owns, in FlashInfer's conventions (no copy).
+
+    Sequence b's keys are the pages kv_indices[kv_indptr[b]:kv_indptr[b+1]], all
+    full except the last, which holds kv_last_page_len[b] tokens (0 for a
+    sequence without pages). k_pages / v_pages: (P, page_size, Hkv, D) for
+    layout 'NHD', (P, Hkv, page_size, D) for 'HND'; float32, float16, uint16
+    bits with kv_dtype='bf16', or uint8 q8_0 blocks (34 bytes per 32 values)
+    with kv_dtype='q8_0'; any strides with a contiguous last dimension. q:
+    float32 (B, Hq, D), one row per sequence (decode), or packed (Tq, Hq, D)
+    with qo_indptr (B + 1,) (prefill, chunked prefill). Returns out of q's
+    leading shape with Dv, and with return_lse the lse, natural log, (B, Hq)
+    or (Tq, Hq). causal 'bottom-right' (the default: the rows are each
+    sequence's last tokens), 'none'; window, softcap, sinks, alibi_slopes and
+    math as sdpa's."""
+    kept = []
+    kv, B = _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout, kv_dtype, v_dtype, k_scale,
+                      v_scale, kept)
+    qa = _array(q, "q", (3,))
+    if qa.strides[-1] != qa.itemsize:
+        qa = np.ascontiguousarray(qa)
+    rows, H, D = qa.shape
+    if D != kv.D:
+        raise ValueError("q's head size %d differs from the pages' %d" % (D, kv.D))
+    it = qa.itemsize
+    if qo_indptr is None:
+        if rows != B:
+            raise ValueError("q must be (B, Hq, D) with B = %d sequences, got %s" % (B, qa.shape))
+        Sq, vq = 1, _capi.View(qa.ctypes.data, qa.strides[0] // it, qa.strides[1] // it, 0)
+        out = np.empty((B, H, kv.Dv), np.float32)
+        vo = _capi.View(out.ctypes.data, H * kv.Dv, kv.Dv, 0)
+        qo = None
+    else:
+        qo = np.ascontiguousarray(_array(qo_indptr, "qo_indptr", (1,), (np.int32, np.int64)), dtype=np.int32)
+        if qo.shape != (B + 1,):
+            raise ValueError("qo_indptr must be (B + 1,) = (%d,), got %s" % (B + 1, qo.shape))
+        kept.append(qo)
+        Sq, vq = rows, _capi.View(qa.ctypes.data, 0, qa.strides[1] // it, qa.strides[0] // it)
+        out = np.empty((rows, H, kv.Dv), np.float32)
+        vo = _capi.View(out.ctypes.data, 0, kv.Dv, H * kv.Dv)
+    d = _capi.SdpaDesc()
+    lib.attn_sdpa_desc_init(ctypes.byref(d), B, H, Sq, 0, kv.D, kv.Dv)
+    d.Hkv = kv.Hkv
+    kept += _options(d, B, H, None, causal, scale, None, None, window, softcap, alibi_slopes, sinks, 0, None, None,
+                     None, math)
+    lse = np.empty((B, H) if qo is None else (rows, H), np.float32) if return_lse else None
+    qop = None if qo is None else qo.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+    _check(lib.attn_paged_attention(ctypes.byref(d), vq, ctypes.byref(kv), qop, vo, _fptr(lse)), "paged attention")
+    return (out, lse) if return_lse else out
+
+
+def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype=None, v_dtype=None, k_scale=None,
+                 v_scale=None):
+    """Write rows k (T, Hkv, D) and v (T, Hkv, Dv), float32, into the pages in
+    place: row t goes to slot slot_mapping[t] = page * page_size + offset
+    (vLLM's reshape_and_cache), a negative slot skips the row. Rounds to
+    nearest even (q8_0: quantized per block). A slot past the pages raises
+    and nothing is written."""
+    kept = []
+    ind = np.zeros(1, np.int32)
+    kv, _ = _paged_kv(k_pages, v_pages, np.zeros(1, np.int32), ind, np.zeros(0, np.int32), layout, kv_dtype, v_dtype,
+                      k_scale, v_scale, kept, writable=True)
+    ka = np.ascontiguousarray(_array(k, "k", (3,)))
+    va = np.ascontiguousarray(_array(v, "v", (3,)))
+    T = ka.shape[0]
+    if ka.shape != (T, kv.Hkv, kv.D) or va.shape != (T, kv.Hkv, kv.Dv):
+        raise ValueError("k, v must be (T, Hkv, D) = (%d, %d, %d) and (T, Hkv, Dv); got %s, %s" %
+                         (T, kv.Hkv, kv.D, ka.shape, va.shape))
+    sm = np.ascontiguousarray(_array(slot_mapping, "slot_mapping", (1,), (np.int32, np.int64)), dtype=np.int64)
+    if sm.shape != (T,):
+        raise ValueError("slot_mapping must be (T,) = (%d,), got %s" % (T, sm.shape))
+    _check(lib.attn_paged_append(ctypes.byref(kv), T, _fptr(ka), _fptr(va),
+                                 sm.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))), "paged append")
+
+
+def merge_states(out_a, lse_a, out_b, lse_b):
+    """Merge two attention states over disjoint key sets (cascade attention,
+    context parallelism): out (..., Dv) and lse (...), natural log. Returns
+    (out, lse) with lse = log(e^lse_a + e^lse_b) and out the lse-weighted
+    mean; a state with lse -inf is empty."""
+    oa, ob = (np.ascontiguousarray(_array(x, n, range(1, 9))) for x, n in ((out_a, "out_a"), (out_b, "out_b")))
+    la, lb = (np.ascontiguousarray(_array(x, n, range(0, 8))) for x, n in ((lse_a, "lse_a"), (lse_b, "lse_b")))
+    if oa.shape != ob.shape or la.shape != lb.shape or oa.shape[:-1] != la.shape:
+        raise ValueError("out_a, out_b (..., Dv) and lse_a, lse_b (...) must agree: %s %s %s %s" %
+                         (oa.shape, ob.shape, la.shape, lb.shape))
+    out, lse = np.empty_like(oa), np.empty_like(la)
+    _check(lib.attn_merge_states(la.size, oa.shape[-1], _fptr(oa), _fptr(la), _fptr(ob), _fptr(lb), _fptr(out),
+                                 _fptr(lse)), "merge_states")
+    return out, lse
 
 
 # ---- layers --------------------------------------------------------------------

@@ -87,7 +87,16 @@ class BackwardArgs(ctypes.Structure):
     _fields_ = [("dout", c_float_p), ("dx", c_float_p), ("dy", c_float_p)]
 
 
-_STRUCTS = {"attn_view": View, "attn_sdpa_desc": SdpaDesc, "attn_generator": Generator, "attn_dropout": Dropout,
+class PagedKV(ctypes.Structure):
+    _fields_ = [("dtype", c_int), ("layout", c_int), ("num_pages", c_i64), ("page_size", c_i64), ("Hkv", c_i64),
+                ("D", c_i64), ("Dv", c_i64), ("k_pages", c_void_p), ("v_pages", c_void_p), ("k_strides", c_i64 * 3),
+                ("v_strides", c_i64 * 3), ("kv_indptr", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_indices", ctypes.POINTER(ctypes.c_int32)), ("kv_last_page_len", ctypes.POINTER(ctypes.c_int32))]
+
+
+LAYOUT = {"NHD": 0, "HND": 1}  # attn_kv_layout
+
+_STRUCTS = {"attn_view": View, "attn_paged_kv": PagedKV, "attn_sdpa_desc": SdpaDesc, "attn_generator": Generator, "attn_dropout": Dropout,
             "attn_kv_cache_config": KVCacheConfig, "attn_layer_config": LayerConfig,
             "attn_tensor_info": TensorInfo, "attn_forward_args": ForwardArgs, "attn_backward_args": BackwardArgs}
 
@@ -121,6 +130,10 @@ _FUNCS = {
     "attn_kv_cache_reset": (c_int, [_P, c_i64]),
     "attn_kv_cache_trim": (c_int, [_P, c_i64, c_i64]),
     "attn_kv_cache_attend": (c_int, [_P, ctypes.POINTER(SdpaDesc), View, View, c_float_p]),
+    "attn_paged_attention": (c_int, [ctypes.POINTER(SdpaDesc), View, ctypes.POINTER(PagedKV),
+                                     ctypes.POINTER(ctypes.c_int32), View, c_float_p]),
+    "attn_paged_append": (c_int, [ctypes.POINTER(PagedKV), c_i64, c_float_p, c_float_p, ctypes.POINTER(c_i64)]),
+    "attn_merge_states": (c_int, [c_i64, c_i64, c_float_p, c_float_p, c_float_p, c_float_p, c_float_p, c_float_p]),
     "attn_st_open_memory": (c_int, [c_void_p, ctypes.c_size_t, ctypes.POINTER(_P)]),
     "attn_st_close": (None, [_P]),
     "attn_layer_kind_parse": (c_int, [ctypes.c_char_p, ctypes.POINTER(c_int)]),
