@@ -463,7 +463,10 @@ typedef enum attn_kv_layout { ATTN_KV_NHD = 0, ATTN_KV_HND = 1 } attn_kv_layout;
  * multiples of 32); k_strides / v_strides: elements between pages, tokens
  * and kv heads, or all three 0 for the layout's packed strides (NHD: ps Hkv
  * D, Hkv D, D; HND: Hkv ps D, D, ps D). Nothing is copied: attention reads
- * the pages in place; attn_paged_append writes them. */
+ * the pages in place; attn_paged_append writes them. v_pages NULL: MLA's
+ * latent cache (DeepSeek; FlashMLA): one row of D values per token and
+ * latent head, K = the row, V = its first Dv values (Dv <= D), no V pages
+ * (v_strides unused). */
 typedef struct attn_paged_kv {
     attn_dtype dtype;
     attn_kv_layout layout;
@@ -495,8 +498,9 @@ ATTN_API attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, 
 /* Write T rows of K (T, Hkv, D) and V (T, Hkv, Dv), float32, into the
  * pages: row t goes to slot slot_mapping[t] = page * page_size + offset
  * (vLLM's reshape_and_cache), a negative slot skips the row. Rounding to
- * nearest even (q8_0: quantized per block). kv_indptr, kv_indices and
- * kv_last_page_len are not read. A slot past the pages is ATTN_E_INVALID
+ * nearest even (q8_0: quantized per block); without V pages (MLA) only k
+ * is written and v may be NULL. kv_indptr, kv_indices and kv_last_page_len
+ * are not read. A slot past the pages is ATTN_E_INVALID
  * and nothing is written; of two rows with one slot the later stays. */
 ATTN_API attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k, const float *v,
                                        const int64_t *slot_mapping);
@@ -759,8 +763,9 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
     X(attn_sdpa_desc)                                                                                                  \
     X(attn_generator)                                                                                                  \
     X(attn_dropout)                                                                                                    \
-    X(attn_kv_cache_config) X(attn_layer_config) X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args)        \
-        X(attn_optim_config) X(attn_paged_kv)
+    X(attn_kv_cache_config)                                                                                            \
+    X(attn_layer_config) X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config)           \
+        X(attn_paged_kv)
 #define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {

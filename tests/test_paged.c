@@ -232,6 +232,72 @@ static void prefill(attn_dtype t, attn_kv_layout layout, int ps, int variant) {
     unmake(&p);
 }
 
+/* MLA (v_pages NULL): one latent head of D = 576 values per token, V its
+ * first 512; Hq = 16 query heads; decode and packed prefill against the
+ * reference with K the rows and V their first 512 values */
+static void mla(attn_dtype t, int ps) {
+    enum { D = 576, DV = 512, H = 16, B = 2 };
+    static const int lens[B] = {70, 3};
+    int npages = 0, maxlen = 70;
+    for (int b = 0; b < B; b++) npages += (lens[b] + ps - 1) / ps;
+    attn_paged_kv kv = {
+        .dtype = t, .layout = ATTN_KV_NHD, .num_pages = npages, .page_size = ps, .Hkv = 1, .D = D, .Dv = DV};
+    kv.k_pages = calloc((size_t)npages * ps, attn_storage_bytes(t, D));
+    int32_t indptr[B + 1] = {0}, indices[128], last[B];
+    for (int b = 0, at = 0; b < B; b++) {
+        int n = (lens[b] + ps - 1) / ps;
+        for (int i = 0; i < n; i++) indices[at + i] = npages - 1 - (at + i); /* reversed pages */
+        at += n, indptr[b + 1] = at, last[b] = lens[b] - (n - 1) * ps;
+    }
+    kv.kv_indptr = indptr, kv.kv_indices = indices, kv.kv_last_page_len = last;
+    float *rows = tu_rand_array((size_t)B * maxlen * D, &lcg, 1.0f); /* (B, 1, maxlen, D) */
+    int64_t slots[140];
+    float *app = malloc((size_t)140 * D * 4);
+    int T = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < lens[b]; j++, T++) {
+            slots[T] = (int64_t)indices[indptr[b] + j / ps] * ps + j % ps;
+            memcpy(app + (size_t)T * D, rows + ((size_t)b * maxlen + j) * D, (size_t)D * 4);
+        }
+    CHECK_OK(attn_paged_append(&kv, T, app, NULL, slots));
+    for (int b = 0; b < B; b++) attn_st_round(t, rows + (size_t)b * maxlen * D, (int64_t)lens[b] * D);
+    float scale = 0.0721f; /* the caller's MLA softmax scale */
+    for (int prefill = 0; prefill < 2; prefill++) {
+        int nq[B] = {prefill ? 5 : 1, prefill ? 2 : 1};
+        int32_t qo[B + 1] = {0, nq[0], nq[0] + nq[1]};
+        int Tq = qo[B];
+        float *q = tu_rand_array((size_t)Tq * H * D, &lcg, 1.0f), *out = malloc((size_t)Tq * H * DV * 4);
+        float *ref = malloc((size_t)H * 5 * DV * 4);
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, B, H, prefill ? Tq : 1, 0, D, DV);
+        d.Hkv = 1, d.scale = scale, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        /* token-major rows (t, h) at (t H + h) D: decode's q (B, H, 1, D) is the same memory */
+        attn_view vq = prefill ? (attn_view){q, 0, D, (int64_t)H * D} : (attn_view){q, (int64_t)H * D, D, D};
+        attn_view vo = prefill ? (attn_view){out, 0, DV, (int64_t)H * DV} : (attn_view){out, (int64_t)H * DV, DV, DV};
+        CHECK_OK(attn_paged_attention(&d, vq, &kv, prefill ? qo : NULL, vo, NULL));
+        for (int b = 0; b < B; b++) {
+            attn_sdpa_desc r;
+            attn_sdpa_desc_init(&r, 1, H, nq[b], lens[b], D, DV);
+            r.Hkv = 1, r.scale = scale, r.causal = ATTN_CAUSAL_BOTTOM_RIGHT, r.impl = ATTN_IMPL_REF;
+            const float *kb = rows + (size_t)b * maxlen * D;
+            attn_view rk = {(float *)kb, 0, 0, D}, rv = {(float *)kb, 0, 0, D}; /* V: the first 512 of each row */
+            attn_view rq = {q + (size_t)qo[b] * H * D, 0, D, (int64_t)H * D}, ro = {ref, 0, (int64_t)nq[b] * DV, DV};
+            CHECK_OK(attn_sdpa_forward(&r, rq, rk, rv, ro, NULL));
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < nq[b]; i++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "MLA type %d page %d %s seq %d head %d row %d", (int)t, ps,
+                             prefill ? "prefill" : "decode", b, h, i);
+                    CHECK(tu_allclose(what, out + ((size_t)(qo[b] + i) * H + h) * DV,
+                                      ref + ((size_t)h * nq[b] + i) * DV, DV, 1e-4, 1e-5),
+                          "%s", what);
+                }
+        }
+        free(q), free(out), free(ref);
+    }
+    free(rows), free(app), free(kv.k_pages);
+}
+
 /* bad input: a status and nothing written */
 static void refused(void) {
     static const int lens[2] = {10, 5};
@@ -344,6 +410,8 @@ int main(int argc, char **argv) {
                 decode(types[ti], (attn_kv_layout)layout, ps, 0, 4, (pi + ti) % 4);
                 prefill(types[ti], (attn_kv_layout)layout, ps, (pi + layout) % 4);
             }
+    for (int ps = 1; ps <= 64; ps *= 64)
+        for (int t = 0; t < 3; t++) mla(types[t], ps);
     refused();
     merge();
     return tu_finish("test_paged");

@@ -465,8 +465,9 @@ def _page_kind(pages, kv_dtype, name):
 
 
 def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout, kv_dtype, v_dtype, k_scale,
-              v_scale, kept, writable=False):
-    """An attn_paged_kv over the page arrays in place (no copy)."""
+              v_scale, kept, writable=False, v_head_dim=None):
+    """An attn_paged_kv over the page arrays in place (no copy); v_pages None:
+    MLA's latent rows (V = the first v_head_dim values of each K row)."""
     if v_dtype is not None and v_dtype != kv_dtype:
         raise ValueError("K and V of different types (v_dtype) are not implemented yet")
     if k_scale is not None or v_scale is not None:
@@ -474,7 +475,12 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
     if layout not in _capi.LAYOUT:
         raise ValueError("layout must be 'NHD' or 'HND', got %r" % (layout,))
     kp = _array(k_pages, "k_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
-    vp = _array(v_pages, "v_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
+    mla = v_pages is None
+    if mla and v_head_dim is None:
+        raise ValueError("v_pages=None (MLA: V within the K rows) needs v_head_dim")
+    if not mla and v_head_dim is not None:
+        raise ValueError("v_head_dim is MLA's (v_pages=None); with v_pages, Dv is their last dimension")
+    vp = kp if mla else _array(v_pages, "v_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
     kind = _page_kind(kp, kv_dtype, "k_pages")
     if _page_kind(vp, kv_dtype, "v_pages") != kind:
         raise TypeError("k_pages and v_pages must hold one type")
@@ -494,14 +500,15 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
             raise ValueError("q8_0 pages: the last dimension must be whole 34-byte blocks, got %d bytes" % n)
         return n // 34 * 32
 
-    D, Dv = elems(kp.shape[3]), elems(vp.shape[3])
+    D = elems(kp.shape[3])
+    Dv = int(v_head_dim) if mla else elems(vp.shape[3])
     if vp.shape[:3] != kp.shape[:3]:
         raise ValueError("k_pages %s and v_pages %s differ in (pages, tokens, heads)" % (kp.shape, vp.shape))
     kv = _capi.PagedKV()
     kv.dtype, kv.layout = _capi.DTYPE[kind], _capi.LAYOUT[layout]
     kv.num_pages, kv.page_size, kv.Hkv, kv.D, kv.Dv = P, ps, Hkv, D, Dv
-    kv.k_pages, kv.v_pages = kp.ctypes.data, vp.ctypes.data
-    for a, st in ((kp, kv.k_strides), (vp, kv.v_strides)):
+    kv.k_pages, kv.v_pages = kp.ctypes.data, None if mla else vp.ctypes.data
+    for a, st in ((kp, kv.k_strides),) if mla else ((kp, kv.k_strides), (vp, kv.v_strides)):
         s = [x // a.itemsize for x in a.strides]
         page, tok, head = s[0], s[1 if nhd else 2], s[2 if nhd else 1]
         for t, x in enumerate((page, tok, head)):
@@ -522,7 +529,8 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
 
 def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, *, qo_indptr=None, layout="NHD",
                     kv_dtype=None, v_dtype=None, k_scale=None, v_scale=None, causal="bottom-right", scale=None,
-                    window=(-1, -1), softcap=0.0, sinks=None, alibi_slopes=None, math="strict", return_lse=False):
+                    window=(-1, -1), softcap=0.0, sinks=None, alibi_slopes=None, math="strict", return_lse=False,
+                    v_head_dim=None):
     """Attention over pages the caller owns, in FlashInfer's conventions (no copy).
 
     Sequence b's keys are the pages kv_indices[kv_indptr[b]:kv_indptr[b+1]], all
@@ -536,10 +544,12 @@ def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len
     leading shape with Dv, and with return_lse the lse, natural log, (B, Hq)
     or (Tq, Hq). causal 'bottom-right' (the default: the rows are each
     sequence's last tokens), 'none'; window, softcap, sinks, alibi_slopes and
-    math as sdpa's."""
+    math as sdpa's. MLA (DeepSeek's latent cache): v_pages=None and
+    v_head_dim=Dv, one latent head of D values per token (e.g. 576), K = the
+    row, V = its first Dv (e.g. 512); give the MLA softmax scale."""
     kept = []
     kv, B = _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout, kv_dtype, v_dtype, k_scale,
-                      v_scale, kept)
+                      v_scale, kept, v_head_dim=v_head_dim)
     qa = _array(q, "q", (3,))
     if qa.strides[-1] != qa.itemsize:
         qa = np.ascontiguousarray(qa)
@@ -579,21 +589,23 @@ def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype
     place: row t goes to slot slot_mapping[t] = page * page_size + offset
     (vLLM's reshape_and_cache), a negative slot skips the row. Rounds to
     nearest even (q8_0: quantized per block). A slot past the pages raises
-    and nothing is written."""
+    and nothing is written. v_pages=None (MLA's latent rows): only k is
+    written (v may be None)."""
     kept = []
     ind = np.zeros(1, np.int32)
     kv, _ = _paged_kv(k_pages, v_pages, np.zeros(1, np.int32), ind, np.zeros(0, np.int32), layout, kv_dtype, v_dtype,
-                      k_scale, v_scale, kept, writable=True)
+                      k_scale, v_scale, kept, writable=True, v_head_dim=1 if v_pages is None else None)
     ka = np.ascontiguousarray(_array(k, "k", (3,)))
-    va = np.ascontiguousarray(_array(v, "v", (3,)))
     T = ka.shape[0]
+    mla = v_pages is None  # the K rows only
+    va = np.zeros((T, kv.Hkv, 1), np.float32) if mla else np.ascontiguousarray(_array(v, "v", (3,)))
     if ka.shape != (T, kv.Hkv, kv.D) or va.shape != (T, kv.Hkv, kv.Dv):
         raise ValueError("k, v must be (T, Hkv, D) = (%d, %d, %d) and (T, Hkv, Dv); got %s, %s" %
                          (T, kv.Hkv, kv.D, ka.shape, va.shape))
     sm = np.ascontiguousarray(_array(slot_mapping, "slot_mapping", (1,), (np.int32, np.int64)), dtype=np.int64)
     if sm.shape != (T,):
         raise ValueError("slot_mapping must be (T,) = (%d,), got %s" % (T, sm.shape))
-    _check(lib.attn_paged_append(ctypes.byref(kv), T, _fptr(ka), _fptr(va),
+    _check(lib.attn_paged_append(ctypes.byref(kv), T, _fptr(ka), None if mla else _fptr(va),
                                  sm.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))), "paged append")
 
 

@@ -106,6 +106,35 @@ def test_q8_0_pages_and_options():
         assert other.shape == base.shape and not np.array_equal(other, base), kw
 
 
+@pytest.mark.parametrize("kind", ["f32", "bf16"])
+def test_mla(kind):
+    """MLA: v_pages=None, one latent head of 576 values, V = the first 512; Hq = 16"""
+    r = np.random.default_rng(4)
+    lens, ps, D, Dv, H = [70, 3], 16, 576, 512, 16
+    npages = [(n + ps - 1) // ps for n in lens]
+    P = sum(npages)
+    dt = np.uint16 if kind == "bf16" else np.float32
+    kp = np.zeros((P, ps, 1, D), dt)
+    indptr = np.concatenate([[0], np.cumsum(npages)]).astype(np.int32)
+    indices = np.arange(P, dtype=np.int32)[::-1].copy()
+    last = np.array([n - (k - 1) * ps for n, k in zip(lens, npages)], np.int32)
+    rows = [r.standard_normal((n, 1, D)).astype(np.float32) for n in lens]
+    slots = [int(indices[indptr[b] + j // ps]) * ps + j % ps for b, n in enumerate(lens) for j in range(n)]
+    kvd = "bf16" if kind == "bf16" else None
+    libattn.paged_append(np.concatenate(rows), None, kp, None, np.array(slots), kv_dtype=kvd)
+    q = r.standard_normal((2, H, D)).astype(np.float32)
+    out = libattn.paged_attention(q, kp, None, indptr, indices, last, kv_dtype=kvd, v_head_dim=Dv, scale=0.07)
+    assert out.shape == (2, H, Dv)
+    for b in range(2):
+        k = rows[b][:, 0]
+        if kind == "bf16":
+            k = bf16_value(bf16_bits(k))
+        want = libattn.sdpa(q[b][None, :, None, :], k[None, None], k[None, None, :, :Dv], scale=0.07)
+        np.testing.assert_allclose(out[b], want[0, :, 0], rtol=2e-5, atol=2e-6)
+    with pytest.raises(ValueError):
+        libattn.paged_attention(q, kp, None, indptr, indices, last, kv_dtype=kvd)  # no v_head_dim
+
+
 def test_merge_states():
     r = np.random.default_rng(3)
     q, k, v = (r.standard_normal(s).astype(np.float32) for s in ((1, 4, 2, 32), (1, 4, 90, 32), (1, 4, 90, 32)))

@@ -35,9 +35,14 @@ static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t v
         return ATTN_E_UNSUPPORTED;
     if (kv->layout != ATTN_KV_NHD && kv->layout != ATTN_KV_HND) return ATTN_E_INVALID;
     if (kv->num_pages < 0 || kv->page_size < 1 || kv->Hkv < 1 || kv->D < 1 || kv->Dv < 1) return ATTN_E_SHAPE;
-    if (kv->num_pages > 0 && (!kv->k_pages || !kv->v_pages)) return ATTN_E_INVALID;
+    if (kv->num_pages > 0 && !kv->k_pages) return ATTN_E_INVALID;
     page_strides(kv, kv->D, kv->k_strides, ks);
-    page_strides(kv, kv->Dv, kv->v_strides, vs);
+    if (!kv->v_pages) { /* MLA: V is the first Dv values of each K row */
+        if (kv->Dv > kv->D) return ATTN_E_SHAPE;
+        memcpy(vs, ks, 3 * sizeof *vs);
+    } else {
+        page_strides(kv, kv->Dv, kv->v_strides, vs);
+    }
     for (int t = 0; t < 3; t++)
         if (ks[t] < 1 || vs[t] < 1) return ATTN_E_SHAPE;
     if (kv->dtype == ATTN_DTYPE_Q8_0) /* whole blocks: rows and strides in 32-value blocks */
@@ -100,7 +105,7 @@ attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const att
     }
     /* never read where no row is: a non-NULL stand-in keeps the storage route */
     src.pool_k = kv->k_pages ? kv->k_pages : (const void *)kv;
-    src.pool_v = kv->v_pages ? kv->v_pages : (const void *)kv;
+    src.pool_v = kv->v_pages ? kv->v_pages : src.pool_k; /* NULL: MLA's V within the K rows */
     src.indptr = kv->kv_indptr, src.indices = kv->kv_indices;
     if (st || !qo_indptr) {
         if (!st) st = attend_pages(d, q, &src, len, out, lse);
@@ -140,7 +145,7 @@ attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k
     attn_status st = pages_check(kv, ks, vs);
     if (st) return st;
     if (T < 0) return ATTN_E_SHAPE;
-    if (T > 0 && (!k || !v || !slot_mapping)) return ATTN_E_INVALID;
+    if (T > 0 && (!k || (!v && kv->v_pages) || !slot_mapping)) return ATTN_E_INVALID;
     int64_t nslots = kv->num_pages * kv->page_size;
     for (int64_t t = 0; t < T; t++) /* every slot checked before anything is written */
         if (slot_mapping[t] >= nslots) return ATTN_E_INVALID;
@@ -153,8 +158,9 @@ attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k
         for (int64_t hk = 0; hk < H; hk++) {
             s->store(k + (t * H + hk) * D, D,
                      (char *)kv->k_pages + attn_storage_bytes(kv->dtype, page * ks[0] + off * ks[1] + hk * ks[2]));
-            s->store(v + (t * H + hk) * Dv, Dv,
-                     (char *)kv->v_pages + attn_storage_bytes(kv->dtype, page * vs[0] + off * vs[1] + hk * vs[2]));
+            if (kv->v_pages) /* MLA (no V pages): the K row holds V */
+                s->store(v + (t * H + hk) * Dv, Dv,
+                         (char *)kv->v_pages + attn_storage_bytes(kv->dtype, page * vs[0] + off * vs[1] + hk * vs[2]));
         }
     }
     return ATTN_OK;
