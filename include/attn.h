@@ -426,6 +426,15 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, at
 ATTN_API attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b);
 /* Keep the first len tokens of sequence b (len <= its length). */
 ATTN_API attn_status attn_kv_cache_trim(attn_kv_cache *c, int64_t b, int64_t len);
+/* Sequence dst becomes a copy of sequence src (beam search, parallel
+ * sampling, a shared system prompt): dst's own tokens are dropped first;
+ * in a paged cache dst then shares src's pages (each page counts the
+ * sequences that refer to it and is free only when none does; an append to
+ * a sequence whose partly filled last page is shared copies that page first,
+ * so neither sequence sees the other's new tokens); a contiguous cache
+ * copies the rows. src == dst changes nothing. ATTN_E_INVALID for an index
+ * out of range. */
+ATTN_API attn_status attn_kv_cache_fork(attn_kv_cache *c, int64_t src, int64_t dst);
 /* Copy out key and value j of sequence b, kv head hk (either may be NULL). */
 ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v);
 /* Attention of q (B, H, Sq, D) over each sequence's cached tokens, into out
@@ -764,8 +773,8 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
     X(attn_generator)                                                                                                  \
     X(attn_dropout)                                                                                                    \
     X(attn_kv_cache_config)                                                                                            \
-    X(attn_layer_config) X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config)           \
-        X(attn_paged_kv)
+    X(attn_layer_config)                                                                                               \
+    X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config) X(attn_paged_kv)
 #define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {

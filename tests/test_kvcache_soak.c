@@ -1,8 +1,10 @@
-/* Paged KV cache soak: random append / trim / reset operations over a batch
- * of sequences that share one page pool (too small for every sequence at
- * capacity, so appends also fail for want of a page and must change
- * nothing), each followed by a decode attend against a contiguous cache fed
- * the same operations. With 64-token pages (a multiple of decode's block)
+/* Paged KV cache soak: random append / trim / reset / fork operations over a
+ * batch of sequences that share one page pool (too small for every sequence
+ * at capacity, so appends also fail for want of a page and must change
+ * nothing; forks share pages, and appends into a shared last page copy it),
+ * each followed by a decode attend against a contiguous cache fed the same
+ * operations (its forks copy rows): a page freed or overwritten while
+ * another sequence refers to it would change the answer. With 64-token pages (a multiple of decode's block)
  * the two must agree bitwise, with 16-token pages within float32 rounding.
  * At the end the pool's free pages are back to its total, and the resident
  * memory did not grow over the run.
@@ -36,11 +38,11 @@ static int soak(int64_t ps, attn_dtype dt, long ops, uint32_t seed) {
     float *k = malloc(sizeof(float) * B * HKV * CHUNK * D), *v = malloc(sizeof(float) * B * HKV * CHUNK * D);
     float q[B * H * 2 * D], o1[B * H * 2 * D], o2[B * H * 2 * D];
     attn_view vk = {k, HKV * CHUNK * D, CHUNK * D, D}, vv = {v, HKV * CHUNK * D, CHUNK * D, D};
-    int bad = 0, nomem = 0;
+    int bad = 0, nomem = 0, forks = 0;
     long rss0 = 0;
     for (long op = 0; op < ops && bad < 5; op++) {
         if (op == ops / 10) rss0 = rss_kb();
-        int b = tu_irand(&seed, 0, B - 1), kind = tu_irand(&seed, 0, 9);
+        int b = tu_irand(&seed, 0, B - 1), kind = tu_irand(&seed, 0, 11);
         int64_t len = attn_kv_cache_len(contig, b);
         if (kind < 6) { /* append 1..CHUNK rows to sequence b (and sometimes to all) */
             int64_t n[B] = {0};
@@ -61,8 +63,12 @@ static int soak(int64_t ps, attn_dtype dt, long ops, uint32_t seed) {
         } else if (kind < 9) { /* trim to a shorter length */
             int64_t to = len ? tu_irand(&seed, 0, (int)len) : 0;
             if (attn_kv_cache_trim(paged, b, to) != ATTN_OK || attn_kv_cache_trim(contig, b, to) != ATTN_OK) bad++;
-        } else if (attn_kv_cache_reset(paged, b) != ATTN_OK || attn_kv_cache_reset(contig, b) != ATTN_OK) {
-            bad++;
+        } else if (kind == 9) {
+            if (attn_kv_cache_reset(paged, b) != ATTN_OK || attn_kv_cache_reset(contig, b) != ATTN_OK) bad++;
+        } else { /* sequence b becomes a copy of another (shared pages) */
+            int src = tu_irand(&seed, 0, B - 1);
+            forks++;
+            if (attn_kv_cache_fork(paged, src, b) != ATTN_OK || attn_kv_cache_fork(contig, src, b) != ATTN_OK) bad++;
         }
         /* decode against both: one or two new tokens per sequence */
         int64_t Sq = tu_irand(&seed, 1, 2);
@@ -89,13 +95,14 @@ static int soak(int64_t ps, attn_dtype dt, long ops, uint32_t seed) {
     long rss1 = rss_kb();
     CHECK(bad == 0, "page %lld: %d operations went wrong", (long long)ps, bad);
     CHECK(nomem > 0, "page %lld: the pool ran out of pages at least once (%d times)", (long long)ps, nomem);
+    CHECK(forks > 0, "page %lld: forks were drawn (%d)", (long long)ps, forks);
 #ifndef __SANITIZE_ADDRESS__ /* ASan keeps freed memory in quarantine, resident by design; LeakSanitizer checks        \
                               * for leaks at exit instead */
     CHECK(rss1 <= rss0 + 2048, "page %lld: resident memory %ld KB at 10%% of the run, %ld KB at its end", (long long)ps,
           rss0, rss1);
 #endif
-    printf("page %lld: %ld operations, %d appends refused for want of a page, RSS %ld -> %ld KB\n", (long long)ps, ops,
-           nomem, rss0, rss1);
+    printf("page %lld: %ld operations (%d forks), %d appends refused for want of a page, RSS %ld -> %ld KB\n",
+           (long long)ps, ops, forks, nomem, rss0, rss1);
     attn_kv_cache_free(paged), attn_kv_cache_free(contig);
     free(k), free(v);
     return 0;

@@ -895,6 +895,12 @@ class KVCache(_Owned):
     def reset(self, b=-1):
         _check(lib.attn_kv_cache_reset(self._handle(), int(b)), "KV cache reset")
 
+    def fork(self, src, dst):
+        """Sequence dst becomes a copy of sequence src (its own tokens dropped
+        first): a paged cache shares src's pages (copied on the first append
+        into a shared, partly filled page), a contiguous one copies the rows."""
+        _check(lib.attn_kv_cache_fork(self._handle(), int(src), int(dst)), "KV cache fork")
+
     def trim(self, b, length):
         _check(lib.attn_kv_cache_trim(self._handle(), int(b), int(length)), "KV cache trim")
 

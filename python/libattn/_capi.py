@@ -129,6 +129,7 @@ _FUNCS = {
     "attn_kv_cache_append": (c_int, [_P, ctypes.POINTER(c_i64), View, View]),
     "attn_kv_cache_reset": (c_int, [_P, c_i64]),
     "attn_kv_cache_trim": (c_int, [_P, c_i64, c_i64]),
+    "attn_kv_cache_fork": (c_int, [_P, c_i64, c_i64]),
     "attn_kv_cache_attend": (c_int, [_P, ctypes.POINTER(SdpaDesc), View, View, c_float_p]),
     "attn_paged_attention": (c_int, [ctypes.POINTER(SdpaDesc), View, ctypes.POINTER(PagedKV),
                                      ctypes.POINTER(ctypes.c_int32), View, c_float_p]),

@@ -171,3 +171,29 @@ def test_bad_input():
         libattn.paged_append(np.ones((1, 1, 32), np.float32), np.ones((1, 1, 32), np.float32), kp, vp,
                              np.array([kp.shape[0] * 4]))
     np.testing.assert_array_equal(kp, before)  # nothing written
+
+
+@pytest.mark.parametrize("page_size", [0, 4])
+def test_cache_fork(page_size):
+    """KVCache.fork: dst shares src's tokens; appends after the fork stay each sequence's own"""
+    r = np.random.default_rng(5)
+    c = libattn.KVCache(3, 1, 64, 16, page_size=page_size)
+    k = r.standard_normal((3, 1, 10, 16)).astype(np.float32)
+    c.append(k, k, n=[10, 0, 0])
+    c.fork(0, 2)
+    assert c.length(2) == 10
+    q = r.standard_normal((3, 1, 1, 16)).astype(np.float32)
+    q[2] = q[0]  # the same query: the same answer over the same tokens
+    out = c.attend(q)
+    np.testing.assert_array_equal(out[0], out[2])
+    extra = r.standard_normal((3, 1, 3, 16)).astype(np.float32)
+    c.append(extra, extra, n=[0, 0, 3])  # into the shared, partly filled last page: copied first
+    assert c.length(0) == 10 and c.length(2) == 13
+    out2 = c.attend(q)
+    np.testing.assert_array_equal(out2[0], out[0])  # src does not see dst's new tokens
+    kv2 = np.concatenate([k[0:1], extra[2:3]], 2)
+    want = libattn.sdpa(q[2:3], kv2, kv2, causal="bottom-right")
+    np.testing.assert_allclose(out2[2], want[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError):
+        c.fork(0, 5)
+

@@ -2,7 +2,10 @@
  * pages, each holding page_size tokens of every kv head, and a page table
  * per sequence; free pages on a stack). Appends are all or nothing; the
  * attention over the cache calls the core paths (decode reads the pages in
- * place). */
+ * place). Paged sequences share pages after a fork: every page counts the
+ * table entries that refer to it, returns to the stack when none does, and
+ * an append into a shared, partly filled last page copies it first
+ * (copy-on-write). */
 #include "internal.h"
 #include "base/sem.h"
 #include "core/kv_src.h"
@@ -33,6 +36,7 @@ struct attn_kv_cache {
     void *k, *v;       /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
     attn_kv_src store; /* the storage as every reader addresses it (core/kv_src.h) */
     int32_t *table;    /* paged: (B, max_pages) page ids, -1 = none */
+    int32_t *refs;     /* paged: (npages) table entries referring to each page */
     int32_t *free_stack;
     int64_t nfree, max_pages, npages;
 };
@@ -83,7 +87,8 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         if (attn_mul_size((size_t)c.batch, (size_t)kc->max_pages, &nt)) st = ATTN_E_OVERFLOW;
         kc->table = st ? NULL : malloc(nt * sizeof *kc->table);
         kc->free_stack = st ? NULL : malloc((size_t)kc->npages * sizeof *kc->free_stack);
-        if (!st && (!kc->table || !kc->free_stack)) st = ATTN_E_NOMEM;
+        kc->refs = st ? NULL : calloc((size_t)kc->npages, sizeof *kc->refs);
+        if (!st && (!kc->table || !kc->free_stack || !kc->refs)) st = ATTN_E_NOMEM;
         if (!st) {
             for (size_t i = 0; i < nt; i++) kc->table[i] = -1;
             for (int64_t p = 0; p < kc->npages; p++) kc->free_stack[p] = (int32_t)(kc->npages - 1 - p);
@@ -110,7 +115,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
 
 void attn_kv_cache_free(attn_kv_cache *c) {
     if (!c) return;
-    free(c->len), free(c->k), free(c->v), free(c->table), free(c->free_stack);
+    free(c->len), free(c->k), free(c->v), free(c->table), free(c->free_stack), free(c->refs);
     free(c);
 }
 
@@ -132,6 +137,36 @@ static int64_t pages_for(const attn_kv_cache *c, int64_t len) {
     return (len + c->cfg.page_size - 1) / c->cfg.page_size;
 }
 
+static int32_t page_take(attn_kv_cache *c) {
+    int32_t p = c->free_stack[--c->nfree];
+    c->refs[p] = 1;
+    return p;
+}
+
+/* one table entry fewer refers to page p: free when none does */
+static void page_drop(attn_kv_cache *c, int32_t p) {
+    if (--c->refs[p] == 0) c->free_stack[c->nfree++] = p;
+}
+
+/* the page holding sequence b's next token, when it is partly filled and
+ * shared (an append must copy it first), else -1 */
+static int32_t shared_tail(const attn_kv_cache *c, int64_t b) {
+    if (!paged(c) || c->len[b] % c->cfg.page_size == 0) return -1;
+    int32_t p = c->table[b * c->max_pages + c->len[b] / c->cfg.page_size];
+    return c->refs[p] > 1 ? p : -1;
+}
+
+/* sequence b's last page replaced by a copy of its own (copy-on-write) */
+static void page_copy_tail(attn_kv_cache *c, int64_t b, int32_t old) {
+    int32_t fresh = page_take(c);
+    size_t rk = attn_storage_bytes(c->store.dtype, c->cfg.head_dim), rv = attn_storage_bytes(c->store.dtype, c->Dv);
+    size_t rows = (size_t)(c->cfg.kv_heads * c->cfg.page_size); /* a page: (Hkv, page_size) rows */
+    memcpy((char *)c->k + (size_t)fresh * rows * rk, (const char *)c->k + (size_t)old * rows * rk, rows * rk);
+    memcpy((char *)c->v + (size_t)fresh * rows * rv, (const char *)c->v + (size_t)old * rows * rv, rows * rv);
+    c->table[b * c->max_pages + c->len[b] / c->cfg.page_size] = fresh;
+    page_drop(c, old);
+}
+
 attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k, attn_view v) {
     if (!c || !n) return ATTN_E_INVALID;
     int64_t B = c->cfg.batch, need = 0, any = 0;
@@ -142,12 +177,24 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
         any |= n[b] > 0;
     }
     if (any && (!k.data || !v.data)) return ATTN_E_INVALID;
+    /* copies of shared last pages: as many as the sequences appending into one, but
+     * none for the last of them when every holder appends (it keeps the page) */
+    for (int64_t b = 0; b < B; b++) {
+        int32_t p = n[b] > 0 ? shared_tail(c, b) : -1;
+        if (p < 0) continue;
+        int64_t writers = 0, first = B;
+        for (int64_t t = 0; t < B; t++)
+            if (n[t] > 0 && shared_tail(c, t) == p) writers++, first = t < first ? t : first;
+        if (first == b) need += writers - (writers == c->refs[p]);
+    }
     if (need > c->nfree) return ATTN_E_NOMEM;
     const attn_storage *type = attn_storage_of(c->store.dtype);
     for (int64_t b = 0; b < B; b++) {
+        int32_t shared = n[b] > 0 ? shared_tail(c, b) : -1;
+        if (shared >= 0) page_copy_tail(c, b, shared);
         if (paged(c))
             for (int64_t p = pages_for(c, c->len[b]); p < pages_for(c, c->len[b] + n[b]); p++)
-                c->table[b * c->max_pages + p] = c->free_stack[--c->nfree];
+                c->table[b * c->max_pages + p] = page_take(c);
         for (int64_t hk = 0; hk < c->cfg.kv_heads; hk++)
             for (int64_t t = 0; t < n[b]; t++) {
                 const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
@@ -165,10 +212,32 @@ attn_status attn_kv_cache_trim(attn_kv_cache *c, int64_t b, int64_t len) {
     if (len < 0 || len > c->len[b]) return ATTN_E_SHAPE;
     if (paged(c))
         for (int64_t p = pages_for(c, len); p < pages_for(c, c->len[b]); p++) {
-            c->free_stack[c->nfree++] = c->table[b * c->max_pages + p];
+            page_drop(c, c->table[b * c->max_pages + p]);
             c->table[b * c->max_pages + p] = -1;
         }
     c->len[b] = len;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_fork(attn_kv_cache *c, int64_t src, int64_t dst) {
+    if (!c || src < 0 || src >= c->cfg.batch || dst < 0 || dst >= c->cfg.batch) return ATTN_E_INVALID;
+    if (src == dst) return ATTN_OK;
+    attn_kv_cache_trim(c, dst, 0); /* dst's own tokens go first */
+    int64_t len = c->len[src];
+    if (paged(c)) { /* share src's pages */
+        for (int64_t p = 0; p < pages_for(c, len); p++) {
+            int32_t page = c->table[src * c->max_pages + p];
+            c->table[dst * c->max_pages + p] = page;
+            c->refs[page]++;
+        }
+    } else { /* contiguous: no pages to share, the rows are copied */
+        for (int64_t hk = 0; hk < c->cfg.kv_heads && len > 0; hk++) {
+            memcpy(slot(c, 0, dst, hk, 0), slot(c, 0, src, hk, 0),
+                   attn_storage_bytes(c->store.dtype, len * c->cfg.head_dim));
+            memcpy(slot(c, 1, dst, hk, 0), slot(c, 1, src, hk, 0), attn_storage_bytes(c->store.dtype, len * c->Dv));
+        }
+    }
+    c->len[dst] = len;
     return ATTN_OK;
 }
 
