@@ -39,6 +39,7 @@ test: build
 examples: build
 	@./$(BUILD)/examples/example_serve
 	@./$(BUILD)/examples/example_train
+	@./$(BUILD)/examples/example_cascade
 	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/numpy_kvcache.py
 	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/torch_patch.py || [ $$? -eq 77 ]
 

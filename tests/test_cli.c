@@ -474,6 +474,7 @@ static void test_bench_smoke(void) {
         {"--decode --heads 2 --kv-seq 100 --queries 4 --tree", "\"tree\": true"},
         {"--seq 96 --heads 2 --varlen 3 --causal --backward", "\"op\": \"backward\""},
         {"--seq 96 --heads 2 --attention-chunk 40 --sinks", "\"chunk\": 40"},
+        {"--decode --cascade --batch 2 --kv-seq 64 --suffix 10 --heads 4 --kv-heads 2", "\"speedup\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], err[1024];

@@ -279,9 +279,142 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     return 0;
 }
 
+/* ---- cascade: B sequences sharing a prefix, one decode step ---------------- */
+
+/* Caller-owned pages (attn_paged_kv) holding a prefix of T tokens and B
+ * suffixes of U tokens; three page tables over them: every sequence's whole
+ * cache (the prefix pages, then its own), the prefix alone, the suffixes. */
+typedef struct casc_ctx {
+    attn_paged_kv full, prefix, suffix;
+    attn_sdpa_desc d_full, d_prefix, d_suffix;
+    attn_view q, q_prefix, o_full, o_prefix, o_suffix;
+    float *lse_prefix, *lse_suffix, *lse_t, *o_merged, *lse_merged;
+    int64_t B, H, D;
+} casc_ctx;
+
+/* each sequence over its whole cache: the prefix read B times */
+static int run_full(void *v) {
+    casc_ctx *c = v;
+    attn_status st = attn_paged_attention(&c->d_full, c->q, &c->full, NULL, c->o_full, NULL);
+    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    return st != ATTN_OK;
+}
+
+/* the prefix once for every sequence's query rows (B rows a head, no causal
+ * rule: every row comes after the prefix), the suffixes each alone, merged */
+static int run_cascade(void *v) {
+    casc_ctx *c = v;
+    attn_status st = attn_paged_attention(&c->d_prefix, c->q_prefix, &c->prefix, NULL, c->o_prefix, c->lse_prefix);
+    if (!st) st = attn_paged_attention(&c->d_suffix, c->q, &c->suffix, NULL, c->o_suffix, c->lse_suffix);
+    for (int64_t b = 0; !st && b < c->B; b++) /* the prefix's lse (H, B) as (B, H) */
+        for (int64_t h = 0; h < c->H; h++) c->lse_t[b * c->H + h] = c->lse_prefix[h * c->B + b];
+    if (!st)
+        st = attn_merge_states(c->B * c->H, c->D, c->o_prefix.data, c->lse_t, c->o_suffix.data, c->lse_suffix,
+                               c->o_merged, c->lse_merged);
+    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    return st != ATTN_OK;
+}
+
+static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U, int64_t D, int64_t ps, attn_dtype dt,
+                         attn_math math, double min_time, int json) {
+    if (H % Hkv || T % ps || T < 1 || U < 1) {
+        cli_error("bench --cascade: --heads a multiple of --kv-heads, --kv-seq a multiple of --page-size, "
+                  "--suffix >= 1");
+        return EXIT_USAGE;
+    }
+    int64_t np = T / ps, ns = (U + ps - 1) / ps, P = np + B * ns;
+    casc_ctx c;
+    memset(&c, 0, sizeof c);
+    c.B = B, c.H = H, c.D = D;
+    size_t page_bytes = attn_storage_bytes(dt, ps * Hkv * D);
+    void *kp = malloc((size_t)P * page_bytes), *vp = malloc((size_t)P * page_bytes);
+    int32_t *ind_full = malloc((size_t)(B * (np + ns)) * sizeof(int32_t)), *ip_full = malloc((size_t)(B + 1) * 4);
+    int32_t *ind_pre = malloc((size_t)np * 4), *ip_suf = malloc((size_t)(B + 1) * 4),
+            *ind_suf = malloc((size_t)(B * ns) * 4);
+    int32_t *last = malloc((size_t)B * 4), ip_pre[2] = {0, (int32_t)np}, last_pre = (int32_t)ps;
+    size_t nq = (size_t)(B * H * D);
+    float *q = frand_buf(nq, 4), *of = malloc(nq * 4), *opre = malloc(nq * 4), *osuf = malloc(nq * 4);
+    c.lse_prefix = malloc((size_t)(B * H) * 4), c.lse_suffix = malloc((size_t)(B * H) * 4);
+    c.lse_t = malloc((size_t)(B * H) * 4), c.o_merged = malloc(nq * 4), c.lse_merged = malloc((size_t)(B * H) * 4);
+    float *rows = frand_buf((size_t)(ps * Hkv * D), 5);
+    int64_t *slots = malloc((size_t)ps * sizeof *slots);
+    if (!kp || !vp || !ind_full || !ip_full || !ind_pre || !ip_suf || !ind_suf || !last || !q || !of || !opre ||
+        !osuf || !c.lse_prefix || !c.lse_suffix || !c.lse_t || !c.o_merged || !c.lse_merged || !rows || !slots) {
+        cli_error("bench: out of memory");
+        return 1;
+    }
+    attn_paged_kv kv = {.dtype = dt,
+                        .layout = ATTN_KV_NHD,
+                        .num_pages = P,
+                        .page_size = ps,
+                        .Hkv = Hkv,
+                        .D = D,
+                        .Dv = D,
+                        .k_pages = kp,
+                        .v_pages = vp};
+    for (int64_t p = 0; p < P; p++) { /* every page's rows: random, a different rotation each page */
+        for (int64_t t = 0; t < ps; t++) slots[t] = p * ps + t;
+        for (size_t i = 0; i < (size_t)(ps * Hkv * D); i++)
+            rows[i] = rows[(i + 7 * (size_t)p + 1) % (size_t)(ps * Hkv * D)] * 0.999f;
+        attn_status st = attn_paged_append(&kv, ps, rows, rows, slots);
+        if (st) {
+            cli_error("bench: %s", attn_status_string(st));
+            return 1;
+        }
+    }
+    for (int64_t i = 0; i < np; i++) ind_pre[i] = (int32_t)i;
+    ip_full[0] = ip_suf[0] = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < np; i++) ind_full[b * (np + ns) + i] = (int32_t)i;
+        for (int64_t i = 0; i < ns; i++)
+            ind_full[b * (np + ns) + np + i] = ind_suf[b * ns + i] = (int32_t)(np + b * ns + i);
+        ip_full[b + 1] = (int32_t)((b + 1) * (np + ns)), ip_suf[b + 1] = (int32_t)((b + 1) * ns);
+        last[b] = (int32_t)(U - (ns - 1) * ps);
+    }
+    c.full = c.prefix = c.suffix = kv;
+    c.full.kv_indptr = ip_full, c.full.kv_indices = ind_full, c.full.kv_last_page_len = last;
+    c.prefix.kv_indptr = ip_pre, c.prefix.kv_indices = ind_pre, c.prefix.kv_last_page_len = &last_pre;
+    c.suffix.kv_indptr = ip_suf, c.suffix.kv_indices = ind_suf, c.suffix.kv_last_page_len = last;
+    attn_sdpa_desc_init(&c.d_full, B, H, 1, 0, D, D);
+    c.d_full.Hkv = Hkv, c.d_full.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.d_full.math = math;
+    c.d_suffix = c.d_full;
+    attn_sdpa_desc_init(&c.d_prefix, 1, H, B, 0, D, D);
+    c.d_prefix.Hkv = Hkv, c.d_prefix.math = math; /* every query row after the whole prefix: no causal rule */
+    c.q = (attn_view){q, H * D, D, D}, c.q_prefix = (attn_view){q, 0, D, H * D};
+    c.o_full = (attn_view){of, H * D, D, D}, c.o_prefix = (attn_view){opre, 0, D, H * D};
+    c.o_suffix = (attn_view){osuf, H * D, D, D};
+    bench_result r;
+    if (time_pair(run_full, &c, 1.0, run_cascade, &c, 1.0, min_time, &r)) return 1;
+    double diff = 0; /* the two answers (the last runs' outputs) */
+    for (size_t i = 0; i < nq; i++) diff = fmax(diff, fabs((double)of[i] - c.o_merged[i]));
+    double speedup = r.ratio > 0 ? 1.0 / r.ratio : 0.0; /* the median of the per-round ratios t_full / t_cascade */
+    const char *dtn = dt == ATTN_DTYPE_F32    ? "f32"
+                      : dt == ATTN_DTYPE_F16  ? "f16"
+                      : dt == ATTN_DTYPE_BF16 ? "bf16"
+                                              : "q8_0";
+    if (json)
+        printf("{\"op\": \"cascade\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
+               "\"T\": %lld, \"suffix\": %lld, \"D\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, "
+               "\"threads\": %d, \"reps\": %d, \"ms_full\": %.4f, \"ms_cascade\": %.4f, \"speedup\": %.3f, "
+               "\"max_abs_diff\": %.3g}\n",
+               math_names[math], attn_kernel_name(), (long long)B, (long long)H, (long long)Hkv, (long long)T,
+               (long long)U, (long long)D, dtn, (long long)ps, omp_get_max_threads(), r.reps, r.ta * 1e3, r.tb * 1e3,
+               speedup, diff);
+    else
+        printf("cascade decode B=%lld Hq=%lld Hkv=%lld prefix %lld + suffix %lld D=%lld %s, pages of %lld, %d "
+               "threads: each sequence whole %.3f ms, cascade %.3f ms, speedup %.2fx (median of the rounds' "
+               "ratios), max |diff| %.3g\n",
+               (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)U, (long long)D, dtn, (long long)ps,
+               omp_get_max_threads(), r.ta * 1e3, r.tb * 1e3, speedup, diff);
+    free(kp), free(vp), free(ind_full), free(ip_full), free(ind_pre), free(ip_suf), free(ind_suf), free(last), free(q);
+    free(of), free(opre), free(osuf), free(c.lse_prefix), free(c.lse_suffix), free(c.lse_t), free(c.o_merged);
+    free(c.lse_merged), free(rows), free(slots);
+    return 0;
+}
+
 typedef struct bench_opts {
-    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen;
-    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged;
+    int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade;
     int64_t queries;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl, math; /* attn_dtype, attn_dtype, attn_impl, attn_math */
@@ -325,6 +458,10 @@ static const cli_opt bench_table[] = {
     {"--ragged", OPT_FLAG, O(ragged), 0, 0, 0, NULL, NULL,
      "--decode: sequences of T/2 .. T tokens (appended together, so their pages interleave)"},
     {"--page-size", OPT_I64, O(page), 0, 0, 1 << 24, NULL, NULL, "--decode: tokens per page (0 = contiguous)"},
+    {"--cascade", OPT_FLAG, O(cascade), 0, 0, 0, NULL, NULL,
+     "--decode: B sequences sharing a --kv-seq prefix, each with its own --suffix: the prefix attended once for all, "
+     "merged (speedup over attending each sequence's whole cache)"},
+    {"--suffix", OPT_I64, O(suffix), 0, 0, 1 << 24, NULL, NULL, "--cascade: each sequence's own tokens (default 256)"},
     {"--threads", OPT_I64, O(threads), 0, 1, 1024, NULL, NULL, "OpenMP and BLAS threads"},
     {"--sgemm-n", OPT_I64, O(sgemm_n), 0, 0, 8192, NULL, NULL, "N of the same-run sgemm reference (0 = none)"},
     {"--blas-env", OPT_CHOICE, O(blas_keep), 0, 0, 0, "clear|keep", NULL,
@@ -340,6 +477,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     o->B = 1, o->H = 8, o->S = 2048, o->D = 64, o->sgemm_n = 2048, o->window = -1, o->ring_layout = -1;
     o->kv_dtype = o->qkv_dtype = ATTN_DTYPE_F32, o->impl = ATTN_IMPL_FAST, o->min_time = 1.0, o->queries = 1;
+    o->suffix = 256;
     int r = cli_parse_opts("bench", "[options]", bench_table, (int)(sizeof bench_table / sizeof bench_table[0]), argc,
                            argv, o);
     if (r <= 0) return r;
@@ -547,6 +685,13 @@ int cmd_bench(int argc, char **argv) {
     int pr = bench_parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
+    if (o.decode && o.cascade)
+        return bench_cascade(o.B, o.H, o.Hkv, o.Sk, o.suffix, o.D, o.page ? o.page : 16, (attn_dtype)o.kv_dtype,
+                             (attn_math)o.math, o.min_time, o.json);
+    if (o.cascade) {
+        cli_error("bench: --cascade goes with --decode");
+        return EXIT_USAGE;
+    }
     if (o.decode)
         return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl,
                             (attn_math)o.math, o.min_time, o.json, o.queries,
