@@ -24,14 +24,16 @@
  *     the same mode (mode_paths); on another third, the KV cache of a
  *     16-bit or q8_0 type in DATA mode (cache_mode: the int8 Q K^T of q8_0).
  * Paths: the reference, the fused forward (flash) and backward, decode
- * (Sq <= 16 through the default entry), and the KV cache's attend for every
- * storage type, contiguous and paged, against the reference on the values
- * the cache stores.
+ * (Sq <= 16 through the default entry), the KV cache's attend for every
+ * storage type, contiguous and paged, and attention over caller-owned pages
+ * (every storage type, NHD and HND, page sizes 1 .. 70, any query count),
+ * against the reference on the values stored.
  *
  * usage: fuzz_paths [--seconds N] [--seed S] [--cases N] [--case C] [-v]
  * A failing case prints the command that runs it alone. */
 #include "base/half.h"
 #include "base/sem.h"
+#include "base/storage.h"
 
 #include <math.h>
 #include <omp.h>
@@ -624,6 +626,84 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
     attn_kv_cache_free(c);
 }
 
+/* Caller-owned pages (attn_paged_attention): every sequence's rows written
+ * with attn_paged_append into pages of a shuffled table (layout NHD or HND,
+ * any page size), against the reference on the stored values; 1 and 2
+ * threads bitwise. Queries of any count: decode (Sq <= 16) and the gathered
+ * long-query path. */
+static void pages_path(const prob *p, attn_dtype st, int64_t ps, attn_kv_layout layout, double smax) {
+    if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
+        return;
+    if (st == ATTN_DTYPE_Q8_0 && (p->D % 32 || p->Dv % 32)) return;
+    int64_t n[3], npages = 0, B = p->B, H = p->Hkv;
+    for (int64_t b = 0; b < B; b++) n[b] = p->seqlens ? p->seqlens[b] : p->Sk, npages += (n[b] + ps - 1) / ps;
+    int64_t total = npages + 1;
+    size_t kb = attn_storage_bytes(st, p->D), vb = attn_storage_bytes(st, p->Dv);
+    attn_paged_kv kv = {
+        .dtype = st, .layout = layout, .num_pages = total, .page_size = ps, .Hkv = H, .D = p->D, .Dv = p->Dv};
+    kv.k_pages = malloc((size_t)(total * ps * H) * kb + 1), kv.v_pages = malloc((size_t)(total * ps * H) * vb + 1);
+    int32_t *ind = malloc((size_t)(npages + 1) * 4), ip[4], last[3];
+    int64_t T = 0;
+    for (int64_t b = 0; b < B; b++) T += n[b];
+    float *kr = malloc((size_t)(T * H * p->D + 1) * 4), *vr = malloc((size_t)(T * H * p->Dv + 1) * 4);
+    int64_t *slots = malloc((size_t)(T + 1) * sizeof *slots);
+    float *k2 = calloc(nk(p) + 1, 4), *v2 = calloc(nv(p) + 1, 4), *o1 = calloc(no(p) + 1, 4);
+    float *o2 = calloc(no(p) + 1, 4), *o3 = calloc(no(p) + 1, 4);
+    char path[64];
+    snprintf(path, sizeof path, "caller pages %s %s page %lld",
+             st == ATTN_DTYPE_F32    ? "f32"
+             : st == ATTN_DTYPE_F16  ? "f16"
+             : st == ATTN_DTYPE_BF16 ? "bf16"
+                                     : "q8_0",
+             layout == ATTN_KV_NHD ? "NHD" : "HND", (long long)ps);
+    memset(kv.k_pages, 0xff, (size_t)(total * ps * H) * kb), memset(kv.v_pages, 0xff, (size_t)(total * ps * H) * vb);
+    for (int64_t i = 0; i < npages; i++) ind[i] = (int32_t)(npages - i); /* pages 1 .. npages, backwards */
+    ip[0] = 0;
+    int64_t t = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t np = (n[b] + ps - 1) / ps;
+        ip[b + 1] = ip[b] + (int32_t)np, last[b] = np ? (int32_t)(n[b] - (np - 1) * ps) : 0;
+        for (int64_t j = 0; j < n[b]; j++, t++) {
+            slots[t] = (int64_t)ind[ip[b] + j / ps] * ps + j % ps;
+            for (int64_t hk = 0; hk < H; hk++) {
+                memcpy(kr + (t * H + hk) * p->D, p->k + ((b * H + hk) * p->Sk + j) * p->D, (size_t)p->D * 4);
+                memcpy(vr + (t * H + hk) * p->Dv, p->v + ((b * H + hk) * p->Sk + j) * p->Dv, (size_t)p->Dv * 4);
+                memcpy(k2 + ((b * H + hk) * p->Sk + j) * p->D, kr + (t * H + hk) * p->D, (size_t)p->D * 4);
+                memcpy(v2 + ((b * H + hk) * p->Sk + j) * p->Dv, vr + (t * H + hk) * p->Dv, (size_t)p->Dv * 4);
+                attn_st_round(st, k2 + ((b * H + hk) * p->Sk + j) * p->D, p->D);
+                attn_st_round(st, v2 + ((b * H + hk) * p->Sk + j) * p->Dv, p->Dv);
+            }
+        }
+    }
+    kv.kv_indptr = ip, kv.kv_indices = ind, kv.kv_last_page_len = last;
+    attn_status sa = attn_paged_append(&kv, T, kr, vr, slots);
+    attn_sdpa_desc d = p->d;
+    d.seqlens_k = NULL;
+    omp_set_num_threads(1);
+    attn_status s1 =
+        attn_paged_attention(&d, fview(p->q, p->H, p->Sq, p->D), &kv, NULL, fview(o1, p->H, p->Sq, p->Dv), NULL);
+    omp_set_num_threads(2);
+    attn_status s2 =
+        attn_paged_attention(&d, fview(p->q, p->H, p->Sq, p->D), &kv, NULL, fview(o2, p->H, p->Sq, p->Dv), NULL);
+    int64_t Sk = 0;
+    for (int64_t b = 0; b < B; b++) Sk = n[b] > Sk ? n[b] : Sk;
+    attn_sdpa_desc r = p->d;
+    r.impl = ATTN_IMPL_REF, r.qkv_dtype = ATTN_DTYPE_F32, r.Sk = Sk, r.seqlens_k = n,
+    r.seqlens_k_dtype = ATTN_DTYPE_I64;
+    attn_view rk = {k2, H * p->Sk * p->D, p->Sk * p->D, p->D}, rv = {v2, H * p->Sk * p->Dv, p->Sk * p->Dv, p->Dv};
+    attn_status s3 = attn_sdpa_forward(&r, fview(p->q, p->H, p->Sq, p->D), rk, rv, fview(o3, p->H, p->Sq, p->Dv), NULL);
+    if (sa || s1 != s2 || s1 != s3) {
+        report(p, path, "statuses differ: append %d, attend %d / %d, reference %d", sa, s1, s2, s3);
+    } else if (s1 == ATTN_OK && !bitwise(p, path, "out", o1, o2, no(p))) {
+        int stored_nf = 0; /* non-finite stored values: the main paths' to judge, as for the cache */
+        for (size_t i = 0; i < nk(p); i++) stored_nf |= !isfinite(k2[i]);
+        for (size_t i = 0; i < nv(p); i++) stored_nf |= !isfinite(v2[i]);
+        if (!stored_nf) check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, 1);
+    }
+    free(kv.k_pages), free(kv.v_pages), free(ind), free(kr), free(vr), free(slots), free(k2), free(v2), free(o1);
+    free(o2), free(o3);
+}
+
 /* The block API (ring attention's primitives) on two key blocks [0, K1) and
  * [K1, Sk): the forward's blocks merged by log-sum-exp as src/mpi/ring.c
  * merges them, the backward from the folded row statistics. out and g
@@ -844,6 +924,8 @@ static void run_case(uint64_t seed, uint64_t cas) {
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
+    /* caller-owned pages: a storage type, a layout and a page size (1 .. 70) of the case's */
+    pages_path(&p, sts[(cas / 4) % 4], 1 + (int64_t)((cas * 7) % 70), cas % 2 ? ATTN_KV_HND : ATTN_KV_NHD, smax);
     failed_cases += failures > before;
     if (verbose || failures > before)
         printf("case %llu: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld%s: %s\n", (unsigned long long)cas,
