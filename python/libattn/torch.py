@@ -32,7 +32,7 @@ import torch
 
 import libattn as _lat
 
-__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch", "set_math"]
+__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch", "set_math", "paged_attention", "paged_append"]
 
 _math = None  # set_math: None = by dtype
 
@@ -219,3 +219,50 @@ def unpatch():
     else:
         F.scaled_dot_product_attention = _original
     _original = None
+
+
+def _pages(t, name):
+    """page tensors in place as numpy views: float32 / float16, bfloat16 as its
+    bits (kv_dtype 'bf16'), uint8 (q8_0 blocks); the kv_dtype they imply"""
+    if t is None:
+        return None, None
+    if isinstance(t, torch.Tensor) and t.dtype == torch.uint8:
+        if t.device.type != "cpu":
+            raise ValueError("%s: libattn runs on the CPU; got a tensor on %s" % (name, t.device))
+        return t.detach().numpy(), "q8_0"
+    return _np(t, name), "bf16" if t.dtype == torch.bfloat16 else None
+
+
+def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, *, qo_indptr=None, layout="NHD",
+                    kv_dtype=None, causal="bottom-right", scale=None, window=(-1, -1), softcap=0.0, sinks=None,
+                    alibi_slopes=None, math="strict", return_lse=False, v_head_dim=None):
+    """libattn.paged_attention on torch tensors (CPU; forward only): the page
+    tensors are read in place (bfloat16 pages as their bits, uint8 pages as
+    q8_0 blocks); q is used as float32; returns float32 tensors."""
+    kp, kind = _pages(k_pages, "k_pages")
+    vp, _ = _pages(v_pages, "v_pages")
+    qa = q.detach().to(torch.float32).contiguous().numpy()
+    idx = [x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
+           for x in (kv_indptr, kv_indices, kv_last_page_len, qo_indptr)]
+    r = _lat.paged_attention(qa, kp, vp, idx[0], idx[1], idx[2], qo_indptr=idx[3], layout=layout,
+                             kv_dtype=kv_dtype if kv_dtype is not None else kind, causal=causal, scale=scale,
+                             window=window, softcap=softcap, sinks=_opt(sinks), alibi_slopes=_opt(alibi_slopes),
+                             math=math, return_lse=return_lse, v_head_dim=v_head_dim)
+    if return_lse:
+        return torch.from_numpy(r[0]), torch.from_numpy(r[1])
+    return torch.from_numpy(r)
+
+
+def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype=None):
+    """libattn.paged_append on torch tensors: the rows (float) written into the
+    page tensors in place (vLLM's reshape_and_cache, negative slots skipped)."""
+    kp, kind = _pages(k_pages, "k_pages")
+    vp, _ = _pages(v_pages, "v_pages")
+    for a, name in ((kp, "k_pages"), (vp, "v_pages")):
+        if a is not None and not a.flags.writeable:
+            raise ValueError("%s must be writable" % name)
+    ka = k.detach().to(torch.float32).contiguous().numpy()
+    va = None if v is None else v.detach().to(torch.float32).contiguous().numpy()
+    sm = slot_mapping.detach().cpu().numpy() if isinstance(slot_mapping, torch.Tensor) else slot_mapping
+    _lat.paged_append(ka, va, kp, vp, sm, layout=layout, kv_dtype=kv_dtype if kv_dtype is not None else kind)
+

@@ -282,3 +282,32 @@ def test_float_mask_gradient(mshape):
     ref = torch.autograd.grad(want, (q, k, v, m), gout.double())
     for a, b in zip(got, ref):
         torch.testing.assert_close(a.double(), b.double(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_paged_attention_on_tensors(dtype):
+    """the drop-in's paged_attention / paged_append: page tensors in place, vLLM's slots, FlashInfer's table"""
+    g = torch.Generator().manual_seed(0)
+    P, ps, Hkv, D, H = 6, 4, 2, 16, 4
+    kp = torch.zeros(P, ps, Hkv, D, dtype=dtype)
+    vp = torch.zeros(P, ps, Hkv, D, dtype=dtype)
+    lens = [7, 3]
+    indptr = torch.tensor([0, 2, 3], dtype=torch.int32)
+    indices = torch.tensor([4, 1, 5], dtype=torch.int32)
+    last = torch.tensor([3, 3], dtype=torch.int32)
+    k = torch.randn(sum(lens), Hkv, D, generator=g)
+    v = torch.randn(sum(lens), Hkv, D, generator=g)
+    slots = torch.tensor([4 * ps + j if j < ps else 1 * ps + j - ps for j in range(7)] + [5 * ps + j for j in range(3)])
+    lat.paged_append(k, v, kp, vp, slots)
+    assert kp.abs().sum() > 0  # written in place
+    q = torch.randn(2, H, D, generator=g)
+    out = lat.paged_attention(q, kp, vp, indptr, indices, last)
+    assert out.shape == (2, H, D) and out.dtype == torch.float32
+    kk, vv = k.to(dtype).float(), v.to(dtype).float()
+    for b, (s0, n) in enumerate(((0, 7), (7, 3))):
+        kb = kk[s0:s0 + n].repeat_interleave(H // Hkv, 1).permute(1, 0, 2)  # (H, n, D)
+        vb = vv[s0:s0 + n].repeat_interleave(H // Hkv, 1).permute(1, 0, 2)
+        w = torch.softmax((q[b][:, None, :] * kb).sum(-1) / math.sqrt(D), -1)
+        want = (w[:, :, None] * vb).sum(1)
+        assert torch.allclose(out[b], want, rtol=1e-4, atol=1e-5), (b, (out[b] - want).abs().max())
+
