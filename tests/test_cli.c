@@ -475,6 +475,8 @@ static void test_bench_smoke(void) {
         {"--seq 96 --heads 2 --varlen 3 --causal --backward", "\"op\": \"backward\""},
         {"--seq 96 --heads 2 --attention-chunk 40 --sinks", "\"chunk\": 40"},
         {"--decode --cascade --batch 2 --kv-seq 64 --suffix 10 --heads 4 --kv-heads 2", "\"speedup\""},
+        {"--decode --caller-pages --batch 2 --kv-seq 100 --heads 4 --kv-heads 2 --page-size 16 --kv-dtype bf16",
+         "\"ratio_to_cache\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], err[1024];

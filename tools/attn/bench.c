@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include <time.h>
 
 static double now(void) {
@@ -198,6 +201,64 @@ static const char *const math_names[] = {"strict", "data", "bf16"}; /* attn_math
 /* bench_decode's modes */
 #define DEC_TREE 1   /* the queries are a tree of drafts */
 #define DEC_RAGGED 2 /* sequence b holds T/2 + b (T/2) / (B - 1) tokens (appended together: pages interleave) */
+#define DEC_CALLER 4 /* the same rows in caller-owned pages (attn_paged_attention) against the cache */
+
+/* decode over caller-owned pages: the cache's rows copied into pages of the
+ * same size and layout (HND, pages in the cache's order) */
+typedef struct pg_ctx {
+    attn_paged_kv kv;
+    attn_sdpa_desc d;
+    attn_view q, o;
+} pg_ctx;
+
+static int run_paged(void *v) {
+    pg_ctx *c = v;
+    attn_status st = attn_paged_attention(&c->d, c->q, &c->kv, NULL, c->o, NULL);
+    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    return st != ATTN_OK;
+}
+
+/* an engine's page memory as the cache allocates its own: 2 MiB aligned,
+ * transparent huge pages advised (without them the pages cost 6-11% of the
+ * decode speed in TLB misses, Zen 3) */
+static void *big_alloc(size_t bytes) {
+    void *p = NULL;
+    size_t align = (size_t)2 << 20, n = (bytes + align - 1) / align * align;
+    if (posix_memalign(&p, align, n ? n : align)) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* the cache's rows as caller-owned pages (one table per sequence, pages in
+ * order); 0 when out of memory */
+static int caller_pages(attn_kv_cache *cache, int64_t B, int64_t Hkv, int64_t D, int64_t ps, attn_dtype dt,
+                        const int64_t *len, pg_ctx *p) {
+    int64_t np = 0;
+    for (int64_t b = 0; b < B; b++) np += (len[b] + ps - 1) / ps;
+    p->kv = (attn_paged_kv){
+        .dtype = dt, .layout = ATTN_KV_HND, .num_pages = np, .page_size = ps, .Hkv = Hkv, .D = D, .Dv = D};
+    size_t pb = attn_storage_bytes(dt, ps * Hkv * D);
+    p->kv.k_pages = big_alloc((size_t)np * pb), p->kv.v_pages = big_alloc((size_t)np * pb);
+    int32_t *ip = malloc((size_t)(B + 1) * 4), *ind = malloc((size_t)(np ? np : 1) * 4), *last = malloc((size_t)B * 4);
+    float *kr = malloc((size_t)(Hkv * D) * 4), *vr = malloc((size_t)(Hkv * D) * 4);
+    if (!p->kv.k_pages || !p->kv.v_pages || !ip || !ind || !last || !kr || !vr) return 0;
+    ip[0] = 0;
+    for (int64_t b = 0, at = 0; b < B; b++) {
+        int64_t n = (len[b] + ps - 1) / ps;
+        for (int64_t i = 0; i < n; i++) ind[at + i] = (int32_t)(at + i);
+        at += n, ip[b + 1] = (int32_t)at, last[b] = n ? (int32_t)(len[b] - (n - 1) * ps) : 0;
+        for (int64_t j = 0; j < len[b]; j++) {
+            for (int64_t hk = 0; hk < Hkv; hk++) attn_kv_cache_read(cache, b, hk, j, kr + hk * D, vr + hk * D);
+            int64_t slot = (int64_t)ind[ip[b] + j / ps] * ps + j % ps;
+            attn_paged_append(&p->kv, 1, kr, vr, &slot);
+        }
+    }
+    p->kv.kv_indptr = ip, p->kv.kv_indices = ind, p->kv.kv_last_page_len = last;
+    free(kr), free(vr);
+    return 1;
+}
 
 static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_dtype dt,
                         attn_impl impl, attn_math math, double min_time, int json, int64_t Sq, int mode) {
@@ -252,6 +313,39 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     attn_view vq = {q, H * Sq * D, Sq * D, D}, vo = {o, H * Sq * D, Sq * D, D};
     c.q = vq, c.o = vo;
     bench_result r;
+    if (mode & DEC_CALLER) { /* the same rows in caller-owned pages, in alternating rounds with the cache */
+        pg_ctx pg;
+        memset(&pg, 0, sizeof pg);
+        if (page < 1 || tree) {
+            cli_error("bench: --caller-pages needs --page-size > 0 (the cache's pages, copied) and no --tree");
+            return EXIT_USAGE;
+        }
+        if (!caller_pages(c.cache, B, Hkv, D, page, dt, len, &pg)) {
+            cli_error("bench: out of memory");
+            return 1;
+        }
+        pg.d = c.d, pg.d.Hkv = Hkv, pg.q = vq,
+        pg.o = (attn_view){frand_buf((size_t)(B * H * Sq * D), 9), H * Sq * D, Sq * D, D};
+        if (time_pair(run_paged, &pg, (double)bytes, run_decode, &c, (double)bytes, min_time, &r)) return 1;
+        double g_pages = (double)bytes / r.ta * 1e-9, g_cache = (double)bytes / r.tb * 1e-9;
+        if (json)
+            printf("{\"op\": \"decode-caller-pages\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
+                   "\"Hkv\": %lld, \"T\": %lld, \"Sq\": %lld, \"D\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, "
+                   "\"layout\": \"HND\", \"threads\": %d, \"reps\": %d, \"gbps_pages\": %.2f, \"gbps_cache\": %.2f, "
+                   "\"ratio_to_cache\": %.3f}\n",
+                   math_names[math], attn_kernel_name(), (long long)B, (long long)H, (long long)Hkv, (long long)T,
+                   (long long)Sq, (long long)D, dtn, (long long)page, omp_get_max_threads(), r.reps, g_pages, g_cache,
+                   r.ratio);
+        else
+            printf("decode over caller-owned pages (HND, %lld tokens) vs the cache's own pages, %s, T=%lld: %.1f vs "
+                   "%.1f GB/s, ratio %.3f (median of the rounds)\n",
+                   (long long)page, dtn, (long long)T, g_pages, g_cache, r.ratio);
+        free(pg.kv.k_pages), free(pg.kv.v_pages), free((void *)pg.kv.kv_indptr), free((void *)pg.kv.kv_indices);
+        free((void *)pg.kv.kv_last_page_len), free(pg.o.data);
+        attn_kv_cache_free(c.cache);
+        free(kk), free(vv), free(q), free(o), free(n), free(len), free((void *)rd.p), free(tm);
+        return 0;
+    }
     if (time_pair(run_decode, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r)) return 1;
     double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9;
     int nthreads = omp_get_max_threads();
@@ -414,7 +508,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
 
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
-    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller;
     int64_t queries;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl, math; /* attn_dtype, attn_dtype, attn_impl, attn_math */
@@ -458,6 +552,8 @@ static const cli_opt bench_table[] = {
     {"--ragged", OPT_FLAG, O(ragged), 0, 0, 0, NULL, NULL,
      "--decode: sequences of T/2 .. T tokens (appended together, so their pages interleave)"},
     {"--page-size", OPT_I64, O(page), 0, 0, 1 << 24, NULL, NULL, "--decode: tokens per page (0 = contiguous)"},
+    {"--caller-pages", OPT_FLAG, O(caller), 0, 0, 0, NULL, NULL,
+     "--decode: the same rows in caller-owned pages (attn_paged_attention), timed against the cache"},
     {"--cascade", OPT_FLAG, O(cascade), 0, 0, 0, NULL, NULL,
      "--decode: B sequences sharing a --kv-seq prefix, each with its own --suffix: the prefix attended once for all, "
      "merged (speedup over attending each sequence's whole cache)"},
@@ -695,7 +791,7 @@ int cmd_bench(int argc, char **argv) {
     if (o.decode)
         return bench_decode(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_dtype)o.kv_dtype, (attn_impl)o.impl,
                             (attn_math)o.math, o.min_time, o.json, o.queries,
-                            (o.tree ? DEC_TREE : 0) | (o.ragged ? DEC_RAGGED : 0));
+                            (o.tree ? DEC_TREE : 0) | (o.ragged ? DEC_RAGGED : 0) | (o.caller ? DEC_CALLER : 0));
     if (o.ring) return bench_ring(&o, argc, argv);
     char pinned[256], blas_note[384];
     const char *was;
