@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     attn_kv_cache *cache[LAYERS];
     int64_t pool = SLOTS * (CTX / PAGE);
     for (int L = 0; L < LAYERS; L++) {
-        attn_kv_cache_config cfg = {SLOTS, HKV, CTX, D, D, ATTN_DTYPE_F32, PAGE, pool};
+        attn_kv_cache_config cfg = {SLOTS, HKV, CTX, D, D, ATTN_DTYPE_F32, PAGE, pool, 0};
         if (attn_kv_cache_create(&cfg, &cache[L]) != ATTN_OK) return 1;
     }
     int prompts[16][40], plen[16];

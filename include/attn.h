@@ -407,6 +407,7 @@ typedef struct attn_kv_cache_config {
                          * the stored values as float32 with float32 accumulation */
     int64_t page_size;  /* 0: contiguous; > 0: paged, tokens per page */
     int64_t num_pages;  /* paged: pages in the pool; 0 means enough for every sequence at capacity */
+    attn_dtype v_dtype; /* V's storage when it differs from K's (llama.cpp's -ctk / -ctv), 0: dtype */
 } attn_kv_cache_config;
 
 ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *c, attn_kv_cache **out);
@@ -483,6 +484,7 @@ typedef struct attn_paged_kv {
     void *k_pages, *v_pages;
     int64_t k_strides[3], v_strides[3];
     const int32_t *kv_indptr, *kv_indices, *kv_last_page_len;
+    attn_dtype v_dtype; /* V's type when it differs from K's (llama.cpp's -ctk / -ctv), 0: dtype */
 } attn_paged_kv;
 
 /* Attention of the queries over each sequence's pages, into out (and lse).

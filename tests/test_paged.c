@@ -33,12 +33,12 @@ static size_t page_bytes(const pprob *p, int is_v) {
     const int64_t *s = is_v ? p->kv.v_strides : p->kv.k_strides;
     int64_t dim = is_v ? p->Dv : p->D, ps = p->kv.page_size, H = p->Hkv;
     int64_t per = s[0] ? s[0] : ps * H * dim;
-    return attn_storage_bytes(p->kv.dtype, per * p->kv.num_pages);
+    return attn_storage_bytes(is_v && p->kv.v_dtype ? p->kv.v_dtype : p->kv.dtype, per * p->kv.num_pages);
 }
 
 /* pages filled with NaN (f32/f16/bf16: an all-ones pattern; q8_0: NaN scales), then the rows appended */
-static void make(pprob *p, attn_dtype t, attn_kv_layout layout, int ps, int padded, const int *lens, int B, int Hkv,
-                 int D) {
+static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, int padded, const int *lens,
+                 int B, int Hkv, int D) {
     memset(p, 0, sizeof *p);
     p->B = B, p->Hkv = Hkv, p->D = D, p->Dv = D;
     int npages = 0, maxlen = 0;
@@ -49,8 +49,8 @@ static void make(pprob *p, attn_dtype t, attn_kv_layout layout, int ps, int padd
     }
     p->maxlen = maxlen;
     int total = npages + 3; /* spare pages nobody refers to */
-    p->kv =
-        (attn_paged_kv){.dtype = t, .layout = layout, .num_pages = total, .page_size = ps, .Hkv = Hkv, .D = D, .Dv = D};
+    p->kv = (attn_paged_kv){
+        .dtype = t, .layout = layout, .num_pages = total, .page_size = ps, .Hkv = Hkv, .D = D, .Dv = D, .v_dtype = vt};
     if (padded) { /* a gap after each page and each token row: strides of the caller's own */
         int64_t row = layout == ATTN_KV_NHD ? Hkv * D + 32 : D;
         int64_t tok = layout == ATTN_KV_NHD ? row : D, head = layout == ATTN_KV_NHD ? D : ps * D + 32;
@@ -102,7 +102,7 @@ static void make(pprob *p, attn_dtype t, attn_kv_layout layout, int ps, int padd
         for (int h = 0; h < Hkv; h++)
             for (int j = 0; j < lens[b]; j++) {
                 size_t at2 = (((size_t)b * Hkv + h) * maxlen + j) * D;
-                attn_st_round(t, p->k + at2, D), attn_st_round(t, p->v + at2, D);
+                attn_st_round(t, p->k + at2, D), attn_st_round(vt ? vt : t, p->v + at2, D);
             }
     free(kr), free(vr), free(slots);
 }
@@ -131,11 +131,11 @@ static void options(attn_sdpa_desc *d, int variant, float *sinks) {
 }
 
 /* decode: q (B, H, Sq, D) against every sequence's pages, against the reference */
-static void decode(attn_dtype t, attn_kv_layout layout, int ps, int padded, int Sq, int variant) {
+static void decode(attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, int padded, int Sq, int variant) {
     static const int lens[5] = {37, 0, 70, 1, 129};
     pprob p;
     int B = 5, Hkv = 2, H = 4, D = 64;
-    make(&p, t, layout, ps, padded, lens, B, Hkv, D);
+    make(&p, t, vt, layout, ps, padded, lens, B, Hkv, D);
     float sinks[4] = {0.5f, -1.0f, 2.0f, 0.0f};
     size_t nq = (size_t)B * H * Sq * D;
     float *q = tu_rand_array(nq, &lcg, 1.0f), *out = malloc(nq * 4), *o1 = malloc(nq * 4), *ref = malloc(nq * 4);
@@ -150,8 +150,8 @@ static void decode(attn_dtype t, attn_kv_layout layout, int ps, int padded, int 
     CHECK_OK(attn_paged_attention(&d, vq, &p.kv, NULL, vo1, NULL));
     omp_set_num_threads(2);
     char what[160];
-    snprintf(what, sizeof what, "decode type %d layout %d page %d padded %d Sq %d variant %d", (int)t, (int)layout, ps,
-             padded, Sq, variant);
+    snprintf(what, sizeof what, "decode type %d/%d layout %d page %d padded %d Sq %d variant %d", (int)t, (int)vt,
+             (int)layout, ps, padded, Sq, variant);
     CHECK(!memcmp(out, o1, nq * 4), "%s: 1 and 2 threads bitwise", what);
     for (int b = 0; b < B; b++)
         reference(&p, &d, b, H, Sq, q + (size_t)b * H * Sq * D, (int64_t)Sq * D, D, ref + (size_t)b * H * Sq * D,
@@ -170,7 +170,7 @@ static void decode(attn_dtype t, attn_kv_layout layout, int ps, int padded, int 
     /* libattn's own cache holding the same rows (contiguous): the same answer,
      * bit for bit where the pages hold a whole number of decode blocks (64) */
     if (variant != 3) {
-        attn_kv_cache_config cfg = {B, Hkv, 256, D, 0, t, 0, 0};
+        attn_kv_cache_config cfg = {B, Hkv, 256, D, 0, t, 0, 0, vt};
         attn_kv_cache *c = NULL;
         CHECK_OK(attn_kv_cache_create(&cfg, &c));
         int64_t kst = (int64_t)p.maxlen * D;
@@ -190,12 +190,12 @@ static void decode(attn_dtype t, attn_kv_layout layout, int ps, int padded, int 
 }
 
 /* packed prefill: qo_indptr rows per sequence (0 for one), q (1, H, Tq, D) token-major */
-static void prefill(attn_dtype t, attn_kv_layout layout, int ps, int variant) {
+static void prefill(attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, int variant) {
     static const int lens[4] = {50, 20, 0, 90};
     static const int nqs[4] = {20, 1, 0, 33};
     pprob p;
     int B = 4, Hkv = 1, H = 3, D = 32;
-    make(&p, t, layout, ps, 0, lens, B, Hkv, D);
+    make(&p, t, vt, layout, ps, 0, lens, B, Hkv, D);
     float sinks[3] = {0.5f, 1.0f, -0.5f};
     int32_t qo[5] = {0};
     for (int b = 0; b < B; b++) qo[b + 1] = qo[b] + nqs[b];
@@ -211,7 +211,8 @@ static void prefill(attn_dtype t, attn_kv_layout layout, int ps, int variant) {
     attn_view vq = {q, 0, D, (int64_t)H * D}, vo = {out, 0, D, (int64_t)H * D};
     CHECK_OK(attn_paged_attention(&d, vq, &p.kv, qo, vo, lse));
     char what[128];
-    snprintf(what, sizeof what, "prefill type %d layout %d page %d variant %d", (int)t, (int)layout, ps, variant);
+    snprintf(what, sizeof what, "prefill type %d/%d layout %d page %d variant %d", (int)t, (int)vt, (int)layout, ps,
+             variant);
     double tol = t == ATTN_DTYPE_F32 ? 2e-5 : variant == 3 ? 2e-2 : 1e-4;
     for (int b = 0; b < B; b++) {
         int n = nqs[b];
@@ -302,7 +303,7 @@ static void mla(attn_dtype t, int ps) {
 static void refused(void) {
     static const int lens[2] = {10, 5};
     pprob p;
-    make(&p, ATTN_DTYPE_F32, ATTN_KV_NHD, 4, 0, lens, 2, 1, 32);
+    make(&p, ATTN_DTYPE_F32, 0, ATTN_KV_NHD, 4, 0, lens, 2, 1, 32);
     float q[2 * 32], out[2 * 32];
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 2, 1, 1, 0, 32, 32);
@@ -406,9 +407,13 @@ int main(int argc, char **argv) {
         for (int layout = 0; layout < 2; layout++)
             for (int pi = 0; pi < 4; pi++) {
                 int ps = pages[pi];
-                decode(types[ti], (attn_kv_layout)layout, ps, pi & 1, 1, pi % 3);
-                decode(types[ti], (attn_kv_layout)layout, ps, 0, 4, (pi + ti) % 4);
-                prefill(types[ti], (attn_kv_layout)layout, ps, (pi + layout) % 4);
+                decode(types[ti], 0, (attn_kv_layout)layout, ps, pi & 1, 1, pi % 3);
+                decode(types[ti], 0, (attn_kv_layout)layout, ps, 0, 4, (pi + ti) % 4);
+                prefill(types[ti], 0, (attn_kv_layout)layout, ps, (pi + layout) % 4);
+                /* K and V of different types (V's: another type of the list) */
+                attn_dtype vt = types[(ti + 1 + pi) % 4];
+                decode(types[ti], vt, (attn_kv_layout)layout, ps, pi & 1, 1 + 3 * (pi & 1), pi % 4);
+                prefill(types[ti], vt, (attn_kv_layout)layout, ps, (pi + 1) % 4);
             }
     for (int ps = 1; ps <= 64; ps *= 64)
         for (int t = 0; t < 3; t++) mla(types[t], ps);

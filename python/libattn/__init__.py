@@ -468,8 +468,6 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
               v_scale, kept, writable=False, v_head_dim=None):
     """An attn_paged_kv over the page arrays in place (no copy); v_pages None:
     MLA's latent rows (V = the first v_head_dim values of each K row)."""
-    if v_dtype is not None and v_dtype != kv_dtype:
-        raise ValueError("K and V of different types (v_dtype) are not implemented yet")
     if k_scale is not None or v_scale is not None:
         raise ValueError("k_scale / v_scale belong to the fp8 formats, which are not implemented yet")
     if layout not in _capi.LAYOUT:
@@ -482,8 +480,9 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
         raise ValueError("v_head_dim is MLA's (v_pages=None); with v_pages, Dv is their last dimension")
     vp = kp if mla else _array(v_pages, "v_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
     kind = _page_kind(kp, kv_dtype, "k_pages")
-    if _page_kind(vp, kv_dtype, "v_pages") != kind:
-        raise TypeError("k_pages and v_pages must hold one type")
+    vkind = _page_kind(vp, v_dtype if v_dtype is not None else kv_dtype, "v_pages")
+    if mla and vkind != kind:
+        raise ValueError("MLA (v_pages=None): V is in the K rows, of K's type")
     for name, a in (("k_pages", kp), ("v_pages", vp)):
         if a.strides[-1] != a.itemsize or any(st % a.itemsize for st in a.strides):
             raise ValueError("%s: the last dimension must be contiguous" % name)
@@ -493,26 +492,27 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
     P, ps, Hkv = kp.shape[0], kp.shape[1 if nhd else 2], kp.shape[2 if nhd else 1]
     q8 = kind == "q8_0"
 
-    def elems(n):  # the last dim's array elements as row elements (q8_0: 34 bytes per 32 values)
+    def elems(n, q8):  # the last dim's array elements as row elements (q8_0: 34 bytes per 32 values)
         if not q8:
             return n
         if n % 34:
             raise ValueError("q8_0 pages: the last dimension must be whole 34-byte blocks, got %d bytes" % n)
         return n // 34 * 32
 
-    D = elems(kp.shape[3])
-    Dv = int(v_head_dim) if mla else elems(vp.shape[3])
+    vq8 = vkind == "q8_0"
+    D = elems(kp.shape[3], q8)
+    Dv = int(v_head_dim) if mla else elems(vp.shape[3], vq8)
     if vp.shape[:3] != kp.shape[:3]:
         raise ValueError("k_pages %s and v_pages %s differ in (pages, tokens, heads)" % (kp.shape, vp.shape))
     kv = _capi.PagedKV()
-    kv.dtype, kv.layout = _capi.DTYPE[kind], _capi.LAYOUT[layout]
+    kv.dtype, kv.layout, kv.v_dtype = _capi.DTYPE[kind], _capi.LAYOUT[layout], _capi.DTYPE[vkind]
     kv.num_pages, kv.page_size, kv.Hkv, kv.D, kv.Dv = P, ps, Hkv, D, Dv
     kv.k_pages, kv.v_pages = kp.ctypes.data, None if mla else vp.ctypes.data
-    for a, st in ((kp, kv.k_strides),) if mla else ((kp, kv.k_strides), (vp, kv.v_strides)):
+    for a, st, aq8 in ((kp, kv.k_strides, q8),) if mla else ((kp, kv.k_strides, q8), (vp, kv.v_strides, vq8)):
         s = [x // a.itemsize for x in a.strides]
         page, tok, head = s[0], s[1 if nhd else 2], s[2 if nhd else 1]
         for t, x in enumerate((page, tok, head)):
-            st[t] = elems(x) if q8 else x
+            st[t] = elems(x, aq8)
     ip = np.ascontiguousarray(_array(kv_indptr, "kv_indptr", (1,), (np.int32, np.int64)), dtype=np.int32)
     ind = np.ascontiguousarray(_array(kv_indices, "kv_indices", (1,), (np.int32, np.int64)), dtype=np.int32)
     last = np.ascontiguousarray(_array(kv_last_page_len, "kv_last_page_len", (1,), (np.int32, np.int64)),
@@ -848,16 +848,19 @@ class Layer(_Owned):
 class KVCache(_Owned):
     """Keys and values of `batch` sequences for incremental decoding:
     contiguous, or paged when page_size > 0. dtype 'f32', 'f16', 'bf16' or
-    'q8_0' (storage; attention always accumulates in float32)."""
+    'q8_0' (storage; attention always accumulates in float32); v_dtype, V's
+    storage when it differs from K's (llama.cpp's -ctk / -ctv)."""
 
     _free = staticmethod(lambda h: lib.attn_kv_cache_free(h))
 
     def __init__(self, batch, kv_heads, capacity, head_dim, v_head_dim=None, *, dtype="f32", page_size=0,
-                 num_pages=0):
-        if dtype not in ("f32", "f16", "bf16", "q8_0"):
-            raise TypeError("KV cache dtype must be 'f32', 'f16', 'bf16' or 'q8_0', got %r" % (dtype,))
+                 num_pages=0, v_dtype=None):
+        for name, t in (("dtype", dtype), ("v_dtype", v_dtype if v_dtype is not None else dtype)):
+            if t not in ("f32", "f16", "bf16", "q8_0"):
+                raise TypeError("KV cache %s must be 'f32', 'f16', 'bf16' or 'q8_0', got %r" % (name, t))
         cfg = _capi.KVCacheConfig(int(batch), int(kv_heads), int(capacity), int(head_dim),
-                                  int(v_head_dim or head_dim), _capi.DTYPE[dtype], int(page_size), int(num_pages))
+                                  int(v_head_dim or head_dim), _capi.DTYPE[dtype], int(page_size), int(num_pages),
+                                  _capi.DTYPE[v_dtype if v_dtype is not None else dtype])
         h = ctypes.c_void_p()
         _check(lib.attn_kv_cache_create(ctypes.byref(cfg), ctypes.byref(h)), "KV cache")
         self._h, self.batch, self.kv_heads, self.capacity = h, int(batch), int(kv_heads), int(capacity)

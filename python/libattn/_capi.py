@@ -63,7 +63,8 @@ class Generator(ctypes.Structure):
 
 class KVCacheConfig(ctypes.Structure):
     _fields_ = [("batch", c_i64), ("kv_heads", c_i64), ("capacity", c_i64), ("head_dim", c_i64),
-                ("v_head_dim", c_i64), ("dtype", c_int), ("page_size", c_i64), ("num_pages", c_i64)]
+                ("v_head_dim", c_i64), ("dtype", c_int), ("page_size", c_i64), ("num_pages", c_i64),
+                ("v_dtype", c_int)]
 
 
 class LayerConfig(ctypes.Structure):
@@ -91,7 +92,8 @@ class PagedKV(ctypes.Structure):
     _fields_ = [("dtype", c_int), ("layout", c_int), ("num_pages", c_i64), ("page_size", c_i64), ("Hkv", c_i64),
                 ("D", c_i64), ("Dv", c_i64), ("k_pages", c_void_p), ("v_pages", c_void_p), ("k_strides", c_i64 * 3),
                 ("v_strides", c_i64 * 3), ("kv_indptr", ctypes.POINTER(ctypes.c_int32)),
-                ("kv_indices", ctypes.POINTER(ctypes.c_int32)), ("kv_last_page_len", ctypes.POINTER(ctypes.c_int32))]
+                ("kv_indices", ctypes.POINTER(ctypes.c_int32)), ("kv_last_page_len", ctypes.POINTER(ctypes.c_int32)),
+                ("v_dtype", c_int)]
 
 
 LAYOUT = {"NHD": 0, "HND": 1}  # attn_kv_layout

@@ -197,3 +197,24 @@ def test_cache_fork(page_size):
     with pytest.raises(ValueError):
         c.fork(0, 5)
 
+
+
+def test_k_and_v_of_different_types():
+    """v_dtype: K and V stored in different types, in pages and in the cache (llama.cpp's -ctk / -ctv)"""
+    r = np.random.default_rng(6)
+    P, ps, Hkv, D, H = 4, 8, 1, 32, 2
+    kp = np.zeros((P, ps, Hkv, D), np.float16)
+    vp = np.zeros((P, ps, Hkv, D), np.float32)
+    k = r.standard_normal((20, Hkv, D)).astype(np.float32)
+    v = r.standard_normal((20, Hkv, D)).astype(np.float32)
+    libattn.paged_append(k, v, kp, vp, np.arange(20), v_dtype="f32")
+    q = r.standard_normal((1, H, D)).astype(np.float32)
+    out = libattn.paged_attention(q, kp, vp, np.array([0, 3]), np.array([0, 1, 2]), np.array([4]), v_dtype="f32")
+    kk = k.astype(np.float16).astype(np.float32)
+    want = libattn.sdpa(q[:, :, None, :], kk.transpose(1, 0, 2)[None], v.transpose(1, 0, 2)[None])
+    np.testing.assert_allclose(out, want[:, :, 0], rtol=2e-5, atol=2e-6)
+    c = libattn.KVCache(1, Hkv, 32, D, dtype="f16", v_dtype="f32")
+    c.append(k.transpose(1, 0, 2)[None], v.transpose(1, 0, 2)[None])
+    np.testing.assert_allclose(c.attend(q[:, :, None, :])[:, :, 0], want[:, :, 0], rtol=2e-5, atol=2e-6)
+    with pytest.raises(TypeError):
+        libattn.KVCache(1, 1, 8, 32, v_dtype="f64")

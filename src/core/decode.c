@@ -102,18 +102,16 @@ typedef struct dec_call {
     const attn_kv_src *kv;
     int64_t R, DvP;
     float escale;
-    attn_dtype qt, kvt, pt; /* the math mode's rounding of Q, of K and V, of P (base/sem.h) */
+    attn_dtype qt, kt_k, kt_v, pt; /* the math mode's rounding of Q, of K, of V, of P (base/sem.h) */
 } dec_call;
 
-/* BF16 mode on float32 rows: nb rows of K and V from K, V (ldk, ldv apart)
- * rounded into kb (nb x D) and vb (nb x Dv), which the products then read */
-static void dec_round_kv(const dec_call *c, const void *K, int64_t ldk, const void *V, int64_t ldv, int64_t nb,
-                         float *kb, float *vb) {
-    int64_t D = c->d->D, Dv = c->d->Dv;
+/* BF16 mode on float32 rows: nb rows of width n from X (ldx apart) rounded
+ * to t into xb (nb x n), which the products then read */
+static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_t nb, int64_t n, attn_dtype t,
+                           float *xb) {
     for (int64_t j = 0; j < nb; j++) {
-        memcpy(kb + j * D, (const float *)K + j * ldk, (size_t)D * sizeof(float));
-        memcpy(vb + j * Dv, (const float *)V + j * ldv, (size_t)Dv * sizeof(float));
-        c->kt->round_row(kb + j * D, D, c->kvt), c->kt->round_row(vb + j * Dv, Dv, c->kvt);
+        memcpy(xb + j * n, (const float *)X + j * ldx, (size_t)n * sizeof(float));
+        c->kt->round_row(xb + j * n, n, t);
     }
 }
 
@@ -130,8 +128,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
     const attn_kv_src *kv = c->kv;
     int64_t b = it->b, hk = it->hk, R = c->R, DvP = c->DvP, D = d->D, Dv = d->Dv, Sq = d->Sq;
     int64_t G = d->H / attn_sem_hkv(d), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b);
-    attn_dtype kind = kv->dtype;
-    int h16 = kind != ATTN_DTYPE_F32; /* any reduced-precision rows */
+    attn_dtype kk = attn_kv_type(kv, 0), kvv = attn_kv_type(kv, 1); /* K's and V's storage */
     float *m = pm, *l = pm + R, *O = pm + 2 * R;
     int64_t runk, runv, ldk, ldv;
     const void *K = attn_kv_rows(kv, 0, b, hk, j0, &runk, &ldk);
@@ -149,20 +146,24 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
     const void *pk = NULL, *pv = NULL;
     int64_t lpk = ldk, lpv = ldv, r2;
     if (!attn_kv_src_paged(kv)) {
-        pk = (const char *)K + attn_storage_bytes(kind, DEC_PF * ldk);
-        pv = (const char *)V + attn_storage_bytes(kind, DEC_PF * ldv);
+        pk = (const char *)K + attn_storage_bytes(kk, DEC_PF * ldk);
+        pv = (const char *)V + attn_storage_bytes(kvv, DEC_PF * ldv);
     } else if (pf_j < skb) {
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
     }
-    if (c->kvt != ATTN_DTYPE_F32) { /* float32 rows rounded for the products (BF16 mode) */
-        dec_round_kv(c, K, ldk, V, ldv, nb, kvb, kvb + DEC_NB * D);
-        K = kvb, ldk = D, V = kvb + DEC_NB * D, ldv = Dv, pk = pv = NULL;
+    if (c->kt_k != ATTN_DTYPE_F32) { /* float32 rows rounded for the products (BF16 mode) */
+        dec_round_rows(c, K, ldk, nb, D, c->kt_k, kvb);
+        K = kvb, ldk = D, pk = NULL;
     }
-    if (c->qt == ATTN_DTYPE_Q8_0) /* a math mode on a q8_0 cache: Qg holds int8 blocks (dec_pack_q) */
+    if (c->kt_v != ATTN_DTYPE_F32) {
+        dec_round_rows(c, V, ldv, nb, Dv, c->kt_v, kvb + DEC_NB * D);
+        V = kvb + DEC_NB * D, ldv = Dv, pv = NULL;
+    }
+    if (c->qt == ATTN_DTYPE_Q8_0) /* a math mode on a q8_0 K: Qg holds int8 blocks (dec_pack_q) */
         kt->qk_rows_q8(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
-    else if (h16)
-        kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kind);
+    else if (kk != ATTN_DTYPE_F32)
+        kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
         kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
     attn_score_keys keys = {{b, skb, off}, NULL, 0}; /* the padding mask key by key */
@@ -172,8 +173,8 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
         attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
     }
-    if (h16)
-        kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kind);
+    if (kvv != ATTN_DTYPE_F32)
+        kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else
         kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
     return nb;
@@ -234,9 +235,10 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                   R,
                   DvP,
                   attn_score_escale(d),
-                  attn_sem_q_type(d, kv->dtype),
-                  attn_sem_kv_type(d, kv->dtype),
-                  attn_sem_p_type(d, kv->dtype)};
+                  attn_sem_q_type(d, attn_kv_type(kv, 0)),
+                  attn_sem_kv_type(d, attn_kv_type(kv, 0)),
+                  attn_sem_kv_type(d, attn_kv_type(kv, 1)),
+                  attn_sem_p_type(d, attn_kv_type(kv, 1))};
     float qmul = attn_score_q_multiplier(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
@@ -245,8 +247,9 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         size_t qqr = (size_t)R * attn_q8_row_bytes(D); /* a group's q8_0 query rows (a math mode on a q8_0 cache) */
         char *Qq = c.qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * qqr) : NULL;
         float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
-        float *kvb = c.kvt != ATTN_DTYPE_F32 ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
-        int ok = Qg && S && (c.kvt == ATTN_DTYPE_F32 || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
+        int rounds = c.kt_k != ATTN_DTYPE_F32 || c.kt_v != ATTN_DTYPE_F32;
+        float *kvb = rounds ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
+        int ok = Qg && S && (!rounds || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;

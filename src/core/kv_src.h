@@ -20,7 +20,7 @@
  * page_size, .) at row p * Hkv * page_size; sequence b's key j lives in page
  * table[b * max_pages + j / page_size]). */
 typedef struct attn_kv_src {
-    attn_dtype dtype;
+    attn_dtype dtype, vtype; /* K's storage type; V's (0: the same as K's) */
     int64_t Hkv, D, Dv;
     attn_view k, v;
     const void *pool_k, *pool_v;
@@ -33,6 +33,9 @@ typedef struct attn_kv_src {
     int64_t ks[3], vs[3];
 } attn_kv_src;
 
+/* the storage type of K (is_v 0) or V (1) */
+static inline attn_dtype attn_kv_type(const attn_kv_src *s, int is_v) { return is_v && s->vtype ? s->vtype : s->dtype; }
+
 /* rows live in pages (libattn's or the caller's): runs end at page ends */
 static inline int attn_kv_src_paged(const attn_kv_src *s) { return s->table != NULL || s->indices != NULL; }
 
@@ -44,7 +47,7 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
         attn_view t = is_v ? s->v : s->k;
         *run = INT64_MAX, *ld = t.stride_s;
         int64_t at = b * t.stride_b + hk * t.stride_h + j * t.stride_s;
-        return (const char *)(const void *)t.data + attn_storage_bytes(s->dtype, at);
+        return (const char *)(const void *)t.data + attn_storage_bytes(attn_kv_type(s, is_v), at);
     }
     int64_t dim = is_v ? s->Dv : s->D, row;
     if (s->indices) { /* caller-owned pages */
@@ -52,7 +55,7 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
         int64_t ps = s->page_size, page = s->indices[s->indptr[b] + j / ps], t = j % ps;
         *run = ps - t, *ld = st[1];
         return (const char *)(is_v ? s->pool_v : s->pool_k) +
-               attn_storage_bytes(s->dtype, page * st[0] + t * st[1] + hk * st[2]);
+               attn_storage_bytes(attn_kv_type(s, is_v), page * st[0] + t * st[1] + hk * st[2]);
     }
     if (!s->table) {
         *run = INT64_MAX, *ld = dim;
@@ -62,14 +65,15 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
         *run = ps - j % ps, *ld = dim;
         row = (page * s->Hkv + hk) * ps + j % ps;
     }
-    return (const char *)(is_v ? s->pool_v : s->pool_k) + attn_storage_bytes(s->dtype, row * dim);
+    return (const char *)(is_v ? s->pool_v : s->pool_k) + attn_storage_bytes(attn_kv_type(s, is_v), row * dim);
 }
 
 /* Storage's rows of K and V as float32 views without copying, when it is
  * contiguous float32 (its first rows per head); returns 0 for anything else
  * (16-bit or q8_0 storage, pages). */
 static inline int attn_kv_src_f32_views(const attn_kv_src *s, attn_view *k, attn_view *v) {
-    if (!s->pool_k || s->dtype != ATTN_DTYPE_F32 || attn_kv_src_paged(s)) return 0;
+    if (!s->pool_k || s->dtype != ATTN_DTYPE_F32 || attn_kv_type(s, 1) != ATTN_DTYPE_F32 || attn_kv_src_paged(s))
+        return 0;
     int64_t T = s->capacity;
     *k = (attn_view){(float *)(uintptr_t)s->pool_k, s->Hkv * T * s->D, T * s->D, s->D};
     *v = (attn_view){(float *)(uintptr_t)s->pool_v, s->Hkv * T * s->Dv, T * s->Dv, s->Dv};

@@ -48,13 +48,14 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     *out = NULL;
     attn_kv_cache_config c = *cfg;
     if (c.dtype == ATTN_DTYPE_INVALID) c.dtype = ATTN_DTYPE_F32;
-    const attn_storage *type = attn_storage_of(c.dtype);
-    if (!type) return ATTN_E_UNSUPPORTED;
+    if (c.v_dtype == ATTN_DTYPE_INVALID) c.v_dtype = c.dtype;
+    const attn_storage *type = attn_storage_of(c.dtype), *vtype = attn_storage_of(c.v_dtype);
+    if (!type || !vtype) return ATTN_E_UNSUPPORTED;
     if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
     if (c.batch < 1 || c.kv_heads < 1 || c.capacity < 1 || c.head_dim < 1 || c.v_head_dim < 1 || c.page_size < 0 ||
         c.num_pages < 0)
         return ATTN_E_SHAPE;
-    if (c.head_dim % type->block || c.v_head_dim % type->block) return ATTN_E_SHAPE; /* rows of whole blocks */
+    if (c.head_dim % type->block || c.v_head_dim % vtype->block) return ATTN_E_SHAPE; /* rows of whole blocks */
     if (c.batch > INT32_MAX || c.kv_heads > INT32_MAX || c.capacity > INT32_MAX || c.head_dim > INT32_MAX ||
         c.v_head_dim > INT32_MAX)
         return ATTN_E_SHAPE;
@@ -74,7 +75,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         st = ATTN_E_OVERFLOW;
     }
     if (!st && (attn_mul_size(tokens, attn_storage_bytes(c.dtype, c.head_dim), &nk) ||
-                attn_mul_size(tokens, attn_storage_bytes(c.dtype, c.v_head_dim), &nv)))
+                attn_mul_size(tokens, attn_storage_bytes(c.v_dtype, c.v_head_dim), &nv)))
         st = ATTN_E_OVERFLOW;
     if (!st) {
         kc->len = calloc((size_t)c.batch, sizeof *kc->len);
@@ -100,6 +101,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         return st;
     }
     kc->store = (attn_kv_src){.dtype = c.dtype,
+                              .vtype = c.v_dtype,
                               .Hkv = c.kv_heads,
                               .D = c.head_dim,
                               .Dv = c.v_head_dim,
@@ -159,7 +161,7 @@ static int32_t shared_tail(const attn_kv_cache *c, int64_t b) {
 /* sequence b's last page replaced by a copy of its own (copy-on-write) */
 static void page_copy_tail(attn_kv_cache *c, int64_t b, int32_t old) {
     int32_t fresh = page_take(c);
-    size_t rk = attn_storage_bytes(c->store.dtype, c->cfg.head_dim), rv = attn_storage_bytes(c->store.dtype, c->Dv);
+    size_t rk = attn_storage_bytes(c->store.dtype, c->cfg.head_dim), rv = attn_storage_bytes(c->store.vtype, c->Dv);
     size_t rows = (size_t)(c->cfg.kv_heads * c->cfg.page_size); /* a page: (Hkv, page_size) rows */
     memcpy((char *)c->k + (size_t)fresh * rows * rk, (const char *)c->k + (size_t)old * rows * rk, rows * rk);
     memcpy((char *)c->v + (size_t)fresh * rows * rv, (const char *)c->v + (size_t)old * rows * rv, rows * rv);
@@ -188,7 +190,7 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
         if (first == b) need += writers - (writers == c->refs[p]);
     }
     if (need > c->nfree) return ATTN_E_NOMEM;
-    const attn_storage *type = attn_storage_of(c->store.dtype);
+    const attn_storage *type = attn_storage_of(c->store.dtype), *vtype = attn_storage_of(c->store.vtype);
     for (int64_t b = 0; b < B; b++) {
         int32_t shared = n[b] > 0 ? shared_tail(c, b) : -1;
         if (shared >= 0) page_copy_tail(c, b, shared);
@@ -200,7 +202,7 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
                 const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
                 const float *vs = v.data + b * v.stride_b + hk * v.stride_h + t * v.stride_s;
                 type->store(ks, c->cfg.head_dim, slot(c, 0, b, hk, c->len[b] + t));
-                type->store(vs, c->Dv, slot(c, 1, b, hk, c->len[b] + t));
+                vtype->store(vs, c->Dv, slot(c, 1, b, hk, c->len[b] + t));
             }
         c->len[b] += n[b];
     }
@@ -234,7 +236,7 @@ attn_status attn_kv_cache_fork(attn_kv_cache *c, int64_t src, int64_t dst) {
         for (int64_t hk = 0; hk < c->cfg.kv_heads && len > 0; hk++) {
             memcpy(slot(c, 0, dst, hk, 0), slot(c, 0, src, hk, 0),
                    attn_storage_bytes(c->store.dtype, len * c->cfg.head_dim));
-            memcpy(slot(c, 1, dst, hk, 0), slot(c, 1, src, hk, 0), attn_storage_bytes(c->store.dtype, len * c->Dv));
+            memcpy(slot(c, 1, dst, hk, 0), slot(c, 1, src, hk, 0), attn_storage_bytes(c->store.vtype, len * c->Dv));
         }
     }
     c->len[dst] = len;
@@ -251,7 +253,7 @@ attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, in
     if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
     if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
     if (k) attn_storage_of(c->store.dtype)->load(slot(c, 0, b, hk, j), c->cfg.head_dim, k);
-    if (v) attn_storage_of(c->store.dtype)->load(slot(c, 1, b, hk, j), c->Dv, v);
+    if (v) attn_storage_of(c->store.vtype)->load(slot(c, 1, b, hk, j), c->Dv, v);
     return ATTN_OK;
 }
 

@@ -28,11 +28,18 @@ static void page_strides(const attn_paged_kv *kv, int64_t dim, const int64_t *gi
 }
 
 /* the pages themselves (not the table): type, sizes, strides */
+/* a page storage type */
+static int page_type(attn_dtype t) {
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16 || t == ATTN_DTYPE_Q8_0;
+}
+
+/* V's type (v_dtype, or K's) */
+static attn_dtype v_type(const attn_paged_kv *kv) { return kv->v_dtype ? kv->v_dtype : kv->dtype; }
+
 static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t vs[3]) {
     if (!kv) return ATTN_E_INVALID;
-    if (kv->dtype != ATTN_DTYPE_F32 && kv->dtype != ATTN_DTYPE_F16 && kv->dtype != ATTN_DTYPE_BF16 &&
-        kv->dtype != ATTN_DTYPE_Q8_0)
-        return ATTN_E_UNSUPPORTED;
+    if (!page_type(kv->dtype) || !page_type(v_type(kv))) return ATTN_E_UNSUPPORTED;
+    if (!kv->v_pages && v_type(kv) != kv->dtype) return ATTN_E_INVALID; /* MLA: V is in the K rows */
     if (kv->layout != ATTN_KV_NHD && kv->layout != ATTN_KV_HND) return ATTN_E_INVALID;
     if (kv->num_pages < 0 || kv->page_size < 1 || kv->Hkv < 1 || kv->D < 1 || kv->Dv < 1) return ATTN_E_SHAPE;
     if (kv->num_pages > 0 && !kv->k_pages) return ATTN_E_INVALID;
@@ -45,10 +52,11 @@ static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t v
     }
     for (int t = 0; t < 3; t++)
         if (ks[t] < 1 || vs[t] < 1) return ATTN_E_SHAPE;
-    if (kv->dtype == ATTN_DTYPE_Q8_0) /* whole blocks: rows and strides in 32-value blocks */
-        for (int t = 0; t < 3; t++)
-            if (kv->D % ATTN_Q8_BLOCK || kv->Dv % ATTN_Q8_BLOCK || ks[t] % ATTN_Q8_BLOCK || vs[t] % ATTN_Q8_BLOCK)
-                return ATTN_E_SHAPE;
+    /* q8_0: whole blocks, rows and strides in 32-value blocks */
+    for (int t = 0; t < 3; t++)
+        if ((kv->dtype == ATTN_DTYPE_Q8_0 && (kv->D % ATTN_Q8_BLOCK || ks[t] % ATTN_Q8_BLOCK)) ||
+            (v_type(kv) == ATTN_DTYPE_Q8_0 && (kv->Dv % ATTN_Q8_BLOCK || vs[t] % ATTN_Q8_BLOCK)))
+            return ATTN_E_SHAPE;
     return ATTN_OK;
 }
 
@@ -92,6 +100,7 @@ attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const att
     if (attn_is16(d->qkv_dtype)) return ATTN_E_UNSUPPORTED; /* queries over pages are float32, as over a cache */
     if ((d->Hkv != 0 && d->Hkv != kv->Hkv) || d->D != kv->D || d->Dv != kv->Dv || d->B < 0) return ATTN_E_SHAPE;
     attn_kv_src src = {.dtype = kv->dtype, .Hkv = kv->Hkv, .D = kv->D, .Dv = kv->Dv, .page_size = kv->page_size};
+    src.vtype = v_type(kv);
     attn_status st = pages_check(kv, src.ks, src.vs);
     if (st) return st;
     int64_t B = d->B, Sk;
@@ -149,7 +158,7 @@ attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k
     int64_t nslots = kv->num_pages * kv->page_size;
     for (int64_t t = 0; t < T; t++) /* every slot checked before anything is written */
         if (slot_mapping[t] >= nslots) return ATTN_E_INVALID;
-    const attn_storage *s = attn_storage_of(kv->dtype);
+    const attn_storage *s = attn_storage_of(kv->dtype), *sv = attn_storage_of(v_type(kv));
     int64_t H = kv->Hkv, D = kv->D, Dv = kv->Dv;
     for (int64_t t = 0; t < T; t++) {
         int64_t slot = slot_mapping[t];
@@ -159,8 +168,9 @@ attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k
             s->store(k + (t * H + hk) * D, D,
                      (char *)kv->k_pages + attn_storage_bytes(kv->dtype, page * ks[0] + off * ks[1] + hk * ks[2]));
             if (kv->v_pages) /* MLA (no V pages): the K row holds V */
-                s->store(v + (t * H + hk) * Dv, Dv,
-                         (char *)kv->v_pages + attn_storage_bytes(kv->dtype, page * vs[0] + off * vs[1] + hk * vs[2]));
+                sv->store(v + (t * H + hk) * Dv, Dv,
+                          (char *)kv->v_pages +
+                              attn_storage_bytes(v_type(kv), page * vs[0] + off * vs[1] + hk * vs[2]));
         }
     }
     return ATTN_OK;

@@ -27,9 +27,11 @@ static attn_status tiles(const attn_sdpa_desc *d, attn_view q, attn_view k, attn
  * length are zeros */
 static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
     int64_t B = d->B, H = d->H, Hkv = kv->Hkv, Sk = d->Sk, D = kv->D, Dv = kv->Dv;
-    int keep16 = d->math != ATTN_MATH_STRICT && attn_is16(kv->dtype);
-    int q8 = d->math != ATTN_MATH_STRICT && kv->dtype == ATTN_DTYPE_Q8_0; /* the queries rounded as q8_0 blocks */
-    attn_dtype gt = keep16 ? kv->dtype : ATTN_DTYPE_F32;
+    attn_dtype kt = attn_kv_type(kv, 0), vt = attn_kv_type(kv, 1);
+    /* the tiles' views share one type: 16-bit kept only when K and V are of one 16-bit type */
+    int keep16 = d->math != ATTN_MATH_STRICT && attn_is16(kt) && vt == kt;
+    int q8 = d->math != ATTN_MATH_STRICT && kt == ATTN_DTYPE_Q8_0; /* the queries rounded as q8_0 blocks */
+    attn_dtype gt = keep16 ? kt : ATTN_DTYPE_F32;
     size_t nk, nv, nq, es = keep16 ? 2 : 4;
     if (attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
         attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)Dv, &nv) ||
@@ -41,7 +43,7 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
         free(gk), free(gv), free(gq), free(row);
         return ATTN_E_NOMEM;
     }
-    const attn_storage *st = attn_storage_of(kv->dtype), *gs = attn_storage_of(gt);
+    const attn_storage *sk = attn_storage_of(kt), *sv = attn_storage_of(vt), *gs = attn_storage_of(gt);
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++)
             for (int64_t j = 0, len = attn_sem_sk(d, b), run, ld; j < len; j++) {
@@ -51,7 +53,7 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
                 if (keep16) { /* the stored bits as they are */
                     memcpy((uint16_t *)gk + ak, kr, (size_t)D * 2), memcpy((uint16_t *)gv + av, vr, (size_t)Dv * 2);
                 } else {
-                    st->load(kr, D, (float *)gk + ak), st->load(vr, Dv, (float *)gv + av);
+                    sk->load(kr, D, (float *)gk + ak), sv->load(vr, Dv, (float *)gv + av);
                 }
             }
     attn_sdpa_desc e = *d;
@@ -80,16 +82,18 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
 
 /* the descriptor a call runs with: math STRICT when the mode rounds nothing
  * for these K / V types (float32 data in DATA mode is STRICT, bit for bit),
- * or when the kernel table has no faster products than float32 ones for
- * them (kernels.h, math_types: the rounding would cost and buy nothing) */
-static attn_sdpa_desc resolve_math(const attn_sdpa_desc *d, attn_dtype kvdt) {
+ * or when the kernel table has no faster products than float32 ones for K's
+ * type nor for V's (kernels.h, math_types: the rounding would cost and buy
+ * nothing; with K and V of different types the mode rounds every operand
+ * when the table has products for either) */
+static attn_sdpa_desc resolve_math(const attn_sdpa_desc *d, attn_dtype kdt, attn_dtype vdt) {
     attn_sdpa_desc e = *d;
-    if (!attn_sem_rounds(d, kvdt, kvdt) || !attn_math_rounds(kvdt)) e.math = ATTN_MATH_STRICT;
+    if (!attn_sem_rounds(d, kdt, vdt) || !(attn_math_rounds(kdt) || attn_math_rounds(vdt))) e.math = ATTN_MATH_STRICT;
     return e;
 }
 
 attn_status attn_attend(const attn_sdpa_desc *dd, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
-    attn_sdpa_desc e = resolve_math(dd, kv->dtype);
+    attn_sdpa_desc e = resolve_math(dd, attn_kv_type(kv, 0), attn_kv_type(kv, 1));
     const attn_sdpa_desc *d = &e;
     if (d->math != ATTN_MATH_STRICT && d->dropout) return ATTN_E_UNSUPPORTED; /* a mode rounds P; dropout rescales it */
     if (d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout)
@@ -119,7 +123,8 @@ attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view 
                                attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv) {
     attn_status st = attn_sdpa_check(dd, q, k, v, dout, 1);
     if (st != ATTN_OK) return st;
-    attn_sdpa_desc e = resolve_math(dd, attn_view_dtype(dd->qkv_dtype)); /* base/sem.h: attn_sem_grad_type */
+    attn_dtype vt = attn_view_dtype(dd->qkv_dtype);
+    attn_sdpa_desc e = resolve_math(dd, vt, vt); /* base/sem.h: attn_sem_grad_type */
     const attn_sdpa_desc *d = &e;
     if (d->math != ATTN_MATH_STRICT && d->dropout) return ATTN_E_UNSUPPORTED;
     int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;

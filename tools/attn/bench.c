@@ -271,7 +271,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
         cli_error("bench: --tree and --ragged do not combine (the tree's drafts end every sequence at T)");
         return EXIT_USAGE;
     }
-    attn_kv_cache_config cfg = {B, Hkv, T, D, D, dt, page, 0};
+    attn_kv_cache_config cfg = {B, Hkv, T, D, D, dt, page, 0, 0};
     const char *dtn = dt == ATTN_DTYPE_F32    ? "f32"
                       : dt == ATTN_DTYPE_F16  ? "f16"
                       : dt == ATTN_DTYPE_BF16 ? "bf16"
