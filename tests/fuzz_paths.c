@@ -631,16 +631,22 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
  * any page size), against the reference on the stored values; 1 and 2
  * threads bitwise. Queries of any count: decode (Sq <= 16) and the gathered
  * long-query path. */
-static void pages_path(const prob *p, attn_dtype st, int64_t ps, attn_kv_layout layout, double smax) {
+static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, attn_kv_layout layout, double smax) {
     if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
         return;
-    if (st == ATTN_DTYPE_Q8_0 && (p->D % 32 || p->Dv % 32)) return;
+    if ((st == ATTN_DTYPE_Q8_0 && p->D % 32) || (vt == ATTN_DTYPE_Q8_0 && p->Dv % 32)) return;
     int64_t n[3], npages = 0, B = p->B, H = p->Hkv;
     for (int64_t b = 0; b < B; b++) n[b] = p->seqlens ? p->seqlens[b] : p->Sk, npages += (n[b] + ps - 1) / ps;
     int64_t total = npages + 1;
-    size_t kb = attn_storage_bytes(st, p->D), vb = attn_storage_bytes(st, p->Dv);
-    attn_paged_kv kv = {
-        .dtype = st, .layout = layout, .num_pages = total, .page_size = ps, .Hkv = H, .D = p->D, .Dv = p->Dv};
+    size_t kb = attn_storage_bytes(st, p->D), vb = attn_storage_bytes(vt, p->Dv);
+    attn_paged_kv kv = {.dtype = st,
+                        .layout = layout,
+                        .num_pages = total,
+                        .page_size = ps,
+                        .Hkv = H,
+                        .D = p->D,
+                        .Dv = p->Dv,
+                        .v_dtype = vt};
     kv.k_pages = malloc((size_t)(total * ps * H) * kb + 1), kv.v_pages = malloc((size_t)(total * ps * H) * vb + 1);
     int32_t *ind = malloc((size_t)(npages + 1) * 4), ip[4], last[3];
     int64_t T = 0;
@@ -650,11 +656,8 @@ static void pages_path(const prob *p, attn_dtype st, int64_t ps, attn_kv_layout 
     float *k2 = calloc(nk(p) + 1, 4), *v2 = calloc(nv(p) + 1, 4), *o1 = calloc(no(p) + 1, 4);
     float *o2 = calloc(no(p) + 1, 4), *o3 = calloc(no(p) + 1, 4);
     char path[64];
-    snprintf(path, sizeof path, "caller pages %s %s page %lld",
-             st == ATTN_DTYPE_F32    ? "f32"
-             : st == ATTN_DTYPE_F16  ? "f16"
-             : st == ATTN_DTYPE_BF16 ? "bf16"
-                                     : "q8_0",
+    static const char *tn[] = {"?", "f32", "f16", "bf16", "?", "?", "?", "?", "?", "q8_0"};
+    snprintf(path, sizeof path, "caller pages K %s V %s %s page %lld", tn[st], tn[vt],
              layout == ATTN_KV_NHD ? "NHD" : "HND", (long long)ps);
     memset(kv.k_pages, 0xff, (size_t)(total * ps * H) * kb), memset(kv.v_pages, 0xff, (size_t)(total * ps * H) * vb);
     for (int64_t i = 0; i < npages; i++) ind[i] = (int32_t)(npages - i); /* pages 1 .. npages, backwards */
@@ -671,7 +674,7 @@ static void pages_path(const prob *p, attn_dtype st, int64_t ps, attn_kv_layout 
                 memcpy(k2 + ((b * H + hk) * p->Sk + j) * p->D, kr + (t * H + hk) * p->D, (size_t)p->D * 4);
                 memcpy(v2 + ((b * H + hk) * p->Sk + j) * p->Dv, vr + (t * H + hk) * p->Dv, (size_t)p->Dv * 4);
                 attn_st_round(st, k2 + ((b * H + hk) * p->Sk + j) * p->D, p->D);
-                attn_st_round(st, v2 + ((b * H + hk) * p->Sk + j) * p->Dv, p->Dv);
+                attn_st_round(vt, v2 + ((b * H + hk) * p->Sk + j) * p->Dv, p->Dv);
             }
         }
     }
@@ -925,7 +928,8 @@ static void run_case(uint64_t seed, uint64_t cas) {
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
     /* caller-owned pages: a storage type, a layout and a page size (1 .. 70) of the case's */
-    pages_path(&p, sts[(cas / 4) % 4], 1 + (int64_t)((cas * 7) % 70), cas % 2 ? ATTN_KV_HND : ATTN_KV_NHD, smax);
+    pages_path(&p, sts[(cas / 4) % 4], sts[(cas / 4 + (cas % 5 == 0)) % 4], 1 + (int64_t)((cas * 7) % 70),
+               cas % 2 ? ATTN_KV_HND : ATTN_KV_NHD, smax); /* a fifth with V of another type */
     failed_cases += failures > before;
     if (verbose || failures > before)
         printf("case %llu: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld%s: %s\n", (unsigned long long)cas,
