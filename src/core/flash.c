@@ -191,6 +191,13 @@ static void round_rows(const attn_kernel_table *kt, float *x, int64_t rows, int6
     for (int64_t r = 0; rt != ATTN_DTYPE_F32 && r < rows; r++) kt->round_row(x + r * ldp, n, rt);
 }
 
+/* a product's operand rows: pack_rows, then rounded to the math mode's type rt */
+static void pack_operand(const attn_kernel_table *kt, attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0,
+                         int64_t rows, int64_t n, int64_t ldp, float *dst, float mul, attn_dtype rt) {
+    pack_rows(t, dt, b, h, i0, rows, n, ldp, dst, mul);
+    round_rows(kt, dst, rows, n, ldp, rt);
+}
+
 /* Apply dropout to rows x bc of a tile (row stride ld):
  * T[r][c] *= keep(b, h, i0 + r, j0 + c) ? scale : 0. */
 /* The MKL stream's constants for one call: keep iff x < thr; a^Sk steps one
@@ -324,8 +331,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     }
     attn_seq sq = attn_seq_of(d, b);
     attn_score_keys keys = {sq, t->add, t->any_add};
-    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul);
-    round_rows(kt, Qp, rows, D, D, c->qt); /* a math mode's Q operand (f16, bf16) */
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul, c->qt); /* a math mode's Q: f16, bf16 */
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
@@ -407,8 +413,7 @@ static void fwd_block_mm(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, i
     attn_score_keys keys = {sq, t->add, t->any_add};
     const attn_storage *st = attn_storage_of(c->mt);
     size_t kb = attn_storage_bytes(c->mt, D), vb = attn_storage_bytes(c->mt, DvP);
-    pack_rows(c->q, d->qkv_dtype, b, h, i0, rows, D, D, t->Qp, c->qmul);
-    round_rows(kt, t->Qp, rows, D, D, c->qt);
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, D, t->Qp, c->qmul, c->qt);
     st->store(t->Qp, BR * D, t->Qm); /* the padding rows are zeros */
     memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
     for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -1263,6 +1268,110 @@ static attn_status bwd_pack_mm(const attn_kernel_table *kt, const attn_sdpa_desc
     return st;
 }
 
+/* The backward's key operands, packed once: the kernels' K^T and V^T panels
+ * (and K as rows for dQ = dS K unless read in place, k_direct), or, when the
+ * products go through oneDNN (mt), every kv head's K and V rows as mt
+ * (mhead elements a head) */
+typedef struct bwd_keys {
+    float *panels, *krows;
+    char *mpanels;
+} bwd_keys;
+
+static attn_status bwd_keys_make(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v,
+                                 bwd_panels *pn, size_t npanel, size_t nkrow, int k_direct, attn_dtype mt, size_t mhead,
+                                 bwd_keys *o) {
+    int64_t SkP = (d->Sk + BC_B - 1) / BC_B * BC_B, DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
+    if (mt != ATTN_DTYPE_Q8_0) {
+        o->mpanels = attn_ws_alloc((size_t)(d->B * attn_sem_hkv(d)) * mhead * sizeof(float));
+        return o->mpanels ? bwd_pack_mm(kt, d, k, v, SkP, DvP, mt, o->mpanels, mhead) : ATTN_E_NOMEM;
+    }
+    o->panels = attn_ws_alloc(npanel);
+    o->krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
+    if (!o->panels || (!k_direct && !o->krows)) return ATTN_E_NOMEM;
+    attn_status st = pack_bwd_panels(kt, d, k, v, pn, o->panels);
+    if (!st && !k_direct) bwd_k_rows(kt, d, k, o->krows, SkP, DP);
+    return st;
+}
+
+/* What every backward block of one call shares. */
+typedef struct bwd_call {
+    const attn_sdpa_desc *d;
+    const attn_kernel_table *kt;
+    const mcg_consts *mc;
+    const bwd_panels *pn;
+    const qblocks *qb;
+    attn_view q, dout, dq;
+    const float *gm, *gl, *gt; /* the block API's row statistics, or NULL */
+    const bwd_extra *ex;
+    float qmul, escale;
+    attn_dtype qt, grt, mt; /* a math mode's Q and dO / P / dS types; oneDNN's operand type (Q8_0: none) */
+    int64_t ldkr;           /* row stride of K's rows for dQ = dS K */
+    int k_direct, capped;
+} bwd_call;
+
+/* One work item's keys: (b, kv head), its dK / dV partials (rows from key
+ * plo), the kernels' panels and K rows (or oneDNN's, in the thread's bwd_mm) */
+typedef struct bwd_item {
+    int64_t b, hk, plo;
+    float *dKp, *dVp;
+    const float *KT, *VT, *Kr;
+    int any_add;
+    attn_seq sq;
+} bwd_item;
+
+/* Query unit u of an item (head and query block): pass 1 computes every
+ * tile's S and dP and the rows' statistics, pass 2 turns them into P and dS
+ * and adds the tile's products; dq of the block's rows written. */
+static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64_t u) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kernel_table *kt = c->kt;
+    int64_t nqb = c->qb->n, b = it->b, h = it->hk * (d->H / attn_sem_hkv(d)) + u / nqb, bh = b * d->H + h;
+    int64_t D = d->D, Dv = d->Dv, Sq = d->Sq, DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), i0, rows, klo,
+            khi;
+    int mm = c->mt != ATTN_DTYPE_Q8_0;
+    const attn_seq *sq = &it->sq;
+    const bwd_extra *ex = c->ex;
+    float *Sb = tb->Sb, *dPb = tb->dPb, *P = tb->P, *dQ = tb->dQ;
+    qb_at(c->qb, u % nqb, &i0, &rows);
+    block_rng(d, sq, i0, rows, &klo, &khi);
+    int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0;              /* tiles [t0, t1) */
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
+    pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb->dOp, 1.0f, c->grt);
+    if (mm) { /* oneDNN's operands */
+        attn_storage_of(c->mt)->store(tb->Qp, BR * DP, tb->x.Qm);
+        attn_storage_of(c->mt)->store(tb->dOp, BR * DvP, tb->x.dOm);
+    }
+    float m[BR], il[BR], di[BR], l[BR], acc[BR];
+    for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
+    for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
+        if (!attn_score_tile_hidden(d, sq, h, rows, i0, t * BC_B, BC_B))
+            bwd_tile_pass1(kt, d, sq, c->mc, c->pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb->Qp, it->KT,
+                           it->VT, tb->dOp, (t - t0) * BR * BC_B, Sb, dPb, c->capped ? tb->Gb : NULL, tb->add,
+                           it->any_add, tb->keep, c->gm ? NULL : m, l, acc, &tb->x);
+    bwd_row_finish(c->gm, c->gl, c->gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di, d->sinks ? d->sinks + h : NULL,
+                   ex->dsr ? ex->dsr + bh * Sq + i0 : NULL);
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, DP, tb->Qu, 1.0f, c->qt); /* dK += dS^T Q */
+    if (mm) attn_storage_of(c->mt)->store(tb->Qu, BR * DP, tb->x.Qum);
+    memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
+    for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
+        const float *S = Sb + (t - t0) * BR * BC_B;
+        float *dS = dPb + (t - t0) * BR * BC_B;
+        int64_t j0 = t * BC_B, ldt = c->ldkr;
+        bwd_cols w = bwd_cols_of(j0, klo, khi);
+        if (attn_score_tile_hidden(d, sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
+        bwd_p_ds(kt, d, S, dS, P, c->capped ? tb->Gb + (t - t0) * BR * BC_B : NULL, rows, c->escale, m, il, di,
+                 ex->db ? ex->db + b * ex->ld[0] + h * ex->ld[1] + i0 * ex->ld[2] + j0 * ex->ld[3] : NULL, ex->ld, w);
+        round_rows(kt, P + w.c0, rows, w.n, BC_B, c->grt); /* a math mode's P and dS operands */
+        round_rows(kt, dS + w.c0, rows, w.n, BC_B, c->grt);
+        const float *pd = bwd_dropped_p(kt, d, c->mc, P, tb->Pd, rows, b, h, i0, w, tb->keep);
+        int64_t kc = j0 + w.a0 - it->plo; /* the window's first key in the partials */
+        const float *kt0 = mm ? NULL : bwd_k_tile(it->Kr, c->ldkr, j0, d->Sk, DP, c->k_direct ? tb->klast : NULL, &ldt);
+        bwd_tile_products(kt, d, &tb->x, w, pd, dS, tb->dOp, tb->Qu, it->dVp + kc * DvP, it->dKp + kc * DP, kt0, ldt,
+                          dQ);
+    }
+    for (int64_t r = 0; r < rows; r++) memcpy(attn_row_addr_mut(c->dq, b, h, i0 + r), dQ + r * DP, (size_t)D * 4);
+}
+
 /* How the backward's work is cut: the query blocks; items (b, kv head,
  * chunk of the group's (head, query block) units), nchunk per kv head; each
  * item's partial key rows (bwd_part_ranges). */
@@ -1293,7 +1402,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     if (ks) return ks;
     const attn_kernel_table *kt = attn_kernels();
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
-    int64_t Hkv = attn_sem_hkv(d), G = H / Hkv, BHkv = B * Hkv;
+    int64_t Hkv = attn_sem_hkv(d), BHkv = B * Hkv;
     if (Sk == 0 || Sq == 0 || BH == 0) return bwd_zero_grads(d, dq, dk, dv); /* nothing visible anywhere */
     int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
     bwd_panels pn = {NULL, NULL, 0, 0};
@@ -1303,7 +1412,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
      * (a causal chunk: the keys up to its last row), rows [plo, phi) of the sequence */
     bwd_plan pl;
     attn_status st = bwd_plan_make(d, &pl);
-    int64_t nqb = pl.qb.n, units = pl.units, nchunk = pl.nchunk, nitem = pl.nitem, *prng = pl.prng;
+    int64_t units = pl.units, nchunk = pl.nchunk, nitem = pl.nitem, *prng = pl.prng;
     size_t npart = pl.npart;
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     int capped = d->softcap > 0.0f;
@@ -1317,24 +1426,20 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int mm = mt != ATTN_DTYPE_Q8_0;
     size_t mhead = (size_t)SkP * (size_t)(D + DvP); /* elements of a kv head's K and V rows as mt */
     int k_direct = d->qkv_dtype == ATTN_DTYPE_F32 && D == DP && attn_sem_kv_type(d, vt) == ATTN_DTYPE_F32;
-    /* the kernels' panels, or oneDNN's rows (mpanels: every kv head's K and V rows as mt) */
-    float *panels = mm ? NULL : attn_ws_alloc(npanel);
-    float *krows = k_direct || mm ? NULL : attn_ws_alloc(nkrow * sizeof(float));
-    char *mpanels = mm ? attn_ws_alloc((size_t)BHkv * mhead * sizeof(float)) : NULL;
+    bwd_keys ky = {NULL, NULL, NULL};
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
     bwd_extra ex = bwd_extra_alloc(d); /* dsinks, dbias */
-    if (!st && !((mm ? mpanels != NULL : panels && (krows || k_direct)) && ((pk && pv) || !npart) && ex.ok))
-        st = ATTN_E_NOMEM;
-    if (!st && !mm) st = pack_bwd_panels(kt, d, k, v, &pn, panels);
-    if (!st && !mm && !k_direct) bwd_k_rows(kt, d, k, krows, SkP, DP);
-    if (!st && mm) st = bwd_pack_mm(kt, d, k, v, SkP, DvP, mt, mpanels, mhead);
+    if (!st && !(((pk && pv) || !npart) && ex.ok)) st = ATTN_E_NOMEM;
+    if (!st) st = bwd_keys_make(kt, d, k, v, &pn, npanel, nkrow, k_direct, mt, mhead, &ky);
     if (st) goto out;
+    const bwd_call bc = {d,        kt,    &mc, &pn,  &pl.qb, q,  dout, dq, gm,
+                         gl,       gt,    &ex, qmul, escale, qt, grt,  mt, k_direct ? k.stride_s : DP,
+                         k_direct, capped};
 #pragma omp parallel if (attn_par_worth(d, 2.5))
     {
         bwd_bufs tb;
         int ok = bwd_bufs_init(&tb, DP, DvP, SkP, k_direct && !mm, mt);
-        float *Sb, *dPb, *P = tb.P, *dQ = tb.dQ;
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -1357,65 +1462,19 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
                 ok = 0;
                 continue;
             }
-            Sb = tb.Sb, dPb = tb.dPb;
             if (prows > 0) /* an item whose rows see no key has no partials (pk may be NULL) */
                 memset(dKp, 0, (size_t)(prows * DP) * 4), memset(dVp, 0, (size_t)(prows * DvP) * 4);
             const float *KT = mm ? NULL : pn.KT + bhk * pn.per_h, *VT = mm ? NULL : pn.VT + bhk * pn.per_h;
             const float *Kr = mm         ? NULL
                               : k_direct ? k.data + b * k.stride_b + hk * k.stride_h
-                                         : krows + (size_t)bhk * (size_t)(SkP * DP);
+                                         : ky.krows + (size_t)bhk * (size_t)(SkP * DP);
             if (mm) {
-                tb.x.Km = mpanels + attn_storage_bytes(mt, (int64_t)((size_t)bhk * mhead));
+                tb.x.Km = ky.mpanels + attn_storage_bytes(mt, (int64_t)((size_t)bhk * mhead));
                 tb.x.Vm = tb.x.Km + attn_storage_bytes(mt, SkP * D);
             }
             int any_add = attn_score_key_row(d, b, tb.add, SkP);
-            attn_seq sq = attn_seq_of(d, b);
-            for (int64_t u = u0; u < u1; u++) {
-                int64_t h = hk * G + u / nqb, bh = b * H + h, i0, rows, klo, khi;
-                qb_at(&pl.qb, u % nqb, &i0, &rows);
-                block_rng(d, &sq, i0, rows, &klo, &khi);
-                int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0; /* tiles [t0, t1) */
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qp, qmul);
-                pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb.dOp, 1.0f);
-                round_rows(kt, tb.Qp, rows, D, DP, qt); /* a math mode's operands (base/sem.h) */
-                round_rows(kt, tb.dOp, rows, Dv, DvP, grt);
-                if (mm) { /* oneDNN's operands */
-                    attn_storage_of(mt)->store(tb.Qp, BR * DP, tb.x.Qm);
-                    attn_storage_of(mt)->store(tb.dOp, BR * DvP, tb.x.dOm);
-                }
-                float m[BR], il[BR], di[BR], l[BR], acc[BR];
-                for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
-                for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
-                    if (!attn_score_tile_hidden(d, &sq, h, rows, i0, t * BC_B, BC_B))
-                        bwd_tile_pass1(kt, d, &sq, &mc, &pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb.Qp, KT,
-                                       VT, tb.dOp, (t - t0) * BR * BC_B, Sb, dPb, capped ? tb.Gb : NULL, tb.add,
-                                       any_add, tb.keep, gm ? NULL : m, l, acc, &tb.x);
-                bwd_row_finish(gm, gl, gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di,
-                               d->sinks ? d->sinks + h : NULL, ex.dsr ? ex.dsr + bh * Sq + i0 : NULL);
-                pack_rows(q, d->qkv_dtype, b, h, i0, rows, D, DP, tb.Qu, 1.0f); /* dK += dS^T Q */
-                round_rows(kt, tb.Qu, rows, D, DP, qt);
-                if (mm) attn_storage_of(mt)->store(tb.Qu, BR * DP, tb.x.Qum);
-                memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
-                for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
-                    const float *S = Sb + (t - t0) * BR * BC_B;
-                    float *dS = dPb + (t - t0) * BR * BC_B;
-                    int64_t j0 = t * BC_B, ldkr = k_direct ? k.stride_s : DP, ldt = ldkr;
-                    bwd_cols w = bwd_cols_of(j0, klo, khi);
-                    if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
-                    bwd_p_ds(kt, d, S, dS, P, capped ? tb.Gb + (t - t0) * BR * BC_B : NULL, rows, escale, m, il, di,
-                             ex.db ? ex.db + b * ex.ld[0] + h * ex.ld[1] + i0 * ex.ld[2] + j0 * ex.ld[3] : NULL, ex.ld,
-                             w);
-                    round_rows(kt, P + w.c0, rows, w.n, BC_B, grt); /* a math mode's P and dS operands */
-                    round_rows(kt, dS + w.c0, rows, w.n, BC_B, grt);
-                    const float *pd = bwd_dropped_p(kt, d, &mc, P, tb.Pd, rows, b, h, i0, w, tb.keep);
-                    int64_t kc = j0 + w.a0 - plo; /* the window's first key in the partials */
-                    const float *kt0 = mm ? NULL : bwd_k_tile(Kr, ldkr, j0, Sk, DP, k_direct ? tb.klast : NULL, &ldt);
-                    bwd_tile_products(kt, d, &tb.x, w, pd, dS, tb.dOp, tb.Qu, dVp + kc * DvP, dKp + kc * DP, kt0, ldt,
-                                      dQ);
-                }
-                for (int64_t r = 0; r < rows; r++)
-                    memcpy(attn_row_addr_mut(dq, b, h, i0 + r), dQ + r * DP, (size_t)D * 4);
-            }
+            bwd_item it = {b, hk, plo, dKp, dVp, KT, VT, Kr, any_add, attn_seq_of(d, b)};
+            for (int64_t u = u0; u < u1; u++) bwd_block(&bc, &tb, &it, u);
         }
         if (tb.x.err) {
 #pragma omp atomic write
@@ -1427,7 +1486,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     }
     if (!st) bwd_extra_finish(d, &ex);
 out:
-    attn_ws_free(panels), attn_ws_free(krows), attn_ws_free(mpanels), attn_ws_free(pk), attn_ws_free(pv), free(prng),
-        free(pl.qb.start), free(ex.dsr), free(ex.dbf);
+    attn_ws_free(ky.panels), attn_ws_free(ky.krows), attn_ws_free(ky.mpanels), attn_ws_free(pk), attn_ws_free(pv),
+        free(prng), free(pl.qb.start), free(ex.dsr), free(ex.dbf);
     return st;
 }
