@@ -49,6 +49,17 @@ static void block_free(void *base) {
     free(base);
 }
 
+void *attn_big_alloc(size_t bytes) {
+    void *p = NULL;
+    size_t align = (size_t)2 << 20;
+    if (bytes < align) return malloc(bytes ? bytes : 1);
+    if (posix_memalign(&p, align, (bytes + align - 1) / align * align)) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    return p;
+}
+
 static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *ws_block[WS_SLOTS]; /* base pointers (header included) */
 static size_t ws_size[WS_SLOTS], ws_cached, ws_cap;

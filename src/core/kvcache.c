@@ -7,27 +7,12 @@
  * an append into a shared, partly filled last page copies it first
  * (copy-on-write). */
 #include "internal.h"
+#include "base/workspace.h"
 #include "base/sem.h"
 #include "core/kv_src.h"
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
-/* Large cache arrays: 2 MiB aligned and, on Linux, marked for transparent
- * huge pages (decode streams through them; fewer TLB misses). */
-static void *alloc_big(size_t bytes) {
-    void *p = NULL;
-    size_t align = (size_t)2 << 20;
-    if (bytes < align) return malloc(bytes ? bytes : 1);
-    if (posix_memalign(&p, align, (bytes + align - 1) / align * align)) return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE); /* advice only: failure is harmless */
-#endif
-    return p;
-}
 
 struct attn_kv_cache {
     attn_kv_cache_config cfg;
@@ -79,8 +64,8 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         st = ATTN_E_OVERFLOW;
     if (!st) {
         kc->len = calloc((size_t)c.batch, sizeof *kc->len);
-        kc->k = alloc_big(nk);
-        kc->v = alloc_big(nv);
+        kc->k = attn_big_alloc(nk);
+        kc->v = attn_big_alloc(nv);
         if (!kc->len || !kc->k || !kc->v) st = ATTN_E_NOMEM;
     }
     if (!st && paged(kc)) {

@@ -10,6 +10,7 @@
 #endif
 #include "base/half.h"
 #include "base/storage.h"
+#include "base/workspace.h"
 #include "kernels/mm.h"
 #include "readbw.h"
 
@@ -20,9 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 #include <time.h>
 
 static double now(void) {
@@ -218,19 +216,6 @@ static int run_paged(void *v) {
     return st != ATTN_OK;
 }
 
-/* an engine's page memory as the cache allocates its own: 2 MiB aligned,
- * transparent huge pages advised (without them the pages cost 6-11% of the
- * decode speed in TLB misses, Zen 3) */
-static void *big_alloc(size_t bytes) {
-    void *p = NULL;
-    size_t align = (size_t)2 << 20, n = (bytes + align - 1) / align * align;
-    if (posix_memalign(&p, align, n ? n : align)) return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, n, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
 /* the cache's rows as caller-owned pages (one table per sequence, pages in
  * order); 0 when out of memory */
 static int caller_pages(attn_kv_cache *cache, int64_t B, int64_t Hkv, int64_t D, int64_t ps, attn_dtype dt,
@@ -240,7 +225,7 @@ static int caller_pages(attn_kv_cache *cache, int64_t B, int64_t Hkv, int64_t D,
     p->kv = (attn_paged_kv){
         .dtype = dt, .layout = ATTN_KV_HND, .num_pages = np, .page_size = ps, .Hkv = Hkv, .D = D, .Dv = D};
     size_t pb = attn_storage_bytes(dt, ps * Hkv * D);
-    p->kv.k_pages = big_alloc((size_t)np * pb), p->kv.v_pages = big_alloc((size_t)np * pb);
+    p->kv.k_pages = attn_big_alloc((size_t)np * pb), p->kv.v_pages = attn_big_alloc((size_t)np * pb);
     int32_t *ip = malloc((size_t)(B + 1) * 4), *ind = malloc((size_t)(np ? np : 1) * 4), *last = malloc((size_t)B * 4);
     float *kr = malloc((size_t)(Hkv * D) * 4), *vr = malloc((size_t)(Hkv * D) * 4);
     if (!p->kv.k_pages || !p->kv.v_pages || !ip || !ind || !last || !kr || !vr) return 0;
