@@ -316,6 +316,24 @@ static void fwd_finish(const fwd_call *c, const fwd_bufs *t, int64_t b, int64_t 
     }
 }
 
+/* A forward block's start, both products' ways: rows [*i0, *i0 + *rows) of
+ * query block blk, the batch row's key mask (kept while b stays), Q packed
+ * and rounded into t->Qp, the statistics and O reset; the keys' rule */
+static attn_score_keys fwd_begin(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, int64_t *i0,
+                                 int64_t *rows) {
+    const attn_sdpa_desc *d = c->d;
+    qb_at(&c->qb, blk, i0, rows);
+    if (b != t->last_b) {
+        t->any_add = attn_score_key_row(d, b, t->add, c->SkP);
+        t->last_b = b;
+    }
+    attn_score_keys keys = {attn_seq_of(d, b), t->add, t->any_add};
+    pack_operand(c->kt, c->q, d->qkv_dtype, b, h, *i0, *rows, d->D, d->D, t->Qp, c->qmul, c->qt); /* f16, bf16 */
+    memset(t->O, 0, (size_t)(BR * c->DvP) * sizeof(float));
+    for (int64_t r = 0; r < BR; r++) t->m[r] = -INFINITY, t->l[r] = 0.0f;
+    return keys;
+}
+
 /* Query block blk of head h, batch row b, against the packed K^T and V
  * panels of its kv head: out and lse of those rows. */
 static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const float *KT,
@@ -323,17 +341,9 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
     int64_t D = d->D, SkP = c->SkP, DvP = c->DvP, i0, rows;
-    qb_at(&c->qb, blk, &i0, &rows);
     float *Qp = t->Qp, *S = t->S, *O = t->O, *m = t->m, *l = t->l;
-    if (b != t->last_b) {
-        t->any_add = attn_score_key_row(d, b, t->add, SkP);
-        t->last_b = b;
-    }
-    attn_seq sq = attn_seq_of(d, b);
-    attn_score_keys keys = {sq, t->add, t->any_add};
-    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, D, Qp, c->qmul, c->qt); /* a math mode's Q: f16, bf16 */
-    memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
-    for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    attn_score_keys keys = fwd_begin(c, t, b, h, blk, &i0, &rows);
+    attn_seq sq = keys.sq;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
     block_rng(d, &sq, i0, rows, &klo, &khi);
     int64_t clo[BR / 6], chi[BR / 6]; /* keys each chunk of mr rows may see (mr >= 6) */
@@ -403,20 +413,12 @@ static void fwd_block_mm(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, i
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
     int64_t D = d->D, DvP = c->DvP, i0, rows;
-    qb_at(&c->qb, blk, &i0, &rows);
     float *S = t->S, *O = t->O, *m = t->m, *l = t->l;
-    if (b != t->last_b) {
-        t->any_add = attn_score_key_row(d, b, t->add, c->SkP);
-        t->last_b = b;
-    }
-    attn_seq sq = attn_seq_of(d, b);
-    attn_score_keys keys = {sq, t->add, t->any_add};
+    attn_score_keys keys = fwd_begin(c, t, b, h, blk, &i0, &rows);
+    attn_seq sq = keys.sq;
     const attn_storage *st = attn_storage_of(c->mt);
     size_t kb = attn_storage_bytes(c->mt, D), vb = attn_storage_bytes(c->mt, DvP);
-    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, D, t->Qp, c->qmul, c->qt);
     st->store(t->Qp, BR * D, t->Qm); /* the padding rows are zeros */
-    memset(O, 0, (size_t)(BR * DvP) * sizeof(float));
-    for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t klo, khi;
     block_rng(d, &sq, i0, rows, &klo, &khi);
     for (int64_t j0 = klo / 16 * 16; j0 < khi && !t->err; j0 += BC_F) {
