@@ -173,7 +173,14 @@ int main(int argc, char **argv) {
     attn_kv_cache *cache[LAYERS];
     int64_t pool = SLOTS * (CTX / PAGE);
     for (int L = 0; L < LAYERS; L++) {
-        attn_kv_cache_config cfg = {SLOTS, HKV, CTX, D, D, ATTN_DTYPE_F32, PAGE, pool, 0};
+        attn_kv_cache_config cfg = {.batch = SLOTS,
+                                    .kv_heads = HKV,
+                                    .capacity = CTX,
+                                    .head_dim = D,
+                                    .v_head_dim = D,
+                                    .dtype = ATTN_DTYPE_F32,
+                                    .page_size = PAGE,
+                                    .num_pages = pool};
         if (attn_kv_cache_create(&cfg, &cache[L]) != ATTN_OK) return 1;
     }
     int prompts[16][40], plen[16];

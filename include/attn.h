@@ -153,7 +153,13 @@ typedef enum attn_dtype {
     ATTN_DTYPE_U8 = 6,
     ATTN_DTYPE_I64 = 7,
     ATTN_DTYPE_I32 = 8,
-    ATTN_DTYPE_Q8_0 = 9 /* KV-cache storage only: blocks of 32 int8 + one f16 scale (llama.cpp's q8_0) */
+    ATTN_DTYPE_Q8_0 = 9, /* KV storage only: blocks of 32 int8 + one f16 scale (llama.cpp's q8_0) */
+    /* KV storage only (docs/SEMANTICS.md "KV formats"): */
+    ATTN_DTYPE_FP8_E4M3 = 10, /* 8-bit float e4m3fn (max 448), read as value * scale (per tensor or kv head) */
+    ATTN_DTYPE_FP8_E5M2 = 11, /* 8-bit float e5m2 (max 57344), read as value * scale */
+    ATTN_DTYPE_KV_INT8 = 12,  /* uint8 codes, one (scale, zero) per token and kv head: x = q scale + zero */
+    ATTN_DTYPE_KV_INT4 = 13,  /* 4-bit codes as KV_INT8; byte d: element d (low nibble), d + D/2 (high) */
+    ATTN_DTYPE_Q4_0 = 14      /* blocks of 32 4-bit values + one f16 scale (llama.cpp's q4_0) */
 } attn_dtype;
 
 /* ------------------------------------------------------------------------ */
@@ -408,6 +414,12 @@ typedef struct attn_kv_cache_config {
     int64_t page_size;  /* 0: contiguous; > 0: paged, tokens per page */
     int64_t num_pages;  /* paged: pages in the pool; 0 means enough for every sequence at capacity */
     attn_dtype v_dtype; /* V's storage when it differs from K's (llama.cpp's -ctk / -ctv), 0: dtype */
+    /* the serving formats (docs/SEMANTICS.md "KV formats"): FP8_E4M3 / FP8_E5M2 store x / scale and
+     * read value * scale, the scale per tensor (len 1) or per kv head (len kv_heads), NULL: 1 (copied
+     * at create; get_config then points at the cache's copies); KV_INT8 / KV_INT4 keep their own
+     * (scale, zero) per token and kv head; Q4_0 as llama.cpp (head sizes multiples of 32) */
+    const float *k_scale, *v_scale;
+    int64_t k_scale_len, v_scale_len;
 } attn_kv_cache_config;
 
 ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *c, attn_kv_cache **out);
@@ -485,6 +497,16 @@ typedef struct attn_paged_kv {
     int64_t k_strides[3], v_strides[3];
     const int32_t *kv_indptr, *kv_indices, *kv_last_page_len;
     attn_dtype v_dtype; /* V's type when it differs from K's (llama.cpp's -ctk / -ctv), 0: dtype */
+    /* FP8 pages (vLLM's k_scale / v_scale): stored x / scale, read value * scale; per tensor (len 1)
+     * or per kv head (len Hkv); NULL: 1; finite and > 0 */
+    const float *k_scale, *v_scale;
+    int64_t k_scale_len, v_scale_len;
+    /* KV_INT8 / KV_INT4 pages (LMDeploy): one (scale, zero) float pair per token and kv head, x = q
+     * scale + zero, written by attn_paged_append; kp_strides / vp_strides in pairs between pages,
+     * tokens and kv heads, all 0 for the layout's packed ones (NHD: ps Hkv, Hkv, 1; HND: Hkv ps, 1, ps);
+     * MLA (no V pages): V's pairs are K's */
+    float *k_params, *v_params;
+    int64_t kp_strides[3], vp_strides[3];
 } attn_paged_kv;
 
 /* Attention of the queries over each sequence's pages, into out (and lse).

@@ -562,7 +562,13 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
     if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
         return;
     if (st == ATTN_DTYPE_Q8_0 && (p->D % 32 || p->Dv % 32)) return;
-    attn_kv_cache_config cfg = {p->B, p->Hkv, p->Sk ? p->Sk : 1, p->D, p->Dv, st, ps, 0, 0};
+    attn_kv_cache_config cfg = {.batch = p->B,
+                                .kv_heads = p->Hkv,
+                                .capacity = p->Sk ? p->Sk : 1,
+                                .head_dim = p->D,
+                                .v_head_dim = p->Dv,
+                                .dtype = st,
+                                .page_size = ps};
     attn_kv_cache *c = NULL;
     if (attn_kv_cache_create(&cfg, &c) != ATTN_OK) return;
     int64_t n[3];

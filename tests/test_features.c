@@ -364,7 +364,8 @@ static void bad_new_rules(void) {
                   "%s (%s): nothing written", what, impl ? "fast" : "ref");
         }
     /* through the KV cache: a NaN sink or a negative chunk, the cache and the output unchanged */
-    attn_kv_cache_config cc = {1, H, 16, D, D, ATTN_DTYPE_F32, 0, 0, 0};
+    attn_kv_cache_config cc = {
+        .batch = 1, .kv_heads = H, .capacity = 16, .head_dim = D, .v_head_dim = D, .dtype = ATTN_DTYPE_F32};
     attn_kv_cache *kc = NULL;
     CHECK_OK(attn_kv_cache_create(&cc, &kc));
     int64_t n1[1] = {S};

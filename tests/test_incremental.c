@@ -51,7 +51,13 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
     for (int ci = 0; ci < 4; ci++)
         for (int paged = 0; paged <= 1; paged++)
             for (int impl = ATTN_IMPL_AUTO; impl <= ATTN_IMPL_REF; impl++) {
-                attn_kv_cache_config kc = {B, heads, 40, hd, hd, ATTN_DTYPE_F32, paged ? 8 : 0, 0, 0};
+                attn_kv_cache_config kc = {.batch = B,
+                                           .kv_heads = heads,
+                                           .capacity = 40,
+                                           .head_dim = hd,
+                                           .v_head_dim = hd,
+                                           .dtype = ATTN_DTYPE_F32,
+                                           .page_size = paged ? 8 : 0};
                 attn_kv_cache *cache = NULL;
                 CHECK_OK(attn_kv_cache_create(&kc, &cache));
                 feed(l, cache, x, B, S, C, W, chunks[ci], NULL, (attn_impl)impl, xc, oc, inc);
@@ -68,7 +74,8 @@ static void run_kind(attn_layer_kind kind, int64_t O, int64_t H) {
                 attn_kv_cache_free(cache);
             }
     /* train mode, masks and a cache of the wrong shape are refused */
-    attn_kv_cache_config kc = {B, heads + 1, 40, hd, hd, ATTN_DTYPE_F32, 0, 0, 0};
+    attn_kv_cache_config kc = {
+        .batch = B, .kv_heads = heads + 1, .capacity = 40, .head_dim = hd, .v_head_dim = hd, .dtype = ATTN_DTYPE_F32};
     attn_kv_cache *wrong = NULL;
     CHECK_OK(attn_kv_cache_create(&kc, &wrong));
     attn_forward_args ia = {.x = x, .B = B, .S = 2, .out = oc};
@@ -108,7 +115,13 @@ static void padded_incremental(void) {
     const int chunks[] = {1, 4, 19};
     for (int ci = 0; ci < 3; ci++)
         for (int paged = 0; paged <= 1; paged++) {
-            attn_kv_cache_config kc = {B, heads, 32, hd, hd, ATTN_DTYPE_F32, paged ? 8 : 0, 0, 0};
+            attn_kv_cache_config kc = {.batch = B,
+                                       .kv_heads = heads,
+                                       .capacity = 32,
+                                       .head_dim = hd,
+                                       .v_head_dim = hd,
+                                       .dtype = ATTN_DTYPE_F32,
+                                       .page_size = paged ? 8 : 0};
             attn_kv_cache *cache = NULL;
             CHECK_OK(attn_kv_cache_create(&kc, &cache));
             feed(l, cache, x, B, S, C, W, chunks[ci], mask, ATTN_IMPL_AUTO, xc, oc, inc);

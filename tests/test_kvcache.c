@@ -29,7 +29,7 @@ typedef struct world {
 static void world_init(world *w, int B, int Hkv, int T, int D, int Dv, int ps, attn_dtype dt) {
     memset(w, 0, sizeof *w);
     w->B = B, w->Hkv = Hkv, w->T = T, w->D = D, w->Dv = Dv, w->ps = ps, w->dt = dt;
-    attn_kv_cache_config c = {B, Hkv, T, D, Dv, dt, 0, 0, 0};
+    attn_kv_cache_config c = {.batch = B, .kv_heads = Hkv, .capacity = T, .head_dim = D, .v_head_dim = Dv, .dtype = dt};
     CHECK_OK(attn_kv_cache_create(&c, &w->cont));
     c.page_size = ps;
     CHECK_OK(attn_kv_cache_create(&c, &w->paged));
@@ -162,7 +162,8 @@ static void scenario(int B, int Hkv, int G, int T, int D, int Dv, int ps, attn_d
  * back bit for bit, rounding is to nearest even, overflow is inf */
 static void conversions(void) {
     attn_kv_cache *h = NULL, *bf = NULL;
-    attn_kv_cache_config c = {1, 1, 4, 8, 8, ATTN_DTYPE_F16, 0, 0, 0};
+    attn_kv_cache_config c = {
+        .batch = 1, .kv_heads = 1, .capacity = 4, .head_dim = 8, .v_head_dim = 8, .dtype = ATTN_DTYPE_F16};
     CHECK_OK(attn_kv_cache_create(&c, &h));
     c.dtype = ATTN_DTYPE_BF16;
     CHECK_OK(attn_kv_cache_create(&c, &bf));
@@ -208,7 +209,8 @@ static void conversions(void) {
  * docs/SEMANTICS.md */
 static double q8_case(int peaked, double *elem_err) {
     attn_kv_cache *c = NULL;
-    attn_kv_cache_config cfg = {1, 1, 256, 64, 64, ATTN_DTYPE_Q8_0, 0, 0, 0};
+    attn_kv_cache_config cfg = {
+        .batch = 1, .kv_heads = 1, .capacity = 256, .head_dim = 64, .v_head_dim = 64, .dtype = ATTN_DTYPE_Q8_0};
     CHECK_OK(attn_kv_cache_create(&cfg, &c));
     float *k = malloc(256 * 64 * 4), *v = malloc(256 * 64 * 4), back[64];
     for (int i = 0; i < 256 * 64; i++) {
@@ -255,14 +257,21 @@ static void q8_error(void) {
     CHECK(er <= 1.0 / 254.0 + 0x1p-11 && ep <= 1.0 / 254.0 + 0x1p-11, "q8_0 element error %.6f / %.6f over the bound",
           er, ep);
     CHECK(dr <= 0.01, "q8_0 decode error %.3g on random keys", dr);
-    attn_kv_cache_config bad = {1, 1, 8, 40, 40, ATTN_DTYPE_Q8_0, 0, 0, 0};
+    attn_kv_cache_config bad = {
+        .batch = 1, .kv_heads = 1, .capacity = 8, .head_dim = 40, .v_head_dim = 40, .dtype = ATTN_DTYPE_Q8_0};
     attn_kv_cache *cb = NULL;
     CHECK(attn_kv_cache_create(&bad, &cb) == ATTN_E_SHAPE, "q8_0 needs head sizes that are multiples of 32");
 }
 
 static void errors(void) {
     attn_kv_cache *c = NULL;
-    attn_kv_cache_config cfg = {2, 1, 8, 4, 0, ATTN_DTYPE_F32, 4, 3, 0}; /* 3 pages of 4 tokens for 2 x 8 */
+    attn_kv_cache_config cfg = {.batch = 2,
+                                .kv_heads = 1,
+                                .capacity = 8,
+                                .head_dim = 4,
+                                .dtype = ATTN_DTYPE_F32,
+                                .page_size = 4,
+                                .num_pages = 3}; /* 3 pages of 4 tokens for 2 x 8 */
     CHECK(attn_kv_cache_create(NULL, &c) == ATTN_E_INVALID, "NULL config");
     attn_kv_cache_config bad = cfg;
     bad.capacity = 0;

@@ -30,7 +30,16 @@ static long rss_kb(void) {
 
 static int soak(int64_t ps, attn_dtype dt, long ops, uint32_t seed) {
     int64_t max_pages = CAP / ps, pool = B * max_pages * 3 / 5; /* 60%: appends run out of pages */
-    attn_kv_cache_config pc = {B, HKV, CAP, D, D, dt, ps, pool, 0}, cc = {B, HKV, CAP, D, D, dt, 0, 0, 0};
+    attn_kv_cache_config pc = {.batch = B,
+                               .kv_heads = HKV,
+                               .capacity = CAP,
+                               .head_dim = D,
+                               .v_head_dim = D,
+                               .dtype = dt,
+                               .page_size = ps,
+                               .num_pages = pool},
+                         cc = {
+                             .batch = B, .kv_heads = HKV, .capacity = CAP, .head_dim = D, .v_head_dim = D, .dtype = dt};
     attn_kv_cache *paged = NULL, *contig = NULL;
     CHECK_OK(attn_kv_cache_create(&pc, &paged));
     CHECK_OK(attn_kv_cache_create(&cc, &contig));

@@ -214,7 +214,8 @@ static void cache(attn_dtype t, int page, int Sq) {
     enum { B = 2, H = 8, HKV = 2, T = 200, D = 64 };
     prob p;
     make(&p, B, H, HKV, Sq, T, D, 1, t);
-    attn_kv_cache_config cc = {B, HKV, T + 8, D, D, t, page, 0, 0};
+    attn_kv_cache_config cc = {
+        .batch = B, .kv_heads = HKV, .capacity = T + 8, .head_dim = D, .v_head_dim = D, .dtype = t, .page_size = page};
     attn_kv_cache *c = NULL;
     CHECK_OK(attn_kv_cache_create(&cc, &c));
     int64_t n[B] = {T, T};

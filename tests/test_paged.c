@@ -19,13 +19,30 @@
 
 static uint32_t lcg = 35u;
 
+/* fp8 scales: K's per kv head, V's per tensor */
+static const float kscales[2] = {0.05f, 0.02f}, vscale1[1] = {0.03f};
+
+/* x (a row of n) as stored and read back (base/storage.h's codecs, which
+ * test_formats checks against float64), with fp8's scale */
+static void as_stored(attn_dtype t, float *x, int n, float scale) {
+    unsigned char buf[4096];
+    float par[2] = {scale, 0.0f};
+    attn_st_store_row(t, x, n, buf, par);
+    attn_st_load_row(t, buf, n, par, x);
+}
+
+static int rowpar(attn_dtype t) { return attn_storage_of(t)->params == ATTN_ST_ROWPAR; }
+static int scaled(attn_dtype t) { return attn_storage_of(t)->params == ATTN_ST_SCALED; }
+
 /* A paged problem: B sequences of len[b] tokens in pages of the table */
 typedef struct pprob {
     attn_paged_kv kv;
     int B, Hkv, D, Dv;
     int64_t len[8];
     int32_t indptr[9], indices[512], last[8];
-    float *k, *v; /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
+    float *k, *v;   /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
+    float *k0, *v0; /* the rows before storage rounded them */
+    float *kp, *vp; /* int8 / int4: the (scale, zero) pairs */
     int maxlen;
 } pprob;
 
@@ -61,6 +78,24 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
     size_t kb = page_bytes(p, 0), vb = page_bytes(p, 1);
     p->kv.k_pages = malloc(kb), p->kv.v_pages = malloc(vb);
     memset(p->kv.k_pages, 0xff, kb), memset(p->kv.v_pages, 0xff, vb);
+    attn_dtype vtt = vt ? vt : t;
+    /* the formats' scales and pairs (pairs NaN until written; padded: the caller's strides) */
+    if (scaled(t)) p->kv.k_scale = kscales, p->kv.k_scale_len = Hkv;
+    if (scaled(vtt)) p->kv.v_scale = vscale1, p->kv.v_scale_len = 1;
+    int64_t np = (int64_t)total * (ps * Hkv + 5);
+    for (int is_v = 0; is_v < 2; is_v++) {
+        if (!rowpar(is_v ? vtt : t)) continue;
+        float *pp = malloc((size_t)np * 2 * sizeof(float));
+        for (int64_t i = 0; i < 2 * np; i++) pp[i] = NAN;
+        if (padded) {
+            int64_t s[3] = {ps * Hkv + 5, Hkv, 1};
+            memcpy(is_v ? p->kv.vp_strides : p->kv.kp_strides, s, sizeof s);
+        }
+        if (is_v)
+            p->kv.v_params = p->vp = pp;
+        else
+            p->kv.k_params = p->kp = pp;
+    }
     /* a shuffled page table: page ids in a random order */
     int perm[512];
     for (int i = 0; i < total; i++) perm[i] = i;
@@ -97,17 +132,23 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
         }
     slots[T] = -1; /* a padding token: skipped */
     CHECK_OK(attn_paged_append(&p->kv, T + 1, kr, vr, slots));
+    p->k0 = malloc(nr * 4), p->v0 = malloc(nr * 4);
+    memcpy(p->k0, p->k, nr * 4), memcpy(p->v0, p->v, nr * 4);
     /* the reference reads the rows as stored */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hkv; h++)
             for (int j = 0; j < lens[b]; j++) {
                 size_t at2 = (((size_t)b * Hkv + h) * maxlen + j) * D;
-                attn_st_round(t, p->k + at2, D), attn_st_round(vt ? vt : t, p->v + at2, D);
+                as_stored(t, p->k + at2, D, scaled(t) ? kscales[h] : 1.0f);
+                as_stored(vtt, p->v + at2, D, vscale1[0]);
             }
     free(kr), free(vr), free(slots);
 }
 
-static void unmake(pprob *p) { free(p->k), free(p->v), free(p->kv.k_pages), free(p->kv.v_pages); }
+static void unmake(pprob *p) {
+    free(p->k), free(p->v), free(p->kv.k_pages), free(p->kv.v_pages), free(p->kp), free(p->vp), free(p->k0),
+        free(p->v0);
+}
 
 /* the reference of sequence b: q rows (h, i) at q + h qh + i qs, into out (H, nq, D) and lse (H, nq) */
 static void reference(const pprob *p, const attn_sdpa_desc *opt, int b, int H, int nq, const float *q, int64_t qh,
@@ -170,11 +211,20 @@ static void decode(attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, i
     /* libattn's own cache holding the same rows (contiguous): the same answer,
      * bit for bit where the pages hold a whole number of decode blocks (64) */
     if (variant != 3) {
-        attn_kv_cache_config cfg = {B, Hkv, 256, D, 0, t, 0, 0, vt};
+        attn_kv_cache_config cfg = {.batch = B,
+                                    .kv_heads = Hkv,
+                                    .capacity = 256,
+                                    .head_dim = D,
+                                    .dtype = t,
+                                    .v_dtype = vt,
+                                    .k_scale = p.kv.k_scale,
+                                    .v_scale = p.kv.v_scale,
+                                    .k_scale_len = p.kv.k_scale_len,
+                                    .v_scale_len = p.kv.v_scale_len};
         attn_kv_cache *c = NULL;
         CHECK_OK(attn_kv_cache_create(&cfg, &c));
         int64_t kst = (int64_t)p.maxlen * D;
-        attn_view ak = {p.k, Hkv * kst, kst, D}, av = {p.v, Hkv * kst, kst, D};
+        attn_view ak = {p.k0, Hkv * kst, kst, D}, av = {p.v0, Hkv * kst, kst, D};
         CHECK_OK(attn_kv_cache_append(c, p.len, ak, av));
         attn_sdpa_desc dc = d;
         dc.Hkv = 0;
@@ -244,6 +294,8 @@ static void mla(attn_dtype t, int ps) {
     attn_paged_kv kv = {
         .dtype = t, .layout = ATTN_KV_NHD, .num_pages = npages, .page_size = ps, .Hkv = 1, .D = D, .Dv = DV};
     kv.k_pages = calloc((size_t)npages * ps, attn_storage_bytes(t, D));
+    static const float mla_scale[1] = {0.01f}; /* fp8 latent rows: a per-tensor scale */
+    if (scaled(t)) kv.k_scale = mla_scale, kv.k_scale_len = 1;
     int32_t indptr[B + 1] = {0}, indices[128], last[B];
     for (int b = 0, at = 0; b < B; b++) {
         int n = (lens[b] + ps - 1) / ps;
@@ -261,7 +313,8 @@ static void mla(attn_dtype t, int ps) {
             memcpy(app + (size_t)T * D, rows + ((size_t)b * maxlen + j) * D, (size_t)D * 4);
         }
     CHECK_OK(attn_paged_append(&kv, T, app, NULL, slots));
-    for (int b = 0; b < B; b++) attn_st_round(t, rows + (size_t)b * maxlen * D, (int64_t)lens[b] * D);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < lens[b]; j++) as_stored(t, rows + ((size_t)b * maxlen + j) * D, D, mla_scale[0]);
     float scale = 0.0721f; /* the caller's MLA softmax scale */
     for (int prefill = 0; prefill < 2; prefill++) {
         int nq[B] = {prefill ? 5 : 1, prefill ? 2 : 1};
@@ -346,6 +399,28 @@ static void refused(void) {
     CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_INVALID, "an unknown layout");
     kv = p.kv, kv.dtype = ATTN_DTYPE_I32;
     CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_UNSUPPORTED, "a type that is not storage");
+    /* the formats: scales finite and > 0, of length 1 or Hkv; int8 / int4 pairs given */
+    float bad_scales[3][2] = {{0.0f, 1.0f}, {-1.0f, 1.0f}, {INFINITY, 1.0f}};
+    kv = p.kv, kv.dtype = ATTN_DTYPE_FP8_E4M3, kv.k_strides[0] = kv.k_strides[1] = kv.k_strides[2] = 0;
+    kv.v_dtype = ATTN_DTYPE_F32, kv.k_scale_len = 1;
+    for (int i = 0; i < 3; i++) {
+        kv.k_scale = bad_scales[i];
+        CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_INVALID, "fp8 scale %g refused",
+              (double)bad_scales[i][0]);
+        CHECK(attn_paged_append(&kv, 0, NULL, NULL, NULL) == ATTN_E_INVALID, "fp8 scale %g refused by append",
+              (double)bad_scales[i][0]);
+    }
+    kv.k_scale = bad_scales[0] + 1, kv.k_scale_len = 2; /* Hkv is 1 */
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_SHAPE, "a scale per head of 2 heads for 1");
+    kv = p.kv, kv.dtype = ATTN_DTYPE_KV_INT8;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_INVALID, "int8 pages without their pairs");
+    kv.k_params = bad_scales[0], kv.kp_strides[0] = -1, kv.kp_strides[1] = kv.kp_strides[2] = 1;
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_SHAPE, "a negative pair stride");
+    kv = p.kv, kv.dtype = ATTN_DTYPE_KV_INT4, kv.v_pages = NULL, kv.v_dtype = 0, kv.k_params = bad_scales[0];
+    CHECK(attn_paged_attention(&d, vq, &kv, NULL, vo, NULL) == ATTN_E_UNSUPPORTED, "int4 latent rows (MLA)");
+    kv = p.kv, kv.dtype = ATTN_DTYPE_Q4_0, kv.D = kv.Dv = 16, kv.k_strides[0] = kv.k_strides[1] = kv.k_strides[2] = 16;
+    CHECK(attn_paged_append(&kv, 0, NULL, NULL, NULL) == ATTN_E_SHAPE, "q4_0 rows of 16 values");
+    CHECK(out[0] == 7.0f && out[63] == 7.0f, "refused formats: nothing written");
     int32_t qo_bad[3] = {0, 2, 1};
     CHECK(attn_paged_attention(&d, vq, &p.kv, qo_bad, vo, NULL) == ATTN_E_INVALID, "qo_indptr decreasing / short");
     CHECK(attn_paged_attention(NULL, vq, &p.kv, NULL, vo, NULL) == ATTN_E_INVALID, "no descriptor");
@@ -401,9 +476,12 @@ static void merge(void) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
-    attn_dtype types[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    enum { NT = 9 };
+    attn_dtype types[NT] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                            ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                            ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
     int pages[4] = {1, 3, 16, 64};
-    for (int ti = 0; ti < 4; ti++)
+    for (int ti = 0; ti < NT; ti++)
         for (int layout = 0; layout < 2; layout++)
             for (int pi = 0; pi < 4; pi++) {
                 int ps = pages[pi];
@@ -411,12 +489,12 @@ int main(int argc, char **argv) {
                 decode(types[ti], 0, (attn_kv_layout)layout, ps, 0, 4, (pi + ti) % 4);
                 prefill(types[ti], 0, (attn_kv_layout)layout, ps, (pi + layout) % 4);
                 /* K and V of different types (V's: another type of the list) */
-                attn_dtype vt = types[(ti + 1 + pi) % 4];
+                attn_dtype vt = types[(ti + 1 + 2 * pi + layout) % NT];
                 decode(types[ti], vt, (attn_kv_layout)layout, ps, pi & 1, 1 + 3 * (pi & 1), pi % 4);
                 prefill(types[ti], vt, (attn_kv_layout)layout, ps, (pi + 1) % 4);
             }
     for (int ps = 1; ps <= 64; ps *= 64)
-        for (int t = 0; t < 3; t++) mla(types[t], ps);
+        for (int t = 0; t < 6; t++) mla(types[t], ps); /* f32, f16, bf16, q8_0, fp8 e4m3 / e5m2 */
     refused();
     merge();
     return tu_finish("test_paged");

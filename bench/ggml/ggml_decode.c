@@ -71,7 +71,8 @@ int main(int argc, char **argv) {
     ggml_build_forward_expand(gf, out);
 
     /* libattn: a KV cache of the same storage type holding the same T tokens */
-    attn_kv_cache_config cfg = {1, Hkv, T, D, D, at, 0, 0};
+    attn_kv_cache_config cfg = {
+        .batch = 1, .kv_heads = Hkv, .capacity = T, .head_dim = D, .v_head_dim = D, .dtype = at};
     attn_kv_cache *cache = NULL;
     int64_t n1 = T;
     attn_view K = {k32, (int64_t)nkv, (int64_t)T * D, D}, V = {v32, (int64_t)nkv, (int64_t)T * D, D};

@@ -24,7 +24,8 @@ c_u8_p = ctypes.POINTER(ctypes.c_uint8)
 # status codes (pinned in attn.h)
 OK, E_INVALID, E_SHAPE, E_NOMEM, E_OVERFLOW, E_IO, E_FORMAT, E_NOT_FOUND, E_DTYPE, E_CONTEXT, E_UNSUPPORTED, \
     E_BUFFER, E_STATE, E_COMM = range(14)
-DTYPE = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "bool": 5, "u8": 6, "i64": 7, "i32": 8, "q8_0": 9}
+DTYPE = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "bool": 5, "u8": 6, "i64": 7, "i32": 8, "q8_0": 9,
+         "fp8_e4m3": 10, "fp8_e5m2": 11, "int8": 12, "int4": 13, "q4_0": 14}
 CAUSAL = {"none": 0, "top-left": 1, "bottom-right": 2}
 MASK_TRUE_MEANS_MASKED = 1
 IMPL = {"auto": 0, "ref": 1, "fast": 2}
@@ -64,7 +65,8 @@ class Generator(ctypes.Structure):
 class KVCacheConfig(ctypes.Structure):
     _fields_ = [("batch", c_i64), ("kv_heads", c_i64), ("capacity", c_i64), ("head_dim", c_i64),
                 ("v_head_dim", c_i64), ("dtype", c_int), ("page_size", c_i64), ("num_pages", c_i64),
-                ("v_dtype", c_int)]
+                ("v_dtype", c_int), ("k_scale", c_float_p), ("v_scale", c_float_p), ("k_scale_len", c_i64),
+                ("v_scale_len", c_i64)]
 
 
 class LayerConfig(ctypes.Structure):
@@ -93,7 +95,9 @@ class PagedKV(ctypes.Structure):
                 ("D", c_i64), ("Dv", c_i64), ("k_pages", c_void_p), ("v_pages", c_void_p), ("k_strides", c_i64 * 3),
                 ("v_strides", c_i64 * 3), ("kv_indptr", ctypes.POINTER(ctypes.c_int32)),
                 ("kv_indices", ctypes.POINTER(ctypes.c_int32)), ("kv_last_page_len", ctypes.POINTER(ctypes.c_int32)),
-                ("v_dtype", c_int)]
+                ("v_dtype", c_int), ("k_scale", c_float_p), ("v_scale", c_float_p), ("k_scale_len", c_i64),
+                ("v_scale_len", c_i64), ("k_params", c_float_p), ("v_params", c_float_p), ("kp_strides", c_i64 * 3),
+                ("vp_strides", c_i64 * 3)]
 
 
 LAYOUT = {"NHD": 0, "HND": 1}  # attn_kv_layout

@@ -17,6 +17,7 @@
 
 #include "attn.h"
 #include "half.h"
+#include "quant.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,9 +31,19 @@ typedef struct attn_storage {
     void (*load)(const void *src, int64_t n, float *dst);
     /* n floats into storage: round to nearest even (16-bit), blocks (q8_0: see half.h) */
     void (*store)(const float *src, int64_t n, void *dst);
-    /* element i of a stored row as float32 (the portable kernels' loads) */
+    /* element i of a stored row as float32 (the portable kernels' loads;
+     * NULL for int4, whose element order depends on the row's length) */
     float (*get)(const void *row, int64_t i);
+    /* how the loaded values become the row's: ATTN_ST_PLAIN as they are,
+     * ATTN_ST_SCALED times a scale per tensor or kv head (fp8), ATTN_ST_ROWPAR
+     * q * scale + zero with one pair per row (int8 / int4) */
+    int params;
+    /* the kernel tables' qk_rows_x / pv_rows_x read it (kernels.h); the
+     * others are loaded to float32 rows first (attn_st_load_row) */
+    int kernels;
 } attn_storage;
+
+enum { ATTN_ST_PLAIN = 0, ATTN_ST_SCALED = 1, ATTN_ST_ROWPAR = 2 };
 
 static inline void attn_st_load_f32(const void *s, int64_t n, float *d) { memcpy(d, s, (size_t)n * sizeof(float)); }
 static inline void attn_st_store_f32(const float *s, int64_t n, void *d) { memcpy(d, s, (size_t)n * sizeof(float)); }
@@ -55,15 +66,80 @@ static inline void attn_st_load_q8(const void *s, int64_t n, float *d) {
     for (int64_t i = 0; i < n; i++) d[i] = attn_q8_get(s, i);
 }
 
+static inline float attn_st_get_e4m3(const void *r, int64_t i) { return attn_e4m3_to_f32(((const uint8_t *)r)[i]); }
+static inline float attn_st_get_e5m2(const void *r, int64_t i) { return attn_e5m2_to_f32(((const uint8_t *)r)[i]); }
+static inline float attn_st_get_u8(const void *r, int64_t i) { return (float)((const uint8_t *)r)[i]; }
+static inline void attn_st_load_e4m3(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_st_get_e4m3(s, i);
+}
+static inline void attn_st_load_e5m2(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_st_get_e5m2(s, i);
+}
+static inline void attn_st_store_e4m3(const float *s, int64_t n, void *d) {
+    for (int64_t i = 0; i < n; i++) ((uint8_t *)d)[i] = attn_f32_to_e4m3(s[i]);
+}
+static inline void attn_st_store_e5m2(const float *s, int64_t n, void *d) {
+    for (int64_t i = 0; i < n; i++) ((uint8_t *)d)[i] = attn_f32_to_e5m2(s[i]);
+}
+static inline void attn_st_load_q4(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_q4_get(s, i);
+}
+static inline void attn_st_load_u8(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = attn_st_get_u8(s, i);
+}
+static inline void attn_st_load_u4(const void *s, int64_t n, float *d) {
+    for (int64_t i = 0; i < n; i++) d[i] = (float)attn_q4a_code(s, n, i);
+}
+/* the int8 / int4 rows' stores need the row's (scale, zero): attn_st_store_row */
+static inline void attn_st_store_none(const float *s, int64_t n, void *d) { (void)s, (void)n, (void)d; }
+
 /* the entry of type t, or NULL when t is not a storage type */
 static inline const attn_storage *attn_storage_of(attn_dtype t) {
-    static const attn_storage types[ATTN_DTYPE_Q8_0 + 1] = {
-        [ATTN_DTYPE_F32] = {"float32", 1, 4, attn_st_load_f32, attn_st_store_f32, attn_st_get_f32},
-        [ATTN_DTYPE_F16] = {"float16", 1, 2, attn_st_load_f16, attn_st_store_f16, attn_st_get_f16},
-        [ATTN_DTYPE_BF16] = {"bfloat16", 1, 2, attn_st_load_bf16, attn_st_store_bf16, attn_st_get_bf16},
-        [ATTN_DTYPE_Q8_0] = {"q8_0", ATTN_Q8_BLOCK, ATTN_Q8_BYTES, attn_st_load_q8, attn_q8_quantize, attn_q8_get},
+    enum { P = ATTN_ST_PLAIN, SC = ATTN_ST_SCALED, RP = ATTN_ST_ROWPAR };
+    static const attn_storage types[ATTN_DTYPE_Q4_0 + 1] = {
+        [ATTN_DTYPE_F32] = {"float32", 1, 4, attn_st_load_f32, attn_st_store_f32, attn_st_get_f32, P, 1},
+        [ATTN_DTYPE_F16] = {"float16", 1, 2, attn_st_load_f16, attn_st_store_f16, attn_st_get_f16, P, 1},
+        [ATTN_DTYPE_BF16] = {"bfloat16", 1, 2, attn_st_load_bf16, attn_st_store_bf16, attn_st_get_bf16, P, 1},
+        [ATTN_DTYPE_Q8_0] = {"q8_0", ATTN_Q8_BLOCK, ATTN_Q8_BYTES, attn_st_load_q8, attn_q8_quantize, attn_q8_get, P,
+                             1},
+        [ATTN_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1, 1, attn_st_load_e4m3, attn_st_store_e4m3, attn_st_get_e4m3, SC, 0},
+        [ATTN_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1, 1, attn_st_load_e5m2, attn_st_store_e5m2, attn_st_get_e5m2, SC, 0},
+        [ATTN_DTYPE_KV_INT8] = {"int8", 1, 1, attn_st_load_u8, attn_st_store_none, attn_st_get_u8, RP, 0},
+        [ATTN_DTYPE_KV_INT4] = {"int4", 2, 1, attn_st_load_u4, attn_st_store_none, NULL, RP, 0},
+        [ATTN_DTYPE_Q4_0] = {"q4_0", ATTN_Q4_BLOCK, ATTN_Q4_BYTES, attn_st_load_q4, attn_q4_quantize, attn_q4_get, P,
+                             0},
     };
-    return (int)t >= 0 && t <= ATTN_DTYPE_Q8_0 && types[t].name ? &types[t] : NULL;
+    return (int)t >= 0 && t <= ATTN_DTYPE_Q4_0 && types[t].name ? &types[t] : NULL;
+}
+
+/* A stored row of n elements as float32 (n: the row's whole length, which
+ * int4's element order depends on): the loaded values, times par[0] for
+ * fp8, fmaf(q, par[0], par[1]) for int8 / int4 (par: the row's scale and
+ * zero; NULL or unused for the other types). The one definition of a stored
+ * row's values: decode, the gathered path and reads all load through it. */
+static inline void attn_st_load_row(attn_dtype t, const void *row, int64_t n, const float *par, float *dst) {
+    const attn_storage *s = attn_storage_of(t);
+    s->load(row, n, dst);
+    if (s->params == ATTN_ST_SCALED)
+        for (int64_t i = 0; i < n; i++) dst[i] *= par[0];
+    else if (s->params == ATTN_ST_ROWPAR)
+        for (int64_t i = 0; i < n; i++) dst[i] = fmaf(dst[i], par[0], par[1]);
+}
+
+/* n floats x into a stored row: fp8 stores x / par[0] (par[0]: the scale,
+ * read), int8 / int4 quantize the row and write its (scale, zero) to par,
+ * the others round as their store does (par unused) */
+static inline void attn_st_store_row(attn_dtype t, const float *x, int64_t n, void *row, float *par) {
+    const attn_storage *s = attn_storage_of(t);
+    if (s->params == ATTN_ST_ROWPAR) {
+        attn_qa_quantize(x, n, t == ATTN_DTYPE_KV_INT8 ? 8 : 4, row, par);
+    } else if (s->params == ATTN_ST_SCALED) {
+        uint8_t *o = row;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = t == ATTN_DTYPE_FP8_E4M3 ? attn_f32_to_e4m3(x[i] / par[0]) : attn_f32_to_e5m2(x[i] / par[0]);
+    } else {
+        s->store(x, n, row);
+    }
 }
 
 /* bytes of n elements of type t (n a multiple of its block): a row's size,

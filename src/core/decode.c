@@ -152,6 +152,14 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
     }
+    if (!attn_storage_of(kk)->kernels) { /* a format the kernels do not read (fp8, int8, int4, q4_0): its values */
+        for (int64_t t = 0; t < nb; t++) attn_kv_load(kv, 0, b, hk, j0 + t, kvb + t * D);
+        K = kvb, ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
+    }
+    if (!attn_storage_of(kvv)->kernels) {
+        for (int64_t t = 0; t < nb; t++) attn_kv_load(kv, 1, b, hk, j0 + t, kvb + DEC_NB * D + t * Dv);
+        V = kvb + DEC_NB * D, ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
+    }
     if (c->kt_k != ATTN_DTYPE_F32) { /* float32 rows rounded for the products (BF16 mode) */
         dec_round_rows(c, K, ldk, nb, D, c->kt_k, kvb);
         K = kvb, ldk = D, pk = NULL;
@@ -247,9 +255,10 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         size_t qqr = (size_t)R * attn_q8_row_bytes(D); /* a group's q8_0 query rows (a math mode on a q8_0 cache) */
         char *Qq = c.qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * qqr) : NULL;
         float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
-        int rounds = c.kt_k != ATTN_DTYPE_F32 || c.kt_v != ATTN_DTYPE_F32;
-        float *kvb = rounds ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
-        int ok = Qg && S && (!rounds || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
+        int kvbuf = c.kt_k != ATTN_DTYPE_F32 || c.kt_v != ATTN_DTYPE_F32 || /* rounded or converted rows */
+                    !attn_storage_of(attn_kv_type(kv, 0))->kernels || !attn_storage_of(attn_kv_type(kv, 1))->kernels;
+        float *kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
+        int ok = Qg && S && (!kvbuf || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;

@@ -11,6 +11,7 @@
 #include "base/storage.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Either views (pool_k == NULL): k (B, Hkv, Sk, D) and v (.., Dv) with
  * element strides, elements of type dtype (F32, F16, BF16);
@@ -31,6 +32,16 @@ typedef struct attn_kv_src {
      * row of K at pool_k + ks[0] page + ks[1] token + ks[2] hk elements (V: vs) */
     const int32_t *indptr, *indices;
     int64_t ks[3], vs[3];
+    /* fp8 storage (base/storage.h ATTN_ST_SCALED): K's (V's) scale per
+     * tensor (nks 1) or per kv head (Hkv); NULL: 1 */
+    const float *kscale, *vscale;
+    int64_t nks, nvs;
+    /* int8 / int4 storage (ATTN_ST_ROWPAR): each row's (scale, zero), float
+     * pairs: libattn's cache, pair r of row r (its row numbering above);
+     * caller-owned pages, the pair at kpar + 2 (kps[0] page + kps[1] token +
+     * kps[2] hk) (V: vpar, vps) */
+    const float *kpar, *vpar;
+    int64_t kps[3], vps[3];
 } attn_kv_src;
 
 /* the storage type of K (is_v 0) or V (1) */
@@ -66,6 +77,41 @@ static inline const void *attn_kv_rows(const attn_kv_src *s, int is_v, int64_t b
         row = (page * s->Hkv + hk) * ps + j % ps;
     }
     return (const char *)(is_v ? s->pool_v : s->pool_k) + attn_storage_bytes(attn_kv_type(s, is_v), row * dim);
+}
+
+/* the pair index of row j of (b, hk) in kpar / vpar (int8 / int4 storage) */
+static inline int64_t attn_kv_par_at(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j) {
+    int64_t ps = s->page_size;
+    if (s->indices) {
+        const int64_t *st = is_v ? s->vps : s->kps;
+        return s->indices[s->indptr[b] + j / ps] * st[0] + j % ps * st[1] + hk * st[2];
+    }
+    if (!s->table) return (b * s->Hkv + hk) * s->capacity + j;
+    return (s->table[b * s->max_pages + j / ps] * s->Hkv + hk) * ps + j % ps;
+}
+
+/* The (scale, zero) that key (is_v 0) or value (1) row j of (b, hk) is
+ * read with (base/storage.h attn_st_load_row): fp8's scale per tensor or
+ * kv head, int8 / int4's pair of the row, (1, 0) for the other types */
+static inline void attn_kv_par(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, float par[2]) {
+    int kind = attn_storage_of(attn_kv_type(s, is_v))->params;
+    par[0] = 1.0f, par[1] = 0.0f;
+    if (kind == ATTN_ST_SCALED) {
+        const float *sc = is_v ? s->vscale : s->kscale;
+        if (sc) par[0] = sc[(is_v ? s->nvs : s->nks) > 1 ? hk : 0];
+    } else if (kind == ATTN_ST_ROWPAR) {
+        memcpy(par, (is_v ? s->vpar : s->kpar) + 2 * attn_kv_par_at(s, is_v, b, hk, j), 2 * sizeof(float));
+    }
+}
+
+/* key (is_v 0) or value (1) row j of (b, hk) as float32 values into dst:
+ * the one read of a stored row (attn_st_load_row with its scale) */
+static inline void attn_kv_load(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, float *dst) {
+    int64_t run, ld;
+    float par[2];
+    const void *row = attn_kv_rows(s, is_v, b, hk, j, &run, &ld);
+    attn_kv_par(s, is_v, b, hk, j, par);
+    attn_st_load_row(attn_kv_type(s, is_v), row, is_v ? s->Dv : s->D, par, dst);
 }
 
 /* Storage's rows of K and V as float32 views without copying, when it is

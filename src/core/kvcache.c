@@ -11,22 +11,53 @@
 #include "base/sem.h"
 #include "core/kv_src.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct attn_kv_cache {
     attn_kv_cache_config cfg;
     int64_t Dv;
-    int64_t *len;      /* (B) tokens per sequence */
-    void *k, *v;       /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
-    attn_kv_src store; /* the storage as every reader addresses it (core/kv_src.h) */
-    int32_t *table;    /* paged: (B, max_pages) page ids, -1 = none */
-    int32_t *refs;     /* paged: (npages) table entries referring to each page */
+    int64_t *len;               /* (B) tokens per sequence */
+    void *k, *v;                /* contiguous: (B, Hkv, T, D|Dv); paged: the page pool */
+    float *kpar, *vpar;         /* int8 / int4: a (scale, zero) pair per row, in the rows' order */
+    float kscale[1], vscale[1]; /* fp8 per tensor, or: */
+    float *kscales, *vscales;   /* per kv head (the config's, copied) */
+    attn_kv_src store;          /* the storage as every reader addresses it (core/kv_src.h) */
+    int32_t *table;             /* paged: (B, max_pages) page ids, -1 = none */
+    int32_t *refs;              /* paged: (npages) table entries referring to each page */
     int32_t *free_stack;
     int64_t nfree, max_pages, npages;
 };
 
 static int paged(const attn_kv_cache *c) { return c->cfg.page_size > 0; }
+
+/* an fp8 scale array (len 1 or Hkv, finite, > 0) copied into the cache's
+ * own (one: into one, else a new array into *many); NULL: none given */
+static attn_status scales_copy(const float *sc, int64_t len, int64_t Hkv, float *one, float **many) {
+    if (!sc) return ATTN_OK;
+    if (len != 1 && len != Hkv) return ATTN_E_SHAPE;
+    for (int64_t h = 0; h < len; h++)
+        if (!(sc[h] > 0.0f) || !isfinite(sc[h])) return ATTN_E_INVALID;
+    if (len == 1) {
+        one[0] = sc[0];
+        return ATTN_OK;
+    }
+    *many = malloc((size_t)len * sizeof **many);
+    if (!*many) return ATTN_E_NOMEM;
+    memcpy(*many, sc, (size_t)len * sizeof **many);
+    return ATTN_OK;
+}
+
+/* the cache's scales and per-row pairs as its readers address them */
+static void store_scales(attn_kv_cache *kc) {
+    attn_kv_cache_config *c = &kc->cfg;
+    kc->store.kpar = kc->kpar, kc->store.vpar = kc->vpar;
+    if (c->k_scale) c->k_scale = kc->kscales ? kc->kscales : kc->kscale;
+    if (c->v_scale) c->v_scale = kc->vscales ? kc->vscales : kc->vscale;
+    kc->store.kscale = c->k_scale, kc->store.nks = c->k_scale ? c->k_scale_len : 0;
+    kc->store.vscale = c->v_scale, kc->store.nvs = c->v_scale ? c->v_scale_len : 0;
+}
 
 attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache **out) {
     if (!cfg || !out) return ATTN_E_INVALID;
@@ -68,6 +99,11 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         kc->v = attn_big_alloc(nv);
         if (!kc->len || !kc->k || !kc->v) st = ATTN_E_NOMEM;
     }
+    /* int8 / int4: a pair per row; fp8: the scales */
+    if (!st && type->params == ATTN_ST_ROWPAR && !(kc->kpar = malloc(tokens * 2 * sizeof(float)))) st = ATTN_E_NOMEM;
+    if (!st && vtype->params == ATTN_ST_ROWPAR && !(kc->vpar = malloc(tokens * 2 * sizeof(float)))) st = ATTN_E_NOMEM;
+    if (!st) st = scales_copy(c.k_scale, c.k_scale_len, c.kv_heads, kc->kscale, &kc->kscales);
+    if (!st) st = scales_copy(c.v_scale, c.v_scale_len, c.kv_heads, kc->vscale, &kc->vscales);
     if (!st && paged(kc)) {
         size_t nt;
         if (attn_mul_size((size_t)c.batch, (size_t)kc->max_pages, &nt)) st = ATTN_E_OVERFLOW;
@@ -96,6 +132,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
                               .max_pages = kc->max_pages,
                               .page_size = c.page_size,
                               .capacity = c.capacity};
+    store_scales(kc);
     *out = kc;
     return ATTN_OK;
 }
@@ -103,6 +140,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
 void attn_kv_cache_free(attn_kv_cache *c) {
     if (!c) return;
     free(c->len), free(c->k), free(c->v), free(c->table), free(c->free_stack), free(c->refs);
+    free(c->kpar), free(c->vpar), free(c->kscales), free(c->vscales);
     free(c);
 }
 
@@ -118,6 +156,17 @@ int64_t attn_kv_cache_free_pages(const attn_kv_cache *c) { return c && paged(c) 
 static void *slot(const attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j) {
     int64_t run, ld;
     return (void *)(uintptr_t)attn_kv_rows(&c->store, is_v, b, hk, j, &run, &ld);
+}
+
+/* x into key (is_v 0) or value (1) row j of (b, hk), with the row's scale
+ * (fp8) or into its (scale, zero) pair (int8 / int4) */
+static void row_store(attn_kv_cache *c, int is_v, int64_t b, int64_t hk, int64_t j, const float *x) {
+    float par[2], *pp = is_v ? c->vpar : c->kpar, *at = par;
+    if (pp)
+        at = pp + 2 * attn_kv_par_at(&c->store, is_v, b, hk, j);
+    else
+        attn_kv_par(&c->store, is_v, b, hk, j, par);
+    attn_st_store_row(attn_kv_type(&c->store, is_v), x, is_v ? c->Dv : c->cfg.head_dim, slot(c, is_v, b, hk, j), at);
 }
 
 static int64_t pages_for(const attn_kv_cache *c, int64_t len) {
@@ -150,6 +199,8 @@ static void page_copy_tail(attn_kv_cache *c, int64_t b, int32_t old) {
     size_t rows = (size_t)(c->cfg.kv_heads * c->cfg.page_size); /* a page: (Hkv, page_size) rows */
     memcpy((char *)c->k + (size_t)fresh * rows * rk, (const char *)c->k + (size_t)old * rows * rk, rows * rk);
     memcpy((char *)c->v + (size_t)fresh * rows * rv, (const char *)c->v + (size_t)old * rows * rv, rows * rv);
+    if (c->kpar) memcpy(c->kpar + (size_t)fresh * rows * 2, c->kpar + (size_t)old * rows * 2, rows * 2 * sizeof(float));
+    if (c->vpar) memcpy(c->vpar + (size_t)fresh * rows * 2, c->vpar + (size_t)old * rows * 2, rows * 2 * sizeof(float));
     c->table[b * c->max_pages + c->len[b] / c->cfg.page_size] = fresh;
     page_drop(c, old);
 }
@@ -175,7 +226,6 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
         if (first == b) need += writers - (writers == c->refs[p]);
     }
     if (need > c->nfree) return ATTN_E_NOMEM;
-    const attn_storage *type = attn_storage_of(c->store.dtype), *vtype = attn_storage_of(c->store.vtype);
     for (int64_t b = 0; b < B; b++) {
         int32_t shared = n[b] > 0 ? shared_tail(c, b) : -1;
         if (shared >= 0) page_copy_tail(c, b, shared);
@@ -186,8 +236,8 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
             for (int64_t t = 0; t < n[b]; t++) {
                 const float *ks = k.data + b * k.stride_b + hk * k.stride_h + t * k.stride_s;
                 const float *vs = v.data + b * v.stride_b + hk * v.stride_h + t * v.stride_s;
-                type->store(ks, c->cfg.head_dim, slot(c, 0, b, hk, c->len[b] + t));
-                vtype->store(vs, c->Dv, slot(c, 1, b, hk, c->len[b] + t));
+                row_store(c, 0, b, hk, c->len[b] + t, ks);
+                row_store(c, 1, b, hk, c->len[b] + t, vs);
             }
         c->len[b] += n[b];
     }
@@ -222,6 +272,12 @@ attn_status attn_kv_cache_fork(attn_kv_cache *c, int64_t src, int64_t dst) {
             memcpy(slot(c, 0, dst, hk, 0), slot(c, 0, src, hk, 0),
                    attn_storage_bytes(c->store.dtype, len * c->cfg.head_dim));
             memcpy(slot(c, 1, dst, hk, 0), slot(c, 1, src, hk, 0), attn_storage_bytes(c->store.vtype, len * c->Dv));
+            for (int is_v = 0; is_v < 2; is_v++) { /* int8 / int4: the rows' pairs */
+                float *pp = is_v ? c->vpar : c->kpar;
+                if (pp)
+                    memcpy(pp + 2 * attn_kv_par_at(&c->store, is_v, dst, hk, 0),
+                           pp + 2 * attn_kv_par_at(&c->store, is_v, src, hk, 0), (size_t)len * 2 * sizeof(float));
+            }
         }
     }
     c->len[dst] = len;
@@ -237,8 +293,8 @@ attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b) {
 attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v) {
     if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
     if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
-    if (k) attn_storage_of(c->store.dtype)->load(slot(c, 0, b, hk, j), c->cfg.head_dim, k);
-    if (v) attn_storage_of(c->store.vtype)->load(slot(c, 1, b, hk, j), c->Dv, v);
+    if (k) attn_kv_load(&c->store, 0, b, hk, j, k);
+    if (v) attn_kv_load(&c->store, 1, b, hk, j, v);
     return ATTN_OK;
 }
 

@@ -27,19 +27,35 @@ static void page_strides(const attn_paged_kv *kv, int64_t dim, const int64_t *gi
         s[1] = dim, s[2] = ps * dim;
 }
 
-/* the pages themselves (not the table): type, sizes, strides */
-/* a page storage type */
-static int page_type(attn_dtype t) {
-    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16 || t == ATTN_DTYPE_Q8_0;
-}
-
 /* V's type (v_dtype, or K's) */
 static attn_dtype v_type(const attn_paged_kv *kv) { return kv->v_dtype ? kv->v_dtype : kv->dtype; }
 
-static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t vs[3]) {
+/* the scales of fp8 pages: none, or len 1 or Hkv values, finite and > 0 */
+static attn_status scale_check(const float *sc, int64_t len, int64_t Hkv) {
+    if (!sc) return ATTN_OK;
+    if (len != 1 && len != Hkv) return ATTN_E_SHAPE;
+    for (int64_t h = 0; h < len; h++)
+        if (!(sc[h] > 0.0f) || !isfinite(sc[h])) return ATTN_E_INVALID;
+    return ATTN_OK;
+}
+
+/* the (scale, zero) pairs of int8 / int4 pages: given when the type needs
+ * them, strides in pairs (the caller's, or the layout's packed ones) */
+static attn_status params_check(const attn_paged_kv *kv, attn_dtype t, const float *par, const int64_t *given,
+                                int64_t *ps) {
+    if (attn_storage_of(t)->params != ATTN_ST_ROWPAR) return ATTN_OK;
+    if (kv->num_pages > 0 && !par) return ATTN_E_INVALID;
+    page_strides(kv, 1, given, ps);
+    return ps[0] < 1 || ps[1] < 1 || ps[2] < 1 ? ATTN_E_SHAPE : ATTN_OK;
+}
+
+/* the pages themselves (not the table): types, sizes, strides, scales */
+static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t vs[3], int64_t kps[3], int64_t vps[3]) {
     if (!kv) return ATTN_E_INVALID;
-    if (!page_type(kv->dtype) || !page_type(v_type(kv))) return ATTN_E_UNSUPPORTED;
-    if (!kv->v_pages && v_type(kv) != kv->dtype) return ATTN_E_INVALID; /* MLA: V is in the K rows */
+    const attn_storage *tk = attn_storage_of(kv->dtype), *tv = attn_storage_of(v_type(kv));
+    if (!tk || !tv) return ATTN_E_UNSUPPORTED;
+    if (!kv->v_pages && v_type(kv) != kv->dtype) return ATTN_E_INVALID;             /* MLA: V is in the K rows */
+    if (!kv->v_pages && kv->dtype == ATTN_DTYPE_KV_INT4) return ATTN_E_UNSUPPORTED; /* its order needs the row's D */
     if (kv->layout != ATTN_KV_NHD && kv->layout != ATTN_KV_HND) return ATTN_E_INVALID;
     if (kv->num_pages < 0 || kv->page_size < 1 || kv->Hkv < 1 || kv->D < 1 || kv->Dv < 1) return ATTN_E_SHAPE;
     if (kv->num_pages > 0 && !kv->k_pages) return ATTN_E_INVALID;
@@ -52,12 +68,16 @@ static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t v
     }
     for (int t = 0; t < 3; t++)
         if (ks[t] < 1 || vs[t] < 1) return ATTN_E_SHAPE;
-    /* q8_0: whole blocks, rows and strides in 32-value blocks */
+    /* block types (q8_0, q4_0, int4): whole blocks, rows and strides in blocks */
+    if (kv->D % tk->block || kv->Dv % tv->block) return ATTN_E_SHAPE;
     for (int t = 0; t < 3; t++)
-        if ((kv->dtype == ATTN_DTYPE_Q8_0 && (kv->D % ATTN_Q8_BLOCK || ks[t] % ATTN_Q8_BLOCK)) ||
-            (v_type(kv) == ATTN_DTYPE_Q8_0 && (kv->Dv % ATTN_Q8_BLOCK || vs[t] % ATTN_Q8_BLOCK)))
-            return ATTN_E_SHAPE;
-    return ATTN_OK;
+        if (ks[t] % tk->block || vs[t] % tv->block) return ATTN_E_SHAPE;
+    attn_status st = scale_check(kv->k_scale, kv->k_scale_len, kv->Hkv);
+    if (!st) st = scale_check(kv->v_pages ? kv->v_scale : NULL, kv->v_scale_len, kv->Hkv);
+    if (!st) st = params_check(kv, kv->dtype, kv->k_params, kv->kp_strides, kps);
+    if (!st && kv->v_pages) st = params_check(kv, v_type(kv), kv->v_params, kv->vp_strides, vps);
+    if (!st && !kv->v_pages) memcpy(vps, kps, 3 * sizeof *vps); /* MLA: V's pairs are K's */
+    return st;
 }
 
 /* the page table of B sequences: each one's length into len, the longest into *Sk */
@@ -101,8 +121,12 @@ attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const att
     if ((d->Hkv != 0 && d->Hkv != kv->Hkv) || d->D != kv->D || d->Dv != kv->Dv || d->B < 0) return ATTN_E_SHAPE;
     attn_kv_src src = {.dtype = kv->dtype, .Hkv = kv->Hkv, .D = kv->D, .Dv = kv->Dv, .page_size = kv->page_size};
     src.vtype = v_type(kv);
-    attn_status st = pages_check(kv, src.ks, src.vs);
+    attn_status st = pages_check(kv, src.ks, src.vs, src.kps, src.vps);
     if (st) return st;
+    /* scales and pairs; MLA: V's are K's */
+    src.kscale = kv->k_scale, src.nks = kv->k_scale_len, src.kpar = kv->k_params;
+    src.vscale = kv->v_pages ? kv->v_scale : kv->k_scale, src.nvs = kv->v_pages ? kv->v_scale_len : kv->k_scale_len;
+    src.vpar = kv->v_pages ? kv->v_params : kv->k_params;
     int64_t B = d->B, Sk;
     int64_t *len = malloc((size_t)(B ? B : 1) * sizeof *len);
     if (!len) return ATTN_E_NOMEM;
@@ -148,29 +172,41 @@ attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const att
     return st;
 }
 
+/* x into K's (is_v 0) or V's row of token off of a page, kv head hk: with
+ * its scale (fp8), its (scale, zero) pair written (int8 / int4) */
+static void row_write(const attn_paged_kv *kv, int is_v, int64_t page, int64_t off, int64_t hk, const int64_t *st,
+                      const int64_t *pst, const float *x) {
+    attn_dtype t = is_v ? v_type(kv) : kv->dtype;
+    const float *sc = is_v ? kv->v_scale : kv->k_scale;
+    float par[2] = {1.0f, 0.0f}, *pp = is_v ? kv->v_params : kv->k_params, *at = par;
+    if (attn_storage_of(t)->params == ATTN_ST_ROWPAR)
+        at = pp + 2 * (page * pst[0] + off * pst[1] + hk * pst[2]);
+    else if (sc)
+        par[0] = sc[(is_v ? kv->v_scale_len : kv->k_scale_len) > 1 ? hk : 0];
+    char *row =
+        (char *)(is_v ? kv->v_pages : kv->k_pages) + attn_storage_bytes(t, page * st[0] + off * st[1] + hk * st[2]);
+    attn_st_store_row(t, x, is_v ? kv->Dv : kv->D, row, at);
+}
+
 attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k, const float *v,
                               const int64_t *slot_mapping) {
-    int64_t ks[3], vs[3];
-    attn_status st = pages_check(kv, ks, vs);
+    int64_t ks[3], vs[3], kps[3] = {0}, vps[3] = {0};
+    attn_status st = pages_check(kv, ks, vs, kps, vps);
     if (st) return st;
     if (T < 0) return ATTN_E_SHAPE;
     if (T > 0 && (!k || (!v && kv->v_pages) || !slot_mapping)) return ATTN_E_INVALID;
     int64_t nslots = kv->num_pages * kv->page_size;
     for (int64_t t = 0; t < T; t++) /* every slot checked before anything is written */
         if (slot_mapping[t] >= nslots) return ATTN_E_INVALID;
-    const attn_storage *s = attn_storage_of(kv->dtype), *sv = attn_storage_of(v_type(kv));
-    int64_t H = kv->Hkv, D = kv->D, Dv = kv->Dv;
+    int64_t H = kv->Hkv;
     for (int64_t t = 0; t < T; t++) {
         int64_t slot = slot_mapping[t];
         if (slot < 0) continue; /* vLLM's padding tokens */
         int64_t page = slot / kv->page_size, off = slot % kv->page_size;
         for (int64_t hk = 0; hk < H; hk++) {
-            s->store(k + (t * H + hk) * D, D,
-                     (char *)kv->k_pages + attn_storage_bytes(kv->dtype, page * ks[0] + off * ks[1] + hk * ks[2]));
+            row_write(kv, 0, page, off, hk, ks, kps, k + (t * H + hk) * kv->D);
             if (kv->v_pages) /* MLA (no V pages): the K row holds V */
-                sv->store(v + (t * H + hk) * Dv, Dv,
-                          (char *)kv->v_pages +
-                              attn_storage_bytes(v_type(kv), page * vs[0] + off * vs[1] + hk * vs[2]));
+                row_write(kv, 1, page, off, hk, vs, vps, v + (t * H + hk) * kv->Dv);
         }
     }
     return ATTN_OK;

@@ -43,17 +43,16 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
         free(gk), free(gv), free(gq), free(row);
         return ATTN_E_NOMEM;
     }
-    const attn_storage *sk = attn_storage_of(kt), *sv = attn_storage_of(vt), *gs = attn_storage_of(gt);
+    const attn_storage *gs = attn_storage_of(gt);
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++)
             for (int64_t j = 0, len = attn_sem_sk(d, b), run, ld; j < len; j++) {
                 size_t ak = (size_t)(((b * Hkv + hk) * Sk + j) * D), av = (size_t)(((b * Hkv + hk) * Sk + j) * Dv);
-                const void *kr = attn_kv_rows(kv, 0, b, hk, j, &run, &ld),
-                           *vr = attn_kv_rows(kv, 1, b, hk, j, &run, &ld);
                 if (keep16) { /* the stored bits as they are */
-                    memcpy((uint16_t *)gk + ak, kr, (size_t)D * 2), memcpy((uint16_t *)gv + av, vr, (size_t)Dv * 2);
-                } else {
-                    sk->load(kr, D, (float *)gk + ak), sv->load(vr, Dv, (float *)gv + av);
+                    memcpy((uint16_t *)gk + ak, attn_kv_rows(kv, 0, b, hk, j, &run, &ld), (size_t)D * 2);
+                    memcpy((uint16_t *)gv + av, attn_kv_rows(kv, 1, b, hk, j, &run, &ld), (size_t)Dv * 2);
+                } else { /* the rows' values (scales included) */
+                    attn_kv_load(kv, 0, b, hk, j, (float *)gk + ak), attn_kv_load(kv, 1, b, hk, j, (float *)gv + av);
                 }
             }
     attn_sdpa_desc e = *d;

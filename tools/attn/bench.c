@@ -256,7 +256,8 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
         cli_error("bench: --tree and --ragged do not combine (the tree's drafts end every sequence at T)");
         return EXIT_USAGE;
     }
-    attn_kv_cache_config cfg = {B, Hkv, T, D, D, dt, page, 0, 0};
+    attn_kv_cache_config cfg = {
+        .batch = B, .kv_heads = Hkv, .capacity = T, .head_dim = D, .v_head_dim = D, .dtype = dt, .page_size = page};
     const char *dtn = dt == ATTN_DTYPE_F32    ? "f32"
                       : dt == ATTN_DTYPE_F16  ? "f16"
                       : dt == ATTN_DTYPE_BF16 ? "bf16"

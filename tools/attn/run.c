@@ -147,7 +147,8 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
                   module);
         return 1;
     }
-    attn_kv_cache_config kc = {B, heads, S, hd, hd, ATTN_DTYPE_F32, 0, 0, 0};
+    attn_kv_cache_config kc = {
+        .batch = B, .kv_heads = heads, .capacity = S, .head_dim = hd, .v_head_dim = hd, .dtype = ATTN_DTYPE_F32};
     attn_kv_cache *cache = NULL;
     int64_t chunk = n < S ? n : S;
     float *xc = malloc((size_t)(B * chunk * C) * sizeof(float)), *oc = malloc((size_t)(B * chunk * W) * sizeof(float));

@@ -1,0 +1,138 @@
+/* The serving engines' KV formats (issue 35), scalar and exact, beside
+ * half.h's 16-bit and q8_0 codecs: FP8 (e4m3fn and e5m2, one byte a value,
+ * read as code value * scale), llama.cpp's q4_0 block, and LMDeploy's
+ * per-token asymmetric int8 / int4 rows (x = q * scale + zero, q unsigned).
+ * Every reader of a stored row goes through these (base/storage.h). */
+#ifndef ATTN_QUANT_H
+#define ATTN_QUANT_H
+
+#include "half.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- FP8 (OCP 8-bit floats, as torch.float8_e4m3fn / float8_e5m2) ----
+ * e4m3fn: bias 7, 3 mantissa bits, no infinity, S.1111.111 NaN, max 448;
+ * e5m2: bias 15, 2 mantissa bits, IEEE-like (inf, NaN), max 57344. */
+#define ATTN_E4M3_MAX 448.0f
+#define ATTN_E5M2_MAX 57344.0f
+
+static inline float attn_e4m3_to_f32(uint8_t c) {
+    int e = (c >> 3) & 15, m = c & 7;
+    float a;
+    if (e == 15 && m == 7)
+        a = NAN;
+    else
+        a = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
+    return c & 0x80 ? -a : a;
+}
+
+static inline float attn_e5m2_to_f32(uint8_t c) { return attn_f16_to_f32((uint16_t)(c << 8)); }
+
+/* x rounded to nearest even onto an 8-bit float of man mantissa bits and
+ * exponent bias, saturated to +-max (infinities too); NaN gives nan_code
+ * with x's sign */
+static inline uint8_t attn_fp8_encode(float x, int man, int bias, float max, uint8_t nan_code) {
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    float a = fabsf(x);
+    if (a != a) return (uint8_t)(sign | nan_code);
+    int emin = 1 - bias, e;
+    if (a > max) a = max;
+    frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): a's binade starts at 2^(e - 1) */
+    int q = (a < ldexpf(1.0f, emin) ? emin : e - 1) - man; /* the spacing's exponent */
+    float r = ldexpf(nearbyintf(ldexpf(a, -q)), q);        /* exact scalings; ties to even */
+    if (r > max) r = max;
+    if (r < ldexpf(1.0f, emin)) return (uint8_t)(sign | (uint8_t)ldexpf(r, man - emin)); /* subnormal or 0 */
+    frexpf(r, &e);
+    int mant = (int)ldexpf(r, man - (e - 1)) - (1 << man);
+    return (uint8_t)(sign | ((e - 1 + bias) << man) | mant);
+}
+
+static inline uint8_t attn_f32_to_e4m3(float x) { return attn_fp8_encode(x, 3, 7, ATTN_E4M3_MAX, 0x7f); }
+static inline uint8_t attn_f32_to_e5m2(float x) { return attn_fp8_encode(x, 2, 15, ATTN_E5M2_MAX, 0x7e); }
+
+/* ---- q4_0 (llama.cpp): 32 values as an f16 scale d and 16 bytes; byte j
+ * holds value j in its low nibble and value j + 16 in its high one; x ~ d
+ * (q - 8), d = the block's value of largest magnitude / -8 ---- */
+#define ATTN_Q4_BLOCK 32
+#define ATTN_Q4_BYTES 18
+
+/* n (a multiple of 32) floats into n / 32 blocks, as llama.cpp's
+ * quantize_row_q4_0_ref; a block holding a NaN, an infinity or a value too
+ * large for the f16 scale gets a NaN scale (all its values read NaN) */
+static inline void attn_q4_quantize(const float *x, int64_t n, void *dst) {
+    unsigned char *o = dst;
+    for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q4_BLOCK, o += ATTN_Q4_BYTES) {
+        float amax = 0.0f, max = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < ATTN_Q4_BLOCK; i++) {
+            float v = x[b0 + i];
+            bad |= !isfinite(v);
+            if (amax < fabsf(v)) amax = fabsf(v), max = v;
+        }
+        if (bad || !(amax <= 65504.0f * 8.0f)) {
+            uint16_t qnan = 0x7e00;
+            memcpy(o, &qnan, 2);
+            memset(o + 2, 0x88, ATTN_Q4_BLOCK / 2);
+            continue;
+        }
+        float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t dh = attn_f32_to_f16(d);
+        memcpy(o, &dh, 2);
+        for (int j = 0; j < ATTN_Q4_BLOCK / 2; j++) {
+            int q0 = (int)(int8_t)(x[b0 + j] * id + 8.5f), q1 = (int)(int8_t)(x[b0 + 16 + j] * id + 8.5f);
+            q0 = q0 > 15 ? 15 : q0, q1 = q1 > 15 ? 15 : q1;
+            o[2 + j] = (unsigned char)(q0 | q1 << 4);
+        }
+    }
+}
+
+static inline float attn_q4_get(const void *row, int64_t idx) {
+    const unsigned char *blk = (const unsigned char *)row + (size_t)(idx / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES;
+    int j = (int)(idx % ATTN_Q4_BLOCK);
+    uint16_t dh;
+    memcpy(&dh, blk, 2);
+    int q = j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
+    return attn_f16_to_f32(dh) * (float)(q - 8);
+}
+
+/* ---- LMDeploy's per-token, per-head asymmetric int8 / int4 rows: a row's
+ * n values as unsigned codes q (8 or 4 bits) with one (scale, zero) pair,
+ * scale = (max - min) / (2^bits - 1), zero = min, q = round((x - zero) /
+ * scale), read back as fmaf(q, scale, zero). int4: n even, byte i holds
+ * value i in its low nibble and value i + n / 2 in its high one. A row with
+ * a NaN or an infinity, or whose range overflows, gets (NaN, NaN): all its
+ * values read NaN. A constant row reads back exactly (scale 0). ---- */
+static inline void attn_qa_quantize(const float *x, int64_t n, int bits, void *dst, float *par) {
+    float lo = INFINITY, hi = -INFINITY;
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]), lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    float qmax = (float)((1 << bits) - 1), scale = (hi - lo) / qmax;
+    unsigned char *o = dst;
+    if (bad || !isfinite(scale) || n == 0) {
+        par[0] = par[1] = NAN;
+        memset(o, 0, (size_t)(bits == 8 ? n : n / 2));
+        return;
+    }
+    par[0] = scale, par[1] = lo;
+    float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float q = nearbyintf((x[i] - lo) * inv);
+        int c = q > qmax ? (int)qmax : q < 0.0f ? 0 : (int)q;
+        if (bits == 8)
+            o[i] = (unsigned char)c;
+        else if (i < n / 2)
+            o[i] = (unsigned char)c;
+        else
+            o[i - n / 2] = (unsigned char)(o[i - n / 2] | c << 4);
+    }
+}
+
+/* code i of an int4 row of n values */
+static inline int attn_q4a_code(const void *row, int64_t n, int64_t i) {
+    const unsigned char *b = row;
+    return i < n / 2 ? b[i] & 15 : b[i - n / 2] >> 4;
+}
+
+#endif
