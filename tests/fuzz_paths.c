@@ -637,10 +637,19 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
  * any page size), against the reference on the stored values; 1 and 2
  * threads bitwise. Queries of any count: decode (Sq <= 16) and the gathered
  * long-query path. */
+/* x (a row of n) as stored and read back with fp8's scale */
+static void stored_row(attn_dtype t, float *x, int64_t n, float scale) {
+    unsigned char *buf = malloc(attn_storage_bytes(t, n) + 1);
+    float par[2] = {scale, 0.0f};
+    attn_st_store_row(t, x, n, buf, par);
+    attn_st_load_row(t, buf, n, par, x);
+    free(buf);
+}
+
 static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, attn_kv_layout layout, double smax) {
     if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
         return;
-    if ((st == ATTN_DTYPE_Q8_0 && p->D % 32) || (vt == ATTN_DTYPE_Q8_0 && p->Dv % 32)) return;
+    if (p->D % attn_storage_of(st)->block || p->Dv % attn_storage_of(vt)->block) return;
     int64_t n[3], npages = 0, B = p->B, H = p->Hkv;
     for (int64_t b = 0; b < B; b++) n[b] = p->seqlens ? p->seqlens[b] : p->Sk, npages += (n[b] + ps - 1) / ps;
     int64_t total = npages + 1;
@@ -654,6 +663,11 @@ static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, 
                         .Dv = p->Dv,
                         .v_dtype = vt};
     kv.k_pages = malloc((size_t)(total * ps * H) * kb + 1), kv.v_pages = malloc((size_t)(total * ps * H) * vb + 1);
+    /* the formats' fp8 scales (K's per kv head or per tensor, V's per tensor) and int pairs */
+    float ksc[16], vsc[1] = {0.25f + (float)(cur_case % 7) * 0.125f};
+    for (int64_t h = 0; h < H && h < 16; h++) ksc[h] = 0.02f * (float)(1 + (h + cur_case) % 5);
+    kv.k_scale = ksc, kv.k_scale_len = H <= 16 && cur_case % 2 ? H : 1, kv.v_scale = vsc, kv.v_scale_len = 1;
+    kv.k_params = malloc((size_t)(total * ps * H) * 8 + 8), kv.v_params = malloc((size_t)(total * ps * H) * 8 + 8);
     int32_t *ind = malloc((size_t)(npages + 1) * 4), ip[4], last[3];
     int64_t T = 0;
     for (int64_t b = 0; b < B; b++) T += n[b];
@@ -662,7 +676,8 @@ static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, 
     float *k2 = calloc(nk(p) + 1, 4), *v2 = calloc(nv(p) + 1, 4), *o1 = calloc(no(p) + 1, 4);
     float *o2 = calloc(no(p) + 1, 4), *o3 = calloc(no(p) + 1, 4);
     char path[64];
-    static const char *tn[] = {"?", "f32", "f16", "bf16", "?", "?", "?", "?", "?", "q8_0"};
+    static const char *tn[] = {"?", "f32",  "f16",  "bf16", "?",    "?",    "?",   "?",
+                               "?", "q8_0", "e4m3", "e5m2", "int8", "int4", "q4_0"};
     snprintf(path, sizeof path, "caller pages K %s V %s %s page %lld", tn[st], tn[vt],
              layout == ATTN_KV_NHD ? "NHD" : "HND", (long long)ps);
     memset(kv.k_pages, 0xff, (size_t)(total * ps * H) * kb), memset(kv.v_pages, 0xff, (size_t)(total * ps * H) * vb);
@@ -679,8 +694,8 @@ static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, 
                 memcpy(vr + (t * H + hk) * p->Dv, p->v + ((b * H + hk) * p->Sk + j) * p->Dv, (size_t)p->Dv * 4);
                 memcpy(k2 + ((b * H + hk) * p->Sk + j) * p->D, kr + (t * H + hk) * p->D, (size_t)p->D * 4);
                 memcpy(v2 + ((b * H + hk) * p->Sk + j) * p->Dv, vr + (t * H + hk) * p->Dv, (size_t)p->Dv * 4);
-                attn_st_round(st, k2 + ((b * H + hk) * p->Sk + j) * p->D, p->D);
-                attn_st_round(vt, v2 + ((b * H + hk) * p->Sk + j) * p->Dv, p->Dv);
+                stored_row(st, k2 + ((b * H + hk) * p->Sk + j) * p->D, p->D, ksc[kv.k_scale_len > 1 ? hk : 0]);
+                stored_row(vt, v2 + ((b * H + hk) * p->Sk + j) * p->Dv, p->Dv, vsc[0]);
             }
         }
     }
@@ -710,7 +725,7 @@ static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, 
         if (!stored_nf) check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, 1);
     }
     free(kv.k_pages), free(kv.v_pages), free(ind), free(kr), free(vr), free(slots), free(k2), free(v2), free(o1);
-    free(o2), free(o3);
+    free(o2), free(o3), free(kv.k_params), free(kv.v_params);
 }
 
 /* The block API (ring attention's primitives) on two key blocks [0, K1) and
@@ -933,9 +948,13 @@ static void run_case(uint64_t seed, uint64_t cas) {
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
-    /* caller-owned pages: a storage type, a layout and a page size (1 .. 70) of the case's */
-    pages_path(&p, sts[(cas / 4) % 4], sts[(cas / 4 + (cas % 5 == 0)) % 4], 1 + (int64_t)((cas * 7) % 70),
-               cas % 2 ? ATTN_KV_HND : ATTN_KV_NHD, smax); /* a fifth with V of another type */
+    /* caller-owned pages: a storage type of every format, a layout and a page size (1 .. 70) of the case's */
+    static const attn_dtype fmts[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                      ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                                      ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
+    pages_path(&p, fmts[(cas / 4) % 9], fmts[(cas / 4 + (cas % 5 == 0) * (1 + cas % 7)) % 9],
+               1 + (int64_t)((cas * 7) % 70), cas % 2 ? ATTN_KV_HND : ATTN_KV_NHD,
+               smax); /* a fifth: V of another type */
     failed_cases += failures > before;
     if (verbose || failures > before)
         printf("case %llu: B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld%s: %s\n", (unsigned long long)cas,

@@ -122,5 +122,6 @@ int main(int argc, char **argv) {
     long ops = argc > 2 ? atol(argv[2]) : 100000;
     soak(64, ATTN_DTYPE_F16, ops, 7);
     soak(16, ATTN_DTYPE_F32, ops / 4, 9);
+    soak(16, ATTN_DTYPE_KV_INT4, ops / 4, 11); /* the rows' (scale, zero) pairs follow forks and copies */
     return tu_finish("test_kvcache_soak");
 }
