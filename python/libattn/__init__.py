@@ -440,36 +440,77 @@ def attention_weights(q, k, *, causal="none", scale=None, key_mask=None, seqlens
 
 # ---- caller-owned pages (serving engines) -----------------------------------
 
-_PAGE_TYPES = {  # kv_dtype: (array dtype, attn_dtype name, bytes per element of a row's last dim)
-    "f32": (np.float32, "f32"), "float32": (np.float32, "f32"), "f16": (np.float16, "f16"),
-    "float16": (np.float16, "f16"), "bf16": (np.uint16, "bf16"), "bfloat16": (np.uint16, "bf16"),
-    "q8_0": (np.uint8, "q8_0"),
+_PAGE_TYPES = {  # kv_dtype: (array dtype, attn_dtype name, (values, array elements) per block of a row)
+    "f32": (np.float32, "f32", (1, 1)), "float32": (np.float32, "f32", (1, 1)), "f16": (np.float16, "f16", (1, 1)),
+    "float16": (np.float16, "f16", (1, 1)), "bf16": (np.uint16, "bf16", (1, 1)),
+    "bfloat16": (np.uint16, "bf16", (1, 1)), "q8_0": (np.uint8, "q8_0", (32, 34)),
+    "fp8_e4m3": (np.uint8, "fp8_e4m3", (1, 1)), "fp8_e5m2": (np.uint8, "fp8_e5m2", (1, 1)),
+    "int8": (np.uint8, "int8", (1, 1)), "int4": (np.uint8, "int4", (2, 1)), "q4_0": (np.uint8, "q4_0", (32, 18)),
 }
+_SCALED = ("fp8_e4m3", "fp8_e5m2")  # a float scale per tensor or kv head
+_ROWPAR = ("int8", "int4")  # (scale, zero) per token and kv head
 
 
 def _page_kind(pages, kv_dtype, name):
-    """(attn_dtype name, elements per array element of the last dim) of a page array"""
+    """the attn_dtype name of a page array"""
     if kv_dtype is None:
         kind = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}.get(pages.dtype)
         if kind is None:
-            raise TypeError("%s: dtype %s needs kv_dtype ('bf16' for uint16 bits, 'q8_0' for uint8 blocks)" %
-                            (name, pages.dtype))
+            raise TypeError("%s: dtype %s needs kv_dtype ('bf16' for uint16 bits; for uint8: 'q8_0', 'fp8_e4m3', "
+                            "'fp8_e5m2', 'int8', 'int4', 'q4_0')" % (name, pages.dtype))
         return kind
     if kv_dtype not in _PAGE_TYPES:
-        raise ValueError("kv_dtype %r is not supported here (f32, f16, bf16, q8_0; fp8 and int8/int4 formats are "
-                         "not implemented yet)" % (kv_dtype,))
-    want, kind = _PAGE_TYPES[kv_dtype]
+        raise ValueError("kv_dtype %r is not a page type (f32, f16, bf16, q8_0, fp8_e4m3, fp8_e5m2, int8, int4, "
+                         "q4_0)" % (kv_dtype,))
+    want, kind, _ = _PAGE_TYPES[kv_dtype]
     if pages.dtype != np.dtype(want):
         raise TypeError("%s: kv_dtype=%r takes %s arrays, got %s" % (name, kv_dtype, np.dtype(want).name, pages.dtype))
     return kind
+
+
+def _elems(n, kind, what):
+    """a count of array elements of a row's last dim as row values (q8_0: 34 bytes per 32, int4: 2 per byte)"""
+    per, size = _PAGE_TYPES[kind][2]
+    if n % size:
+        raise ValueError("%s pages: %s must be whole %d-byte blocks, got %d" % (kind, what, size, n))
+    return n // size * per
+
+
+def _scale(sc, kind, Hkv, name, layout, pshape, kept, writable):
+    """(pointer, length, pair strides) of a page array's scale: fp8's float or
+    (1,) / (Hkv,) array; int8 / int4's float32 (scale, zero) pairs shaped as
+    the pages with a last dimension of 2"""
+    if kind in _SCALED:
+        if sc is None:
+            return None, 0, None
+        a = np.ascontiguousarray(np.atleast_1d(np.asarray(sc, np.float32)))
+        if a.ndim != 1 or a.shape[0] not in (1, Hkv):
+            raise ValueError("%s: fp8 takes one scale or one per kv head (%d), got shape %s" % (name, Hkv, a.shape))
+        kept.append(a)
+        return a.ctypes.data_as(_capi.c_float_p), a.shape[0], None
+    if kind in _ROWPAR:
+        if sc is None:
+            raise ValueError("%s pages need %s: their (scale, zero) float32 pairs, shape %s + (2,)" %
+                             (kind, name, pshape))
+        a = _array(sc, name, (4,), (np.float32,))
+        if a.shape != tuple(pshape) + (2,) or a.strides[-1] != 4 or any(x % 8 for x in a.strides[:3]):
+            raise ValueError("%s must be float32 %s with contiguous pairs, got %s" % (name, tuple(pshape) + (2,),
+                                                                                     a.shape))
+        if writable and not a.flags.writeable:
+            raise ValueError("%s must be writable" % name)
+        kept.append(a)
+        s = [x // 8 for x in a.strides[:3]]
+        nhd = layout == "NHD"
+        return a.ctypes.data_as(_capi.c_float_p), 0, (s[0], s[1 if nhd else 2], s[2 if nhd else 1])
+    if sc is not None:
+        raise ValueError("%s belongs to the fp8 and int8 / int4 formats, not to %s pages" % (name, kind))
+    return None, 0, None
 
 
 def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout, kv_dtype, v_dtype, k_scale,
               v_scale, kept, writable=False, v_head_dim=None):
     """An attn_paged_kv over the page arrays in place (no copy); v_pages None:
     MLA's latent rows (V = the first v_head_dim values of each K row)."""
-    if k_scale is not None or v_scale is not None:
-        raise ValueError("k_scale / v_scale belong to the fp8 formats, which are not implemented yet")
     if layout not in _capi.LAYOUT:
         raise ValueError("layout must be 'NHD' or 'HND', got %r" % (layout,))
     kp = _array(k_pages, "k_pages", (4,), (np.float32, np.float16, np.uint16, np.uint8))
@@ -490,29 +531,31 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
             raise ValueError("%s must be writable" % name)
     nhd = layout == "NHD"
     P, ps, Hkv = kp.shape[0], kp.shape[1 if nhd else 2], kp.shape[2 if nhd else 1]
-    q8 = kind == "q8_0"
-
-    def elems(n, q8):  # the last dim's array elements as row elements (q8_0: 34 bytes per 32 values)
-        if not q8:
-            return n
-        if n % 34:
-            raise ValueError("q8_0 pages: the last dimension must be whole 34-byte blocks, got %d bytes" % n)
-        return n // 34 * 32
-
-    vq8 = vkind == "q8_0"
-    D = elems(kp.shape[3], q8)
-    Dv = int(v_head_dim) if mla else elems(vp.shape[3], vq8)
+    D = _elems(kp.shape[3], kind, "the last dimension")
+    Dv = int(v_head_dim) if mla else _elems(vp.shape[3], vkind, "the last dimension")
     if vp.shape[:3] != kp.shape[:3]:
         raise ValueError("k_pages %s and v_pages %s differ in (pages, tokens, heads)" % (kp.shape, vp.shape))
     kv = _capi.PagedKV()
     kv.dtype, kv.layout, kv.v_dtype = _capi.DTYPE[kind], _capi.LAYOUT[layout], _capi.DTYPE[vkind]
     kv.num_pages, kv.page_size, kv.Hkv, kv.D, kv.Dv = P, ps, Hkv, D, Dv
     kv.k_pages, kv.v_pages = kp.ctypes.data, None if mla else vp.ctypes.data
-    for a, st, aq8 in ((kp, kv.k_strides, q8),) if mla else ((kp, kv.k_strides, q8), (vp, kv.v_strides, vq8)):
+    for a, st, ak in ((kp, kv.k_strides, kind),) if mla else ((kp, kv.k_strides, kind), (vp, kv.v_strides, vkind)):
         s = [x // a.itemsize for x in a.strides]
         page, tok, head = s[0], s[1 if nhd else 2], s[2 if nhd else 1]
         for t, x in enumerate((page, tok, head)):
-            st[t] = elems(x, aq8)
+            st[t] = _elems(x, ak, "a stride")
+    kv.k_scale, kv.k_scale_len, kps = _scale(k_scale, kind, Hkv, "k_scale", layout, kp.shape[:3], kept, writable)
+    if kps:
+        kv.k_params, kv.kp_strides[:] = kv.k_scale, kps
+        kv.k_scale, kv.k_scale_len = None, 0
+    if not mla:
+        kv.v_scale, kv.v_scale_len, vps = _scale(v_scale, vkind, Hkv, "v_scale", layout, vp.shape[:3], kept,
+                                                 writable)
+        if vps:
+            kv.v_params, kv.vp_strides[:] = kv.v_scale, vps
+            kv.v_scale, kv.v_scale_len = None, 0
+    elif v_scale is not None:
+        raise ValueError("MLA (v_pages=None): V is read with K's scale; v_scale must be None")
     ip = np.ascontiguousarray(_array(kv_indptr, "kv_indptr", (1,), (np.int32, np.int64)), dtype=np.int32)
     ind = np.ascontiguousarray(_array(kv_indices, "kv_indices", (1,), (np.int32, np.int64)), dtype=np.int32)
     last = np.ascontiguousarray(_array(kv_last_page_len, "kv_last_page_len", (1,), (np.int32, np.int64)),
@@ -537,8 +580,14 @@ def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len
     full except the last, which holds kv_last_page_len[b] tokens (0 for a
     sequence without pages). k_pages / v_pages: (P, page_size, Hkv, D) for
     layout 'NHD', (P, Hkv, page_size, D) for 'HND'; float32, float16, uint16
-    bits with kv_dtype='bf16', or uint8 q8_0 blocks (34 bytes per 32 values)
-    with kv_dtype='q8_0'; any strides with a contiguous last dimension. q:
+    bits with kv_dtype='bf16', or uint8 with kv_dtype 'q8_0' (34 bytes per
+    32 values), 'fp8_e4m3' / 'fp8_e5m2' (one byte a value; k_scale /
+    v_scale: one float or one per kv head, the value read is fp8 * scale),
+    'int8' / 'int4' (LMDeploy: one byte / half a byte a value; k_scale /
+    v_scale: float32 (scale, zero) pairs shaped as the pages' first three
+    dimensions + (2,), x = q * scale + zero), 'q4_0' (18 bytes per 32
+    values); v_dtype: V's type when it differs; any strides with a
+    contiguous last dimension. q:
     float32 (B, Hq, D), one row per sequence (decode), or packed (Tq, Hq, D)
     with qo_indptr (B + 1,) (prefill, chunked prefill). Returns out of q's
     leading shape with Dv, and with return_lse the lse, natural log, (B, Hq)
@@ -588,7 +637,9 @@ def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype
     """Write rows k (T, Hkv, D) and v (T, Hkv, Dv), float32, into the pages in
     place: row t goes to slot slot_mapping[t] = page * page_size + offset
     (vLLM's reshape_and_cache), a negative slot skips the row. Rounds to
-    nearest even (q8_0: quantized per block). A slot past the pages raises
+    nearest even (fp8: x / scale, saturating at the largest finite value;
+    q8_0, q4_0: quantized per block; int8 / int4: per row, writing its
+    (scale, zero) pair into k_scale / v_scale). A slot past the pages raises
     and nothing is written. v_pages=None (MLA's latent rows): only k is
     written (v may be None)."""
     kept = []
@@ -847,20 +898,34 @@ class Layer(_Owned):
 
 class KVCache(_Owned):
     """Keys and values of `batch` sequences for incremental decoding:
-    contiguous, or paged when page_size > 0. dtype 'f32', 'f16', 'bf16' or
-    'q8_0' (storage; attention always accumulates in float32); v_dtype, V's
-    storage when it differs from K's (llama.cpp's -ctk / -ctv)."""
+    contiguous, or paged when page_size > 0. dtype 'f32', 'f16', 'bf16',
+    'q8_0', 'fp8_e4m3', 'fp8_e5m2' (with k_scale / v_scale: one float or one
+    per kv head; 1 when None), 'int8', 'int4' (a (scale, zero) per token and
+    kv head, kept by the cache) or 'q4_0' (storage; attention always
+    accumulates in float32); v_dtype, V's storage when it differs from K's
+    (llama.cpp's -ctk / -ctv)."""
 
     _free = staticmethod(lambda h: lib.attn_kv_cache_free(h))
 
     def __init__(self, batch, kv_heads, capacity, head_dim, v_head_dim=None, *, dtype="f32", page_size=0,
-                 num_pages=0, v_dtype=None):
+                 num_pages=0, v_dtype=None, k_scale=None, v_scale=None):
+        kinds = ("f32", "f16", "bf16", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q4_0")
         for name, t in (("dtype", dtype), ("v_dtype", v_dtype if v_dtype is not None else dtype)):
-            if t not in ("f32", "f16", "bf16", "q8_0"):
-                raise TypeError("KV cache %s must be 'f32', 'f16', 'bf16' or 'q8_0', got %r" % (name, t))
+            if t not in kinds:
+                raise TypeError("KV cache %s must be one of %s, got %r" % (name, ", ".join(kinds), t))
         cfg = _capi.KVCacheConfig(int(batch), int(kv_heads), int(capacity), int(head_dim),
                                   int(v_head_dim or head_dim), _capi.DTYPE[dtype], int(page_size), int(num_pages),
                                   _capi.DTYPE[v_dtype if v_dtype is not None else dtype])
+        scales = []  # copied by the cache at create
+        for name, sc, t in (("k_scale", k_scale, dtype), ("v_scale", v_scale, v_dtype or dtype)):
+            if sc is None:
+                continue
+            if t not in _SCALED:
+                raise ValueError("%s belongs to the fp8 types, not %r" % (name, t))
+            a = np.ascontiguousarray(np.atleast_1d(np.asarray(sc, np.float32)))
+            scales.append(a)
+            setattr(cfg, name, a.ctypes.data_as(_capi.c_float_p))
+            setattr(cfg, name + "_len", a.shape[0] if a.ndim == 1 else -1)
         h = ctypes.c_void_p()
         _check(lib.attn_kv_cache_create(ctypes.byref(cfg), ctypes.byref(h)), "KV cache")
         self._h, self.batch, self.kv_heads, self.capacity = h, int(batch), int(kv_heads), int(capacity)

@@ -233,19 +233,33 @@ def _pages(t, name):
     return _np(t, name), "bf16" if t.dtype == torch.bfloat16 else None
 
 
+def _scale_np(sc, name):
+    """a scale argument as numpy: a float, or a tensor's memory in place (int8 / int4 pairs are written by append)"""
+    if isinstance(sc, torch.Tensor):
+        if sc.device.type != "cpu" or sc.dtype != torch.float32:
+            raise ValueError("%s: a float32 CPU tensor, got %s on %s" % (name, sc.dtype, sc.device))
+        return sc.detach().numpy()
+    return sc
+
+
 def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, *, qo_indptr=None, layout="NHD",
-                    kv_dtype=None, causal="bottom-right", scale=None, window=(-1, -1), softcap=0.0, sinks=None,
-                    alibi_slopes=None, math="strict", return_lse=False, v_head_dim=None):
+                    kv_dtype=None, v_dtype=None, k_scale=None, v_scale=None, causal="bottom-right", scale=None,
+                    window=(-1, -1), softcap=0.0, sinks=None, alibi_slopes=None, math="strict", return_lse=False,
+                    v_head_dim=None):
     """libattn.paged_attention on torch tensors (CPU; forward only): the page
-    tensors are read in place (bfloat16 pages as their bits, uint8 pages as
-    q8_0 blocks); q is used as float32; returns float32 tensors."""
+    tensors are read in place (bfloat16 pages as their bits; uint8 pages as
+    q8_0 blocks unless kv_dtype names another uint8 format: fp8_e4m3,
+    fp8_e5m2, int8, int4, q4_0, with k_scale / v_scale as there); q is used
+    as float32; returns float32 tensors."""
     kp, kind = _pages(k_pages, "k_pages")
     vp, _ = _pages(v_pages, "v_pages")
     qa = q.detach().to(torch.float32).contiguous().numpy()
     idx = [x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
            for x in (kv_indptr, kv_indices, kv_last_page_len, qo_indptr)]
     r = _lat.paged_attention(qa, kp, vp, idx[0], idx[1], idx[2], qo_indptr=idx[3], layout=layout,
-                             kv_dtype=kv_dtype if kv_dtype is not None else kind, causal=causal, scale=scale,
+                             kv_dtype=kv_dtype if kv_dtype is not None else kind, v_dtype=v_dtype,
+                             k_scale=_scale_np(k_scale, "k_scale"), v_scale=_scale_np(v_scale, "v_scale"),
+                             causal=causal, scale=scale,
                              window=window, softcap=softcap, sinks=_opt(sinks), alibi_slopes=_opt(alibi_slopes),
                              math=math, return_lse=return_lse, v_head_dim=v_head_dim)
     if return_lse:
@@ -253,7 +267,8 @@ def paged_attention(q, k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len
     return torch.from_numpy(r)
 
 
-def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype=None):
+def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype=None, v_dtype=None, k_scale=None,
+                 v_scale=None):
     """libattn.paged_append on torch tensors: the rows (float) written into the
     page tensors in place (vLLM's reshape_and_cache, negative slots skipped)."""
     kp, kind = _pages(k_pages, "k_pages")
@@ -264,5 +279,6 @@ def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype
     ka = k.detach().to(torch.float32).contiguous().numpy()
     va = None if v is None else v.detach().to(torch.float32).contiguous().numpy()
     sm = slot_mapping.detach().cpu().numpy() if isinstance(slot_mapping, torch.Tensor) else slot_mapping
-    _lat.paged_append(ka, va, kp, vp, sm, layout=layout, kv_dtype=kv_dtype if kv_dtype is not None else kind)
+    _lat.paged_append(ka, va, kp, vp, sm, layout=layout, kv_dtype=kv_dtype if kv_dtype is not None else kind,
+                      v_dtype=v_dtype, k_scale=_scale_np(k_scale, "k_scale"), v_scale=_scale_np(v_scale, "v_scale"))
 

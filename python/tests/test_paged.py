@@ -164,8 +164,8 @@ def test_bad_input():
         libattn.paged_attention(q, kp, vp, indptr, indices, np.array([0, 3], np.int32))
     with pytest.raises(ValueError):
         libattn.paged_attention(q, kp, vp, indptr, indices, last, layout="NDH")
-    with pytest.raises(ValueError):
-        libattn.paged_attention(q, kp, vp, indptr, indices, last, kv_dtype="fp8_e4m3")
+    with pytest.raises(TypeError):
+        libattn.paged_attention(q, kp, vp, indptr, indices, last, kv_dtype="fp8_e4m3")  # fp8 pages are uint8
     before = kp.copy()
     with pytest.raises(ValueError):  # E_INVALID: the caller's arrays
         libattn.paged_append(np.ones((1, 1, 32), np.float32), np.ones((1, 1, 32), np.float32), kp, vp,
@@ -218,3 +218,137 @@ def test_k_and_v_of_different_types():
     np.testing.assert_allclose(c.attend(q[:, :, None, :])[:, :, 0], want[:, :, 0], rtol=2e-5, atol=2e-6)
     with pytest.raises(TypeError):
         libattn.KVCache(1, 1, 8, 32, v_dtype="f64")
+
+
+# ---- the serving formats: decoded here in numpy from their definitions ----
+
+def e4m3_value(c):
+    c = c.astype(np.int64)
+    s, e, m = c >> 7, (c >> 3) & 15, c & 7
+    v = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7))
+    v = np.where((e == 15) & (m == 7), np.nan, v)
+    return np.where(s == 1, -v, v)
+
+
+def e5m2_value(c):
+    return (c.astype(np.uint16) << 8).view(np.float16).astype(np.float64)
+
+
+def decode_rows(kind, pages, scale, layout):
+    """(P, ps, Hkv, D) float64 values of a page array (HND pages are returned in NHD order)"""
+    a = pages if layout == "NHD" else pages.transpose(0, 2, 1, 3)
+    par = None if kind not in ("int8", "int4") else (scale if layout == "NHD" else scale.transpose(0, 2, 1, 3))
+    if kind == "fp8_e4m3":
+        return e4m3_value(a) * np.broadcast_to(np.asarray(scale, np.float64), (a.shape[2],))[:, None]
+    if kind == "fp8_e5m2":
+        return e5m2_value(a) * np.broadcast_to(np.asarray(scale, np.float64), (a.shape[2],))[:, None]
+    if kind in ("int8", "int4"):
+        q = a.astype(np.float64) if kind == "int8" else np.concatenate([a & 15, a >> 4], axis=-1).astype(np.float64)
+        return q * par[..., :1].astype(np.float64) + par[..., 1:].astype(np.float64)
+    if kind in ("q8_0", "q4_0"):
+        nb = 34 if kind == "q8_0" else 18
+        blk = a.reshape(a.shape[:3] + (-1, nb))
+        d = np.ascontiguousarray(blk[..., :2]).view(np.float16).astype(np.float64)  # (..., nblocks, 1)
+        if kind == "q8_0":
+            q = blk[..., 2:].view(np.int8).astype(np.float64)
+        else:
+            qs = blk[..., 2:]
+            q = np.concatenate([qs & 15, qs >> 4], axis=-1).astype(np.float64) - 8
+        return (q * d).reshape(a.shape[:3] + (-1,))
+    raise AssertionError(kind)
+
+
+FORMAT_BYTES = {"fp8_e4m3": lambda D: D, "fp8_e5m2": lambda D: D, "int8": lambda D: D, "int4": lambda D: D // 2,
+                "q8_0": lambda D: D // 32 * 34, "q4_0": lambda D: D // 32 * 18}
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("kind,vkind", [("fp8_e4m3", "fp8_e4m3"), ("fp8_e5m2", "int8"), ("int8", "int8"),
+                                        ("int4", "int4"), ("q4_0", "q4_0"), ("int4", "fp8_e4m3"),
+                                        ("q8_0", "q4_0")])
+def test_formats(layout, kind, vkind):
+    """every format written by paged_append and read by paged_attention equals float64
+    attention over the pages decoded here from the formats' definitions"""
+    lens, ps, Hkv, H, D = [37, 0, 70], 16, 2, 4, 64
+    r = np.random.default_rng(7)
+    npages = [(n + ps - 1) // ps for n in lens]
+    P = sum(npages) + 1
+    shape = lambda nbytes: (P, ps, Hkv, nbytes) if layout == "NHD" else (P, Hkv, ps, nbytes)
+    kp, vp = np.zeros(shape(FORMAT_BYTES[kind](D)), np.uint8), np.zeros(shape(FORMAT_BYTES[vkind](D)), np.uint8)
+    scales = {"fp8_e4m3": np.array([0.01, 0.02], np.float32), "fp8_e5m2": 0.05}
+    def scale_for(k):
+        return np.full(shape(2), np.nan, np.float32) if k in ("int8", "int4") else scales.get(k)
+    ksc, vsc = scale_for(kind), scale_for(vkind)
+    if vkind == "fp8_e4m3":
+        vsc = 0.004
+    indptr = np.concatenate([[0], np.cumsum(npages)]).astype(np.int32)
+    indices = r.permutation(P).astype(np.int32)[:indptr[-1]]
+    last = np.array([n - (k - 1) * ps if k else 0 for n, k in zip(lens, npages)], np.int32)
+    T = sum(lens)
+    k, v = r.standard_normal((T, Hkv, D)).astype(np.float32), r.standard_normal((T, Hkv, D)).astype(np.float32)
+    slots = np.array([int(indices[indptr[b] + j // ps]) * ps + j % ps for b, n in enumerate(lens) for j in range(n)])
+    libattn.paged_append(k, v, kp, vp, slots, layout=layout, kv_dtype=kind, v_dtype=vkind, k_scale=ksc, v_scale=vsc)
+    K, V = decode_rows(kind, kp, ksc, layout), decode_rows(vkind, vp, vsc, layout)  # (P, ps, Hkv, D)
+    q = r.standard_normal((len(lens), H, D)).astype(np.float32)
+    out, lse = libattn.paged_attention(q, kp, vp, indptr, indices, last, layout=layout, kv_dtype=kind, v_dtype=vkind,
+                                       k_scale=ksc, v_scale=vsc, return_lse=True)
+    at = 0
+    for b, n in enumerate(lens):
+        if n == 0:
+            assert np.all(out[b] == 0) and np.all(lse[b] == -np.inf)
+            continue
+        pages = indices[indptr[b]:indptr[b + 1]]
+        Kb = K[pages].reshape(-1, Hkv, D)[:n]  # (n, Hkv, D)
+        Vb = V[pages].reshape(-1, Hkv, D)[:n]
+        # the stored values are close to the rows given (the formats' bounds are test_formats.c's)
+        rel = {"fp8_e4m3": 2.0 ** -4, "fp8_e5m2": 2.0 ** -3}.get(kind, 0.0)
+        assert np.all(np.abs(Kb - k[at:at + n]) <= rel * np.abs(k[at:at + n]) + (0.6 if "4" in kind else 0.15))
+        at += n
+        for h in range(H):
+            s = Kb[:, h // (H // Hkv)] @ q[b, h].astype(np.float64) / np.sqrt(D)
+            w = np.exp(s - s.max())
+            np.testing.assert_allclose(out[b, h], w @ Vb[:, h // (H // Hkv)] / w.sum(), rtol=1e-4, atol=2e-5)
+            np.testing.assert_allclose(lse[b, h], s.max() + np.log(w.sum()), rtol=1e-5, atol=1e-5)
+
+
+def test_format_cache():
+    """KVCache in the formats: fp8 with per-head scales, int8 / int4 with their own pairs, q4_0;
+    a paged cache forks and reads back what a contiguous one does"""
+    r = np.random.default_rng(3)
+    k, v = r.standard_normal((2, 2, 40, 64)).astype(np.float32), r.standard_normal((2, 2, 40, 64)).astype(np.float32)
+    q = r.standard_normal((2, 4, 1, 64)).astype(np.float32)
+    for dt, kw in (("fp8_e4m3", dict(k_scale=[0.01, 0.02], v_scale=0.01)), ("fp8_e5m2", {}), ("int8", {}),
+                   ("int4", {}), ("q4_0", {})):
+        a = libattn.KVCache(2, 2, 64, 64, dtype=dt, **kw)
+        p = libattn.KVCache(2, 2, 64, 64, dtype=dt, page_size=16, **kw)
+        a.append(k, v)
+        p.append(k, v)
+        oa, op = a.attend(q), p.attend(q)
+        want = libattn.sdpa(q, k, v, causal="bottom-right")
+        tol = 0.15 if dt in ("int4", "q4_0", "fp8_e5m2") else 0.03  # e5m2: 2 mantissa bits
+        assert np.max(np.abs(oa - want)) < tol, dt
+        np.testing.assert_allclose(op, oa, rtol=1e-5, atol=1e-6)
+        p.fork(0, 1)  # sequence 1 becomes sequence 0: the same query gives sequence 0's answer
+        q2 = q.copy()
+        q2[1] = q[0]
+        np.testing.assert_allclose(p.attend(q2)[1], oa[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError):
+        libattn.KVCache(1, 1, 8, 32, dtype="int8", k_scale=0.5)  # a scale of the fp8 types only
+    with pytest.raises((ValueError, libattn.LibattnError)):
+        libattn.KVCache(1, 2, 8, 32, dtype="fp8_e4m3", k_scale=[1.0, -1.0])  # not > 0
+
+
+def test_format_errors():
+    kp = np.zeros((2, 4, 1, 32), np.uint8)
+    ind, ip, last = np.array([0], np.int32), np.array([0, 1], np.int32), np.array([2], np.int32)
+    q = np.zeros((1, 1, 32), np.float32)
+    with pytest.raises(ValueError, match="pairs"):
+        libattn.paged_attention(q, kp, kp, ip, ind, last, kv_dtype="int8")  # no (scale, zero) pairs
+    with pytest.raises(ValueError, match="scale"):
+        libattn.paged_attention(q, kp, kp, ip, ind, last, kv_dtype="fp8_e4m3", k_scale=[1.0, 2.0, 3.0])
+    with pytest.raises((ValueError, libattn.LibattnError)):
+        libattn.paged_attention(q, kp, kp, ip, ind, last, kv_dtype="fp8_e4m3", k_scale=0.0)
+    with pytest.raises(ValueError, match="blocks"):
+        libattn.paged_attention(q, kp[..., :30], kp[..., :30], ip, ind, last, kv_dtype="q4_0")
+    with pytest.raises(ValueError, match="k_scale"):
+        libattn.paged_attention(q, kp.view(np.float32), kp.view(np.float32), ip, ind, last, k_scale=1.0)

@@ -311,3 +311,27 @@ def test_paged_attention_on_tensors(dtype):
         want = (w[:, :, None] * vb).sum(1)
         assert torch.allclose(out[b], want, rtol=1e-4, atol=1e-5), (b, (out[b] - want).abs().max())
 
+
+
+def test_paged_formats_on_tensors():
+    """uint8 page tensors in the serving formats: fp8 with per-head scales (a tensor), int8 with its (scale, zero)
+    pairs in a float32 tensor written in place by paged_append"""
+    g = torch.Generator().manual_seed(1)
+    P, ps, Hkv, D, H = 3, 4, 2, 32, 4
+    k = torch.randn(10, Hkv, D, generator=g)
+    v = torch.randn(10, Hkv, D, generator=g)
+    slots = torch.arange(10)
+    kp, vp = torch.zeros(P, ps, Hkv, D, dtype=torch.uint8), torch.zeros(P, ps, Hkv, D, dtype=torch.uint8)
+    ksc = torch.tensor([0.01, 0.02])
+    vpar = torch.full((P, ps, Hkv, 2), float("nan"))
+    lat.paged_append(k, v, kp, vp, slots, kv_dtype="fp8_e4m3", v_dtype="int8", k_scale=ksc, v_scale=vpar)
+    assert not torch.isnan(vpar[:2]).any() and torch.isnan(vpar[2, 2:]).all()  # pairs written where rows went
+    q = torch.randn(1, H, D, generator=g)
+    ip, ind, last = torch.tensor([0, 3], dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32), \
+        torch.tensor([2], dtype=torch.int32)
+    out = lat.paged_attention(q, kp, vp, ip, ind, last, kv_dtype="fp8_e4m3", v_dtype="int8", k_scale=ksc,
+                              v_scale=vpar)
+    kb, vb = k.repeat_interleave(H // Hkv, 1).permute(1, 0, 2), v.repeat_interleave(H // Hkv, 1).permute(1, 0, 2)
+    w = torch.softmax((q[0][:, None, :] * kb).sum(-1) / math.sqrt(D), -1)
+    want = (w[:, :, None] * vb).sum(1)
+    assert (out[0] - want).abs().max() < 0.05  # fp8 keys (3 mantissa bits), int8 values
