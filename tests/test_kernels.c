@@ -264,6 +264,43 @@ static void test_qk_q8(const attn_kernel_table *kt) {
     test_qk_q8_d(kt, 1088);
 }
 
+/* kv_rows: every serving format's rows as float32, bit for bit as the
+ * storage's own attn_st_load_row (NaN as NaN), on codes of every value,
+ * rows of lengths with vector tails (int4's halves not multiples of 8),
+ * scales per row (int8 / int4 pairs) and per call (fp8) */
+static void test_kv_rows(const attn_kernel_table *kt) {
+    static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8,
+                                       ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0};
+    static const int lens[4] = {32, 64, 100, 576};
+    uint32_t st = 77u;
+    unsigned char *src = malloc(4 * 600 * 4);
+    float *got = malloc(4 * 600 * 4), *want = malloc(600 * 4), par[8] = {0.37f, -1.5f, 2.0f, 0.25f, 1e-3f, 3.0f};
+    for (int f = 0; f < 5; f++)
+        for (int li = 0; li < 4; li++) {
+            attn_dtype t = fmts[f];
+            int n = lens[li], ld = n + 64; /* rows apart by more than their length */
+            if (n % attn_storage_of(t)->block) continue;
+            for (int i = 0; i < 4 * 600 * 4; i++) src[i] = (unsigned char)tu_irand(&st, 0, 255);
+            if (t == ATTN_DTYPE_Q4_0) /* finite f16 scales */
+                for (int j = 0; j < 3; j++)
+                    for (int b = 0; b < n / 32; b++) {
+                        uint16_t dh = attn_f32_to_f16(tu_frand(&st));
+                        memcpy(src + attn_storage_bytes(t, (int64_t)j * ld) + b * 18, &dh, 2);
+                    }
+            int pld = attn_storage_of(t)->params == ATTN_ST_ROWPAR;
+            kt->kv_rows(src, ld, 3, n, t, par, pld, got);
+            for (int j = 0; j < 3; j++) {
+                attn_st_load_row(t, src + attn_storage_bytes(t, (int64_t)j * ld), n, par + 2 * j * pld, want);
+                int bad = 0;
+                for (int i = 0; i < n; i++)
+                    bad += !(isnan(want[i]) ? isnan(got[j * n + i]) : !memcmp(&want[i], &got[j * n + i], 4));
+                CHECK(!bad, "%s kv_rows type %d n %d row %d: %d values differ from the storage's", kt->name, (int)t, n,
+                      j, bad);
+            }
+        }
+    free(src), free(got), free(want);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
@@ -281,6 +318,7 @@ int main(int argc, char **argv) {
         test_decode_rows(kt);
         test_round_row(kt);
         test_qk_q8(kt);
+        test_kv_rows(kt);
     }
     return tu_finish("test_kernels");
 }

@@ -152,12 +152,16 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
     }
-    if (!attn_storage_of(kk)->kernels) { /* a format the kernels do not read (fp8, int8, int4, q4_0): its values */
-        for (int64_t t = 0; t < nb; t++) attn_kv_load(kv, 0, b, hk, j0 + t, kvb + t * D);
+    float tmp[2];
+    int64_t pld;
+    if (!attn_storage_of(kk)->kernels) { /* a format the products do not read (fp8, int8, int4, q4_0): its values */
+        const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
+        kt->kv_rows(K, ldk, nb, D, kk, par, pld, kvb);
         K = kvb, ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
     }
     if (!attn_storage_of(kvv)->kernels) {
-        for (int64_t t = 0; t < nb; t++) attn_kv_load(kv, 1, b, hk, j0 + t, kvb + DEC_NB * D + t * Dv);
+        const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
+        kt->kv_rows(V, ldv, nb, Dv, kvv, par, pld, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
     }
     if (c->kt_k != ATTN_DTYPE_F32) { /* float32 rows rounded for the products (BF16 mode) */

@@ -104,6 +104,21 @@ static inline void attn_kv_par(const attn_kv_src *s, int is_v, int64_t b, int64_
     }
 }
 
+/* the scales of rows j, j + 1, .. (within a run of attn_kv_rows) as the
+ * kernels' kv_rows takes them: the first row's pair (int8 / int4: in the
+ * storage's pairs, *pld pairs from one token's to the next) or its scale
+ * (fp8, in tmp; *pld 0: the same for every row) */
+static inline const float *attn_kv_par_run(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j,
+                                           float tmp[2], int64_t *pld) {
+    *pld = 0;
+    if (attn_storage_of(attn_kv_type(s, is_v))->params != ATTN_ST_ROWPAR) {
+        attn_kv_par(s, is_v, b, hk, j, tmp);
+        return tmp;
+    }
+    *pld = s->indices ? (is_v ? s->vps : s->kps)[1] : 1;
+    return (is_v ? s->vpar : s->kpar) + 2 * attn_kv_par_at(s, is_v, b, hk, j);
+}
+
 /* key (is_v 0) or value (1) row j of (b, hk) as float32 values into dst:
  * the one read of a stored row (attn_st_load_row with its scale) */
 static inline void attn_kv_load(const attn_kv_src *s, int is_v, int64_t b, int64_t hk, int64_t j, float *dst) {

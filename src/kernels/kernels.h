@@ -104,6 +104,13 @@ typedef struct attn_kernel_table {
      * 32); prefetch as qk_rows */
     void (*qk_rows_q8)(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre);
+    /* nb stored rows of n values of a type the products do not read (fp8,
+     * int8, int4, q4_0: base/storage.h kernels 0), ld elements apart from
+     * src, as float32 rows of n at dst, each exactly as attn_st_load_row
+     * reads it: par the first row's scale (fp8) or (scale, zero) pair
+     * (int8 / int4), the next row's 2 pld floats on (pld 0: one for all) */
+    void (*kv_rows)(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dtype t, const float *par, int64_t pld,
+                    float *dst);
     /* the K / V storage types (bit 1 << attn_dtype) for which this table
      * computes the math modes' rounded products (base/sem.h): the types it has
      * product kernels for that beat float32 ones; for the others DATA and

@@ -196,6 +196,19 @@ static uint8_t *tree_mask(int64_t Sq, int64_t T) {
 
 static const char *const math_names[] = {"strict", "data", "bf16"}; /* attn_math */
 
+/* the KV storage types by name, in dtypes[]'s order */
+#define KV_NAMES "f32|f16|bf16|q8_0|fp8_e4m3|fp8_e5m2|int8|int4|q4_0"
+static const char *kv_name(attn_dtype dt) {
+    static const char *const names[] = {"?", "f32",  "f16",      "bf16",     "?",    "?",    "?",   "?",
+                                        "?", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q4_0"};
+    return (int)dt >= 0 && (int)dt < (int)(sizeof names / sizeof names[0]) ? names[dt] : "?";
+}
+
+/* bytes of one stored row of D values (int8 / int4: with its (scale, zero) pair) */
+static size_t kv_row_bytes(attn_dtype dt, int64_t D) {
+    return attn_storage_bytes(dt, D) + (attn_storage_of(dt)->params == ATTN_ST_ROWPAR ? 2 * sizeof(float) : 0);
+}
+
 /* bench_decode's modes */
 #define DEC_TREE 1   /* the queries are a tree of drafts */
 #define DEC_RAGGED 2 /* sequence b holds T/2 + b (T/2) / (B - 1) tokens (appended together: pages interleave) */
@@ -229,6 +242,11 @@ static int caller_pages(attn_kv_cache *cache, int64_t B, int64_t Hkv, int64_t D,
     int32_t *ip = malloc((size_t)(B + 1) * 4), *ind = malloc((size_t)(np ? np : 1) * 4), *last = malloc((size_t)B * 4);
     float *kr = malloc((size_t)(Hkv * D) * 4), *vr = malloc((size_t)(Hkv * D) * 4);
     if (!p->kv.k_pages || !p->kv.v_pages || !ip || !ind || !last || !kr || !vr) return 0;
+    if (attn_storage_of(dt)->params == ATTN_ST_ROWPAR) { /* int8 / int4: the rows' pairs */
+        p->kv.k_params = attn_big_alloc((size_t)(np * ps * Hkv) * 8),
+        p->kv.v_params = attn_big_alloc((size_t)(np * ps * Hkv) * 8);
+        if (!p->kv.k_params || !p->kv.v_params) return 0;
+    }
     ip[0] = 0;
     for (int64_t b = 0, at = 0; b < B; b++) {
         int64_t n = (len[b] + ps - 1) / ps;
@@ -258,10 +276,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     }
     attn_kv_cache_config cfg = {
         .batch = B, .kv_heads = Hkv, .capacity = T, .head_dim = D, .v_head_dim = D, .dtype = dt, .page_size = page};
-    const char *dtn = dt == ATTN_DTYPE_F32    ? "f32"
-                      : dt == ATTN_DTYPE_F16  ? "f16"
-                      : dt == ATTN_DTYPE_BF16 ? "bf16"
-                                              : "q8_0";
+    const char *dtn = kv_name(dt);
     dec_ctx c;
     memset(&c, 0, sizeof c);
     attn_status st = attn_kv_cache_create(&cfg, &c.cache);
@@ -278,7 +293,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     int64_t *n = calloc((size_t)B, sizeof *n), *len = calloc((size_t)B, sizeof *len), tokens = 0;
     for (int64_t b = 0; len && b < B; b++) tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
-    size_t bytes = (size_t)(2 * Hkv * tokens) * attn_storage_bytes(dt, D);
+    size_t bytes = (size_t)(2 * Hkv * tokens) * kv_row_bytes(dt, D);
     rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
     if (!kk || !vv || !q || !o || !n || !len || !rd.p || (tree && !tm)) {
         cli_error("bench: out of memory");
@@ -468,10 +483,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
     double diff = 0; /* the two answers (the last runs' outputs) */
     for (size_t i = 0; i < nq; i++) diff = fmax(diff, fabs((double)of[i] - c.o_merged[i]));
     double speedup = r.ratio > 0 ? 1.0 / r.ratio : 0.0; /* the median of the per-round ratios t_full / t_cascade */
-    const char *dtn = dt == ATTN_DTYPE_F32    ? "f32"
-                      : dt == ATTN_DTYPE_F16  ? "f16"
-                      : dt == ATTN_DTYPE_BF16 ? "bf16"
-                                              : "q8_0";
+    const char *dtn = kv_name(dt);
     if (json)
         printf("{\"op\": \"cascade\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, "
                "\"T\": %lld, \"suffix\": %lld, \"D\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, "
@@ -500,7 +512,9 @@ typedef struct bench_opts {
     int kv_dtype, qkv_dtype, impl, math; /* attn_dtype, attn_dtype, attn_impl, attn_math */
 } bench_opts;
 
-static const int dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+static const int dtypes[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                             ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                             ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
 static const int impls[] = {ATTN_IMPL_FAST, ATTN_IMPL_REF, ATTN_IMPL_AUTO};
 #define O(f) offsetof(bench_opts, f)
 static const cli_opt bench_table[] = {
@@ -531,7 +545,7 @@ static const cli_opt bench_table[] = {
      "products' arithmetic (attn_math): float32, the data's type, or bf16"},
     {"--decode", OPT_FLAG, O(decode), 0, 0, 0, NULL, NULL,
      "one query per head against a KV cache of --kv-seq tokens; GB/s"},
-    {"--kv-dtype", OPT_CHOICE, O(kv_dtype), 0, 0, 0, "f32|f16|bf16|q8_0", dtypes, "--decode: the cache's storage"},
+    {"--kv-dtype", OPT_CHOICE, O(kv_dtype), 0, 0, 0, KV_NAMES, dtypes, "--decode: the cache's storage"},
     {"--queries", OPT_I64, O(queries), 0, 1, 16, NULL, NULL, "--decode: query rows per head (default 1)"},
     {"--tree", OPT_FLAG, O(tree), 0, 0, 0, NULL, NULL,
      "--decode: the queries are a binary tree of draft tokens (mask)"},

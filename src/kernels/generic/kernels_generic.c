@@ -324,6 +324,13 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
         }
 }
 
+/* the serving formats' rows as float32: the storage's own definition */
+static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dtype t, const float *par, int64_t pld,
+                    float *dst) {
+    for (int64_t j = 0; j < nb; j++)
+        attn_st_load_row(t, (const char *)src + attn_storage_bytes(t, j * ld), n, par + 2 * j * pld, dst + j * n);
+}
+
 const attn_kernel_table attn_kernels_generic = {"generic",
                                                 6,
                                                 gemm_6x16,
@@ -344,5 +351,6 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 round_row,
                                                 exp2_round_row,
                                                 qk_rows_q8,
+                                                kv_rows,
                                                 ATTN_MATH_TYPES_Q8,
                                                 ATTN_MATH_PRODUCTS_Q8};

@@ -761,6 +761,103 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
 
+/* ---- the serving formats' rows as float32 (kv_rows): 8 values at a time,
+ * each as attn_st_load_row computes it (base/storage.h, quant.h): the same
+ * bits (NaN payloads aside) ---- */
+
+/* 8 bytes zero-extended to 8 int32 lanes */
+INLINE __m256i u8x8(const uint8_t *p) {
+    int64_t w;
+    memcpy(&w, p, 8);
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(w));
+}
+
+/* e4m3fn without denormal arithmetic (an operand assist costs ~100 cycles on
+ * some cores): normals by moving the 7 magnitude bits to float32's exponent /
+ * mantissa and rebiasing the exponent (7 -> 127), subnormals (exponent 0)
+ * as mantissa 2^-9 from the integer; S.1111.111 NaN; the sign */
+INLINE __m256 e4m3x8(const uint8_t *p) {
+    __m256i c = u8x8(p), m = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
+    __m256 a = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(m, 20), _mm256_set1_epi32(120 << 23)));
+    __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1p-9f)); /* m < 8 there: exact */
+    a = _mm256_blendv_ps(a, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), m)));
+    a = _mm256_blendv_ps(a, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7f))));
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_or_ps(a, _mm256_castsi256_ps(sign));
+}
+
+/* e5m2: the high byte of an IEEE half */
+INLINE __m256 e5m2x8(const uint8_t *p) {
+    int64_t w;
+    memcpy(&w, p, 8);
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(w)), 8));
+}
+
+/* 8 nibbles (low: hi 0, high: hi 1) of 8 bytes as floats */
+INLINE __m256 nib8(const uint8_t *p, int hi) {
+    __m256i c = u8x8(p);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(hi ? _mm256_srli_epi32(c, 4) : c, _mm256_set1_epi32(15)));
+}
+
+/* element e of a row of n of type t, as attn_st_load_row reads it (the
+ * vector loops' tails) */
+INLINE float kv_elem_f32(const void *row, int64_t n, int64_t e, attn_dtype t, const float *par) {
+    float c = t == ATTN_DTYPE_KV_INT4 ? (float)attn_q4a_code(row, n, e) : attn_storage_of(t)->get(row, e);
+    return t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2 ? c * par[0] : fmaf(c, par[0], par[1]);
+}
+
+/* 8 values of a row of type t from byte p (int4: the low or high nibbles), scaled */
+INLINE __m256 kv_x8(const uint8_t *p, attn_dtype t, int hi, __m256 s, __m256 z) {
+    if (t == ATTN_DTYPE_FP8_E4M3) return _mm256_mul_ps(e4m3x8(p), s);
+    if (t == ATTN_DTYPE_FP8_E5M2) return _mm256_mul_ps(e5m2x8(p), s);
+    if (t == ATTN_DTYPE_KV_INT8) return _mm256_fmadd_ps(_mm256_cvtepi32_ps(u8x8(p)), s, z);
+    return _mm256_fmadd_ps(nib8(p, hi), s, z);
+}
+
+/* one row of n values of type t into d (par: its scale or (scale, zero));
+ * t a constant where it inlines */
+INLINE void kv_row_f32(const void *row, int64_t n, attn_dtype t, const float *par, float *d) {
+    const uint8_t *r = row;
+    if (t == ATTN_DTYPE_Q4_0) { /* per block: (q - 8) d, q's low nibbles first */
+        for (int64_t i = 0; i < n; i += ATTN_Q4_BLOCK, r += ATTN_Q4_BYTES) {
+            uint16_t dh;
+            memcpy(&dh, r, 2);
+            __m256 sc = _mm256_set1_ps(half_to_float(dh)), eight = _mm256_set1_ps(8.0f);
+            for (int h = 0; h < 4; h++)
+                _mm256_storeu_ps(d + i + 8 * h,
+                                 _mm256_mul_ps(_mm256_sub_ps(nib8(r + 2 + 8 * (h & 1), h >> 1), eight), sc));
+        }
+        return;
+    }
+    __m256 s = _mm256_set1_ps(par[0]), z = _mm256_set1_ps(par[1]);
+    /* int4: element i in byte i's low nibble for i < n / 2, else in byte i - n / 2's high one */
+    int64_t h = t == ATTN_DTYPE_KV_INT4 ? n / 2 : n, i = 0;
+    for (; i + 8 <= h; i += 8) _mm256_storeu_ps(d + i, kv_x8(r + i, t, 0, s, z));
+    for (; i < h; i++) d[i] = kv_elem_f32(row, n, i, t, par);
+    for (; t == ATTN_DTYPE_KV_INT4 && i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, kv_x8(r + i - h, t, 1, s, z));
+    for (; i < n; i++) d[i] = kv_elem_f32(row, n, i, t, par);
+}
+
+/* the rows, one loop per type; the row KV_PF rows ahead prefetched */
+#define KV_PF 8
+#define KV_ROWS_OF(T)                                                                                                  \
+    for (int64_t j = 0; j < nb; j++) {                                                                                 \
+        const char *row = (const char *)src + attn_storage_bytes(T, j * ld);                                           \
+        for (size_t o = 0; o < attn_storage_bytes(T, n); o += 64)                                                      \
+            _mm_prefetch(row + attn_storage_bytes(T, KV_PF * ld) + o, _MM_HINT_T0);                                    \
+        kv_row_f32(row, n, T, par + 2 * j * pld, dst + j * n);                                                         \
+    }
+static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dtype t, const float *par, int64_t pld,
+                    float *dst) {
+    switch (t) {
+    case ATTN_DTYPE_FP8_E4M3: KV_ROWS_OF(ATTN_DTYPE_FP8_E4M3) break;
+    case ATTN_DTYPE_FP8_E5M2: KV_ROWS_OF(ATTN_DTYPE_FP8_E5M2) break;
+    case ATTN_DTYPE_KV_INT8: KV_ROWS_OF(ATTN_DTYPE_KV_INT8) break;
+    case ATTN_DTYPE_KV_INT4: KV_ROWS_OF(ATTN_DTYPE_KV_INT4) break;
+    default: KV_ROWS_OF(ATTN_DTYPE_Q4_0) break;
+    }
+}
+
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
                                            gemm,
@@ -781,5 +878,6 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            round_row,
                                            exp2_round_row,
                                            qk_rows_q8,
+                                           kv_rows,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : ATTN_MATH_PRODUCTS_Q8};
