@@ -374,6 +374,77 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     return 0;
 }
 
+/* ---- MLA decode: one latent head per token (DeepSeek; FlashMLA) ------------ */
+
+/* B sequences of T latent rows of D values (576: 512 latent + 64 rope) in
+ * caller pages without V pages (V = each row's first Dv), H query heads over
+ * the one latent head: GB/s of the rows against the read of as many bytes,
+ * alternating rounds */
+static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int64_t ps, attn_dtype dt, attn_math math,
+                     double min_time, int json) {
+    if (Dv > D || ps < 1) {
+        cli_error("bench --mla: --v-head-dim <= --head-dim, --page-size >= 1");
+        return EXIT_USAGE;
+    }
+    int64_t np = (T + ps - 1) / ps, P = B * np, chunk = ps < 256 ? 256 / ps * ps : ps;
+    static const float one[1] = {1.0f};
+    pg_ctx c;
+    memset(&c, 0, sizeof c);
+    c.kv = (attn_paged_kv){.dtype = dt, .num_pages = P, .page_size = ps, .Hkv = 1, .D = D, .Dv = Dv};
+    if (attn_storage_of(dt)->params == ATTN_ST_SCALED) c.kv.k_scale = one, c.kv.k_scale_len = 1;
+    c.kv.k_pages = attn_big_alloc((size_t)P * attn_storage_bytes(dt, ps * D));
+    if (attn_storage_of(dt)->params == ATTN_ST_ROWPAR) c.kv.k_params = attn_big_alloc((size_t)(P * ps) * 8);
+    int32_t *ip = malloc((size_t)(B + 1) * 4), *ind = malloc((size_t)P * 4), *last = malloc((size_t)B * 4);
+    float *rows = frand_buf((size_t)(chunk * D), 5), *q = frand_buf((size_t)(B * H * D), 4);
+    int64_t *slots = malloc((size_t)chunk * sizeof *slots);
+    size_t bytes = (size_t)(B * T) * kv_row_bytes(dt, D);
+    rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
+    c.o = (attn_view){frand_buf((size_t)(B * H * Dv), 7), H * Dv, Dv, Dv};
+    if (!c.kv.k_pages || !ip || !ind || !last || !rows || !q || !slots || !rd.p || !c.o.data ||
+        (attn_storage_of(dt)->params == ATTN_ST_ROWPAR && !c.kv.k_params)) {
+        cli_error("bench: out of memory");
+        return 1;
+    }
+    ip[0] = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < np; i++) ind[b * np + i] = (int32_t)(b * np + i);
+        ip[b + 1] = (int32_t)((b + 1) * np), last[b] = (int32_t)(T - (np - 1) * ps);
+    }
+    c.kv.kv_indptr = ip, c.kv.kv_indices = ind, c.kv.kv_last_page_len = last;
+    for (int64_t t0 = 0; t0 < P * ps; t0 += chunk) { /* every slot written (the last pages' tails too) */
+        int64_t n = P * ps - t0 < chunk ? P * ps - t0 : chunk;
+        for (int64_t t = 0; t < n; t++) slots[t] = t0 + t;
+        attn_status st = attn_paged_append(&c.kv, n, rows, NULL, slots);
+        if (st) {
+            cli_error("bench: %s", attn_status_string(st));
+            return 1;
+        }
+    }
+    attn_sdpa_desc_init(&c.d, B, H, 1, 0, D, Dv);
+    c.d.Hkv = 1, c.d.math = math, c.d.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.d.scale = 0.1352f; /* the caller's scale */
+    c.q = (attn_view){q, H * D, D, D};
+    bench_result r;
+    if (time_pair(run_paged, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r)) return 1;
+    double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9;
+    double gflops = 2.0 * (double)(B * H * T) * (double)(D + Dv) / r.ta * 1e-9; /* Q K^T and P V */
+    if (json)
+        printf("{\"op\": \"decode-mla\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"T\": %lld, "
+               "\"D\": %lld, \"Dv\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, \"threads\": %d, \"reps\": %d, "
+               "\"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, \"gflops\": %.1f, \"read_gbps\": %.2f, "
+               "\"ratio_to_read\": %.3f}\n",
+               math_names[math], attn_kernel_name(), (long long)B, (long long)H, (long long)T, (long long)D,
+               (long long)Dv, kv_name(dt), (long long)ps, omp_get_max_threads(), r.reps, r.ta * 1e3, bytes, gbps,
+               gflops, rd_gbps, r.ratio);
+    else
+        printf("MLA decode B=%lld Hq=%lld T=%lld latent %lld (V %lld) %s, pages of %lld, %d threads: %.3f ms, %.1f "
+               "GB/s (%.1f GFLOP/s); read bandwidth %.1f GB/s; ratio %.2f\n",
+               (long long)B, (long long)H, (long long)T, (long long)D, (long long)Dv, kv_name(dt), (long long)ps,
+               omp_get_max_threads(), r.ta * 1e3, gbps, gflops, rd_gbps, r.ratio);
+    free(c.kv.k_pages), free(c.kv.k_params), free(ip), free(ind), free(last), free(rows), free(q), free(slots);
+    free((void *)rd.p), free(c.o.data);
+    return 0;
+}
+
 /* ---- cascade: B sequences sharing a prefix, one decode step ---------------- */
 
 /* Caller-owned pages (attn_paged_kv) holding a prefix of T tokens and B
@@ -506,7 +577,8 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
 
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
-    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller;
+    int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller, mla;
+    int64_t v_head_dim;
     int64_t queries;
     double softcap, min_time, p_drop;
     int kv_dtype, qkv_dtype, impl, math; /* attn_dtype, attn_dtype, attn_impl, attn_math */
@@ -554,6 +626,9 @@ static const cli_opt bench_table[] = {
     {"--page-size", OPT_I64, O(page), 0, 0, 1 << 24, NULL, NULL, "--decode: tokens per page (0 = contiguous)"},
     {"--caller-pages", OPT_FLAG, O(caller), 0, 0, 0, NULL, NULL,
      "--decode: the same rows in caller-owned pages (attn_paged_attention), timed against the cache"},
+    {"--mla", OPT_FLAG, O(mla), 0, 0, 0, NULL, NULL,
+     "--decode: MLA's latent cache (one head of --head-dim values a token, V its first --v-head-dim; caller pages)"},
+    {"--v-head-dim", OPT_I64, O(v_head_dim), 0, 1, 4096, NULL, NULL, "--mla: V's values of each latent row (512)"},
     {"--cascade", OPT_FLAG, O(cascade), 0, 0, 0, NULL, NULL,
      "--decode: B sequences sharing a --kv-seq prefix, each with its own --suffix: the prefix attended once for all, "
      "merged (speedup over attending each sequence's whole cache)"},
@@ -781,6 +856,13 @@ int cmd_bench(int argc, char **argv) {
     int pr = bench_parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
+    if (o.decode && o.mla)
+        return bench_mla(o.B, o.H, o.Sk, o.D, o.v_head_dim ? o.v_head_dim : 512, o.page ? o.page : 64,
+                         (attn_dtype)o.kv_dtype, (attn_math)o.math, o.min_time, o.json);
+    if (o.mla || o.v_head_dim) {
+        cli_error("bench: --mla and --v-head-dim go with --decode");
+        return EXIT_USAGE;
+    }
     if (o.decode && o.cascade)
         return bench_cascade(o.B, o.H, o.Hkv, o.Sk, o.suffix, o.D, o.page ? o.page : 16, (attn_dtype)o.kv_dtype,
                              (attn_math)o.math, o.min_time, o.json);
