@@ -38,8 +38,9 @@ typedef struct attn_storage {
      * ATTN_ST_SCALED times a scale per tensor or kv head (fp8), ATTN_ST_ROWPAR
      * q * scale + zero with one pair per row (int8 / int4) */
     int params;
-    /* the kernel tables' qk_rows_x / pv_rows_x read it (kernels.h); the
-     * others are loaded to float32 rows first (attn_st_load_row) */
+    /* the kernel tables' qk_rows_x / pv_rows_x read it (kernels.h: fp8 and
+     * int8 as their codes, decode applying the scales around the products);
+     * the others are loaded to float32 rows first (kv_rows) */
     int kernels;
 } attn_storage;
 
@@ -102,9 +103,9 @@ static inline const attn_storage *attn_storage_of(attn_dtype t) {
         [ATTN_DTYPE_BF16] = {"bfloat16", 1, 2, attn_st_load_bf16, attn_st_store_bf16, attn_st_get_bf16, P, 1},
         [ATTN_DTYPE_Q8_0] = {"q8_0", ATTN_Q8_BLOCK, ATTN_Q8_BYTES, attn_st_load_q8, attn_q8_quantize, attn_q8_get, P,
                              1},
-        [ATTN_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1, 1, attn_st_load_e4m3, attn_st_store_e4m3, attn_st_get_e4m3, SC, 0},
-        [ATTN_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1, 1, attn_st_load_e5m2, attn_st_store_e5m2, attn_st_get_e5m2, SC, 0},
-        [ATTN_DTYPE_KV_INT8] = {"int8", 1, 1, attn_st_load_u8, attn_st_store_none, attn_st_get_u8, RP, 0},
+        [ATTN_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1, 1, attn_st_load_e4m3, attn_st_store_e4m3, attn_st_get_e4m3, SC, 1},
+        [ATTN_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1, 1, attn_st_load_e5m2, attn_st_store_e5m2, attn_st_get_e5m2, SC, 1},
+        [ATTN_DTYPE_KV_INT8] = {"int8", 1, 1, attn_st_load_u8, attn_st_store_none, attn_st_get_u8, RP, 1},
         [ATTN_DTYPE_KV_INT4] = {"int4", 2, 1, attn_st_load_u4, attn_st_store_none, NULL, RP, 0},
         [ATTN_DTYPE_Q4_0] = {"q4_0", ATTN_Q4_BLOCK, ATTN_Q4_BYTES, attn_st_load_q4, attn_q4_quantize, attn_q4_get, P,
                              0},

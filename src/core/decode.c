@@ -115,14 +115,35 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
     }
 }
 
+/* The one-byte formats the kernels read as codes (base/storage.h params;
+ * kernels.h): K's fp8 scale is folded into the packed queries (dec_pack_q);
+ * an int8 K's dot products of codes become scores here, S = s_j S + z_j
+ * sum(q) with key j's (scale, zero); a scaled V's P is scaled before P V,
+ * P_rj s_j, and an int8 V's zero points add sum_j P_rj z_j to every column
+ * (wr, after the products). par: key j0's pair, pld pairs from key to key
+ * (0: one pair for all). Another rounding of the same float32 products than
+ * the stored values' (attn_st_load_row), as q8_0's block scales. */
+static void dec_scores_rowpar(const float *par, int64_t pld, int64_t R, int64_t nb, const float *qs, float *S) {
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < nb; j++)
+            S[r * DEC_NB + j] = fmaf(S[r * DEC_NB + j], par[2 * j * pld], par[2 * j * pld + 1] * qs[r]);
+}
+static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, float *S, float *wr) {
+    for (int64_t r = 0; r < R; r++) {
+        float w = 0.0f, *p = S + r * DEC_NB;
+        for (int64_t j = 0; j < nb; j++) w += p[j] * par[2 * j * pld + 1], p[j] *= par[2 * j * pld];
+        wr[r] = w;
+    }
+}
+
 /* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
  * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
  * modifiers and masks, the online softmax and O += P V into the item's
  * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
  * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
  * DEC_PF rows ahead in their own stream. */
-static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, float *S, float *pm, int64_t j0,
-                         int64_t pf_hk, int64_t pf_j, float *kvb) {
+static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, const float *qs, float *S, float *pm,
+                         int64_t j0, int64_t pf_hk, int64_t pf_j, float *kvb) {
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
     const attn_kv_src *kv = c->kv;
@@ -178,6 +199,10 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
         kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
+    if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) { /* int8 codes: the rows' (scale, zero) */
+        const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
+        dec_scores_rowpar(par, pld, R, nb, qs, S);
+    }
     attn_score_keys keys = {{b, skb, off}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                /* row r: query i of head h */
         int64_t h = hk * G + r / Sq, i = r % Sq;
@@ -185,10 +210,18 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
         attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
     }
+    int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN;
+    float *wr = S + R * DEC_NB; /* R more floats */
+    if (vscaled) {
+        const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
+        dec_p_scaled(par, pld, R, nb, S, wr);
+    }
     if (kvv != ATTN_DTYPE_F32)
         kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else
         kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
+    for (int64_t r = 0; vscaled && r < R; r++) /* int8 V: the zero points' share (fp8: 0) */
+        for (int64_t cc = 0; wr[r] != 0.0f && cc < Dv; cc++) O[r * DvP + cc] += wr[r];
     return nb;
 }
 
@@ -197,12 +230,14 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
  * a q8_0 qt, quantized into q8_0 blocks at Qq too (rows attn_q8_row_bytes(D)
  * apart: the int8 Q K^T's operand) */
 static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul,
-                       attn_dtype qt, float *Qg, void *Qq) {
+                       attn_dtype qt, float *Qg, void *Qq, float *qs) {
     int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
     for (int64_t r = 0; r < R; r++) {
         float *row = Qg + r * D;
         const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
         for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
+        qs[r] = 0.0f; /* the row's sum (an int8 K's zero points) */
+        for (int64_t c = 0; c < D; c++) qs[r] += row[c];
         if (qt == ATTN_DTYPE_Q8_0)
             attn_q8_quantize(row, D, (char *)Qq + (size_t)r * attn_q8_row_bytes(D));
         else
@@ -258,11 +293,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         float *Qg = malloc((size_t)(gs * R * D) * sizeof(float));
         size_t qqr = (size_t)R * attn_q8_row_bytes(D); /* a group's q8_0 query rows (a math mode on a q8_0 cache) */
         char *Qq = c.qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * qqr) : NULL;
-        float *S = malloc((size_t)(R * DEC_NB) * sizeof(float));
+        float *S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), *Qs = malloc((size_t)(gs * R) * sizeof(float));
         int kvbuf = c.kt_k != ATTN_DTYPE_F32 || c.kt_v != ATTN_DTYPE_F32 || /* rounded or converted rows */
                     !attn_storage_of(attn_kv_type(kv, 0))->kernels || !attn_storage_of(attn_kv_type(kv, 1))->kernels;
         float *kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
-        int ok = Qg && S && (!kvbuf || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
+        int ok = Qg && S && Qs && (!kvbuf || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -278,9 +313,13 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             const size_t *grp = order + gi * (size_t)gs;
             const dec_item *it0 = &items[grp[0]];
             if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
-                for (int64_t t = 0; t < gs; t++)
-                    dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul, c.qt, Qg + t * R * D,
-                               Qq ? Qq + (size_t)t * qqr : NULL);
+                for (int64_t t = 0; t < gs; t++) {
+                    float par[2] = {1.0f, 0.0f}; /* fp8 K: the head's scale, folded into its queries */
+                    if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED)
+                        attn_kv_par(kv, 0, it0->b, it0->hk + t, 0, par);
+                    dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul * par[0], c.qt, Qg + t * R * D,
+                               Qq ? Qq + (size_t)t * qqr : NULL, Qs + t * R);
+                }
                 packed_b = it0->b, packed_hk = it0->hk;
             }
             for (int64_t t = 0; t < gs; t++) {
@@ -293,13 +332,13 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                 for (int64_t t = 0; t < gs; t++) { /* prefetch the next head's block, or the next block */
                     int64_t pf_hk = it0->hk + (t + 1) % gs, pf_j = t + 1 < gs ? j0 : j0 + nb;
                     const void *qop = Qq ? (const void *)(Qq + (size_t)t * qqr) : (const void *)(Qg + t * R * D);
-                    nb = dec_block(&c, &items[grp[t]], qop, S, part + grp[t] * (size_t)(R * (DvP + 2)), j0, pf_hk, pf_j,
-                                   kvb);
+                    nb = dec_block(&c, &items[grp[t]], qop, Qs + t * R, S, part + grp[t] * (size_t)(R * (DvP + 2)), j0,
+                                   pf_hk, pf_j, kvb);
                 }
                 j0 += nb;
             }
         }
-        free(Qg), free(Qq), free(S), free(kvb);
+        free(Qg), free(Qq), free(S), free(Qs), free(kvb);
         /* merge the splits of each (b, hk) in split order */
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < B * Hkv; g++) {

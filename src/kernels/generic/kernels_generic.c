@@ -272,8 +272,10 @@ static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64
         qk_body_x(Q, R, D, K, ldk, n, S, lds, ATTN_DTYPE_F16);
     else if (dt == ATTN_DTYPE_BF16)
         qk_body_x(Q, R, D, K, ldk, n, S, lds, ATTN_DTYPE_BF16);
-    else
+    else if (dt == ATTN_DTYPE_Q8_0)
         qk_body_x(Q, R, D, K, ldk, n, S, lds, ATTN_DTYPE_Q8_0);
+    else /* the one-byte formats' codes (fp8 values, int8 codes) */
+        qk_body_x(Q, R, D, K, ldk, n, S, lds, dt);
 }
 
 static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
@@ -283,8 +285,10 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_F16);
     else if (dt == ATTN_DTYPE_BF16)
         pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_BF16);
-    else
+    else if (dt == ATTN_DTYPE_Q8_0)
         pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, ATTN_DTYPE_Q8_0);
+    else /* the one-byte formats' codes (fp8 values, int8 codes) */
+        pv_body_x(P, ldp, R, V, ldv, n, Dv, O, ldo, dt);
 }
 
 /* x rounded in place to t and the sum of the rounded values, in lanes of 8

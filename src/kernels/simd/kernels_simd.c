@@ -298,6 +298,40 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
 
 /* ---- decode: K/V rows of every storage kind ----------------------------------- */
 
+/* 8 bytes zero-extended to 8 int32 lanes */
+INLINE __m256i u8x8(const uint8_t *p) {
+    int64_t w;
+    memcpy(&w, p, 8);
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(w));
+}
+
+/* e4m3fn without denormal arithmetic (an operand assist costs ~100 cycles on
+ * some cores): normals by moving the 7 magnitude bits to float32's exponent /
+ * mantissa and rebiasing the exponent (7 -> 127), subnormals (exponent 0)
+ * as mantissa 2^-9 from the integer; S.1111.111 NaN; the sign */
+INLINE __m256 e4m3x8(const uint8_t *p) {
+    __m256i c = u8x8(p), m = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
+    __m256 a = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(m, 20), _mm256_set1_epi32(120 << 23)));
+    __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1p-9f)); /* m < 8 there: exact */
+    a = _mm256_blendv_ps(a, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), m)));
+    a = _mm256_blendv_ps(a, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7f))));
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_or_ps(a, _mm256_castsi256_ps(sign));
+}
+
+/* e5m2: the high byte of an IEEE half */
+INLINE __m256 e5m2x8(const uint8_t *p) {
+    int64_t w;
+    memcpy(&w, p, 8);
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(w)), 8));
+}
+
+/* 8 nibbles (low: hi 0, high: hi 1) of 8 bytes as floats */
+INLINE __m256 nib8(const uint8_t *p, int hi) {
+    __m256i c = u8x8(p);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(hi ? _mm256_srli_epi32(c, 4) : c, _mm256_set1_epi32(15)));
+}
+
 /* one body per element type of the K/V rows (KV_F32, KV_F16, KV_BF16,
  * KV_Q8: attn_dtype values, sizes from base/storage.h), specialized at
  * compile time */
@@ -305,6 +339,26 @@ static void alibi_row(float *x, int64_t n, float slope, float dist0) {
 #define KV_F16 ATTN_DTYPE_F16
 #define KV_BF16 ATTN_DTYPE_BF16
 #define KV_Q8 ATTN_DTYPE_Q8_0
+/* the one-byte formats' codes (base/storage.h: fp8 values before their
+ * scale, int8's unsigned codes before (scale, zero)); decode applies the
+ * scales around the products (kernels.h) */
+#define KV_E4M3 ATTN_DTYPE_FP8_E4M3
+#define KV_E5M2 ATTN_DTYPE_FP8_E5M2
+#define KV_U8 ATTN_DTYPE_KV_INT8
+
+/* VL codes of a one-byte format from p, as floats */
+INLINE __m256 byte8(const uint8_t *p, int t) {
+    if (t == KV_E4M3) return e4m3x8(p);
+    if (t == KV_E5M2) return e5m2x8(p);
+    return _mm256_cvtepi32_ps(u8x8(p));
+}
+INLINE vf byte_ld(const uint8_t *p, int t) {
+#if VL == 16
+    return vf_join(byte8(p, t), byte8(p + 8, t));
+#else
+    return byte8(p, t);
+#endif
+}
 
 /* q8_0 pieces: the f16 scale of the block holding idx, and VL unscaled values
  * from idx (idx a multiple of VL: they never cross a block) */
@@ -327,6 +381,7 @@ INLINE vf kv_ld(const void *row, int64_t idx, int t) {
     if (t == KV_F32) return vf_load((const float *)row + idx);
     if (t == KV_Q8) return vf_mul(q8_raw(row, idx), q8_scale(row, idx));
     if (t == KV_F16) return vf_load_f16((const uint16_t *)row + idx);
+    if (t == KV_E4M3 || t == KV_E5M2 || t == KV_U8) return byte_ld((const uint8_t *)row + idx, t);
     return vf_load_bf16((const uint16_t *)row + idx);
 }
 
@@ -335,7 +390,7 @@ INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
     if (t == KV_F32) return vf_maskz_load((const float *)row + idx, vm_tail(m));
     if (t == KV_Q8) return vf_zero(); /* q8_0 rows are whole blocks: no tails */
     uint16_t buf[VL] = {0};
-    memcpy(buf, (const uint16_t *)row + idx, (size_t)m * 2);
+    memcpy(buf, (const char *)row + attn_storage_bytes((attn_dtype)t, idx), attn_storage_bytes((attn_dtype)t, m));
     return kv_ld(buf, 0, t);
 }
 
@@ -747,6 +802,12 @@ static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
     else if (kind == KV_BF16)
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_BF16);
+    else if (kind == KV_E4M3)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_E4M3);
+    else if (kind == KV_E5M2)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_E5M2);
+    else if (kind == KV_U8)
+        qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8);
     else
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8);
 }
@@ -757,6 +818,12 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_F16);
     else if (kind == KV_BF16)
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_BF16);
+    else if (kind == KV_E4M3)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_E4M3);
+    else if (kind == KV_E5M2)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_E5M2);
+    else if (kind == KV_U8)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U8);
     else
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
@@ -764,40 +831,6 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
 /* ---- the serving formats' rows as float32 (kv_rows): 8 values at a time,
  * each as attn_st_load_row computes it (base/storage.h, quant.h): the same
  * bits (NaN payloads aside) ---- */
-
-/* 8 bytes zero-extended to 8 int32 lanes */
-INLINE __m256i u8x8(const uint8_t *p) {
-    int64_t w;
-    memcpy(&w, p, 8);
-    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(w));
-}
-
-/* e4m3fn without denormal arithmetic (an operand assist costs ~100 cycles on
- * some cores): normals by moving the 7 magnitude bits to float32's exponent /
- * mantissa and rebiasing the exponent (7 -> 127), subnormals (exponent 0)
- * as mantissa 2^-9 from the integer; S.1111.111 NaN; the sign */
-INLINE __m256 e4m3x8(const uint8_t *p) {
-    __m256i c = u8x8(p), m = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
-    __m256 a = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(m, 20), _mm256_set1_epi32(120 << 23)));
-    __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1p-9f)); /* m < 8 there: exact */
-    a = _mm256_blendv_ps(a, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), m)));
-    a = _mm256_blendv_ps(a, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7f))));
-    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    return _mm256_or_ps(a, _mm256_castsi256_ps(sign));
-}
-
-/* e5m2: the high byte of an IEEE half */
-INLINE __m256 e5m2x8(const uint8_t *p) {
-    int64_t w;
-    memcpy(&w, p, 8);
-    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(w)), 8));
-}
-
-/* 8 nibbles (low: hi 0, high: hi 1) of 8 bytes as floats */
-INLINE __m256 nib8(const uint8_t *p, int hi) {
-    __m256i c = u8x8(p);
-    return _mm256_cvtepi32_ps(_mm256_and_si256(hi ? _mm256_srli_epi32(c, 4) : c, _mm256_set1_epi32(15)));
-}
 
 /* element e of a row of n of type t, as attn_st_load_row reads it (the
  * vector loops' tails) */

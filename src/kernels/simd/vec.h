@@ -75,6 +75,9 @@ VEC_INLINE vf vf_join(__m256 lo, __m256 hi) {
     memcpy(&v, t, sizeof v);
     return v;
 }
+#else
+/* two 8-lane halves as one vector (low lanes first) */
+VEC_INLINE vf vf_join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 #endif
 
 /* 2^n for integral n in [-127, 127] (n = -127 gives exactly 0) */
