@@ -103,6 +103,7 @@ typedef struct dec_call {
     int64_t R, DvP;
     float escale;
     attn_dtype qt, kt_k, kt_v, pt; /* the math mode's rounding of Q, of K, of V, of P (base/sem.h) */
+    int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
 } dec_call;
 
 /* BF16 mode on float32 rows: nb rows of width n from X (ldx apart) rounded
@@ -134,6 +135,17 @@ static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, f
         for (int64_t j = 0; j < nb; j++) w += p[j] * par[2 * j * pld + 1], p[j] *= par[2 * j * pld];
         wr[r] = w;
     }
+}
+
+/* Rows of type t with R query rows a kv head converted to float32 a block
+ * at a time (kv_rows) rather than read by the products: the formats the
+ * products do not read, and the one-byte formats from DEC_CONV_ROWS rows on
+ * (the products convert a key once per 4 rows: MLA's 128 rows over fp8
+ * latents ran 3x slower than bf16's) */
+#define DEC_CONV_ROWS 8
+static int dec_converts(attn_dtype t, int64_t R) {
+    const attn_storage *s = attn_storage_of(t);
+    return !s->kernels || (s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS);
 }
 
 /* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
@@ -175,12 +187,12 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
     }
     float tmp[2];
     int64_t pld;
-    if (!attn_storage_of(kk)->kernels) { /* a format the products do not read (fp8, int8, int4, q4_0): its values */
+    if (c->conv_k) { /* converted a block at a time (dec_converts): the rows' values */
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
         kt->kv_rows(K, ldk, nb, D, kk, par, pld, kvb);
         K = kvb, ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
     }
-    if (!attn_storage_of(kvv)->kernels) {
+    if (c->conv_v) {
         const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
         kt->kv_rows(V, ldv, nb, Dv, kvv, par, pld, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
@@ -285,7 +297,9 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                   attn_sem_q_type(d, attn_kv_type(kv, 0)),
                   attn_sem_kv_type(d, attn_kv_type(kv, 0)),
                   attn_sem_kv_type(d, attn_kv_type(kv, 1)),
-                  attn_sem_p_type(d, attn_kv_type(kv, 1))};
+                  attn_sem_p_type(d, attn_kv_type(kv, 1)),
+                  dec_converts(attn_kv_type(kv, 0), R),
+                  dec_converts(attn_kv_type(kv, 1), R)};
     float qmul = attn_score_q_multiplier(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
@@ -295,7 +309,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         char *Qq = c.qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * qqr) : NULL;
         float *S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), *Qs = malloc((size_t)(gs * R) * sizeof(float));
         int kvbuf = c.kt_k != ATTN_DTYPE_F32 || c.kt_v != ATTN_DTYPE_F32 || /* rounded or converted rows */
-                    !attn_storage_of(attn_kv_type(kv, 0))->kernels || !attn_storage_of(attn_kv_type(kv, 1))->kernels;
+                    c.conv_k || c.conv_v;
         float *kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
         int ok = Qg && S && Qs && (!kvbuf || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq);
         if (!ok) {
@@ -315,7 +329,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
             if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
                 for (int64_t t = 0; t < gs; t++) {
                     float par[2] = {1.0f, 0.0f}; /* fp8 K: the head's scale, folded into its queries */
-                    if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED)
+                    if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c.conv_k)
                         attn_kv_par(kv, 0, it0->b, it0->hk + t, 0, par);
                     dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul * par[0], c.qt, Qg + t * R * D,
                                Qq ? Qq + (size_t)t * qqr : NULL, Qs + t * R);
