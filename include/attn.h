@@ -466,6 +466,34 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64
 ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q, attn_view out,
                                           float *lse);
 
+/* A shard of each sequence's keys (a KV cache sharded over machines,
+ * libattn_mpi's attn_shard_decode): the cache holds part of every
+ * sequence, its local key j at global position (j / block) * stride +
+ * offset + j % block (contiguous ranges: block >= the local capacity,
+ * offset the range's start; round-robin by pages of P tokens over n ranks:
+ * block P, stride n P, offset r P); global_len (B): each sequence's length
+ * over every shard. */
+typedef struct attn_kv_positions {
+    const int64_t *global_len;
+    int64_t block, stride, offset;
+} attn_kv_positions;
+
+/* Attention of q over this shard's keys as part of the global problem: d
+ * describes the whole sequences as attn_kv_cache_attend does (d->Sk 0 or
+ * the longest global length, d->seqlens_k NULL: the lengths are
+ * pos->global_len), and every rule reads global positions (causal
+ * alignment, window, chunks, ALiBi, a key_mask (B, Sk), a dense mask or
+ * bias over global keys: (., ., Sq, Sk)). out and lse are this shard's
+ * share: merged over the shards with attn_merge_states (rank order) they
+ * give attention over the whole cache; a shard with no visible key gives
+ * zeros and lse -inf (with sinks: the sink's lse; give sinks to one share
+ * only, or to the merge). Decode only: Sq <= 16 (ATTN_E_UNSUPPORTED past it
+ * and for ATTN_IMPL_REF). ATTN_E_INVALID when a local key's global
+ * position is not below its sequence's global length, block < 1, stride <
+ * block or offset < 0. */
+ATTN_API attn_status attn_kv_cache_attend_at(const attn_kv_cache *c, const attn_sdpa_desc *d,
+                                             const attn_kv_positions *pos, attn_view q, attn_view out, float *lse);
+
 /* ------------------------------------------------------------------------ */
 /* Attention over caller-owned pages (serving engines: FlashInfer's and      */
 /* vLLM's conventions; docs/API.md "Caller-owned pages")                     */

@@ -41,12 +41,13 @@ typedef struct dec_item {
 /* The items (when items is not NULL: first[g] the first of (b, hk) = g,
  * first[B * Hkv] their count); returns the count. Splits depend only on the
  * sequence's key range. */
-static size_t dec_items(const attn_sdpa_desc *d, dec_item *items, int64_t *first) {
+static size_t dec_items(const attn_sdpa_desc *d, const attn_kv_src *kv, dec_item *items, int64_t *first) {
     int64_t Hkv = attn_sem_hkv(d);
     size_t n = 0;
     for (int64_t b = 0; b < d->B; b++) {
-        int64_t skb = attn_sem_sk(d, b), lo, hi;
-        attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, d->Sq, &lo, &hi);
+        int64_t skb = attn_sem_sk(d, b), lo = 0, hi = kv->map_len ? kv->map_len[b] : 0;
+        if (!kv->map_len) /* a shard: every local key (the rule hides the rest, block by block) */
+            attn_sem_rows_range(d, skb, attn_sem_off(d, b), 0, d->Sq, &lo, &hi);
         for (int64_t hk = 0; hk < Hkv; hk++) {
             if (first) first[b * Hkv + hk] = (int64_t)n;
             int64_t j = lo;
@@ -137,6 +138,19 @@ static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, f
     }
 }
 
+/* A shard's block of keys (local j0 .. at global positions from g0) as a
+ * block of the global problem d: local key j is global j + ks (ks = g0 -
+ * j0), so the rule (causal, window, chunks, ALiBi, lengths, the padding
+ * mask) reads global positions (base/sem.h's block fields), and the dense
+ * mask and bias, given over global keys, are read from column ks on. */
+static const attn_sdpa_desc *dec_frame(const attn_sdpa_desc *d, int64_t ks, attn_sdpa_desc *e) {
+    *e = *d;
+    e->k_start = ks, e->Sk = d->Sk - ks, e->Sk_total = d->Sk;
+    if (e->attn_mask) e->attn_mask += ks * e->attn_mask_strides[3];
+    if (e->attn_bias) e->attn_bias += ks * e->attn_bias_strides[3];
+    return e;
+}
+
 /* Rows of type t with R query rows a kv head converted to float32 a block
  * at a time (kv_rows) rather than read by the products: the formats the
  * products do not read, and the one-byte formats from DEC_CONV_ROWS rows on
@@ -160,7 +174,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
     const attn_kernel_table *kt = c->kt;
     const attn_kv_src *kv = c->kv;
     int64_t b = it->b, hk = it->hk, R = c->R, DvP = c->DvP, D = d->D, Dv = d->Dv, Sq = d->Sq;
-    int64_t G = d->H / attn_sem_hkv(d), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b);
+    int64_t G = d->H / attn_sem_hkv(d), skb = kv->map_len ? kv->map_len[b] : attn_sem_sk(d, b);
     attn_dtype kk = attn_kv_type(kv, 0), kvv = attn_kv_type(kv, 1); /* K's and V's storage */
     float *m = pm, *l = pm + R, *O = pm + 2 * R;
     int64_t runk, runv, ldk, ldv;
@@ -172,6 +186,11 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
     nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
     nb = nb < runk ? nb : runk;
     nb = nb < runv ? nb : runv;
+    attn_sdpa_desc frame; /* a shard: this block's keys as a block of the global problem */
+    if (kv->map_len) {
+        nb = nb < kv->map_block - j0 % kv->map_block ? nb : kv->map_block - j0 % kv->map_block;
+        d = dec_frame(d, attn_kv_src_global(kv, j0) - j0, &frame);
+    }
     /* contiguous: each kernel prefetches its own stream DEC_PF rows ahead (into the
      * next item's keys too: the same thread often runs it next; prefetches never
      * fault); paged: the block that runs next, through the page table (within the
@@ -215,8 +234,8 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
         dec_scores_rowpar(par, pld, R, nb, qs, S);
     }
-    attn_score_keys keys = {{b, skb, off}, NULL, 0}; /* the padding mask key by key */
-    for (int64_t r = 0; r < R; r++) {                /* row r: query i of head h */
+    attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
+    for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
         int64_t h = hk * G + r / Sq, i = r % Sq;
         float *s = S + r * DEC_NB;
         attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
@@ -265,7 +284,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     int64_t R = G * Sq, DvP = attn_round_up(Dv, 8);
     if (B * H * Sq == 0) return ATTN_OK;
     if (d->dropout) return ATTN_E_UNSUPPORTED;
-    size_t nitems = dec_items(d, NULL, NULL); /* every (b, hk) key range cut into splits */
+    size_t nitems = dec_items(d, kv, NULL, NULL); /* every (b, hk) key range cut into splits */
     size_t npart;
     if (attn_mul3_size(nitems, (size_t)R, (size_t)(DvP + 2), &npart)) return ATTN_E_OVERFLOW;
     /* A paged cache holds a page's rows head after head (kv_src.h): its items run
@@ -282,7 +301,7 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
         free(items), free(order), free(part), free(first);
         return ATTN_E_NOMEM;
     }
-    size_t n = dec_items(d, items, first), no = 0;
+    size_t n = dec_items(d, kv, items, first), no = 0;
     for (int64_t b = 0; b < B; b++)
         for (int64_t g = b * Hkv; g < (b + 1) * Hkv; g += gs)
             for (int64_t s = 0; s < first[g + 1] - first[g]; s++)

@@ -42,7 +42,18 @@ typedef struct attn_kv_src {
      * kps[2] hk) (V: vpar, vps) */
     const float *kpar, *vpar;
     int64_t kps[3], vps[3];
+    /* a shard of each sequence (attn_kv_cache_attend_at): map_len non-NULL,
+     * sequence b holds map_len[b] keys here, local key j at global position
+     * (j / map_block) * map_stride + map_off + j % map_block; the call's
+     * descriptor describes the global problem */
+    const int64_t *map_len;
+    int64_t map_block, map_stride, map_off;
 } attn_kv_src;
+
+/* the global position of local key j of a shard (kv->map_len non-NULL) */
+static inline int64_t attn_kv_src_global(const attn_kv_src *s, int64_t j) {
+    return j / s->map_block * s->map_stride + s->map_off + j % s->map_block;
+}
 
 /* the storage type of K (is_v 0) or V (1) */
 static inline attn_dtype attn_kv_type(const attn_kv_src *s, int is_v) { return is_v && s->vtype ? s->vtype : s->dtype; }

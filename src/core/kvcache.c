@@ -324,3 +324,29 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
     attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
     return st != ATTN_OK ? st : attn_attend(&d, q, &c->store, out, lse);
 }
+
+attn_status attn_kv_cache_attend_at(const attn_kv_cache *c, const attn_sdpa_desc *din, const attn_kv_positions *pos,
+                                    attn_view q, attn_view out, float *lse) {
+    if (!c || !din || !pos || !pos->global_len) return ATTN_E_INVALID;
+    if (din->dropout) return ATTN_E_UNSUPPORTED;
+    if (din->seqlens_k || (din->Hkv != 0 && din->Hkv != c->cfg.kv_heads) || attn_sem_is_block(din))
+        return ATTN_E_INVALID;
+    if (attn_is16(din->qkv_dtype) || din->Sq > ATTN_DECODE_MAX_SQ || din->impl == ATTN_IMPL_REF)
+        return ATTN_E_UNSUPPORTED; /* decode's rows only */
+    if (din->B != c->cfg.batch || din->D != c->cfg.head_dim || din->Dv != c->Dv) return ATTN_E_SHAPE;
+    if (pos->block < 1 || pos->stride < pos->block || pos->offset < 0) return ATTN_E_INVALID;
+    attn_kv_src src = c->store;
+    src.map_len = c->len, src.map_block = pos->block, src.map_stride = pos->stride, src.map_off = pos->offset;
+    int64_t Sk = 0;
+    for (int64_t b = 0; b < c->cfg.batch; b++) { /* every local key inside its sequence */
+        if (pos->global_len[b] < 0) return ATTN_E_INVALID;
+        if (c->len[b] > 0 && attn_kv_src_global(&src, c->len[b] - 1) >= pos->global_len[b]) return ATTN_E_INVALID;
+        Sk = pos->global_len[b] > Sk ? pos->global_len[b] : Sk;
+    }
+    if (din->Sk != 0 && din->Sk != Sk) return ATTN_E_SHAPE;
+    attn_sdpa_desc d = *din;
+    d.Hkv = c->cfg.kv_heads, d.Sk = Sk, d.seqlens_k = pos->global_len, d.seqlens_k_dtype = ATTN_DTYPE_I64;
+    attn_view kk = {q.data, d.Hkv * Sk * d.D, Sk * d.D, d.D}, kv = {q.data, d.Hkv * Sk * d.Dv, Sk * d.Dv, d.Dv};
+    attn_status st = attn_sdpa_check(&d, q, kk, kv, out, 1); /* stand-in views of the global keys (not read) */
+    return st != ATTN_OK ? st : attn_attend(&d, q, &src, out, lse);
+}
