@@ -90,6 +90,10 @@ ATTN_API int64_t attn_kv_shard_len(const attn_kv_shard *s, int64_t b);
 ATTN_API int attn_kv_shard_owner(const attn_kv_shard *s, int64_t g);
 /* this rank's cache (its part of every sequence) */
 ATTN_API const attn_kv_cache *attn_kv_shard_local(const attn_kv_shard *s);
+/* where this rank's local keys sit in the sequences (for
+ * attn_kv_cache_attend_at on attn_kv_shard_local: this rank's share alone);
+ * global_len points into s (valid until the next append) */
+ATTN_API attn_kv_positions attn_kv_shard_positions(const attn_kv_shard *s);
 
 /* Collective append of n[b] new tokens to every sequence b: every rank
  * passes the same float32 rows k (B, Hkv, n_max, D), v (.., Dv) (the new

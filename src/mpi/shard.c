@@ -125,6 +125,10 @@ int64_t attn_kv_shard_len(const attn_kv_shard *s, int64_t b) { return s && b >= 
 
 const attn_kv_cache *attn_kv_shard_local(const attn_kv_shard *s) { return s ? s->local : NULL; }
 
+attn_kv_positions attn_kv_shard_positions(const attn_kv_shard *s) {
+    return s ? shard_positions(s) : (attn_kv_positions){NULL, 0, 0, 0};
+}
+
 /* rows (b, ., t) of n[b] new tokens at global positions glen[b] + t that
  * this rank holds, packed into k2, v2 (B, Hkv, nmax, .), counts into nl;
  * returns 0 when out of memory */

@@ -578,6 +578,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller, mla;
+    int shard, no_single;
     int64_t v_head_dim;
     int64_t queries;
     double softcap, min_time, p_drop;
@@ -640,6 +641,10 @@ static const cli_opt bench_table[] = {
     {"--min-time", OPT_F64, O(min_time), 0, 0, 600, NULL, NULL, "seconds to time (alternating rounds)"},
     {"--json", OPT_FLAG, O(json), 0, 0, 0, NULL, NULL, "one JSON line"},
     {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL, "ring attention over the MPI ranks"},
+    {"--shard", OPT_FLAG, O(shard), 0, 0, 0, NULL, NULL,
+     "--decode under mpirun: the KV cache sharded over the ranks, --kv-seq tokens per rank (attn_shard_decode)"},
+    {"--no-single", OPT_FLAG, O(no_single), 0, 0, 0, NULL, NULL,
+     "--shard: skip the one-process decode of the whole cache (its memory)"},
     {"--ring-layout", OPT_CHOICE, O(ring_layout), 0, 0, 0, "contiguous|zigzag", NULL, "--ring: sequence sharding"},
 };
 #undef O
@@ -851,11 +856,34 @@ static int bench_ring(const bench_opts *o, int argc, char **argv) {
 #endif
 }
 
+static int bench_shard(const bench_opts *o, int argc, char **argv) {
+#ifdef ATTN_HAVE_MPI
+    int rank, nr;
+    if (!cli_ring_begin(&argc, &argv, &rank, &nr)) {
+        cli_error("bench --shard: MPI did not start");
+        return 1;
+    }
+    int rc = cli_shard_bench(o->B, o->H, o->Hkv, o->Sk, o->D, o->kv_dtype, o->page ? o->page : 64, !o->no_single,
+                             o->min_time, o->json);
+    cli_ring_end();
+    return rc;
+#else
+    (void)o, (void)argc, (void)argv;
+    cli_error("bench --shard needs libattn built with MPI (install libopenmpi-dev and rebuild)");
+    return EXIT_USAGE;
+#endif
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_opts o;
     int pr = bench_parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
+    if (o.decode && o.shard) return bench_shard(&o, argc, argv);
+    if (o.shard) {
+        cli_error("bench: --shard goes with --decode");
+        return EXIT_USAGE;
+    }
     if (o.decode && o.mla)
         return bench_mla(o.B, o.H, o.Sk, o.D, o.v_head_dim ? o.v_head_dim : 512, o.page ? o.page : 64,
                          (attn_dtype)o.kv_dtype, (attn_math)o.math, o.min_time, o.json);

@@ -26,4 +26,12 @@ attn_status cli_ring_sdpa(const attn_sdpa_desc *d, int layout, int64_t es, const
 int cli_ring_bench(int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t D, int causal, int layout, int backward,
                    double min_time, int json);
 
+/* attn bench --decode --shard: the sharded KV cache (round-robin pages of
+ * `page`) filled to n T tokens per sequence, one decode step timed (the
+ * slowest rank; compute and collectives), next to every rank reading its
+ * shard's bytes at once and, with single, rank 0 decoding the whole cache
+ * alone; alternating rounds, printed by rank 0. Returns the exit code. */
+int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int dtype, int64_t page, int single,
+                    double min_time, int json);
+
 #endif

@@ -6,6 +6,9 @@
 #include "cli_ring.h"
 
 #include "attn_mpi.h"
+#include "readbw.h"
+
+#include <omp.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,4 +239,138 @@ int cli_ring_bench(int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t D, int 
     }
     free(q), free(k), free(v), free(o), free(g), free(dq), free(dk), free(dv), free(ca), free(cb);
     return stt != ATTN_OK;
+}
+
+/* ---- attn bench --decode --shard: the sharded KV cache's decode step ---- */
+
+/* a rank's shard filled with n T tokens per sequence over all ranks, chunk by chunk (the same random chunk each
+ * time: timing only); rank 0 also fills a whole cache (the one-process reference) when whole is not NULL */
+static attn_status shard_fill(attn_kv_shard *sh, attn_kv_cache *whole, int64_t B, int64_t Hkv, int64_t total,
+                              int64_t D) {
+    int64_t chunk = total < 4096 ? total : 4096;
+    float *rows = malloc((size_t)(B * Hkv * chunk * D) * sizeof(float));
+    int64_t *n = malloc((size_t)B * sizeof *n);
+    attn_status st = rows && n ? ATTN_OK : ATTN_E_NOMEM;
+    uint32_t x = 4242u;
+    for (int64_t i = 0; rows && i < B * Hkv * chunk * D; i++)
+        x = x * 1664525u + 1013904223u, rows[i] = (float)(x >> 8) * 0x1p-24f - 0.5f;
+    attn_view v = {rows, Hkv * chunk * D, chunk * D, D};
+    for (int64_t done = 0; done < total; done += chunk) {
+        for (int64_t b = 0; n && b < B; b++) n[b] = total - done < chunk ? total - done : chunk;
+        attn_status s2 = attn_kv_shard_append(sh, n ? n : (int64_t[1]){0}, v, v); /* collective: every rank calls */
+        if (!st) st = s2;
+        if (!st && whole) st = attn_kv_cache_append(whole, n, v, v);
+    }
+    free(rows), free(n);
+    return st;
+}
+
+int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int dtype, int64_t page, int single,
+                    double min_time, int json) {
+    int n, rank;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    attn_kv_cache_config cfg = {
+        .batch = B, .kv_heads = Hkv, .capacity = T * n, .head_dim = D, .dtype = (attn_dtype)dtype};
+    attn_kv_shard *sh = NULL;
+    attn_kv_cache *whole = NULL;
+    attn_status st = attn_kv_shard_create(MPI_COMM_WORLD, &cfg, ATTN_SHARD_ROUND_ROBIN, page, &sh);
+    if (!st && single && rank == 0) st = attn_kv_cache_create(&cfg, &whole);
+    if (!cli_ring_sync(st == ATTN_OK)) {
+        if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st ? st : ATTN_E_NOMEM));
+        attn_kv_shard_free(sh), attn_kv_cache_free(whole);
+        return 1;
+    }
+    st = shard_fill(sh, whole, B, Hkv, T * n, D);
+    /* this rank's shard bytes, read alone in the same rounds: the memory bound of its share */
+    size_t es = dtype == ATTN_DTYPE_F32 ? 4 : dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16 ? 2 : 1;
+    size_t bytes = (size_t)(B * Hkv * 2 * D) * (size_t)attn_kv_cache_len(attn_kv_shard_local(sh), 0) * es;
+    float *rb = malloc(bytes + 64), *q = malloc((size_t)(B * H * D) * 4), *o = malloc((size_t)(B * H * D) * 4);
+    if (!cli_ring_sync(!st && rb && q && o)) {
+        if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st ? st : ATTN_E_NOMEM));
+        free(rb), free(q), free(o), attn_kv_shard_free(sh), attn_kv_cache_free(whole);
+        return 1;
+    }
+    for (size_t i = 0; i < bytes / 4 + 16; i++) rb[i] = 1.0f;
+    for (int64_t i = 0; i < B * H * D; i++) q[i] = 0.01f * (float)(i % 97);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, 1, 0, D, D);
+    d.Hkv = Hkv, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_view vq = {q, H * D, D, D}, vo = {o, H * D, D, D};
+    double tot[64], comp[64], comm[64], rd[64], one[64], ratio[64], loc[64], alone[64];
+    int64_t per = B * H * (D + 1); /* one rank's (out, lse) floats: the all-gather's share */
+    float *ga = malloc((size_t)per * 4), *gb = malloc((size_t)(per * n) * 4);
+    attn_kv_positions pos = attn_kv_shard_positions(sh);
+    int reps = 0;
+    double start = MPI_Wtime();
+    volatile float sink = 0.0f;
+    do {
+        attn_ring_timing t;
+        MPI_Barrier(MPI_COMM_WORLD);
+        st = attn_shard_decode(sh, &d, vq, vo, NULL, &t);
+        if (st) break;
+        double mine[3] = {t.total_s, t.compute_s, t.wait_s}, mx[3];
+        MPI_Allreduce(mine, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        /* the share alone (no collectives), and the two collectives alone (no compute) */
+        MPI_Barrier(MPI_COMM_WORLD);
+        double tl = MPI_Wtime();
+        attn_kv_cache_attend_at(attn_kv_shard_local(sh), &d, &pos, vq, vo, NULL);
+        tl = MPI_Wtime() - tl;
+        MPI_Barrier(MPI_COMM_WORLD);
+        double ta = MPI_Wtime();
+        int64_t probe[2] = {0, 0}, pr[2];
+        MPI_Allreduce(probe, pr, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+        if (ga && gb) MPI_Allgather(ga, (int)per, MPI_FLOAT, gb, (int)per, MPI_FLOAT, MPI_COMM_WORLD);
+        ta = MPI_Wtime() - ta;
+        double la[2] = {tl, ta}, lm[2];
+        MPI_Allreduce(la, lm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD); /* every rank reads its shard's bytes at once */
+        double t0 = MPI_Wtime();
+        sink += attn_readbw_sum(rb, bytes / 4);
+        double tr = MPI_Wtime() - t0, trm;
+        MPI_Allreduce(&tr, &trm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        double ts = 0.0;
+        if (whole) { /* the one process over the whole cache (rank 0; the others wait) */
+            attn_sdpa_desc dw = d;
+            t0 = MPI_Wtime();
+            if (attn_kv_cache_attend(whole, &dw, vq, vo, NULL) != ATTN_OK) ts = -1.0;
+            ts = ts < 0 ? ts : MPI_Wtime() - t0;
+        }
+        MPI_Bcast(&ts, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        tot[reps] = mx[0], comp[reps] = mx[1], comm[reps] = mx[2], rd[reps] = trm, one[reps] = ts;
+        loc[reps] = lm[0], alone[reps] = lm[1];
+        ratio[reps] = trm / mx[0];
+        reps++;
+        double el = MPI_Wtime() - start;
+        MPI_Bcast(&el, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (reps >= 5 && el >= min_time) break;
+    } while (reps < 64);
+    if (st) {
+        if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st));
+    } else if (rank == 0) {
+        double Tm = median(tot, reps), C = median(comp, reps), M = median(comm, reps), R = median(rd, reps);
+        double S1 = whole ? median(one, reps) : 0.0, ra = median(ratio, reps), L = median(loc, reps);
+        double A = median(alone, reps);
+        int64_t msg = B * H * (D + 1) * 4;
+        if (json)
+            printf("{\"op\": \"shard_decode\", \"ranks\": %d, \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, \"T_per_rank\": "
+                   "%lld, \"D\": %lld, \"kv_dtype_bytes\": %zu, \"page\": %lld, \"threads\": %d, \"reps\": %d, "
+                   "\"ms\": %.4f, \"compute_ms\": %.4f, \"comm_ms\": %.4f, \"read_ms\": %.4f, \"ratio_to_read\": "
+                   "%.3f, \"comm_share\": %.3f, \"local_ms\": %.4f, \"ratio_to_local\": %.3f, "
+                   "\"collectives_alone_ms\": %.4f, \"single_ms\": %.4f, \"speedup\": %.3f, "
+                   "\"bytes_per_rank_step\": %lld, \"shard_bytes\": %zu}\n",
+                   n, (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)D, es, (long long)page,
+                   omp_get_max_threads(), reps, Tm * 1e3, C * 1e3, M * 1e3, R * 1e3, ra, M / Tm, L * 1e3, L / Tm,
+                   A * 1e3, S1 * 1e3, S1 > 0 ? S1 / Tm : 0.0, (long long)msg, bytes);
+        else
+            printf("sharded decode on %d ranks, B=%lld H=%lld Hkv=%lld T=%lld per rank, D=%lld: %.3f ms a step "
+                   "(compute %.3f, collectives %.3f); each rank's shard read alone %.3f ms: ratio %.2f; one process "
+                   "over the whole cache %.3f ms\n",
+                   n, (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)D, Tm * 1e3, C * 1e3,
+                   M * 1e3, R * 1e3, ra, S1 * 1e3);
+    }
+    (void)sink;
+    free(rb), free(q), free(o), free(ga), free(gb);
+    attn_kv_shard_free(sh), attn_kv_cache_free(whole);
+    return st != ATTN_OK;
 }
