@@ -103,6 +103,12 @@ ATTN_API attn_kv_positions attn_kv_shard_positions(const attn_kv_shard *s);
  * others undo theirs), different n on different ranks ATTN_E_INVALID. */
 ATTN_API attn_status attn_kv_shard_append(attn_kv_shard *s, const int64_t *n, attn_view k, attn_view v);
 
+/* Collective: sequence dst becomes a copy of sequence src on every rank
+ * (attn_kv_cache_fork on each rank's cache: a paged local cache shares the
+ * pages, copy-on-write); the same status everywhere (indices that differ
+ * between ranks: ATTN_E_INVALID). */
+ATTN_API attn_status attn_kv_shard_fork(attn_kv_shard *s, int64_t src, int64_t dst);
+
 /* Collective exact decode (tree attention over the shards): every rank
  * passes the same q (B, H, Sq, D), Sq 1 .. 16, and d describing the whole
  * sequences as attn_kv_cache_attend does (d->Sk 0, d->seqlens_k NULL;

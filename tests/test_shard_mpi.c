@@ -114,6 +114,32 @@ static void decode_case(attn_dtype dt, attn_shard_policy pol, int64_t block, int
         CHECK(tm.bytes_sent == (int64_t)(nq + nl) * 4 * (nranks - 1), "%s: messages of (out, lse) only", what);
         free(q), free(want), free(lw), free(got), free(lg), free(again);
     }
+    /* a fork (shared pages where the local caches are paged): sequence 1 becomes sequence 0, then both grow
+     * apart; each equal to the whole cache fed the same operations */
+    CHECK_OK(attn_kv_cache_fork(whole, 0, 1));
+    CHECK_OK(attn_kv_shard_fork(sh, 0, 1));
+    CHECK(attn_kv_shard_len(sh, 1) == len[0], "a fork copies the global length");
+    int64_t two[B] = {3, 5};
+    for (int i = 0; i < B * HKV * 40 * D; i++) k[i] = tu_frand(&s), v[i] = tu_frand(&s);
+    attn_view vk = {k, HKV * 40 * D, 40 * D, D}, vv = {v, HKV * 40 * D, 40 * D, D};
+    int64_t room[B] = {CAP - len[0] < 3 ? CAP - len[0] : 3, CAP - len[0] < 5 ? CAP - len[0] : 5};
+    memcpy(two, room, sizeof two);
+    CHECK_OK(attn_kv_cache_append(whole, two, vk, vv));
+    CHECK_OK(attn_kv_shard_append(sh, two, vk, vv));
+    {
+        float q[B * H * D], o1[B * H * D], o2[B * H * D];
+        for (int i = 0; i < B * H * D; i++) q[i] = tu_frand(&s);
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, B, H, 1, 0, D, D);
+        d.Hkv = HKV, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        attn_view vq = {q, H * D, D, D};
+        CHECK_OK(attn_kv_cache_attend(whole, &d, vq, (attn_view){o1, H * D, D, D}, NULL));
+        CHECK_OK(attn_shard_decode(sh, &d, vq, (attn_view){o2, H * D, D, D}, NULL, NULL));
+        CHECK(tu_allclose("after a fork", o2, o1, (size_t)B * H * D, 2e-5, 2e-6),
+              "forked sequences decode as one process");
+    }
+    CHECK(attn_kv_shard_fork(sh, rank == 0 ? 0 : 1, 1) == (nranks == 1 ? ATTN_OK : ATTN_E_INVALID),
+          "forks that differ between ranks");
     free(k), free(v), free(tree);
     attn_kv_cache_free(whole);
     attn_kv_shard_free(sh);

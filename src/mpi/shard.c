@@ -199,6 +199,16 @@ attn_status attn_kv_shard_append(attn_kv_shard *s, const int64_t *n, attn_view k
     return st;
 }
 
+attn_status attn_kv_shard_fork(attn_kv_shard *s, int64_t src, int64_t dst) {
+    if (!s) return ATTN_E_INVALID;
+    int64_t f[2] = {src, dst};
+    attn_status st = src < 0 || src >= s->B || dst < 0 || dst >= s->B ? ATTN_E_INVALID : ATTN_OK;
+    st = agree(s->comm, f, 2, st); /* the same fork everywhere (a fork cannot fail once valid) */
+    if (!st) st = attn_kv_cache_fork(s->local, src, dst);
+    if (!st) s->glen[dst] = s->glen[src];
+    return st;
+}
+
 /* the decode problem's scalars, compared over the ranks */
 static int decode_fields(const attn_sdpa_desc *d, int64_t *f) {
     int64_t g[20] = {d->B,
