@@ -728,6 +728,84 @@ static void pages_path(const prob *p, attn_dtype st, attn_dtype vt, int64_t ps, 
     free(o2), free(o3), free(kv.k_params), free(kv.v_params);
 }
 
+/* A KV cache split into 2 or 3 shards (attn_kv_cache_attend_at; the sharded
+ * cache's building block): ranges, or round-robin pages of 1 .. 17 tokens
+ * (local caches contiguous or paged by those pages), each shard attended at
+ * its keys' global positions, the shares merged in shard order with
+ * attn_merge_states (the sinks last, as a state of no value): against the
+ * reference over the whole keys, merged result 1 and 2 threads bitwise.
+ * Decode-sized cases with finite inputs (the rule on non-finite values is
+ * the other paths'). */
+static void shard_path(const prob *p, double smax) {
+    if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT ||
+        p->Sq > 16 || p->d.impl == ATTN_IMPL_REF || p->Sk == 0)
+        return;
+    for (size_t i = 0; i < nk(p); i++)
+        if (!isfinite(p->k[i])) return;
+    for (size_t i = 0; i < nv(p); i++)
+        if (!isfinite(p->v[i])) return;
+    int nsh = 2 + (int)(cur_case % 2), rr = cur_case % 3 != 0;
+    int64_t page = rr ? 1 + (int64_t)(cur_case % 17) : (p->Sk + nsh - 1) / nsh, B = p->B, H = p->Hkv, n[3];
+    for (int64_t b = 0; b < B; b++) n[b] = p->seqlens ? p->seqlens[b] : p->Sk;
+    size_t nl = (size_t)(B * p->H * p->Sq);
+    float *acc = calloc(no(p) + 1, 4), *la = calloc(nl + 1, 4), *part = calloc(no(p) + 1, 4), *lp = calloc(nl + 1, 4);
+    float *again = calloc(no(p) + 1, 4), *o3 = calloc(no(p) + 1, 4);
+    float *kr = calloc(nk(p) + 1, 4), *vr = calloc(nv(p) + 1, 4);
+    attn_sdpa_desc d = p->d;
+    d.seqlens_k = NULL, d.sinks = NULL, d.Sk = 0;
+    attn_status st = ATTN_OK;
+    char path[80];
+    snprintf(path, sizeof path, "%d shards, %s of %lld", nsh, rr ? "round-robin pages" : "ranges", (long long)page);
+    for (int rep = 0; rep < 2 && !st; rep++) {
+        omp_set_num_threads(rep ? 1 : 2);
+        for (int r = 0; r < nsh && !st; r++) { /* shard r: the positions it owns, in order */
+            int64_t m[3] = {0, 0, 0}, cap = 1;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t j = 0; j < n[b]; j++) {
+                    if ((rr ? j / page % nsh : j / page) != r) continue;
+                    for (int64_t hk = 0; hk < H; hk++) {
+                        memcpy(kr + ((b * H + hk) * p->Sk + m[b]) * p->D, p->k + ((b * H + hk) * p->Sk + j) * p->D,
+                               (size_t)p->D * 4);
+                        memcpy(vr + ((b * H + hk) * p->Sk + m[b]) * p->Dv, p->v + ((b * H + hk) * p->Sk + j) * p->Dv,
+                               (size_t)p->Dv * 4);
+                    }
+                    m[b]++, cap = m[b] > cap ? m[b] : cap;
+                }
+            attn_kv_cache_config cfg = {.batch = B,
+                                        .kv_heads = H,
+                                        .capacity = cap,
+                                        .head_dim = p->D,
+                                        .v_head_dim = p->Dv,
+                                        .page_size = rr && cur_case % 2 ? page : 0};
+            attn_kv_cache *c = NULL;
+            st = attn_kv_cache_create(&cfg, &c);
+            if (!st) st = attn_kv_cache_append(c, m, fview(kr, H, p->Sk, p->D), fview(vr, H, p->Sk, p->Dv));
+            attn_kv_positions pos = {n, page, rr ? nsh * page : page, r * page};
+            if (!st)
+                st = attn_kv_cache_attend_at(c, &d, &pos, fview(p->q, p->H, p->Sq, p->D),
+                                             fview(r ? part : acc, p->H, p->Sq, p->Dv), r ? lp : la);
+            if (!st && r) st = attn_merge_states((int64_t)nl, p->Dv, acc, la, part, lp, acc, la);
+            attn_kv_cache_free(c);
+        }
+        if (!st && p->d.sinks) { /* the sinks: merged in last */
+            memset(part, 0, no(p) * 4);
+            for (size_t i = 0; i < nl; i++) lp[i] = p->d.sinks[(int64_t)i / p->Sq % p->H];
+            st = attn_merge_states((int64_t)nl, p->Dv, acc, la, part, lp, acc, la);
+        }
+        if (!rep) memcpy(again, acc, no(p) * 4);
+    }
+    omp_set_num_threads(2);
+    attn_sdpa_desc r = p->d;
+    r.impl = ATTN_IMPL_REF, r.seqlens_k = n, r.seqlens_k_dtype = ATTN_DTYPE_I64;
+    attn_status s3 = attn_sdpa_forward(&r, fview(p->q, p->H, p->Sq, p->D), fview(p->k, H, p->Sk, p->D),
+                                       fview(p->v, H, p->Sk, p->Dv), fview(o3, p->H, p->Sq, p->Dv), NULL);
+    if (st != s3)
+        report(p, path, "statuses differ: shards %d, reference %d", st, s3);
+    else if (!st && !bitwise(p, path, "out", acc, again, no(p)))
+        check_close(p, path, "out", acc, o3, no(p), 2e-4, maxabs(p->v, nv(p)), smax, 0);
+    free(acc), free(la), free(part), free(lp), free(again), free(o3), free(kr), free(vr);
+}
+
 /* The block API (ring attention's primitives) on two key blocks [0, K1) and
  * [K1, Sk): the forward's blocks merged by log-sum-exp as src/mpi/ring.c
  * merges them, the backward from the folded row statistics. out and g
@@ -948,6 +1026,7 @@ static void run_case(uint64_t seed, uint64_t cas) {
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
+    shard_path(&p, smax); /* a cache split into shards, merged */
     /* caller-owned pages: a storage type of every format, a layout and a page size (1 .. 70) of the case's */
     static const attn_dtype fmts[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
                                       ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
