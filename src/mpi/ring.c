@@ -23,6 +23,7 @@
 #include "attn_mpi.h"
 
 #include "base/sem.h"
+#include "fields.h"
 
 #include <limits.h>
 #include <math.h>
@@ -123,33 +124,15 @@ static attn_status ring_init(ring *R, MPI_Comm comm, const attn_sdpa_desc *d, at
     attn_status st = ATTN_OK;
     if (!d || (layout != ATTN_RING_CONTIGUOUS && layout != ATTN_RING_ZIGZAG)) st = ATTN_E_INVALID;
     /* the same problem everywhere: compare the scalar fields */
-    int64_t mine[18] = {0}, lo[18], hi[18];
-    if (d) {
-        int64_t f[18] = {d->B,
-                         d->H,
-                         d->Hkv,
-                         d->Sq,
-                         d->Sk,
-                         d->D,
-                         d->Dv,
-                         (int64_t)d->causal,
-                         d->window,
-                         d->window_left,
-                         d->window_right,
-                         (int64_t)d->qkv_dtype,
-                         d->key_mask != NULL,
-                         d->seqlens_k != NULL,
-                         d->alibi_slopes != NULL,
-                         d->attention_chunk,
-                         d->sinks != NULL,
-                         (int64_t)layout};
-        memcpy(mine, f, sizeof f);
-    }
-    if (MPI_Allreduce(mine, lo, 18, MPI_INT64_T, MPI_MIN, R->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 18, MPI_INT64_T, MPI_MAX, R->comm) != MPI_SUCCESS)
+    int64_t mine[ATTN_MPI_FIELDS + 1] = {0}, lo[ATTN_MPI_FIELDS + 1], hi[ATTN_MPI_FIELDS + 1];
+    if (d) attn_mpi_fields(d, mine);
+    mine[ATTN_MPI_FIELDS] = (int64_t)layout;
+    if (MPI_Allreduce(mine, lo, ATTN_MPI_FIELDS + 1, MPI_INT64_T, MPI_MIN, R->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, ATTN_MPI_FIELDS + 1, MPI_INT64_T, MPI_MAX, R->comm) != MPI_SUCCESS)
         return ATTN_E_COMM;
     if (memcmp(lo, hi, sizeof lo) != 0) st = ATTN_E_INVALID; /* ranks disagree on the problem */
-    if (!st && (d->dropout || d->sinks || d->attn_mask || d->attn_bias || attn_sem_is_block(d))) st = ATTN_E_UNSUPPORTED;
+    if (!st && (d->dropout || d->sinks || d->attn_mask || d->attn_bias || attn_sem_is_block(d)))
+        st = ATTN_E_UNSUPPORTED;
     if (!st && (d->B < 1 || d->H < 1 || d->D < 1 || d->Dv < 1 || d->Sq < 0 || d->Sk < 0)) st = ATTN_E_SHAPE;
     if (st) return st;
     R->B = d->B, R->H = d->H, R->Hkv = attn_sem_hkv(d), R->D = d->D, R->Dv = d->Dv;

@@ -15,6 +15,7 @@
  * min and max) and agree on one status, so a rank's error never leaves
  * another waiting; a failed append or prefill is undone on every rank. */
 #include "attn_mpi.h"
+#include "fields.h"
 
 #include <limits.h>
 #include <math.h>
@@ -209,32 +210,6 @@ attn_status attn_kv_shard_fork(attn_kv_shard *s, int64_t src, int64_t dst) {
     return st;
 }
 
-/* the decode problem's scalars, compared over the ranks */
-static int decode_fields(const attn_sdpa_desc *d, int64_t *f) {
-    int64_t g[20] = {d->B,
-                     d->H,
-                     d->Hkv,
-                     d->Sq,
-                     d->Sk,
-                     d->D,
-                     d->Dv,
-                     (int64_t)d->causal,
-                     d->window,
-                     d->window_left,
-                     d->window_right,
-                     (int64_t)d->impl,
-                     (int64_t)d->math,
-                     d->key_mask != NULL,
-                     d->alibi_slopes != NULL,
-                     d->attention_chunk,
-                     d->sinks != NULL,
-                     d->attn_mask != NULL,
-                     d->attn_bias != NULL,
-                     (int64_t)(d->softcap * 1e6f)};
-    memcpy(f, g, sizeof g);
-    return 20;
-}
-
 /* the states of every rank (all, n x (nq Dv + nq) floats) merged in rank
  * order into out / lse; the sinks last */
 static attn_status merge_ranks(const attn_kv_shard *s, const attn_sdpa_desc *d, const float *all, int64_t nq,
@@ -268,8 +243,9 @@ attn_status attn_shard_decode(attn_kv_shard *s, const attn_sdpa_desc *d, attn_vi
     if (!s) return ATTN_E_INVALID;
     double t0 = MPI_Wtime(), tw = 0.0;
     attn_ring_timing tm = {0};
-    int64_t f[20] = {0};
-    int nf = d ? decode_fields(d, f) : 20;
+    int64_t f[ATTN_MPI_FIELDS] = {0};
+    int nf = ATTN_MPI_FIELDS;
+    if (d) attn_mpi_fields(d, f);
     attn_status st = !d ? ATTN_E_INVALID : ATTN_OK;
     if (!st && (d->B != s->B || d->Sq < 1 || d->H < 1 || d->Dv < 1)) st = ATTN_E_SHAPE;
     int64_t nq = st ? 0 : d->B * d->H * d->Sq, Dv = st ? 0 : d->Dv, per = nq * (Dv + 1);
@@ -388,9 +364,10 @@ static attn_status move_rows(attn_kv_shard *s, int64_t S, attn_ring_layout layou
 attn_status attn_shard_prefill(attn_kv_shard *s, const attn_sdpa_desc *d, attn_ring_layout layout, attn_view q,
                                attn_view k, attn_view v, attn_view out, float *lse, attn_ring_timing *timing) {
     if (!s) return ATTN_E_INVALID;
-    int64_t f[20] = {0};
-    int nf = d ? decode_fields(d, f) : 20;
-    f[nf - 1] = (int64_t)layout; /* (softcap compared by the ring) */
+    int64_t f[ATTN_MPI_FIELDS + 1] = {0};
+    int nf = ATTN_MPI_FIELDS + 1;
+    if (d) attn_mpi_fields(d, f);
+    f[ATTN_MPI_FIELDS] = (int64_t)layout;
     attn_status st = !d ? ATTN_E_INVALID : ATTN_OK;
     for (int64_t b = 0; !st && b < s->B; b++)
         if (s->glen[b] != 0) st = ATTN_E_INVALID; /* a prompt fills empty sequences */
