@@ -198,12 +198,7 @@ static const char *const math_names[] = {"strict", "data", "bf16"}; /* attn_math
 
 /* the KV storage types by name, in dtypes[]'s order */
 #define KV_NAMES "f32|f16|bf16|q8_0|fp8_e4m3|fp8_e5m2|int8|int4|q4_0"
-static const char *kv_name(attn_dtype dt) {
-    static const char *const names[] = {"?", "f32",  "f16",      "bf16",     "?",    "?",    "?",   "?",
-                                        "?", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q4_0"};
-    return (int)dt >= 0 && (int)dt < (int)(sizeof names / sizeof names[0]) ? names[dt] : "?";
-}
-
+static const char *kv_name(attn_dtype dt);
 /* bytes of one stored row of D values (int8 / int4: with its (scale, zero) pair) */
 static size_t kv_row_bytes(attn_dtype dt, int64_t D) {
     return attn_storage_bytes(dt, D) + (attn_storage_of(dt)->params == ATTN_ST_ROWPAR ? 2 * sizeof(float) : 0);
@@ -589,6 +584,22 @@ static const int dtypes[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE
                              ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
                              ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
 static const int impls[] = {ATTN_IMPL_FAST, ATTN_IMPL_REF, ATTN_IMPL_AUTO};
+
+/* the name --kv-dtype gives dt (its token of KV_NAMES, at dt's place in dtypes[]) */
+static const char *kv_name(attn_dtype dt) {
+    static char name[16];
+    const char *p = KV_NAMES;
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++, p = strchr(p, '|') + 1) {
+        if (dtypes[i] != (int)dt) {
+            if (!strchr(p, '|')) break;
+            continue;
+        }
+        size_t n = strchr(p, '|') ? (size_t)(strchr(p, '|') - p) : strlen(p);
+        memcpy(name, p, n), name[n] = 0;
+        return name;
+    }
+    return "?";
+}
 #define O(f) offsetof(bench_opts, f)
 static const cli_opt bench_table[] = {
     {"--batch", OPT_I64, O(B), 0, 1, 1 << 24, NULL, NULL, "B: sequences"},

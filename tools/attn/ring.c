@@ -6,6 +6,7 @@
 #include "cli_ring.h"
 
 #include "attn_mpi.h"
+#include "base/storage.h"
 #include "readbw.h"
 
 #include <omp.h>
@@ -283,8 +284,10 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
     }
     st = shard_fill(sh, whole, B, Hkv, T * n, D);
     /* this rank's shard bytes, read alone in the same rounds: the memory bound of its share */
-    size_t es = dtype == ATTN_DTYPE_F32 ? 4 : dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16 ? 2 : 1;
-    size_t bytes = (size_t)(B * Hkv * 2 * D) * (size_t)attn_kv_cache_len(attn_kv_shard_local(sh), 0) * es;
+    const attn_storage *sto = attn_storage_of((attn_dtype)dtype); /* a row's bytes (int8 / int4: its pair too) */
+    size_t row = sto ? attn_storage_bytes((attn_dtype)dtype, D) + (sto->params == ATTN_ST_ROWPAR ? 8 : 0) : 0;
+    size_t bytes = (size_t)(B * Hkv * 2) * (size_t)attn_kv_cache_len(attn_kv_shard_local(sh), 0) * row;
+    double es = (double)row / (double)D;
     float *rb = malloc(bytes + 64), *q = malloc((size_t)(B * H * D) * 4), *o = malloc((size_t)(B * H * D) * 4);
     if (!cli_ring_sync(!st && rb && q && o)) {
         if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st ? st : ATTN_E_NOMEM));
@@ -354,7 +357,7 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
         int64_t msg = B * H * (D + 1) * 4;
         if (json)
             printf("{\"op\": \"shard_decode\", \"ranks\": %d, \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, \"T_per_rank\": "
-                   "%lld, \"D\": %lld, \"kv_dtype_bytes\": %zu, \"page\": %lld, \"threads\": %d, \"reps\": %d, "
+                   "%lld, \"D\": %lld, \"kv_dtype_bytes\": %.4g, \"page\": %lld, \"threads\": %d, \"reps\": %d, "
                    "\"ms\": %.4f, \"compute_ms\": %.4f, \"comm_ms\": %.4f, \"read_ms\": %.4f, \"ratio_to_read\": "
                    "%.3f, \"comm_share\": %.3f, \"local_ms\": %.4f, \"ratio_to_local\": %.3f, "
                    "\"collectives_alone_ms\": %.4f, \"single_ms\": %.4f, \"speedup\": %.3f, "
