@@ -217,6 +217,60 @@ static void test_round_row(const attn_kernel_table *kt) {
     }
 }
 
+/* exp2_store_row and softmax_grad_store_row: the values and sums of the
+ * passes they fuse (exp2_row / exp2_round_row, softmax_grad_row, rounding
+ * as base/half.h, the storage's store), bit for bit, for every rounding rt
+ * and written type st (16-bit: st = rt; F32), every length (bodies, tails),
+ * with -inf (masked), NaN and huge scores in the rows */
+static void test_store_rows(const attn_kernel_table *kt) {
+    enum { N = 150 };
+    static float x[N], g[N], y[N], p[N], q[N], yf[N], pf[N], qf[N];
+    static uint16_t y16[N + 1], p16[N + 1], q16[N + 1], w16[N];
+    uint32_t seed = 17u;
+    int bad = 0;
+    attn_dtype rts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    for (int n = 0; n <= N; n += n < 40 ? 1 : 37)
+        for (int ri = 0; ri < 3; ri++)
+            for (int sc = 0; sc < 2; sc++) {
+                attn_dtype rt = rts[ri];
+                float scale = sc ? 0.7f : 1.0f, m = 3.0f;
+                for (int j = 0; j < n; j++) {
+                    x[j] = tu_frand(&seed) * 12.0f, g[j] = tu_frand(&seed);
+                    if (j % 7 == 3) x[j] = -INFINITY;
+                }
+                if (n > 5) x[5] = NAN, x[n - 1] = 1e30f;
+                /* the multi-pass form */
+                float want =
+                    rt == ATTN_DTYPE_F32 ? kt->exp2_row(x, y, n, scale, m) : kt->exp2_round_row(x, y, n, scale, m, rt);
+                memcpy(q, g, sizeof g);
+                kt->softmax_grad_row(x, p, q, n, scale, m, 0.37f, 0.11f, -0.125f);
+                if (rt != ATTN_DTYPE_F32) attn_st_round(rt, p, n), attn_st_round(rt, q, n);
+                /* float32 written */
+                float got = kt->exp2_store_row(x, n, scale, m, rt, ATTN_DTYPE_F32, yf);
+                kt->softmax_grad_store_row(x, g, n, scale, m, 0.37f, 0.11f, -0.125f, rt, ATTN_DTYPE_F32, pf, qf);
+                bad += memcmp(&got, &want, 4) != 0 && !(isnan(got) && isnan(want));
+                for (int j = 0; j < n; j++) {
+                    bad += memcmp(&yf[j], &y[j], 4) != 0 && !(isnan(yf[j]) && isnan(y[j]));
+                    bad += memcmp(&pf[j], &p[j], 4) != 0 && !(isnan(pf[j]) && isnan(p[j]));
+                    bad += memcmp(&qf[j], &q[j], 4) != 0 && !(isnan(qf[j]) && isnan(q[j]));
+                }
+                if (rt == ATTN_DTYPE_F32) continue;
+                /* 16-bit written: the storage's store of the rounded values, nothing past n */
+                y16[n] = p16[n] = q16[n] = 0xbeef;
+                got = kt->exp2_store_row(x, n, scale, m, rt, rt, y16);
+                kt->softmax_grad_store_row(x, g, n, scale, m, 0.37f, 0.11f, -0.125f, rt, rt, p16, q16);
+                bad += memcmp(&got, &want, 4) != 0 && !(isnan(got) && isnan(want));
+                bad += y16[n] != 0xbeef || p16[n] != 0xbeef || q16[n] != 0xbeef;
+                attn_storage_of(rt)->store(y, n, w16);
+                bad += memcmp(w16, y16, (size_t)n * 2) != 0;
+                attn_storage_of(rt)->store(p, n, w16);
+                bad += memcmp(w16, p16, (size_t)n * 2) != 0;
+                attn_storage_of(rt)->store(q, n, w16);
+                bad += memcmp(w16, q16, (size_t)n * 2) != 0;
+            }
+    CHECK(bad == 0, "%s: %d values of the store passes differ from the multi-pass form", kt->name, bad);
+}
+
 /* qk_rows_q8: R q8_0 query rows against n q8_0 key rows (R 1..6: one and
  * two row groups of every size; D = 96, and 1088 = 34 blocks: the rows'
  * scales in two chunks) equal the per-block int32 dot times the two f16
@@ -269,8 +323,8 @@ static void test_qk_q8(const attn_kernel_table *kt) {
  * rows of lengths with vector tails (int4's halves not multiples of 8),
  * scales per row (int8 / int4 pairs) and per call (fp8) */
 static void test_kv_rows(const attn_kernel_table *kt) {
-    static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8,
-                                       ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0};
+    static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,
+                                       ATTN_DTYPE_Q4_0};
     static const int lens[4] = {32, 64, 100, 576};
     uint32_t st = 77u;
     unsigned char *src = malloc(4 * 600 * 4);
@@ -317,6 +371,7 @@ int main(int argc, char **argv) {
         test_fused_rows(kt);
         test_decode_rows(kt);
         test_round_row(kt);
+        test_store_rows(kt);
         test_qk_q8(kt);
         test_kv_rows(kt);
     }

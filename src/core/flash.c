@@ -28,13 +28,10 @@
  * masks). Tile buffers are allocated once per thread per call; the large
  * buffers come from the scratch cache (base/workspace.h). */
 #include "../base/workspace.h"
-#include "../kernels/kernels.h"
-#include "../kernels/mm.h"
-#include "internal.h"
 #include "base/rows.h"
 #include "base/sem.h"
+#include "flash_int.h"
 #include "online.h"
-#include "score.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,23 +40,12 @@
 #include <omp.h>
 #endif
 
-/* Tile sizes. Query rows: a multiple of 12 (gemm's mr: 6 or 12). Keys: forward, a
- * multiple of 16 (N of S = Q K^T); backward, also a multiple of 12 (M of the
- * transposed tiles), so 48k. The forward's 48 x 256 score tile (52 KiB)
- * is touched 12 rows at a time: a chunk of rows and a 16-column panel of
- * K^T or V stay in L1. 256 keys rather than 128: half the softmax row
- * passes and rescales per key (1.5-2% alone; with fwd_block's row chunks
+/* The kernels' tile sizes (flash_int.h): the forward's 48 x 256 score tile
+ * (52 KiB) is touched 12 rows at a time: a chunk of rows and a 16-column
+ * panel of K^T or V stay in L1. 256 keys rather than 128: half the softmax
+ * row passes and rescales per key (1.5-2% alone; with fwd_block's row chunks
  * 0.96-0.98 of the time, S = 2048-8192, Zen 4, 2026-11-25,
  * archive/fwd-chunks-zen4.jsonl). */
-#ifndef BR
-#define BR 48 /* query rows per tile, forward and backward */
-#endif
-#ifndef BC_F
-#define BC_F 256 /* keys per forward tile */
-#endif
-#ifndef BC_B
-#define BC_B 96 /* keys per backward tile */
-#endif
 /* Row stride of the forward's score tile: one cache line more than BC_F, so
  * that the rows of a 16-column strip fall into different L1 sets (a stride
  * of 512 bytes put 48 rows into 8 of the 64 sets: conflict misses). */
@@ -70,32 +56,22 @@ static void block_rng(const attn_sdpa_desc *d, const attn_seq *s, int64_t i0, in
     attn_sem_rows_range(d, s->skb, s->off, i0, i0 + rows, lo, hi);
 }
 
-/* The query blocks of a call, forward and backward alike: block blk is rows
- * [i0, i0 + rows), rows <= BR. Ordinarily BR rows from row 0 (start NULL).
- * With chunks or packed sequences, BR rows from each segment's start
- * (attn_sem_segment_end: a block straddling two chunks computed the keys
- * of both), short segments packed into one block while they fit (their keys
- * are adjacent: apart they would cost as much). */
-typedef struct qblocks {
-    int64_t n, Sq, *start; /* start: n + 1 rows, or NULL */
-} qblocks;
-
-static void qb_at(const qblocks *qb, int64_t blk, int64_t *i0, int64_t *rows) {
+void attn_qb_at(const qblocks *qb, int64_t blk, int64_t *i0, int64_t *rows) {
     if (!qb->start) {
-        *i0 = blk * BR, *rows = qb->Sq - *i0 < BR ? qb->Sq - *i0 : BR;
+        *i0 = blk * qb->br, *rows = qb->Sq - *i0 < qb->br ? qb->Sq - *i0 : qb->br;
         return;
     }
     *i0 = qb->start[blk], *rows = qb->start[blk + 1] - *i0;
 }
 
 /* the segmented blocks' first rows into st (NULL: count only); their number */
-static int64_t qb_fill(const attn_sdpa_desc *d, int64_t off, int64_t *st) {
+static int64_t qb_fill(const attn_sdpa_desc *d, int64_t off, int64_t br, int64_t *st) {
     int64_t n = 0, i = 0, Sq = d->Sq;
     while (i < Sq) {
         int64_t e = attn_sem_segment_end(d, off, i), e2;
-        if (e - i < BR) /* pack the short segments that follow while they fit */
-            while (e < Sq && (e2 = attn_sem_segment_end(d, off, e)) - e < BR && e2 - i <= BR) e = e2;
-        for (; i < e; i += BR, n++)
+        if (e - i < br) /* pack the short segments that follow while they fit */
+            while (e < Sq && (e2 = attn_sem_segment_end(d, off, e)) - e < br && e2 - i <= br) e = e2;
+        for (; i < e; i += br, n++)
             if (st) st[n] = i;
         i = e;
     }
@@ -103,14 +79,14 @@ static int64_t qb_fill(const attn_sdpa_desc *d, int64_t off, int64_t *st) {
     return n;
 }
 
-static attn_status qb_make(const attn_sdpa_desc *d, qblocks *qb) {
-    qb->Sq = d->Sq, qb->n = (d->Sq + BR - 1) / BR, qb->start = NULL;
+attn_status attn_qb_make(const attn_sdpa_desc *d, int64_t br, qblocks *qb) {
+    qb->Sq = d->Sq, qb->br = br, qb->n = (d->Sq + br - 1) / br, qb->start = NULL;
     if (!d->attention_chunk && !d->cu_seqlens_q) return ATTN_OK;
     int64_t off = attn_sem_off(d, 0);
-    qb->n = qb_fill(d, off, NULL);
+    qb->n = qb_fill(d, off, br, NULL);
     qb->start = malloc((size_t)(qb->n + 1) * sizeof *qb->start);
     if (!qb->start) return ATTN_E_NOMEM;
-    qb_fill(d, off, qb->start);
+    qb_fill(d, off, br, qb->start);
     return ATTN_OK;
 }
 
@@ -131,11 +107,9 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
         for (int64_t j = 0; j < N; j += 16) kt->gemm_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
-/* Row s of (b, h) of view t (element type dt) as float32 rounded to rt (a
- * math mode's operand type, base/sem.h; F32: as stored), in tmp (n floats)
- * when it must be converted or copied */
-static const float *row_operand(const attn_kernel_table *kt, attn_view t, attn_dtype dt, int64_t b, int64_t h,
-                                int64_t s, int64_t n, attn_dtype rt, float *tmp) {
+/* attn_flash_row_operand (flash_int.h) */
+const float *attn_flash_row_operand(const attn_kernel_table *kt, attn_view t, attn_dtype dt, int64_t b, int64_t h,
+                                    int64_t s, int64_t n, attn_dtype rt, float *tmp) {
     const float *r = attn_row_f32(t, dt, b, h, s, n, tmp);
     if (rt == ATTN_DTYPE_F32) return r;
     if (r != tmp) memcpy(tmp, r, (size_t)n * sizeof(float));
@@ -161,9 +135,9 @@ static void pack_kv(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_v
             for (int64_t p = 0; p < DvP; p += 16) memset(vp + p * SkP, 0, 16 * sizeof(float));
             continue;
         }
-        const float *kr = row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp);
+        const float *kr = attn_flash_row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp);
         for (int64_t c = 0; c < D; c++) kp[c * 16] = kr[c];
-        const float *vr = row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D);
+        const float *vr = attn_flash_row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D);
         for (int64_t p = 0; p < full; p += 16) memcpy(vp + p * SkP, vr + p, 16 * sizeof(float));
         if (full < DvP) /* the last panel's columns past Dv are zero */
             for (int64_t c = 0; c < 16; c++) vp[full * SkP + c] = full + c < Dv ? vr[full + c] : 0.0f;
@@ -171,10 +145,10 @@ static void pack_kv(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_v
 }
 
 /* Pack rows i0..i0+rows of a (B,H,S,n) view of element type dt into a
- * (BR x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1). */
-static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t n,
+ * (br x ldp) tile, zero padded, multiplied by mul (q_multiplier, or 1). */
+static void pack_rows(attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t br, int64_t n,
                       int64_t ldp, float *dst, float mul) {
-    for (int64_t r = 0; r < BR; r++) {
+    for (int64_t r = 0; r < br; r++) {
         float *row = dst + r * ldp;
         int64_t c = 0;
         if (r < rows) {
@@ -193,19 +167,16 @@ static void round_rows(const attn_kernel_table *kt, float *x, int64_t rows, int6
 
 /* a product's operand rows: pack_rows, then rounded to the math mode's type rt */
 static void pack_operand(const attn_kernel_table *kt, attn_view t, attn_dtype dt, int64_t b, int64_t h, int64_t i0,
-                         int64_t rows, int64_t n, int64_t ldp, float *dst, float mul, attn_dtype rt) {
-    pack_rows(t, dt, b, h, i0, rows, n, ldp, dst, mul);
+                         int64_t rows, int64_t br, int64_t n, int64_t ldp, float *dst, float mul, attn_dtype rt) {
+    pack_rows(t, dt, b, h, i0, rows, br, n, ldp, dst, mul);
     round_rows(kt, dst, rows, n, ldp, rt);
 }
 
 /* Apply dropout to rows x bc of a tile (row stride ld):
  * T[r][c] *= keep(b, h, i0 + r, j0 + c) ? scale : 0. */
-/* The MKL stream's constants for one call: keep iff x < thr; a^Sk steps one
- * row down (the rows of a (B, H, Sq, Sk) tensor are Sk elements apart). */
-typedef struct mcg_consts {
-    int on;
-    uint32_t thr, row_step;
-} mcg_consts;
+/* The MKL stream's constants for one call (flash_int.h): keep iff x < thr;
+ * a^Sk steps one row down (the rows of a (B, H, Sq, Sk) tensor are Sk
+ * elements apart). */
 
 static mcg_consts mcg_setup(const attn_sdpa_desc *d) {
     mcg_consts m = {0, 0, 0};
@@ -253,54 +224,30 @@ static int cmp_causal(const void *a, const void *b) {
     return x->blk < y->blk ? -1 : x->blk > y->blk;
 }
 
-/* What every forward block of one call shares. */
-typedef struct fwd_call {
-    const attn_sdpa_desc *d;
-    const attn_kernel_table *kt;
-    attn_view q, out;
-    float *lse;
-    int64_t SkP, DvP;
-    float qmul, escale;
-    mcg_consts mc;
-    qblocks qb;
-    attn_dtype qt, pt; /* the math mode's rounding of Q and of P (base/sem.h) */
-    attn_dtype mt;     /* the block products' operand type through oneDNN (kernels/mm.h), Q8_0: the kernels' */
-} fwd_call;
-
-/* One thread's tiles. */
-typedef struct fwd_bufs {
-    float *Qp, *S, *O, *add, *m, *l;
-    uint8_t *keep;
-    int64_t last_b; /* the batch row whose key mask is in add */
-    int any_add;
-    void *Qm, *Pm;   /* oneDNN's operands: Q (BR x D) and P (BR x BC_F) of type mt */
-    attn_mm *mm;     /* this thread's oneDNN primitives */
-    attn_status err; /* oneDNN's failure, if any */
-} fwd_bufs;
-
-static int fwd_bufs_init(fwd_bufs *t, int64_t D, int64_t DvP, int64_t SkP, attn_dtype mt) {
-    t->Qp = malloc((size_t)(BR * D) * sizeof(float));
-    t->S = malloc((size_t)(BR * LDS) * sizeof(float));
-    t->O = malloc((size_t)(BR * DvP) * sizeof(float));
-    t->add = malloc((size_t)SkP * sizeof(float));
-    t->m = malloc(BR * sizeof(float)), t->l = malloc(BR * sizeof(float));
-    t->keep = malloc(BC_F);
+static int fwd_bufs_init(fwd_bufs *t, const fwd_call *c) {
+    int64_t D = c->d->D, br = c->br;
+    int mm = c->mt != ATTN_DTYPE_Q8_0;
+    t->Qp = malloc((size_t)(br * D) * sizeof(float));
+    t->S = malloc((size_t)(br * (mm ? c->bc : LDS)) * sizeof(float));
+    t->O = malloc((size_t)(br * c->DvP) * sizeof(float));
+    t->add = malloc((size_t)c->SkP * sizeof(float));
+    t->m = malloc((size_t)br * sizeof(float)), t->l = malloc((size_t)br * sizeof(float));
+    t->keep = malloc((size_t)c->bc);
     t->last_b = -1, t->any_add = 0, t->err = ATTN_OK;
-    int mm = mt != ATTN_DTYPE_Q8_0;
-    t->Qm = mm ? malloc((size_t)(BR * D) * sizeof(float)) : NULL; /* mt is at most 4 bytes */
-    t->Pm = mm ? malloc((size_t)(BR * BC_F) * sizeof(float)) : NULL;
-    t->mm = mm ? attn_mm_new() : NULL;
+    t->Qm = mm ? malloc((size_t)(br * D) * sizeof(float)) : NULL; /* mt is at most 4 bytes */
+    t->Pm = mm ? malloc((size_t)(br * c->bc) * sizeof(float)) : NULL;
+    t->mm = mm ? attn_mm_thread() : NULL;
     return t->Qp && t->S && t->O && t->add && t->m && t->l && t->keep && (!mm || (t->Qm && t->Pm && t->mm));
 }
 
 static void fwd_bufs_free(fwd_bufs *t) {
     free(t->Qp), free(t->S), free(t->O), free(t->add), free(t->m), free(t->l), free(t->keep);
-    free(t->Qm), free(t->Pm), attn_mm_free(t->mm);
+    free(t->Qm), free(t->Pm);
 }
 
 /* The rows i0 .. i0 + rows - 1 of head h, batch row b, from the block's
  * statistics and accumulator: out and lse. */
-static void fwd_finish(const fwd_call *c, const fwd_bufs *t, int64_t b, int64_t h, int64_t i0, int64_t rows) {
+void attn_fwd_finish(const fwd_call *c, const fwd_bufs *t, int64_t b, int64_t h, int64_t i0, int64_t rows) {
     const attn_sdpa_desc *d = c->d;
     int64_t DvP = c->DvP;
     for (int64_t r = 0; r < rows; r++) {
@@ -316,21 +263,19 @@ static void fwd_finish(const fwd_call *c, const fwd_bufs *t, int64_t b, int64_t 
     }
 }
 
-/* A forward block's start, both products' ways: rows [*i0, *i0 + *rows) of
- * query block blk, the batch row's key mask (kept while b stays), Q packed
- * and rounded into t->Qp, the statistics and O reset; the keys' rule */
-static attn_score_keys fwd_begin(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, int64_t *i0,
-                                 int64_t *rows) {
+/* attn_fwd_begin (flash_int.h) */
+attn_score_keys attn_fwd_begin(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, int64_t *i0,
+                               int64_t *rows) {
     const attn_sdpa_desc *d = c->d;
-    qb_at(&c->qb, blk, i0, rows);
+    attn_qb_at(&c->qb, blk, i0, rows);
     if (b != t->last_b) {
         t->any_add = attn_score_key_row(d, b, t->add, c->SkP);
         t->last_b = b;
     }
     attn_score_keys keys = {attn_seq_of(d, b), t->add, t->any_add};
-    pack_operand(c->kt, c->q, d->qkv_dtype, b, h, *i0, *rows, d->D, d->D, t->Qp, c->qmul, c->qt); /* f16, bf16 */
-    memset(t->O, 0, (size_t)(BR * c->DvP) * sizeof(float));
-    for (int64_t r = 0; r < BR; r++) t->m[r] = -INFINITY, t->l[r] = 0.0f;
+    pack_operand(c->kt, c->q, d->qkv_dtype, b, h, *i0, *rows, c->br, d->D, d->D, t->Qp, c->qmul, c->qt);
+    memset(t->O, 0, (size_t)(c->br * c->DvP) * sizeof(float));
+    for (int64_t r = 0; r < c->br; r++) t->m[r] = -INFINITY, t->l[r] = 0.0f;
     return keys;
 }
 
@@ -342,7 +287,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     const attn_kernel_table *kt = c->kt;
     int64_t D = d->D, SkP = c->SkP, DvP = c->DvP, i0, rows;
     float *Qp = t->Qp, *S = t->S, *O = t->O, *m = t->m, *l = t->l;
-    attn_score_keys keys = fwd_begin(c, t, b, h, blk, &i0, &rows);
+    attn_score_keys keys = attn_fwd_begin(c, t, b, h, blk, &i0, &rows);
     attn_seq sq = keys.sq;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
     block_rng(d, &sq, i0, rows, &klo, &khi);
@@ -376,7 +321,7 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
                 kt->gemm(pe - pa, Sc + pa, LDS, Vp + (j0 + pa) * 16 + p * SkP, 16, O + r0 * DvP + p, DvP, 1);
         }
     }
-    fwd_finish(c, t, b, h, i0, rows);
+    attn_fwd_finish(c, t, b, h, i0, rows);
 }
 
 /* ---- the math modes' products through oneDNN (kernels/mm.h) ---------------
@@ -402,85 +347,56 @@ static void pack_kv_mm(const attn_kernel_table *kt, const attn_sdpa_desc *d, att
             memset(kr, 0, kb);
             continue;
         }
-        st->store(row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp), D, kr);
-        st->store(row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D), Dv, vr);
+        st->store(attn_flash_row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp), D, kr);
+        st->store(attn_flash_row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D), Dv, vr);
     }
 }
 
-/* fwd_block through oneDNN: Km, Vm the kv head's rows (pack_kv_mm) */
-static void fwd_block_mm(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const void *Km,
-                         const void *Vm) {
-    const attn_sdpa_desc *d = c->d;
-    const attn_kernel_table *kt = c->kt;
-    int64_t D = d->D, DvP = c->DvP, i0, rows;
-    float *S = t->S, *O = t->O, *m = t->m, *l = t->l;
-    attn_score_keys keys = fwd_begin(c, t, b, h, blk, &i0, &rows);
-    attn_seq sq = keys.sq;
-    const attn_storage *st = attn_storage_of(c->mt);
-    size_t kb = attn_storage_bytes(c->mt, D), vb = attn_storage_bytes(c->mt, DvP);
-    st->store(t->Qp, BR * D, t->Qm); /* the padding rows are zeros */
-    int64_t klo, khi;
-    block_rng(d, &sq, i0, rows, &klo, &khi);
-    for (int64_t j0 = klo / 16 * 16; j0 < khi && !t->err; j0 += BC_F) {
-        int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
-        if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0, nc)) continue; /* P = 0 */
-        /* S (BR x nc) = Q K^T: B(k, n) = K row j0 + n, column k */
-        t->err = attn_mm_run(t->mm, c->mt, BR, nc, D, t->Qm, D, 1, (const char *)Km + (size_t)j0 * kb, 1, D, S, LDS, 0);
-        if (t->err) break;
-        attn_score_tile(kt, d, &keys, h, S, LDS, nc, rows, i0, j0, NULL);
-        for (int64_t r = 0; r < rows; r++)
-            attn_online_row(kt, S + r * LDS, nc, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
-        for (int64_t r = 0; r < BR; r++) { /* P as mt; the padding rows' P = 0 */
-            char *pr = (char *)t->Pm + (size_t)r * attn_storage_bytes(c->mt, nc);
-            if (r < rows)
-                st->store(S + r * LDS, nc, pr);
-            else
-                memset(pr, 0, attn_storage_bytes(c->mt, nc));
-        }
-        /* O (BR x DvP) += P V: B(k, n) = V row j0 + k, column n */
-        t->err =
-            attn_mm_run(t->mm, c->mt, BR, DvP, nc, t->Pm, nc, 1, (const char *)Vm + (size_t)j0 * vb, DvP, 1, O, DvP, 1);
-    }
-    fwd_finish(c, t, b, h, i0, rows);
+/* the bytes of one kv head's packed keys and values */
+static size_t fwd_head_bytes(const fwd_call *c) {
+    if (c->mt != ATTN_DTYPE_Q8_0) return attn_fwd_mm_head_bytes(c);
+    return (size_t)(c->SkP * (c->d->D + c->DvP)) * sizeof(float);
 }
 
-/* the packing and the block of this call's products */
-static void fwd_pack(const fwd_call *c, attn_view k, attn_view v, int64_t b, int64_t hk, float *KT, size_t head_kt,
-                     float *tmp) {
-    if (c->mt != ATTN_DTYPE_Q8_0)
-        pack_kv_mm(c->kt, c->d, k, v, b, hk, c->SkP, c->DvP, c->mt, KT, KT + head_kt, tmp);
-    else
-        pack_kv(c->kt, c->d, k, v, b, hk, c->SkP, c->DvP, KT, KT + head_kt, tmp);
+/* floats of the scratch rows a thread packs with */
+static size_t fwd_tmp_floats(const fwd_call *c) {
+    int64_t D = c->d->D, Dv = c->d->Dv;
+    return (size_t)((c->mt != ATTN_DTYPE_Q8_0 ? c->bc * (D + c->DvP) : 0) + D + Dv);
 }
 
-static void fwd_run(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const float *KT,
-                    size_t head_kt) {
+/* the packing and the block of this call's products: panel holds a kv
+ * head's K^T panels then V's (kernels), or its packed key blocks (oneDNN) */
+static attn_status fwd_pack(const fwd_call *c, attn_view k, attn_view v, int64_t b, int64_t hk, void *panel,
+                            float *tmp) {
+    if (c->mt != ATTN_DTYPE_Q8_0) return attn_fwd_mm_pack(c, k, v, b, hk, panel, tmp);
+    pack_kv(c->kt, c->d, k, v, b, hk, c->SkP, c->DvP, panel, (float *)panel + c->SkP * c->d->D, tmp);
+    return ATTN_OK;
+}
+
+static void fwd_run(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const void *panel) {
     if (c->mt != ATTN_DTYPE_Q8_0)
-        fwd_block_mm(c, t, b, h, blk, KT, KT + head_kt);
+        attn_fwd_mm_block(c, t, b, h, blk, panel);
     else
-        fwd_block(c, t, b, h, blk, KT, KT + head_kt);
+        fwd_block(c, t, b, h, blk, panel, (const float *)panel + c->SkP * c->d->D);
 }
 
 /* Pack every kv head's K^T and V once (read-only afterwards; a GQA group
- * shares them) into panels (head_kt floats of K^T, then V, per head) and
- * list the query blocks as work items, the most expensive of a head first. */
-static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, float *panels, size_t head_kt,
-                                  work *items) {
+ * shares them) into panels (head bytes a head) and list the query blocks as
+ * work items, the most expensive of a head first. */
+static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, char *panels, size_t head, work *items) {
     const attn_sdpa_desc *d = c->d;
-    int64_t B = d->B, H = d->H, D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), SkP = c->SkP, DvP = c->DvP;
-    size_t head_v = (size_t)(SkP * DvP);
+    int64_t B = d->B, H = d->H, Hkv = attn_sem_hkv(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
     {
-        float *tmp = malloc((size_t)(D + Dv) * sizeof(float));
-        if (!tmp) {
-#pragma omp atomic write
-            st = ATTN_E_NOMEM;
-        }
+        float *tmp = malloc(fwd_tmp_floats(c) * sizeof(float));
+        attn_status ps = tmp ? ATTN_OK : ATTN_E_NOMEM;
 #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < B * Hkv; bh++) {
-            float *KT = panels + (size_t)bh * (head_kt + head_v);
-            if (tmp) fwd_pack(c, k, v, bh / Hkv, bh % Hkv, KT, head_kt, tmp);
+        for (int64_t bh = 0; bh < B * Hkv; bh++)
+            if (!ps) ps = fwd_pack(c, k, v, bh / Hkv, bh % Hkv, panels + (size_t)bh * head, tmp);
+        if (ps) {
+#pragma omp atomic write
+            st = ps;
         }
         free(tmp);
     }
@@ -491,7 +407,7 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, f
         for (int64_t h = 0; h < H; h++)
             for (int64_t blk = 0; blk < c->qb.n; blk++) {
                 int64_t i0, rows, lo, hi;
-                qb_at(&c->qb, blk, &i0, &rows);
+                attn_qb_at(&c->qb, blk, &i0, &rows);
                 block_rng(d, &sq, i0, rows, &lo, &hi);
                 items[nw++] = (work){b, h, blk, rows * (hi - lo)};
             }
@@ -546,28 +462,31 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                                float *lse) {
     attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
     if (ks) return ks;
-    int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv;
+    int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk;
     int64_t Hkv = attn_sem_hkv(d), G = H / Hkv;
     if (B * H * Sq == 0) return ATTN_OK;
     /* base 2: see score.h */
-    fwd_call c = {d,
-                  attn_kernels(),
-                  q,
-                  out,
-                  lse,
-                  attn_round_up(Sk > 0 ? Sk : 1, BC_F),
-                  attn_round_up(Dv, 16),
-                  attn_score_q_multiplier(d),
-                  attn_score_escale(d),
-                  mcg_setup(d),
-                  {0, 0, NULL},
-                  attn_sem_q_type(d, attn_view_dtype(d->qkv_dtype)),
-                  attn_sem_p_type(d, attn_view_dtype(d->qkv_dtype)),
-                  ATTN_DTYPE_Q8_0};
-    /* the one choice of the products: a mode's 16-bit operands through oneDNN where kernels/mm.h enables it */
+    fwd_call c = {.d = d,
+                  .kt = attn_kernels(),
+                  .q = q,
+                  .out = out,
+                  .lse = lse,
+                  .DvP = attn_round_up(d->Dv, 16),
+                  .qmul = attn_score_q_multiplier(d),
+                  .escale = attn_score_escale(d),
+                  .mc = mcg_setup(d),
+                  .qt = attn_sem_q_type(d, attn_view_dtype(d->qkv_dtype)),
+                  .pt = attn_sem_p_type(d, attn_view_dtype(d->qkv_dtype)),
+                  .mt = ATTN_DTYPE_Q8_0,
+                  .br = BR,
+                  .bc = BC_F};
+    /* the one choice of the products: a mode's 16-bit operands through oneDNN where kernels/mm.h enables it
+     * and oneDNN has the call's two products (under auto on an AMX host: on AMX) */
     if (c.qt != ATTN_DTYPE_F32 && c.qt == c.pt) c.mt = attn_mm_type(c.qt);
-    if (qb_make(d, &c.qb)) return ATTN_E_NOMEM;
-    int64_t SkP = c.SkP, DvP = c.DvP, nqb = c.qb.n;
+    if (c.mt != ATTN_DTYPE_Q8_0) attn_fwd_mm_plan(&c); /* else, or when it cannot: the kernels' tiles */
+    c.SkP = attn_round_up(Sk > 0 ? Sk : 1, c.bc);
+    if (attn_qb_make(d, c.br, &c.qb)) return ATTN_E_NOMEM;
+    int64_t nqb = c.qb.n;
 #ifdef _OPENMP
     int64_t nthreads = omp_get_max_threads();
 #else
@@ -577,43 +496,42 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
      * (up-front packing of every head cost 2-5%: chunks and packed sequences 3-5%, prefill S = 1024-4096
      * 1.6-2.1%, bench/results/archive/segments-perhead-zen4.jsonl, perhead-prefill-zen4.jsonl) */
     int per_head = B * Hkv >= FWD_HEAD_ITEMS * nthreads || (B * Hkv >= 2 * nthreads && B * Hkv % nthreads == 0);
-    size_t head_kt, head_v, npanel, nwork;
-    if (attn_mul_size((size_t)SkP, (size_t)D, &head_kt) || attn_mul_size((size_t)SkP, (size_t)DvP, &head_v) ||
-        attn_mul3_size((size_t)(per_head ? nthreads : B * Hkv), head_kt + head_v, sizeof(float), &npanel) ||
+    size_t head = fwd_head_bytes(&c), npanel, nwork;
+    if (!head || attn_mul_size((size_t)(per_head ? nthreads : B * Hkv), head, &npanel) ||
         attn_mul_size((size_t)(B * H), (size_t)nqb, &nwork)) {
         free(c.qb.start);
         return ATTN_E_OVERFLOW;
     }
-    float *panels = attn_ws_alloc(npanel);
+    char *panels = attn_ws_alloc(npanel);
     work *items = per_head ? NULL : attn_ws_alloc(nwork * sizeof *items);
     /* items: the runs' starts and claim counters (runs_split) */
     int64_t *first = per_head ? NULL : malloc((size_t)(9 * nthreads + 1) * sizeof *first);
     int64_t *next = first ? first + nthreads + 1 : NULL;
     attn_status st = panels && (per_head || (items && first)) ? ATTN_OK : ATTN_E_NOMEM;
-    if (!st && !per_head) st = fwd_pack_items(&c, k, v, panels, head_kt, items);
+    if (!st && !per_head) st = fwd_pack_items(&c, k, v, panels, head, items);
     if (!st) {
 #pragma omp parallel if (attn_par_worth(d, 1.0))
         {
             fwd_bufs t;
-            float *tmp = per_head ? malloc((size_t)(D + Dv) * sizeof(float)) : NULL; /* rows of 16-bit inputs */
-            int ok = fwd_bufs_init(&t, D, DvP, SkP, c.mt) && (tmp || !per_head);
+            float *tmp = per_head ? malloc(fwd_tmp_floats(&c) * sizeof(float)) : NULL; /* rows to pack */
+            int ok = fwd_bufs_init(&t, &c) && (tmp || !per_head);
             if (!ok) {
 #pragma omp atomic write
                 st = ATTN_E_NOMEM;
             }
             if (per_head) {
 #ifdef _OPENMP
-                float *KT = panels + (size_t)omp_get_thread_num() * (head_kt + head_v);
+                char *panel = panels + (size_t)omp_get_thread_num() * head;
 #else
-                float *KT = panels;
+                char *panel = panels;
 #endif
 #pragma omp for schedule(dynamic, 1)
                 for (int64_t bhk = 0; bhk < B * Hkv; bhk++) {
-                    if (!ok) continue;
+                    if (!ok || t.err) continue;
                     int64_t b = bhk / Hkv, hk = bhk % Hkv;
-                    fwd_pack(&c, k, v, b, hk, KT, head_kt, tmp);
-                    for (int64_t h = hk * G; h < (hk + 1) * G; h++)
-                        for (int64_t blk = 0; blk < nqb; blk++) fwd_run(&c, &t, b, h, blk, KT, head_kt);
+                    t.err = fwd_pack(&c, k, v, b, hk, panel, tmp);
+                    for (int64_t h = hk * G; h < (hk + 1) * G && !t.err; h++)
+                        for (int64_t blk = 0; blk < nqb; blk++) fwd_run(&c, &t, b, h, blk, panel);
                 }
             } else {
                 int nt = 1, me = 0;
@@ -624,11 +542,10 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
                 runs_split(items, nwork, nt, first, next);
                 for (int64_t w; ok && (w = runs_claim(next, first, nt, me)) >= 0;) {
                     int64_t b = items[w].b, h = items[w].h, hk = attn_sem_kvh(d, h);
-                    const float *KT = panels + (size_t)(b * Hkv + hk) * (head_kt + head_v);
-                    fwd_run(&c, &t, b, h, items[w].blk, KT, head_kt);
+                    fwd_run(&c, &t, b, h, items[w].blk, panels + (size_t)(b * Hkv + hk) * head);
                 }
             }
-            if (t.err) {
+            if (ok && t.err) {
 #pragma omp atomic write
                 st = t.err;
             }
@@ -657,7 +574,7 @@ static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t 
         attn_seq sq = attn_seq_of(d, b);
         for (int64_t u = units * c / nchunk; u < units * (c + 1) / nchunk; u++) {
             int64_t i0, n, klo, khi;
-            qb_at(qb, u % qb->n, &i0, &n);
+            attn_qb_at(qb, u % qb->n, &i0, &n);
             block_rng(d, &sq, i0, n, &klo, &khi);
             if (khi <= klo) continue;
             lo = klo / BC_B * BC_B < lo ? klo / BC_B * BC_B : lo;
@@ -789,7 +706,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
     int64_t nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = attn_sem_hkv(d);
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     qblocks qb;
-    attn_status st = qb_make(d, &qb);
+    attn_status st = attn_qb_make(d, BR, &qb);
     int64_t nqb = qb.n;
     if (st) return st;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
@@ -807,12 +724,12 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
         for (int64_t item = 0; item < BH * nqb; item++) {
             if (!ok) continue;
             int64_t bh = item / nqb, b = bh / H, h = bh % H, hk = attn_sem_kvh(d, h), i0, rows;
-            qb_at(&qb, item % nqb, &i0, &rows);
+            attn_qb_at(&qb, item % nqb, &i0, &rows);
             int any_add = attn_score_key_row(d, b, add, nkb * BC_B);
             attn_seq sq = attn_seq_of(d, b);
             const float *KT = pn->KT + (b * Hkv + hk) * pn->per_h, *VT = pn->VT + (b * Hkv + hk) * pn->per_h;
-            pack_rows(q, d->qkv_dtype, b, h, i0, rows, d->D, DP, Qp, qmul);
-            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, d->Dv, DvP, dOp, 1.0f);
+            pack_rows(q, d->qkv_dtype, b, h, i0, rows, BR, d->D, DP, Qp, qmul);
+            pack_rows(dout, ATTN_DTYPE_F32, b, h, i0, rows, BR, d->Dv, DvP, dOp, 1.0f);
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
             int64_t klo, khi;
@@ -855,8 +772,9 @@ static attn_status pack_bwd_panels(const attn_kernel_table *kt, const attn_sdpa_
             int64_t b = bh / Hkv, hk = bh % Hkv;
             int64_t nkeys = (Sk + BC_B - 1) / BC_B * BC_B;
             for (int64_t j = 0; tmp && j < nkeys; j++) {
-                const float *kr = j < Sk ? row_operand(kt, k, d->qkv_dtype, b, hk, j, D, kvt, tmp) : NULL;
-                const float *vr = j < Sk ? row_operand(kt, v, d->qkv_dtype, b, hk, j, Dv, kvt, tmp + D) : NULL;
+                const float *kr = j < Sk ? attn_flash_row_operand(kt, k, d->qkv_dtype, b, hk, j, D, kvt, tmp) : NULL;
+                const float *vr =
+                    j < Sk ? attn_flash_row_operand(kt, v, d->qkv_dtype, b, hk, j, Dv, kvt, tmp + D) : NULL;
                 float *kt_ = KT + (j / BC_B) * D * BC_B + j % BC_B, *vt_ = VT + (j / BC_B) * Dv * BC_B + j % BC_B;
                 for (int64_t c = 0; c < D; c++) kt_[c * BC_B] = kr ? kr[c] : 0.0f;
                 for (int64_t c = 0; c < Dv; c++) vt_[c * BC_B] = vr ? vr[c] : 0.0f;
@@ -1036,7 +954,8 @@ static void bwd_k_rows(const attn_kernel_table *kt, const attn_sdpa_desc *d, att
     for (int64_t bh = 0; bh < d->B * Hkv; bh++)
         for (int64_t j = 0; j < SkP; j++) {
             float *row = krows + ((size_t)bh * (size_t)SkP + (size_t)j) * (size_t)DP;
-            const float *kr = j < Sk ? row_operand(kt, k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, kvt, row) : NULL;
+            const float *kr =
+                j < Sk ? attn_flash_row_operand(kt, k, d->qkv_dtype, bh / Hkv, bh % Hkv, j, D, kvt, row) : NULL;
             for (int64_t c = DP - 1; c >= 0; c--) row[c] = (kr && c < D) ? kr[c] : 0.0f;
         }
 }
@@ -1334,11 +1253,11 @@ static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64
     const attn_seq *sq = &it->sq;
     const bwd_extra *ex = c->ex;
     float *Sb = tb->Sb, *dPb = tb->dPb, *P = tb->P, *dQ = tb->dQ;
-    qb_at(c->qb, u % nqb, &i0, &rows);
+    attn_qb_at(c->qb, u % nqb, &i0, &rows);
     block_rng(d, sq, i0, rows, &klo, &khi);
-    int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0;              /* tiles [t0, t1) */
-    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
-    pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, Dv, DvP, tb->dOp, 1.0f, c->grt);
+    int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0;                  /* tiles [t0, t1) */
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, BR, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
+    pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, BR, Dv, DvP, tb->dOp, 1.0f, c->grt);
     if (mm) { /* oneDNN's operands */
         attn_storage_of(c->mt)->store(tb->Qp, BR * DP, tb->x.Qm);
         attn_storage_of(c->mt)->store(tb->dOp, BR * DvP, tb->x.dOm);
@@ -1352,7 +1271,7 @@ static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64
                            it->any_add, tb->keep, c->gm ? NULL : m, l, acc, &tb->x);
     bwd_row_finish(c->gm, c->gl, c->gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di, d->sinks ? d->sinks + h : NULL,
                    ex->dsr ? ex->dsr + bh * Sq + i0 : NULL);
-    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, D, DP, tb->Qu, 1.0f, c->qt); /* dK += dS^T Q */
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, BR, D, DP, tb->Qu, 1.0f, c->qt); /* dK += dS^T Q */
     if (mm) attn_storage_of(c->mt)->store(tb->Qu, BR * DP, tb->x.Qum);
     memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
     for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
@@ -1385,8 +1304,8 @@ typedef struct bwd_plan {
 
 static attn_status bwd_plan_make(const attn_sdpa_desc *d, bwd_plan *p) {
     int64_t BHkv = d->B * attn_sem_hkv(d);
-    *p = (bwd_plan){{0, 0, NULL}, 0, 0, 0, NULL, 0};
-    if (qb_make(d, &p->qb)) return ATTN_E_NOMEM;
+    *p = (bwd_plan){{0, 0, 0, NULL}, 0, 0, 0, NULL, 0};
+    if (attn_qb_make(d, BR, &p->qb)) return ATTN_E_NOMEM;
     p->units = attn_sem_group(d) * p->qb.n;
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv;
     p->nchunk = want < p->units ? want : p->units;

@@ -41,13 +41,11 @@ static inline float attn_row_max(const attn_kernel_table *kt, const float *s, in
  * ATTN_LAZY_MAX; then the running sum and output are rescaled by
  * 2^(m_old - m_new). A row that has seen no key yet gets P = 0. With pt not
  * F32 (a math mode), P is rounded to pt and *l sums the rounded P. */
-static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_t n, float escale, float *m, float *l,
-                                   float *o, int64_t no, attn_dtype pt) {
-    float mt = attn_row_max(kt, s, n) * escale;
-    if (mt == -INFINITY && *m == -INFINITY) { /* nothing visible yet: P = 0 */
-        memset(s, 0, (size_t)n * sizeof(float));
-        return;
-    }
+/* The running statistics' step for a tile row whose max is mt (base 2):
+ * 0 when nothing is visible yet (the row's P is 0), else 1 with *m, *l and
+ * o (no floats) updated as attn_online_row says */
+static inline int attn_online_step(const attn_kernel_table *kt, float mt, float *m, float *l, float *o, int64_t no) {
+    if (mt == -INFINITY && *m == -INFINITY) return 0;     /* nothing visible yet: P = 0 */
     if (!(mt <= *m + ATTN_LAZY_MAX) || *m == -INFINITY) { /* a NaN max enters here too */
         float mn = attn_max_nan(mt, *m);
         if (*m != -INFINITY) {
@@ -57,7 +55,28 @@ static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_
         }
         *m = mn;
     }
+    return 1;
+}
+
+static inline void attn_online_row(const attn_kernel_table *kt, float *s, int64_t n, float escale, float *m, float *l,
+                                   float *o, int64_t no, attn_dtype pt) {
+    if (!attn_online_step(kt, attn_row_max(kt, s, n) * escale, m, l, o, no)) {
+        memset(s, 0, (size_t)n * sizeof(float));
+        return;
+    }
     *l += pt == ATTN_DTYPE_F32 ? kt->exp2_row(s, s, n, escale, *m) : kt->exp2_round_row(s, s, n, escale, *m, pt);
+}
+
+/* attn_online_row with P written as st at dst instead of over s (the block
+ * products' operand: st pt's 16-bit type, or F32), in the exponential's
+ * own pass (exp2_store_row): the same values and the same *l */
+static inline void attn_online_row_store(const attn_kernel_table *kt, const float *s, int64_t n, float escale, float *m,
+                                         float *l, float *o, int64_t no, attn_dtype pt, attn_dtype st, void *dst) {
+    if (!attn_online_step(kt, attn_row_max(kt, s, n) * escale, m, l, o, no)) {
+        memset(dst, 0, attn_storage_bytes(st, n));
+        return;
+    }
+    *l += kt->exp2_store_row(s, n, escale, *m, pt, st, dst);
 }
 
 /* A row's end: the factor that turns its output accumulator (relative to

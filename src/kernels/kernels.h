@@ -96,6 +96,17 @@ typedef struct attn_kernel_table {
     /* exp2_row's y rounded as round_row rounds, in one pass; returns the sum
      * of the rounded y (the math modes' P and its row sum) */
     float (*exp2_round_row)(const float *x, float *y, int64_t n, float scale, float m, attn_dtype t);
+    /* the fused pass that leaves P as a block product's operand: exp2_row's
+     * y rounded to rt (F16, BF16; F32: not rounded) and written as st at
+     * dst (rt's own 16-bit values, or F32: the rounded values as float32);
+     * returns the sum of the written values, accumulated as exp2_round_row
+     * (the same bits) */
+    float (*exp2_store_row)(const float *x, int64_t n, float scale, float m, attn_dtype rt, attn_dtype st, void *dst);
+    /* softmax_grad_row's p and g (g: dP, read) rounded to rt as above and
+     * written as st at pd and gd (gd may be g when st is F32): the
+     * backward's P and dS as its products' operands in one pass */
+    void (*softmax_grad_store_row)(const float *x, const float *g, int64_t n, float escale, float m, float il, float di,
+                                   float scale, attn_dtype rt, attn_dtype st, void *pd, void *gd);
     /* the math modes' Q K^T of q8_0 query blocks (q quantized as a q8_0 cache
      * stores K, 32 values per block with an f16 scale) against q8_0 key rows,
      * in integers: S[r * lds + j] = sum over blocks of d_q d_k (q . k), the

@@ -46,31 +46,44 @@ static int run_sgemm(void *p) {
     return 0;
 }
 
-/* the bf16 line: an n^3 bf16 x bf16 -> float32 matmul through oneDNN
- * (kernels/mm.h), its rows shared out over the threads, each on its own
- * primitive (oneDNN's own threading of one call measured alike on the AMX
- * host, 2740-2815 GFLOP/s) */
-typedef struct bf_ctx {
+/* oneDNN's lines: an n^3 matmul of type t (BF16: the bf16 line; F32: the
+ * float32 line the products through oneDNN are measured against where it
+ * has no bf16) -> float32, its rows shared out over the threads, each on
+ * its own primitives (oneDNN's own threading of one call measured alike on
+ * the AMX host, 2740-2815 GFLOP/s) */
+typedef struct mml_ctx {
     int n;
-    uint16_t *a, *b;
+    attn_dtype t;
+    void *a, *b;
     float *c;
-    attn_mm **mm; /* one per thread, made on first use */
-} bf_ctx;
+} mml_ctx;
 
-static int run_bf16(void *p) {
-    bf_ctx *s = p;
+static int run_mmline(void *p) {
+    mml_ctx *s = p;
     int bad = 0;
+    size_t es = attn_storage_bytes(s->t, 1);
 #pragma omp parallel reduction(| : bad)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t r0 = (int64_t)s->n * t / nt, r1 = (int64_t)s->n * (t + 1) / nt;
-        if (!s->mm[t]) s->mm[t] = attn_mm_new();
-        bad |= attn_mm_run(s->mm[t], ATTN_DTYPE_BF16, r1 - r0, s->n, s->n, s->a + r0 * s->n, s->n, 1, s->b, s->n, 1,
-                           s->c + r0 * s->n, s->n, 0) != ATTN_OK;
+        bad |= attn_mm_run(attn_mm_thread(), s->t, r1 - r0, s->n, s->n, (char *)s->a + (size_t)(r0 * s->n) * es, s->n,
+                           1, s->b, s->n, 1, s->c + r0 * s->n, s->n, 0) != ATTN_OK;
     }
-    if (bad) cli_error("bench: oneDNN's bf16 matmul failed");
+    if (bad) cli_error("bench: oneDNN's matmul failed");
     return bad;
 }
+
+/* the line's operands from sgemm's (converted to t) */
+static int mmline_make(mml_ctx *m, attn_dtype t, int n, const float *a, const float *b) {
+    size_t n2 = (size_t)n * (size_t)n;
+    m->n = n, m->t = t;
+    m->a = malloc(n2 * 4), m->b = malloc(n2 * 4), m->c = malloc(n2 * 4);
+    if (!m->a || !m->b || !m->c) return 0;
+    attn_storage_of(t)->store(a, (int64_t)n2, m->a), attn_storage_of(t)->store(b, (int64_t)n2, m->b);
+    return 1;
+}
+
+static void mmline_free(mml_ctx *m) { free(m->a), free(m->b), free(m->c); }
 
 typedef struct sd_ctx {
     attn_sdpa_desc d;
@@ -800,7 +813,10 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
 }
 
 static void prefill_report(const bench_opts *o, const bench_result *r, double flops, double sg_flops,
-                           const char *pinned, const char *was, const char *blas_note, const bench_result *rb) {
+                           const char *pinned, const char *was, const char *blas_note, const bench_result *rb,
+                           const bench_result *rf, const attn_mm_counts *mc) {
+    char names[256];
+    attn_mm_impls_seen(names, sizeof names);
     double t = r->ta, gflops = flops / t * 1e-9, sg_ms = r->tb * 1e3,
            sg_gflops = r->tb > 0 ? sg_flops / r->tb * 1e-9 : 0.0;
     const char *kern = o->impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name(), *core = openblas_get_corename();
@@ -820,9 +836,14 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
             nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?",
             pinned, was ? was : "");
         if (rb) /* the bf16 line, timed in its own alternation with the SDPA */
-            printf("\"bf16_gemm_gflops\": %.2f, \"ratio_to_bf16\": %.3f}\n", sg_flops / rb->tb * 1e-9, rb->ratio);
+            printf("\"bf16_gemm_gflops\": %.2f, \"ratio_to_bf16\": %.3f, ", sg_flops / rb->tb * 1e-9, rb->ratio);
         else
-            printf("\"bf16_gemm_gflops\": null, \"ratio_to_bf16\": null}\n");
+            printf("\"bf16_gemm_gflops\": null, \"ratio_to_bf16\": null, ");
+        if (rf) /* oneDNN's float32 line (the products through oneDNN as float32) */
+            printf("\"onednn_f32_gflops\": %.2f, \"ratio_to_onednn_f32\": %.3f, ", sg_flops / rf->tb * 1e-9, rf->ratio);
+        /* oneDNN's calls and reorders in one call, and the implementations it picked */
+        printf("\"onednn_runs\": %lld, \"onednn_packs\": %lld, \"onednn_names\": \"%s\"}\n", (long long)mc->runs,
+               (long long)mc->packs, names);
         return;
     }
     char feat[96] = "";
@@ -846,6 +867,11 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     if (rb)
         printf("; oneDNN bf16 %lld^3: %.1f GFLOP/s, ratio %.2f", (long long)o->sgemm_n, sg_flops / rb->tb * 1e-9,
                rb->ratio);
+    if (rf)
+        printf("; oneDNN f32 %lld^3: %.1f GFLOP/s, ratio %.2f", (long long)o->sgemm_n, sg_flops / rf->tb * 1e-9,
+               rf->ratio);
+    if (mc->runs)
+        printf("; oneDNN: %lld products, %lld reorders a call (%s)", (long long)mc->runs, (long long)mc->packs, names);
     printf("\n");
 }
 
@@ -920,9 +946,8 @@ int cmd_bench(int argc, char **argv) {
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
     sg_ctx sg = {(int)o.sgemm_n, NULL, NULL, NULL};
-    bf_ctx bf = {(int)o.sgemm_n, NULL, NULL, NULL, NULL};
-    bench_result rb;
-    if (o.sgemm_n > 0 && attn_mm_has(ATTN_DTYPE_BF16)) bf.mm = calloc((size_t)omp_get_max_threads(), sizeof *bf.mm);
+    mml_ctx bf = {0}, f1 = {0}; /* oneDNN's bf16 and float32 lines */
+    bench_result rb, rf;
     float *bufs[9] = {0}, *slopes = malloc((size_t)(3 * o.H) * sizeof *slopes); /* ALiBi, sinks, dsinks */
     sd_ctx c;
     attn_dropout drop;
@@ -942,22 +967,29 @@ int cmd_bench(int argc, char **argv) {
     double flops = prefill_flops(&o), sg_flops = 2.0 * (double)o.sgemm_n * (double)o.sgemm_n * (double)o.sgemm_n;
     bench_result r;
     if (time_pair(run_sdpa, &c, flops, o.sgemm_n > 0 ? run_sgemm : NULL, &sg, sg_flops, o.min_time, &r)) goto done;
-    if (bf.mm) { /* the bf16 line where oneDNN multiplies bf16 here */
-        size_t n2 = (size_t)(o.sgemm_n * o.sgemm_n);
-        bf.a = malloc(n2 * 2), bf.b = malloc(n2 * 2), bf.c = malloc(n2 * 4);
-        if (!bf.a || !bf.b || !bf.c) {
-            cli_error("bench: out of memory for the bf16 line");
-            goto done;
-        }
-        for (size_t i = 0; i < n2; i++) bf.a[i] = attn_f32_to_bf16(sg.a[i]), bf.b[i] = attn_f32_to_bf16(sg.b[i]);
-        if (time_pair(run_sdpa, &c, flops, run_bf16, &bf, sg_flops, o.min_time, &rb)) goto done;
+    /* the bf16 line where oneDNN multiplies bf16 here; the float32 line where the call's products go
+     * through oneDNN as float32 (ATTN_PRODUCTS=onednn without bf16: the provider path's own yardstick) */
+    int want_bf = o.sgemm_n > 0 && attn_mm_has(ATTN_DTYPE_BF16);
+    int want_f1 =
+        o.sgemm_n > 0 && o.math != ATTN_MATH_STRICT && attn_math_rounds((attn_dtype)o.qkv_dtype) &&
+        attn_mm_type(o.qkv_dtype == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : (attn_dtype)o.qkv_dtype) == ATTN_DTYPE_F32;
+    if ((want_bf && !mmline_make(&bf, ATTN_DTYPE_BF16, (int)o.sgemm_n, sg.a, sg.b)) ||
+        (want_f1 && !mmline_make(&f1, ATTN_DTYPE_F32, (int)o.sgemm_n, sg.a, sg.b))) {
+        cli_error("bench: out of memory for oneDNN's line");
+        goto done;
     }
-    prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note, bf.mm ? &rb : NULL);
+    if (want_bf && time_pair(run_sdpa, &c, flops, run_mmline, &bf, sg_flops, o.min_time, &rb)) goto done;
+    if (want_f1 && time_pair(run_sdpa, &c, flops, run_mmline, &f1, sg_flops, o.min_time, &rf)) goto done;
+    attn_mm_counts c0, c1; /* one more call: what its products cost in oneDNN calls and reorders */
+    attn_mm_counts_get(&c0);
+    if (run_sdpa(&c)) goto done;
+    attn_mm_counts_get(&c1);
+    c1.runs -= c0.runs, c1.packs -= c0.packs;
+    prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note, want_bf ? &rb : NULL, want_f1 ? &rf : NULL, &c1);
     rc = 0;
 done:
     for (int t = 0; t < 9; t++) free(bufs[t]);
     free(c.lse), free(slopes), free(sg.a), free(sg.b), free(sg.c);
-    for (int t = 0; bf.mm && t < omp_get_max_threads(); t++) attn_mm_free(bf.mm[t]);
-    free(bf.mm), free(bf.a), free(bf.b), free(bf.c);
+    mmline_free(&bf), mmline_free(&f1);
     return rc;
 }

@@ -306,6 +306,36 @@ static float exp2_round_row(const float *x, float *y, int64_t n, float scale, fl
     return round_row(y, n, t);
 }
 
+/* exp2_round_row's values (exp2_row's for rt F32) written as st; the sum
+ * in exp2_row's lanes of 8, then pairwise (chunks of 64: lane j % 8 of the
+ * whole row) */
+static float exp2_store_row(const float *x, int64_t n, float scale, float m, attn_dtype rt, attn_dtype st, void *dst) {
+    float part[64], lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < n; j += 64) {
+        int64_t k = n - j < 64 ? n - j : 64;
+        exp2_row(x + j, part, k, scale, m);
+        if (rt != ATTN_DTYPE_F32) attn_st_round(rt, part, k);
+        for (int64_t i = 0; i < k; i++) lane[(j + i) % 8] += part[i];
+        attn_storage_of(st)->store(part, k, (char *)dst + attn_storage_bytes(st, j));
+    }
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+/* softmax_grad_row into float chunks, rounded to rt, written as st */
+static void softmax_grad_store_row(const float *x, const float *g, int64_t n, float escale, float m, float il, float di,
+                                   float scale, attn_dtype rt, attn_dtype st, void *pd, void *gd) {
+    float p[64], q[64];
+    const attn_storage *to = attn_storage_of(st);
+    for (int64_t j = 0; j < n; j += 64) {
+        int64_t k = n - j < 64 ? n - j : 64;
+        memcpy(q, g + j, (size_t)k * sizeof(float));
+        softmax_grad_row(x + j, p, q, k, escale, m, il, di, scale);
+        if (rt != ATTN_DTYPE_F32) attn_st_round(rt, p, k), attn_st_round(rt, q, k);
+        to->store(p, k, (char *)pd + attn_storage_bytes(st, j));
+        to->store(q, k, (char *)gd + attn_storage_bytes(st, j));
+    }
+}
+
 /* int8 Q K^T of q8_0 blocks (kernels.h): per block the exact int32 dot
  * times d_q d_k, summed in float32 in block order */
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
@@ -354,6 +384,8 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 pv_rows_x,
                                                 round_row,
                                                 exp2_round_row,
+                                                exp2_store_row,
+                                                softmax_grad_store_row,
                                                 qk_rows_q8,
                                                 kv_rows,
                                                 ATTN_MATH_TYPES_Q8,

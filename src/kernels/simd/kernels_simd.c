@@ -137,6 +137,56 @@ static float exp2_round_row(const float *x, float *y, int64_t n, float scale, fl
     return vf_sum(acc);
 }
 
+/* one vector of P (or dS) rounded to rt and written at y + j as st: 16-bit
+ * values (st = rt) or float32 (st F32); r < VL: the first r lanes only */
+INLINE vf round_store(vf v, attn_dtype rt, attn_dtype st, void *y, int64_t j, int64_t r) {
+    int f16 = rt == ATTN_DTYPE_F16;
+    if (rt != ATTN_DTYPE_F32) v = vf_round_to(v, f16);
+    if (st == ATTN_DTYPE_F32) {
+        if (r == VL)
+            vf_store((float *)y + j, v);
+        else
+            vf_mask_store((float *)y + j, vm_tail(r), v);
+    } else if (r == VL) {
+        vf_store16((uint16_t *)y + j, v, f16);
+    } else {
+        vf_store16_part((uint16_t *)y + j, v, f16, r);
+    }
+    return v;
+}
+
+static float exp2_store_row(const float *x, int64_t n, float scale, float m, attn_dtype rt, attn_dtype st, void *dst) {
+    vf vs = vf_set1(scale), vm = vf_set1(m), acc = vf_zero();
+    int unit = scale == 1.0f;
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) acc = vf_add(acc, round_store(exp2_at(x + j, vs, unit, vm), rt, st, dst, j, VL));
+    if (j < n) {
+        vmask mk = vm_tail(n - j);
+        acc = vf_add(acc, vf_maskz(mk, round_store(exp2_tail(x + j, mk, vs, vm), rt, st, dst, j, n - j)));
+    }
+    return vf_sum(acc);
+}
+
+static void softmax_grad_store_row(const float *x, const float *g, int64_t n, float escale, float m, float il, float di,
+                                   float scale, attn_dtype rt, attn_dtype st, void *pd, void *gd) {
+    vf vs = vf_set1(escale), vm = vf_set1(m), vil = vf_set1(il), vdi = vf_set1(di), vsc = vf_set1(scale);
+    int unit = escale == 1.0f;
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        vf pv = vf_mul(exp2_at(x + j, vs, unit, vm), vil);
+        vf gv = vf_mul(vf_mul(pv, vf_sub(vf_load(g + j), vdi)), vsc);
+        round_store(pv, rt, st, pd, j, VL);
+        round_store(gv, rt, st, gd, j, VL);
+    }
+    if (j < n) {
+        vmask mk = vm_tail(n - j);
+        vf pv = vf_mul(exp2_tail(x + j, mk, vs, vm), vil);
+        vf gv = vf_mul(vf_mul(pv, vf_sub(vf_maskz_load(g + j, mk), vdi)), vsc);
+        round_store(pv, rt, st, pd, j, n - j);
+        round_store(gv, rt, st, gd, j, n - j);
+    }
+}
+
 /* x rounded in place to t (F16 or BF16) and the sum of the rounded values,
  * accumulated as exp2_row accumulates */
 static float round_row(float *x, int64_t n, attn_dtype t) {
@@ -910,6 +960,8 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            pv_rows_x,
                                            round_row,
                                            exp2_round_row,
+                                           exp2_store_row,
+                                           softmax_grad_store_row,
                                            qk_rows_q8,
                                            kv_rows,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,

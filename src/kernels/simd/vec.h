@@ -283,17 +283,59 @@ VEC_INLINE __m256 vh_round_bf16(__m256 x) {
 }
 VEC_INLINE __m256 vh_round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
 VEC_INLINE __m256 vh_round_to(__m256 x, int f16) { return f16 ? vh_round_f16(x) : vh_round_bf16(x); }
+/* 8 values already rounded to bf16 (their low halves zero) or to f16,
+ * stored as 8 16-bit values: bf16 is the high half of each float32 */
+VEC_INLINE void vh_store_bf16(void *p, __m256 x) {
+    __m256i u = _mm256_srli_epi32(_mm256_castps_si256(x), 16); /* in [0, 65535]: the pack does not saturate */
+    _mm_storeu_si128((__m128i *)p, _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)));
+}
+VEC_INLINE void vh_store_f16(void *p, __m256 x) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); /* exact: x is an f16 value */
+}
 #if !defined(ATTN_VEC_AVX512)
 VEC_INLINE vf vf_round_to(vf v, int f16) { return vh_round_to(v, f16); }
-#elif defined(ATTN_VEC_SIMDE)
+VEC_INLINE void vf_store16(void *p, vf v, int f16) {
+    if (f16)
+        vh_store_f16(p, v);
+    else
+        vh_store_bf16(p, v);
+}
+#else
+/* bf16 in 16 lanes, as vh_round_bf16 */
+VEC_INLINE vf vf_round_bf16(vf x) {
+    __m512i u = _mm512_castps_si512(x), hi = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i bias =
+        _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), hi);
+    __m512i qnan = _mm512_or_si512(_mm512_and_si512(u, hi), _mm512_set1_epi32(0x00400000));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, qnan));
+}
+#if defined(ATTN_VEC_SIMDE)
 VEC_INLINE vf vf_round_to(vf v, int f16) {
-    return vf_join(vh_round_to(vf_half(v, 0), f16), vh_round_to(vf_half(v, 1), f16));
+    return f16 ? vf_join(vh_round_f16(vf_half(v, 0)), vh_round_f16(vf_half(v, 1))) : vf_round_bf16(v);
+}
+VEC_INLINE void vf_store16(void *p, vf v, int f16) {
+    if (f16)
+        vh_store_f16(p, vf_half(v, 0)), vh_store_f16((char *)p + 16, vf_half(v, 1));
+    else
+        vh_store_bf16(p, vf_half(v, 0)), vh_store_bf16((char *)p + 16, vf_half(v, 1));
 }
 #else
 VEC_INLINE vf vf_round_to(vf v, int f16) {
-    __m256 lo = vh_round_to(_mm512_castps512_ps256(v), f16), hi = vh_round_to(_mm512_extractf32x8_ps(v, 1), f16);
-    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    return f16 ? _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)) : vf_round_bf16(v);
+}
+VEC_INLINE void vf_store16(void *p, vf v, int f16) {
+    __m256i h = f16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)
+                    : _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+    _mm256_storeu_si256((__m256i *)p, h);
 }
 #endif
+#endif
+/* the first r (< VL) values of v as vf_store16 stores them */
+VEC_INLINE void vf_store16_part(void *p, vf v, int f16, int64_t r) {
+    uint16_t t[VL];
+    vf_store16(t, v, f16);
+    memcpy(p, t, (size_t)r * 2);
+}
 
 #endif

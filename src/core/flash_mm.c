@@ -1,0 +1,98 @@
+/* The fused forward's products through oneDNN (kernels/mm.h), the math
+ * modes' bf16 / f16 operands on the matrix engine (AMX).
+ *
+ * What makes oneDNN fast here (measured on an AMX host: per call, one
+ * thread, 48-row tiles ran at 580-770 GFLOP/s with B given strided and
+ * 1175-1537 with B pre-reordered; a C with padded rows fell off AMX):
+ *   - every product writes a dense C (S: MM_BR x MM_BC, O: MM_BR x DvP);
+ *   - K^T and V of every key block are reordered once, per kv head, into
+ *     the layout the primitive asks for (oneDNN's "any" weights format),
+ *     and every query block of the group multiplies them as they are;
+ *   - query blocks of MM_BR rows: each call is a large product;
+ *   - P is written in the product's type by the pass that computes it
+ *     (exp2_store_row: max, exponential, rounding, row sum, store).
+ * Per key block: S = Q K^T, the score step (score.h), the online softmax
+ * (online.h) and O += P V, the same definitions as the kernels' path. */
+#include "base/rows.h"
+#include "base/sem.h"
+#include "flash_int.h"
+#include "online.h"
+
+#include <string.h>
+
+/* a packed block's bytes, rounded up to whole cache lines (blocks stay aligned) */
+static size_t line_up(size_t n) { return (n + 63) / 64 * 64; }
+
+int attn_fwd_mm_plan(fwd_call *c) {
+    attn_mm *m = attn_mm_thread();
+    int64_t D = c->d->D;
+    /* S (MM_BR x MM_BC) = Q K^T: A = Q rows, B = the key block's K^T, packed */
+    c->qk = (attn_mm_shape){c->mt, MM_BR, MM_BC, D, D, 1, 0, 0, 0};
+    /* O (MM_BR x DvP) += P V: A = P rows, B = the key block's V rows, packed */
+    c->pv = (attn_mm_shape){c->mt, MM_BR, c->DvP, MM_BC, MM_BC, 1, 0, 0, 1};
+    if (!m || attn_mm_prepare(m, &c->qk, &c->kbytes) || attn_mm_prepare(m, &c->pv, &c->vbytes) || !c->kbytes ||
+        !c->vbytes) {
+        c->mt = ATTN_DTYPE_Q8_0; /* the kernels' products */
+        return 0;
+    }
+    c->kbytes = line_up(c->kbytes), c->vbytes = line_up(c->vbytes);
+    c->br = MM_BR, c->bc = MM_BC;
+    return 1;
+}
+
+size_t attn_fwd_mm_head_bytes(const fwd_call *c) {
+    size_t n;
+    return attn_mul_size((size_t)(c->SkP / c->bc), c->kbytes + c->vbytes, &n) ? 0 : n;
+}
+
+attn_status attn_fwd_mm_pack(const fwd_call *c, attn_view k, attn_view v, int64_t b, int64_t hk, void *panel,
+                             float *tmp) {
+    const attn_sdpa_desc *d = c->d;
+    int64_t D = d->D, Dv = d->Dv, DvP = c->DvP, bc = c->bc;
+    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype)), mt = c->mt;
+    const attn_storage *st = attn_storage_of(mt);
+    size_t kr = attn_storage_bytes(mt, D), vr = attn_storage_bytes(mt, DvP);
+    char *K = (char *)tmp, *V = K + (size_t)bc * kr; /* a block's rows as mt */
+    float *row = tmp + bc * (D + DvP);               /* one row's float32 values */
+    attn_mm *m = attn_mm_thread();
+    attn_status s = m ? ATTN_OK : ATTN_E_NOMEM;
+    for (int64_t j0 = 0; j0 < c->SkP && !s; j0 += bc) {
+        char *blk = (char *)panel + (size_t)(j0 / bc) * (c->kbytes + c->vbytes);
+        for (int64_t j = 0; j < bc; j++) {
+            char *kj = K + (size_t)j * kr, *vj = V + (size_t)j * vr;
+            memset(vj, 0, vr);     /* columns past Dv: 0 */
+            if (j0 + j >= d->Sk) { /* padding keys */
+                memset(kj, 0, kr);
+                continue;
+            }
+            st->store(attn_flash_row_operand(c->kt, k, d->qkv_dtype, b, hk, j0 + j, D, kvt, row), D, kj);
+            st->store(attn_flash_row_operand(c->kt, v, d->qkv_dtype, b, hk, j0 + j, Dv, kvt, row), Dv, vj);
+        }
+        s = attn_mm_pack(m, &c->qk, K, 1, D, blk); /* B(k, n) = K row n, column k */
+        if (!s) s = attn_mm_pack(m, &c->pv, V, DvP, 1, blk + c->kbytes);
+    }
+    return s;
+}
+
+void attn_fwd_mm_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const void *panel) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kernel_table *kt = c->kt;
+    int64_t DvP = c->DvP, br = c->br, bc = c->bc, i0, rows, klo, khi;
+    size_t pr = attn_storage_bytes(c->mt, bc); /* a row of P */
+    attn_score_keys keys = attn_fwd_begin(c, t, b, h, blk, &i0, &rows);
+    attn_storage_of(c->mt)->store(t->Qp, br * d->D, t->Qm);                 /* the padding rows are zeros */
+    memset((char *)t->Pm + (size_t)rows * pr, 0, (size_t)(br - rows) * pr); /* and their P */
+    attn_sem_rows_range(d, keys.sq.skb, keys.sq.off, i0, i0 + rows, &klo, &khi);
+    for (int64_t j0 = klo / bc * bc; j0 < khi && !t->err; j0 += bc) {
+        if (attn_score_tile_hidden(d, &keys.sq, h, rows, i0, j0, bc)) continue; /* P = 0 */
+        const char *kb = (const char *)panel + (size_t)(j0 / bc) * (c->kbytes + c->vbytes);
+        t->err = attn_mm_exec(t->mm, &c->qk, t->Qm, kb, t->S);
+        if (t->err) break;
+        attn_score_tile(kt, d, &keys, h, t->S, bc, bc, rows, i0, j0, NULL);
+        for (int64_t r = 0; r < rows; r++)
+            attn_online_row_store(kt, t->S + r * bc, bc, c->escale, &t->m[r], &t->l[r], t->O + r * DvP, DvP, c->pt,
+                                  c->mt, (char *)t->Pm + (size_t)r * pr);
+        t->err = attn_mm_exec(t->mm, &c->pv, t->Pm, kb + c->kbytes, t->O);
+    }
+    attn_fwd_finish(c, t, b, h, i0, rows);
+}

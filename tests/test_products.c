@@ -1,0 +1,120 @@
+/* The math modes' block products through oneDNN (core/flash_mm.c): the
+ * structure that makes them fast, counted, and their answers.
+ * ctest runs this under ATTN_PRODUCTS=onednn (float32 matmuls on the
+ * rounded operands where oneDNN has no bf16: the same calls and reorders
+ * as on an AMX host) and plain (auto: where the host has AMX, the products
+ * must run on it).
+ *   - K and V are reordered once per kv head and key block (a GQA group and
+ *     every query block share them), never per query block; each tile is
+ *     two products (S = Q K^T, O += P V); hidden blocks cost nothing
+ *     (causal: no call past the diagonal's block)
+ *   - the answer is the mode's reference's (float64 over the same rounded
+ *     operands) within the rounding of P, and equal bit for bit for 1 and 2
+ *     threads
+ *   - on an AMX host with ATTN_PRODUCTS=auto every product runs on AMX
+ *     (oneDNN's implementation names), and never elsewhere. */
+#include "testutil.h"
+#include "core/flash_int.h"
+#include "kernels/mm.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t seed = 41u;
+
+/* the provider's calls for one forward: (packs, runs) counted from the definition */
+static void expect_fwd(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int causal, int64_t *packs,
+                       int64_t *runs) {
+    int64_t nkb = (Sk + MM_BC - 1) / MM_BC, nqb = (Sq + MM_BR - 1) / MM_BR;
+    *packs = 2 * B * Hkv * nkb, *runs = 0;
+    for (int64_t qb = 0; qb < nqb; qb++) {
+        int64_t last = qb * MM_BR + (Sq - qb * MM_BR < MM_BR ? Sq - qb * MM_BR : MM_BR) - 1; /* top-left causal */
+        int64_t vis = causal ? (last + 1 < Sk ? last + 1 : Sk) : Sk;
+        *runs += 2 * B * H * ((vis + MM_BC - 1) / MM_BC);
+    }
+}
+
+/* one forward of bf16 q, k, v in DATA mode: out (B, H, Sq, D) */
+static attn_status fwd(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int causal, attn_impl impl,
+                       const uint16_t *q, const uint16_t *k, const uint16_t *v, float *out) {
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, D);
+    d.Hkv = Hkv, d.math = ATTN_MATH_DATA, d.qkv_dtype = ATTN_DTYPE_BF16, d.impl = impl;
+    d.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    attn_view vq = {(float *)(void *)q, H * Sq * D, Sq * D, D}, vk = {(float *)(void *)k, Hkv * Sk * D, Sk * D, D};
+    attn_view vv = {(float *)(void *)v, Hkv * Sk * D, Sk * D, D}, vo = {out, H * Sq * D, Sq * D, D};
+    return attn_sdpa_forward(&d, vq, vk, vv, vo, NULL);
+}
+
+static uint16_t *bf16_rand(size_t n) {
+    uint16_t *x = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) x[i] = tu_bf16(tu_frand(&seed));
+    return x;
+}
+
+static void forward_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int causal, int on) {
+    size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D);
+    uint16_t *q = bf16_rand(nq), *k = bf16_rand(nk), *v = bf16_rand(nk);
+    float *o1 = calloc(nq, 4), *o2 = calloc(nq, 4), *ref = calloc(nq, 4);
+    attn_mm_counts c0, c1;
+    omp_set_num_threads(1);
+    attn_mm_counts_get(&c0);
+    CHECK_OK(fwd(B, H, Hkv, Sq, Sk, D, causal, ATTN_IMPL_FAST, q, k, v, o1));
+    attn_mm_counts_get(&c1);
+    int64_t packs, runs;
+    expect_fwd(B, H, Hkv, Sq, Sk, causal, &packs, &runs);
+    if (on) {
+        CHECK(c1.packs - c0.packs == packs && c1.runs - c0.runs == runs,
+              "B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld causal %d: %lld reorders, %lld products (want %lld, %lld)",
+              (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Sk, causal,
+              (long long)(c1.packs - c0.packs), (long long)(c1.runs - c0.runs), (long long)packs, (long long)runs);
+    } else {
+        CHECK(c1.packs == c0.packs && c1.runs == c0.runs, "products not through oneDNN: no call (%lld, %lld)",
+              (long long)(c1.packs - c0.packs), (long long)(c1.runs - c0.runs));
+    }
+    omp_set_num_threads(2);
+    CHECK_OK(fwd(B, H, Hkv, Sq, Sk, D, causal, ATTN_IMPL_FAST, q, k, v, o2));
+    tu_equal("1 and 2 threads", o1, o2, nq);
+    CHECK_OK(fwd(B, H, Hkv, Sq, Sk, D, causal, ATTN_IMPL_REF, q, k, v, ref));
+    /* the mode's oracle rounds P against the row's final max, the tiles against running maxima: P's bf16
+     * rounding (2^-9 relative) apart at most */
+    tu_allclose("the mode's reference", o1, ref, nq, 1e-2, 4e-3);
+    free(q), free(k), free(v), free(o1), free(o2), free(ref);
+}
+
+/* auto on an AMX host: the representative shapes' products run on AMX */
+static void amx_check(void) {
+    attn_mm *m = attn_mm_thread();
+    const char *e = getenv("ATTN_PRODUCTS");
+    if (!m || attn_mm_type(ATTN_DTYPE_BF16) != ATTN_DTYPE_BF16 || (e && *e && strcmp(e, "auto"))) {
+        printf("products: not bf16 on AMX here (auto needs an AMX host); AMX check not run\n");
+        return;
+    }
+    for (int64_t D = 64; D <= 128; D += 64) {
+        attn_mm_shape qk = {ATTN_DTYPE_BF16, MM_BR, MM_BC, D, D, 1, 0, 0, 0};
+        attn_mm_shape pv = {ATTN_DTYPE_BF16, MM_BR, D, MM_BC, MM_BC, 1, 0, 0, 1};
+        size_t n;
+        CHECK_OK(attn_mm_prepare(m, &qk, &n));
+        CHECK_OK(attn_mm_prepare(m, &pv, &n));
+        const char *a = attn_mm_impl(m, &qk), *b = attn_mm_impl(m, &pv);
+        CHECK(a && strstr(a, "amx") && b && strstr(b, "amx"), "D=%lld: Q K^T on %s, P V on %s (want AMX)", (long long)D,
+              a ? a : "none", b ? b : "none");
+    }
+    attn_mm_counts c;
+    attn_mm_counts_get(&c);
+    CHECK(c.non_amx == 0, "%lld primitives off AMX", (long long)c.non_amx);
+}
+
+int main(int argc, char **argv) {
+    tu_init(argc, argv);
+    /* through oneDNN: a bf16 operand type in the mode (bf16 or its float32 carriers) */
+    int on = attn_mm_type(ATTN_DTYPE_BF16) != ATTN_DTYPE_Q8_0;
+    printf("products: %s\n", on ? "through oneDNN" : "the kernels'");
+    forward_case(1, 4, 2, 300, 600, 64, 0, on);  /* GQA, partial blocks */
+    forward_case(2, 2, 2, 513, 513, 32, 1, on);  /* causal: nothing past the diagonal's block */
+    forward_case(1, 3, 1, 100, 1100, 80, 0, on); /* one query block, odd D */
+    amx_check();
+    return tu_finish("test_products");
+}
