@@ -54,6 +54,63 @@ static uint16_t *bf16_rand(size_t n) {
     return x;
 }
 
+/* the backward's: K^T, V^T, K packed per kv head and key tile, Q and dO per query block; five products a
+ * visible tile */
+static void expect_bwd(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int causal, int64_t *packs,
+                       int64_t *runs) {
+    int64_t nkt = (Sk + MMB_BC - 1) / MMB_BC, nqb = (Sq + MMB_BR - 1) / MMB_BR;
+    *packs = 3 * B * Hkv * nkt + 2 * B * H * nqb, *runs = 0;
+    for (int64_t qb = 0; qb < nqb; qb++) {
+        int64_t last = qb * MMB_BR + (Sq - qb * MMB_BR < MMB_BR ? Sq - qb * MMB_BR : MMB_BR) - 1;
+        int64_t vis = causal ? (last + 1 < Sk ? last + 1 : Sk) : Sk;
+        *runs += 5 * B * H * ((vis + MMB_BC - 1) / MMB_BC);
+    }
+}
+
+/* the backward of fwd's problem: dq, dk, dv */
+static attn_status bwd(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int causal, attn_impl impl,
+                       const uint16_t *q, const uint16_t *k, const uint16_t *v, const float *dout, float *dq, float *dk,
+                       float *dv) {
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, D);
+    d.Hkv = Hkv, d.math = ATTN_MATH_DATA, d.qkv_dtype = ATTN_DTYPE_BF16, d.impl = impl;
+    d.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    attn_view vq = {(float *)(void *)q, H * Sq * D, Sq * D, D}, vk = {(float *)(void *)k, Hkv * Sk * D, Sk * D, D};
+    attn_view vv = {(float *)(void *)v, Hkv * Sk * D, Sk * D, D}, vgo = {(float *)dout, H * Sq * D, Sq * D, D};
+    attn_view gq = {dq, H * Sq * D, Sq * D, D}, gk = {dk, Hkv * Sk * D, Sk * D, D}, gv = {dv, Hkv * Sk * D, Sk * D, D};
+    attn_view none = {NULL, 0, 0, 0};
+    return attn_sdpa_backward(&d, vq, vk, vv, none, vgo, NULL, gq, gk, gv);
+}
+
+static void backward_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int causal, int on) {
+    size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D);
+    uint16_t *q = bf16_rand(nq), *k = bf16_rand(nk), *v = bf16_rand(nk);
+    float *go = tu_rand_array(nq, &seed, 1.0f), *g1 = calloc(nq + 2 * nk, 4), *g2 = calloc(nq + 2 * nk, 4);
+    float *gr = calloc(nq + 2 * nk, 4);
+    attn_mm_counts c0, c1;
+    omp_set_num_threads(1);
+    attn_mm_counts_get(&c0);
+    CHECK_OK(bwd(B, H, Hkv, Sq, Sk, D, causal, ATTN_IMPL_FAST, q, k, v, go, g1, g1 + nq, g1 + nq + nk));
+    attn_mm_counts_get(&c1);
+    int64_t packs, runs;
+    expect_bwd(B, H, Hkv, Sq, Sk, causal, &packs, &runs);
+    if (on)
+        CHECK(c1.packs - c0.packs == packs && c1.runs - c0.runs == runs,
+              "backward B=%lld H=%lld Hkv=%lld Sq=%lld Sk=%lld causal %d: %lld reorders, %lld products (want %lld, "
+              "%lld)",
+              (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Sk, causal,
+              (long long)(c1.packs - c0.packs), (long long)(c1.runs - c0.runs), (long long)packs, (long long)runs);
+    else
+        CHECK(c1.packs == c0.packs && c1.runs == c0.runs, "backward not through oneDNN: no call");
+    omp_set_num_threads(2);
+    CHECK_OK(bwd(B, H, Hkv, Sq, Sk, D, causal, ATTN_IMPL_FAST, q, k, v, go, g2, g2 + nq, g2 + nq + nk));
+    tu_equal("backward, 1 and 2 threads", g1, g2, nq + 2 * nk);
+    CHECK_OK(bwd(B, H, Hkv, Sq, Sk, D, causal, ATTN_IMPL_REF, q, k, v, go, gr, gr + nq, gr + nq + nk));
+    tu_allclose("backward dq, the mode's reference", g1, gr, nq, 2e-2, 1e-2);
+    tu_allclose("backward dk, dv, the mode's reference", g1 + nq, gr + nq, 2 * nk, 2e-2, 1e-2);
+    free(q), free(k), free(v), free(go), free(g1), free(g2), free(gr);
+}
+
 static void forward_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int causal, int on) {
     size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D);
     uint16_t *q = bf16_rand(nq), *k = bf16_rand(nk), *v = bf16_rand(nk);
@@ -115,6 +172,8 @@ int main(int argc, char **argv) {
     forward_case(1, 4, 2, 300, 600, 64, 0, on);  /* GQA, partial blocks */
     forward_case(2, 2, 2, 513, 513, 32, 1, on);  /* causal: nothing past the diagonal's block */
     forward_case(1, 3, 1, 100, 1100, 80, 0, on); /* one query block, odd D */
+    backward_case(1, 4, 2, 200, 300, 64, 0, on); /* GQA: the group's blocks add into one kv head's partials */
+    backward_case(2, 2, 1, 300, 300, 40, 1, on); /* causal; D not a multiple of 16 */
     amx_check();
     return tu_finish("test_products");
 }

@@ -324,34 +324,6 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     attn_fwd_finish(c, t, b, h, i0, rows);
 }
 
-/* ---- the math modes' products through oneDNN (kernels/mm.h) ---------------
- * Operands of type mt: K as rows (SkP x D) and V as rows (SkP x DvP, zero
- * columns past Dv), both zero past Sk; a query block's Q (BR x D) and P
- * (BR x BC_F) converted to mt after the kernels' rounding (exact: the values
- * already are mt's, or float32 for mt = F32). The score step, the online
- * softmax and the output are the kernels' path's, tile by tile over whole
- * blocks (oneDNN multiplies BR x BC_F tiles; the kernels' path works in
- * chunks of gemm_mr rows). */
-
-/* K and V rows of head (b, h) as mt (tmp: D + Dv floats) */
-static void pack_kv_mm(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b,
-                       int64_t h, int64_t SkP, int64_t DvP, attn_dtype mt, void *Km, void *Vm, float *tmp) {
-    int64_t D = d->D, Dv = d->Dv;
-    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype));
-    const attn_storage *st = attn_storage_of(mt);
-    size_t kb = attn_storage_bytes(mt, D), vb = attn_storage_bytes(mt, DvP);
-    for (int64_t j = 0; j < SkP; j++) {
-        char *kr = (char *)Km + (size_t)j * kb, *vr = (char *)Vm + (size_t)j * vb;
-        memset(vr, 0, vb);
-        if (j >= d->Sk) { /* padding keys */
-            memset(kr, 0, kb);
-            continue;
-        }
-        st->store(attn_flash_row_operand(kt, k, d->qkv_dtype, b, h, j, D, kvt, tmp), D, kr);
-        st->store(attn_flash_row_operand(kt, v, d->qkv_dtype, b, h, j, Dv, kvt, tmp + D), Dv, vr);
-    }
-}
-
 /* the bytes of one kv head's packed keys and values */
 static size_t fwd_head_bytes(const fwd_call *c) {
     if (c->mt != ATTN_DTYPE_Q8_0) return attn_fwd_mm_head_bytes(c);
@@ -567,7 +539,8 @@ attn_status attn_flash_forward(const attn_sdpa_desc *d, attn_view q, attn_view k
  * to whole tiles: rows past Sk are written, never read). r[2 it], r[2 it + 1]: the keys [lo, hi);
  * r[2 nitem + it]: the item's first row in the packed partials. Returns the
  * partials' total rows. */
-static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t units, const qblocks *qb, int64_t *r) {
+static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t units, const qblocks *qb, int64_t bc,
+                               int64_t *r) {
     int64_t Hkv = attn_sem_hkv(d), nitem = d->B * Hkv * nchunk, rows = 0;
     for (int64_t it = 0; it < nitem; it++) {
         int64_t b = it / nchunk / Hkv, c = it % nchunk, lo = INT64_MAX, hi = 0;
@@ -577,8 +550,8 @@ static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t 
             attn_qb_at(qb, u % qb->n, &i0, &n);
             block_rng(d, &sq, i0, n, &klo, &khi);
             if (khi <= klo) continue;
-            lo = klo / BC_B * BC_B < lo ? klo / BC_B * BC_B : lo;
-            int64_t kend = (khi + BC_B - 1) / BC_B * BC_B; /* whole tiles: the products write them */
+            lo = klo / bc * bc < lo ? klo / bc * bc : lo;
+            int64_t kend = (khi + bc - 1) / bc * bc; /* whole tiles: the products write them */
             hi = kend > hi ? kend : hi;
         }
         if (lo >= hi) lo = hi = 0;
@@ -631,49 +604,61 @@ typedef struct bwd_cols {
     int64_t j0, c0, n, a0, an;
 } bwd_cols;
 
-static bwd_cols bwd_cols_of(int64_t j0, int64_t klo, int64_t khi) {
+/* A backward call's tiles: br query rows (BR) against bc keys (BC_B), the
+ * columns trimmed as above; or, through oneDNN (full), MMB_BR x MMB_BC tiles
+ * computed whole (every product one shape; P = 0 and dS = 0 where the score
+ * step hid the keys) */
+typedef struct bwd_geo {
+    int64_t br, bc;
+    int full;
+} bwd_geo;
+
+static bwd_cols bwd_cols_of(int64_t j0, int64_t klo, int64_t khi, const bwd_geo *g) {
+    if (g->full) return (bwd_cols){j0, 0, g->bc, 0, g->bc};
     int64_t c0 = klo > j0 ? (klo - j0) / 16 * 16 : 0, c1 = khi - j0 < BC_B ? attn_round_up(khi - j0, 16) : BC_B;
     int64_t a0 = c0 / BC_H * BC_H, a1 = attn_round_up(c1, BC_H);
     return (bwd_cols){j0, c0, c1 - c0, a0, a1 - a0};
 }
 
-/* The backward's five products through oneDNN (kernels/mm.h) where the
- * call's mt names a type (the math modes on AMX; ATTN_PRODUCTS=onednn): the
- * operands of one thread and kv head as mt, converted from the float32
- * tiles after the mode's rounding (exact); mt ATTN_DTYPE_Q8_0 (or a NULL
- * bwd_mm): the kernels carry every product. */
+/* The backward's five products through oneDNN (flash_mm.c) where the call
+ * has a plan (the math modes on AMX; ATTN_PRODUCTS=onednn): one thread's
+ * operands of type p->mt: the kv head's packed key tiles, the query block's
+ * Q (x qmul) and dO as A operands and, packed as B operands once per query
+ * block, Q and dO again; P and dS as the pass writes them. A NULL plan (or
+ * a NULL bwd_mm): the kernels carry every product. */
 typedef struct bwd_mm {
-    attn_dtype mt;
+    const attn_bwd_mm_plan *p;
     attn_mm *mm;
-    const char *Km, *Vm;             /* the kv head's K rows (SkP x D) and V rows (SkP x DvP) */
-    void *Qm, *dOm, *Qum, *Pm, *dSm; /* the query block's Q (x qmul), dO, Q, P, dS */
+    const char *keys;                /* the kv head's packed key tiles, p->tile bytes each */
+    void *Qm, *dOm, *Qum, *Pm, *dSm; /* Q (x qmul), dO, Q, P, dS: br x DP, DvP, DP, bc, bc of p->mt */
+    void *Qb, *dOb;                  /* Q and dO packed as the B operands of dK and dV */
     attn_status err;
 } bwd_mm;
 
-static int bwd_on_mm(const bwd_mm *x) { return x && x->mt != ATTN_DTYPE_Q8_0; }
+static int bwd_on_mm(const bwd_mm *x) { return x && x->p; }
+
+/* a key tile's packed operands (oneDNN): K^T for S, V^T for dP, K for dQ */
+static const char *bwd_tile_keys(const bwd_mm *x, int64_t j0) { return x->keys + (size_t)(j0 / x->p->bc) * x->p->tile; }
 
 static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_seq *sq, int64_t h,
                        const float *Qp, int64_t DP, const float *KT, int64_t ldk, float *S, float *G, int64_t rows,
-                       int64_t i0, bwd_cols w, const float *add, int any_add, bwd_mm *x) {
-    if (bwd_on_mm(x)) { /* S = Q K^T: B(k, n) = K row j0 + c0 + n, column k */
-        if (!x->err)
-            x->err = attn_mm_run(x->mm, x->mt, BR, w.n, d->D, x->Qm, DP, 1,
-                                 x->Km + attn_storage_bytes(x->mt, (w.j0 + w.c0) * d->D), 1, d->D, S + w.c0, BC_B, 0);
+                       int64_t i0, bwd_cols w, const float *add, int any_add, bwd_mm *x, int64_t ld) {
+    if (bwd_on_mm(x)) { /* S (br x bc) = Q K^T, whole tiles */
+        if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->s, x->Qm, bwd_tile_keys(x, w.j0), S);
     } else {
         tile_gemm(kt, BR, w.n, d->D, Qp, DP, KT + (w.j0 / BC_B) * d->D * BC_B + w.c0, ldk, S + w.c0, BC_B, 0);
     }
     attn_score_keys keys = {*sq, add, any_add};
-    attn_score_tile(kt, d, &keys, h, S + w.c0, BC_B, w.n, rows, i0, w.j0 + w.c0, G ? G + w.c0 : NULL);
+    attn_score_tile(kt, d, &keys, h, S + w.c0, ld, w.n, rows, i0, w.j0 + w.c0, G ? G + w.c0 : NULL);
 }
 
 /* dP tile (BR x BC_B) = dO V^T with the dropout keep decisions applied. */
 static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const mcg_consts *mc, const float *dOp,
                    int64_t DvP, const float *VT, int64_t ldk, float *dP, int64_t rows, int64_t b, int64_t h, int64_t i0,
                    bwd_cols w, uint8_t *keep, bwd_mm *x) {
-    if (bwd_on_mm(x)) { /* dP = dO V^T: B(k, n) = V row j0 + c0 + n, column k */
-        if (!x->err)
-            x->err = attn_mm_run(x->mm, x->mt, BR, w.n, d->Dv, x->dOm, DvP, 1,
-                                 x->Vm + attn_storage_bytes(x->mt, (w.j0 + w.c0) * DvP), 1, DvP, dP + w.c0, BC_B, 0);
+    if (bwd_on_mm(x)) { /* dP (br x bc) = dO V^T, whole tiles (no dropout in the modes) */
+        if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->dp, x->dOm, bwd_tile_keys(x, w.j0) + x->p->ks, dP);
+        return;
     } else {
         tile_gemm(kt, BR, w.n, d->Dv, dOp, DvP, VT + (w.j0 / BC_B) * d->Dv * BC_B + w.c0, ldk, dP + w.c0, BC_B, 0);
     }
@@ -684,9 +669,9 @@ static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const m
  * m), acc = sum 2^(t - m) dP with t the base-2 score), one pass a row
  * (exp2_dot_row: the exponentials are not stored; S is kept). */
 static void fold_tile(const attn_kernel_table *kt, const float *S, const float *dP, int64_t rows, float escale,
-                      bwd_cols w, float *m, float *l, float *acc) {
+                      bwd_cols w, int64_t ld, float *m, float *l, float *acc) {
     for (int64_t r = 0; r < rows; r++) {
-        const float *sr = S + r * BC_B + w.c0;
+        const float *sr = S + r * ld + w.c0;
         float mt = attn_row_max(kt, sr, w.n) * escale;
         if (mt == -INFINITY) continue; /* no visible key in this tile */
         if (!(mt <= m[r])) {           /* new row max (or NaN): rescale what was summed against the old one */
@@ -694,7 +679,7 @@ static void fold_tile(const attn_kernel_table *kt, const float *S, const float *
             l[r] *= alpha, acc[r] *= alpha, m[r] = mn;
         }
         float dot;
-        l[r] += kt->exp2_dot_row(sr, dP + r * BC_B + w.c0, w.n, escale, m[r], &dot);
+        l[r] += kt->exp2_dot_row(sr, dP + r * ld + w.c0, w.n, escale, m[r], &dot);
         acc[r] += dot;
     }
 }
@@ -705,6 +690,7 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
     int64_t H = d->H, Sq = d->Sq, BH = d->B * H, DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
     int64_t nkb = (d->Sk + BC_B - 1) / BC_B, Hkv = attn_sem_hkv(d);
     float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
+    const bwd_geo g = {BR, BC_B, 0};
     qblocks qb;
     attn_status st = attn_qb_make(d, BR, &qb);
     int64_t nqb = qb.n;
@@ -735,10 +721,10 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             int64_t klo, khi;
             block_rng(d, &sq, i0, rows, &klo, &khi);
             for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
-                bwd_cols w = bwd_cols_of(j0, klo, khi);
-                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, w, add, any_add, NULL);
+                bwd_cols w = bwd_cols_of(j0, klo, khi, &g);
+                bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, w, add, any_add, NULL, BC_B);
                 bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, w, keep, NULL);
-                fold_tile(kt, S, dP, rows, escale, w, m, l, acc);
+                fold_tile(kt, S, dP, rows, escale, w, BC_B, m, l, acc);
             }
             for (int64_t r = 0; r < rows; r++) {
                 size_t at = (size_t)(bh * Sq + i0 + r);
@@ -980,11 +966,11 @@ static void bwd_tile_pass1(const attn_kernel_table *kt, const attn_sdpa_desc *d,
                            const mcg_consts *mc, const bwd_panels *pn, int64_t b, int64_t h, int64_t i0, int64_t rows,
                            bwd_cols w, const float *Qp, const float *KT, const float *VT, const float *dOp, int64_t at,
                            float *Sb, float *dPb, float *Gb, const float *add, int any_add, uint8_t *keep, float *m,
-                           float *l, float *acc, bwd_mm *x) {
+                           float *l, float *acc, bwd_mm *x, int64_t ld) {
     int64_t DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
-    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, w, add, any_add, x);
+    bwd_scores(kt, d, sq, h, Qp, DP, KT, pn->ldk, Sb + at, Gb ? Gb + at : NULL, rows, i0, w, add, any_add, x, ld);
     bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dPb + at, rows, b, h, i0, w, keep, x);
-    if (m) fold_tile(kt, Sb + at, dPb + at, rows, attn_score_escale(d), w, m, l, acc);
+    if (m) fold_tile(kt, Sb + at, dPb + at, rows, attn_score_escale(d), w, ld, m, l, acc);
 }
 
 /* P after dropout (a copy in Pd) for dV += P^T dO, or P itself without dropout */
@@ -1004,9 +990,9 @@ static float *bwd_part(float *p, int64_t row0, int64_t ld) { return p ? p + (siz
  * block API's given ones (gm, gl, gt at row at0 on) or those folded in pass
  * 1; then 1 / l and Di = acc / l, zeros for rows that see no key (P = 0; NaN
  * rows stay NaN) */
-static void bwd_row_finish(const float *gm, const float *gl, const float *gt, size_t at0, int64_t rows, float *m,
-                           float *l, float *acc, float *il, float *di, const float *sink, float *dsink) {
-    for (int64_t r = 0; r < BR; r++) {
+static void bwd_row_finish(const float *gm, const float *gl, const float *gt, size_t at0, int64_t rows, int64_t br,
+                           float *m, float *l, float *acc, float *il, float *di, const float *sink, float *dsink) {
+    for (int64_t r = 0; r < br; r++) {
         if (gm && r < rows) m[r] = gm[at0 + r], l[r] = gl[at0 + r], acc[r] = gt[at0 + r];
         int dead = r >= rows || m[r] == -INFINITY;
         float L = l[r], ps = 0.0f; /* ps: the sink's probability (online.h: a term without a value) */
@@ -1038,39 +1024,39 @@ static int bwd_item_bufs(size_t n, int capped, float **Sb, float **dPb, float **
  * rows past rows and dead rows give zeros */
 static void bwd_p_ds(const attn_kernel_table *kt, const attn_sdpa_desc *d, const float *S, float *dS, float *P,
                      const float *G, int64_t rows, float escale, const float *m, const float *il, const float *di,
-                     float *db, const int64_t *ld, bwd_cols w) {
-    int64_t n = w.n, nk = d->Sk - (w.j0 + w.c0) < n ? d->Sk - (w.j0 + w.c0) : n; /* keys that exist */
+                     float *db, const int64_t *ld, bwd_cols w, const bwd_geo *g) {
+    int64_t n = w.n, nk = d->Sk - (w.j0 + w.c0) < n ? d->Sk - (w.j0 + w.c0) : n, BT = g->bc; /* keys that exist */
     S += w.c0, dS += w.c0, P += w.c0, G = G ? G + w.c0 : NULL, db = db ? db + w.c0 * ld[3] : NULL;
-    for (int64_t r = 0; r < BR; r++) {
-        float *pr = P + r * BC_B, *ds = dS + r * BC_B;
+    for (int64_t r = 0; r < g->br; r++) {
+        float *pr = P + r * BT, *ds = dS + r * BT;
         if (m[r] == -INFINITY || r >= rows) {
             memset(pr, 0, (size_t)n * sizeof(float));
             memset(ds, 0, (size_t)n * sizeof(float));
             continue;
         }
         if (db) { /* d loss / d bias = P (dP - Di), kept (row r of the block, keys from j0) */
-            kt->exp2_row(S + r * BC_B, pr, n, escale, m[r]);
+            kt->exp2_row(S + r * BT, pr, n, escale, m[r]);
             kt->scale_row(pr, n, il[r]);
             for (int64_t c = 0; c < n; c++) {
                 float t = pr[c] * (ds[c] - di[r]);
                 if (c < nk) db[r * ld[2] + c * ld[3]] = t;
-                ds[c] = t * (G ? G[r * BC_B + c] : d->scale);
+                ds[c] = t * (G ? G[r * BT + c] : d->scale);
             }
             continue;
         }
         if (!G) {
-            kt->softmax_grad_row(S + r * BC_B, pr, ds, n, escale, m[r], il[r], di[r], d->scale);
+            kt->softmax_grad_row(S + r * BT, pr, ds, n, escale, m[r], il[r], di[r], d->scale);
             continue;
         }
-        kt->exp2_row(S + r * BC_B, pr, n, escale, m[r]);
+        kt->exp2_row(S + r * BT, pr, n, escale, m[r]);
         kt->scale_row(pr, n, il[r]);
-        const float *g = G + r * BC_B;
-        for (int64_t c = 0; c < n; c++) ds[c] = pr[c] * (ds[c] - di[r]) * g[c];
+        const float *gr = G + r * BT;
+        for (int64_t c = 0; c < n; c++) ds[c] = pr[c] * (ds[c] - di[r]) * gr[c];
     }
     int64_t lo = w.c0 - w.a0, hi = w.a0 + w.an - (w.c0 + n); /* the transposed products' extra columns: zero */
-    for (int64_t r = 0; (lo || hi) && r < BR; r++) {
-        memset(P + r * BC_B - lo, 0, (size_t)lo * sizeof(float)), memset(P + r * BC_B + n, 0, (size_t)hi * 4);
-        memset(dS + r * BC_B - lo, 0, (size_t)lo * sizeof(float)), memset(dS + r * BC_B + n, 0, (size_t)hi * 4);
+    for (int64_t r = 0; (lo || hi) && r < g->br; r++) {
+        memset(P + r * BT - lo, 0, (size_t)lo * sizeof(float)), memset(P + r * BT + n, 0, (size_t)hi * 4);
+        memset(dS + r * BT - lo, 0, (size_t)lo * sizeof(float)), memset(dS + r * BT + n, 0, (size_t)hi * 4);
     }
 }
 
@@ -1102,42 +1088,57 @@ static void bwd_sum_partials(const attn_sdpa_desc *d, int64_t nchunk, const int6
     }
 }
 
-/* One thread's tiles in the backward. */
+/* One thread's tiles in the backward (br x bc tiles of its geometry). */
 typedef struct bwd_bufs {
     float *Qp, *Qu, *dOp, *dQ, *P, *Pd, *add, *klast; /* klast: K's partial last tile (K read in place) */
-    float *Sb, *dPb, *Gb; /* S, dP (, softcap derivative) of a block's tiles: BR x its item's partials' keys */
+    float *Sb, *dPb, *Gb; /* S, dP (, softcap derivative) of a block's tiles: br x its item's partials' keys */
     size_t nbuf;          /* floats of each of Sb, dPb, Gb */
     uint8_t *keep;
-    bwd_mm x; /* oneDNN's operands (mt: ATTN_DTYPE_Q8_0 without) */
+    float *m, *il, *di, *l, *acc; /* the block's row statistics, br each */
+    bwd_mm x;                     /* oneDNN's operands (x.p NULL without) */
 } bwd_bufs;
 
-static int bwd_bufs_init(bwd_bufs *t, int64_t DP, int64_t DvP, int64_t SkP, int k_direct, attn_dtype mt) {
+/* n bytes aligned to a cache line (oneDNN's packed operands), or NULL */
+static void *line_alloc(size_t n) {
+    void *p = NULL;
+    return posix_memalign(&p, 64, n ? n : 64) ? NULL : p;
+}
+
+static int bwd_bufs_init(bwd_bufs *t, const bwd_geo *g, int64_t DP, int64_t DvP, int64_t SkP, int k_direct,
+                         const attn_bwd_mm_plan *p) {
+    int64_t br = g->br, bc = g->bc;
     *t = (bwd_bufs){0};
-    t->x.mt = mt;
-    if (mt != ATTN_DTYPE_Q8_0) { /* mt is at most 4 bytes */
-        t->x.mm = attn_mm_new();
-        t->x.Qm = malloc((size_t)(BR * DP) * 4), t->x.Qum = malloc((size_t)(BR * DP) * 4);
-        t->x.dOm = malloc((size_t)(BR * DvP) * 4);
-        t->x.Pm = calloc((size_t)(BR * BC_B), 4), t->x.dSm = calloc((size_t)(BR * BC_B), 4);
-        if (!t->x.mm || !t->x.Qm || !t->x.Qum || !t->x.dOm || !t->x.Pm || !t->x.dSm) return 0;
+    t->x.p = p;
+    if (p) {
+        size_t es = attn_storage_bytes(p->mt, 1);
+        t->x.mm = attn_mm_thread();
+        t->x.Qm = malloc((size_t)(br * DP) * es), t->x.Qum = malloc((size_t)(br * DP) * es);
+        t->x.dOm = malloc((size_t)(br * DvP) * es);
+        t->x.Pm = malloc((size_t)(br * bc) * es), t->x.dSm = malloc((size_t)(br * bc) * es);
+        t->x.Qb = line_alloc(p->qq), t->x.dOb = line_alloc(p->qo);
+        if (!t->x.mm || !t->x.Qm || !t->x.Qum || !t->x.dOm || !t->x.Pm || !t->x.dSm || !t->x.Qb || !t->x.dOb) return 0;
     }
-    t->Qp = malloc((size_t)(BR * DP) * sizeof(float)), t->Qu = malloc((size_t)(BR * DP) * sizeof(float));
-    t->dOp = malloc((size_t)(BR * DvP) * sizeof(float)), t->dQ = malloc((size_t)(BR * DP) * sizeof(float));
-    t->P = malloc((size_t)(BR * BC_B) * sizeof(float)), t->Pd = malloc((size_t)(BR * BC_B) * sizeof(float));
-    t->add = malloc((size_t)SkP * sizeof(float)), t->keep = malloc(BC_B);
-    t->klast = k_direct ? malloc((size_t)(BC_B * DP) * sizeof(float)) : NULL;
+    t->Qp = malloc((size_t)(br * DP) * sizeof(float)), t->Qu = malloc((size_t)(br * DP) * sizeof(float));
+    t->dOp = malloc((size_t)(br * DvP) * sizeof(float)), t->dQ = malloc((size_t)(br * DP) * sizeof(float));
+    t->P = malloc((size_t)(br * bc) * sizeof(float)), t->Pd = malloc((size_t)(br * bc) * sizeof(float));
+    t->add = malloc((size_t)SkP * sizeof(float)), t->keep = malloc((size_t)bc);
+    t->m = malloc((size_t)(5 * br) * sizeof(float));
+    t->klast = k_direct ? malloc((size_t)(bc * DP) * sizeof(float)) : NULL;
+    if (!t->m) return 0;
+    t->il = t->m + br, t->di = t->il + br, t->l = t->di + br, t->acc = t->l + br;
     return t->Qp && t->Qu && t->dOp && t->dQ && t->P && t->Pd && t->add && t->keep && (t->klast || !k_direct);
 }
 
 static void bwd_bufs_free(bwd_bufs *t) {
-    attn_mm_free(t->x.mm), free(t->x.Qm), free(t->x.Qum), free(t->x.dOm), free(t->x.Pm), free(t->x.dSm);
+    free(t->x.Qm), free(t->x.Qum), free(t->x.dOm), free(t->x.Pm), free(t->x.dSm), free(t->x.Qb), free(t->x.dOb);
     free(t->Qp), free(t->Qu), free(t->dOp), free(t->dQ), free(t->P), free(t->Pd), free(t->add), free(t->keep);
-    free(t->klast), attn_ws_free(t->Sb), attn_ws_free(t->dPb), attn_ws_free(t->Gb);
+    free(t->m), free(t->klast), attn_ws_free(t->Sb), attn_ws_free(t->dPb), attn_ws_free(t->Gb);
 }
 
 /* Pass 2's products of one tile (keys from w.j0): dV += P^T dO and dK +=
  * dS^T Q into the item's partials (rows from dVp, dKp: the window [a0, a0 +
- * an)), dQ += dS K (kt0: K's rows of the tile, ldt apart) */
+ * an)), dQ += dS K (kt0: K's rows of the tile, ldt apart); through oneDNN,
+ * whole tiles from the thread's P, dS and packed operands */
 static void bwd_tile_products(const attn_kernel_table *kt, const attn_sdpa_desc *d, bwd_mm *x, bwd_cols w,
                               const float *pd, const float *dS, const float *dOp, const float *Qu, float *dVp,
                               float *dKp, const float *kt0, int64_t ldt, float *dQ) {
@@ -1148,63 +1149,52 @@ static void bwd_tile_products(const attn_kernel_table *kt, const attn_sdpa_desc 
         tile_gemm(kt, BR, DP, w.n, dS + w.c0, BC_B, kt0 + w.c0 * ldt, ldt, dQ, DP, 1);
         return;
     }
-    if (x->err) return;
-    const attn_storage *st = attn_storage_of(x->mt);
-    for (int64_t r = 0; r < BR; r++) { /* P and dS of the window as mt (zero outside the visible columns) */
-        st->store(pd + r * BC_B + w.a0, w.an, (char *)x->Pm + attn_storage_bytes(x->mt, r * BC_B + w.a0));
-        st->store(dS + r * BC_B + w.a0, w.an, (char *)x->dSm + attn_storage_bytes(x->mt, r * BC_B + w.a0));
-    }
-    const char *Pw = (const char *)x->Pm + attn_storage_bytes(x->mt, w.a0);
-    const char *dSw = (const char *)x->dSm + attn_storage_bytes(x->mt, w.a0);
-    /* dV (an x DvP) += P^T dO: A(m, k) = P[k][a0 + m]; dK likewise with dS and Q */
-    x->err = attn_mm_run(x->mm, x->mt, w.an, DvP, BR, Pw, 1, BC_B, x->dOm, DvP, 1, dVp, DvP, 1);
-    if (!x->err) x->err = attn_mm_run(x->mm, x->mt, w.an, DP, BR, dSw, 1, BC_B, x->Qum, DP, 1, dKp, DP, 1);
-    /* dQ (BR x D) += dS K: B(k, n) = K row j0 + c0 + k, column n */
-    if (!x->err)
-        x->err = attn_mm_run(x->mm, x->mt, BR, d->D, w.n, (const char *)x->dSm + attn_storage_bytes(x->mt, w.c0), BC_B,
-                             1, x->Km + attn_storage_bytes(x->mt, (w.j0 + w.c0) * d->D), d->D, 1, dQ, DP, 1);
+    if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->dv, x->Pm, x->dOb, dVp);
+    if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->dk, x->dSm, x->Qb, dKp);
+    if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->dq, x->dSm, bwd_tile_keys(x, w.j0) + x->p->ks + x->p->vs, dQ);
 }
 
-/* every kv head's K and V rows as mt for oneDNN (pack_kv_mm), mhead elements a head */
+/* The backward's key operands, packed once: the kernels' K^T and V^T panels
+ * (and K as rows for dQ = dS K unless read in place, k_direct), or, when the
+ * products go through oneDNN (mmp), every kv head's packed key tiles
+ * (attn_bwd_mm_pack_keys: nkt tiles a head) */
+typedef struct bwd_keys {
+    float *panels, *krows;
+    char *mpanels;
+} bwd_keys;
+
 static attn_status bwd_pack_mm(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v,
-                               int64_t SkP, int64_t DvP, attn_dtype mt, char *mpanels, size_t mhead) {
-    int64_t Hkv = attn_sem_hkv(d), D = d->D;
+                               const attn_bwd_mm_plan *p, int64_t nkt, char *mpanels) {
+    int64_t Hkv = attn_sem_hkv(d);
     attn_status st = ATTN_OK;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
     {
-        float *tmp = malloc((size_t)(D + d->Dv) * sizeof(float));
-        if (!tmp) {
-#pragma omp atomic write
-            st = ATTN_E_NOMEM;
-        }
+        float *tmp = malloc((size_t)(p->bc * (p->DP + p->DvP) + d->D + d->Dv) * sizeof(float));
+        attn_status ps = tmp ? ATTN_OK : ATTN_E_NOMEM;
 #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < d->B * Hkv; bh++) {
-            char *Km = mpanels + attn_storage_bytes(mt, (int64_t)((size_t)bh * mhead));
-            if (tmp)
-                pack_kv_mm(kt, d, k, v, bh / Hkv, bh % Hkv, SkP, DvP, mt, Km, Km + attn_storage_bytes(mt, SkP * D),
-                           tmp);
+        for (int64_t bh = 0; bh < d->B * Hkv; bh++)
+            if (!ps)
+                ps = attn_bwd_mm_pack_keys(p, kt, d, k, v, bh / Hkv, bh % Hkv, nkt,
+                                           mpanels + (size_t)bh * (size_t)nkt * p->tile, tmp);
+        if (ps) {
+#pragma omp atomic write
+            st = ps;
         }
         free(tmp);
     }
     return st;
 }
 
-/* The backward's key operands, packed once: the kernels' K^T and V^T panels
- * (and K as rows for dQ = dS K unless read in place, k_direct), or, when the
- * products go through oneDNN (mt), every kv head's K and V rows as mt
- * (mhead elements a head) */
-typedef struct bwd_keys {
-    float *panels, *krows;
-    char *mpanels;
-} bwd_keys;
-
 static attn_status bwd_keys_make(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v,
-                                 bwd_panels *pn, size_t npanel, size_t nkrow, int k_direct, attn_dtype mt, size_t mhead,
+                                 bwd_panels *pn, size_t npanel, size_t nkrow, int k_direct, const attn_bwd_mm_plan *mmp,
                                  bwd_keys *o) {
-    int64_t SkP = (d->Sk + BC_B - 1) / BC_B * BC_B, DP = attn_round_up(d->D, 16), DvP = attn_round_up(d->Dv, 16);
-    if (mt != ATTN_DTYPE_Q8_0) {
-        o->mpanels = attn_ws_alloc((size_t)(d->B * attn_sem_hkv(d)) * mhead * sizeof(float));
-        return o->mpanels ? bwd_pack_mm(kt, d, k, v, SkP, DvP, mt, o->mpanels, mhead) : ATTN_E_NOMEM;
+    int64_t SkP = (d->Sk + BC_B - 1) / BC_B * BC_B, DP = attn_round_up(d->D, 16);
+    if (mmp) {
+        int64_t nkt = (d->Sk + mmp->bc - 1) / mmp->bc;
+        size_t n;
+        if (attn_mul3_size((size_t)(d->B * attn_sem_hkv(d)), (size_t)nkt, mmp->tile, &n)) return ATTN_E_OVERFLOW;
+        o->mpanels = attn_ws_alloc(n);
+        return o->mpanels ? bwd_pack_mm(kt, d, k, v, mmp, nkt, o->mpanels) : ATTN_E_NOMEM;
     }
     o->panels = attn_ws_alloc(npanel);
     o->krows = k_direct ? NULL : attn_ws_alloc(nkrow * sizeof(float));
@@ -1225,8 +1215,10 @@ typedef struct bwd_call {
     const float *gm, *gl, *gt; /* the block API's row statistics, or NULL */
     const bwd_extra *ex;
     float qmul, escale;
-    attn_dtype qt, grt, mt; /* a math mode's Q and dO / P / dS types; oneDNN's operand type (Q8_0: none) */
-    int64_t ldkr;           /* row stride of K's rows for dQ = dS K */
+    attn_dtype qt, grt;          /* a math mode's Q and dO / P / dS types */
+    const attn_bwd_mm_plan *mmp; /* the products through oneDNN, or NULL */
+    bwd_geo g;                   /* the tiles */
+    int64_t ldkr;                /* row stride of K's rows for dQ = dS K */
     int k_direct, capped;
 } bwd_call;
 
@@ -1240,6 +1232,37 @@ typedef struct bwd_item {
     attn_seq sq;
 } bwd_item;
 
+/* Pass 2's P and dS of one tile as oneDNN's operands (whole tiles, of the
+ * plan's type): the fused pass (softmax_grad_store_row) where nothing else
+ * enters dS, else bwd_p_ds in float32 (softcap derivative, dbias), rounded
+ * and written; dead and padding rows zero */
+static void bwd_p_ds_mm(const bwd_call *c, bwd_bufs *tb, const float *S, float *dP, const float *G, int64_t rows,
+                        float *db, bwd_cols w) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kernel_table *kt = c->kt;
+    const attn_bwd_mm_plan *p = c->mmp;
+    int64_t br = p->br, bc = p->bc;
+    size_t rb = attn_storage_bytes(p->mt, bc);
+    char *Pm = tb->x.Pm, *dSm = tb->x.dSm;
+    if (G || db) {
+        bwd_p_ds(kt, d, S, dP, tb->P, G, rows, c->escale, tb->m, tb->il, tb->di, db, c->ex->ld, w, &c->g);
+        for (int64_t r = 0; r < br; r++) {
+            round_rows(kt, tb->P + r * bc, 1, bc, bc, c->grt), round_rows(kt, dP + r * bc, 1, bc, bc, c->grt);
+            attn_storage_of(p->mt)->store(tb->P + r * bc, bc, Pm + (size_t)r * rb);
+            attn_storage_of(p->mt)->store(dP + r * bc, bc, dSm + (size_t)r * rb);
+        }
+        return;
+    }
+    for (int64_t r = 0; r < br; r++) {
+        if (r >= rows || tb->m[r] == -INFINITY) {
+            memset(Pm + (size_t)r * rb, 0, rb), memset(dSm + (size_t)r * rb, 0, rb);
+            continue;
+        }
+        kt->softmax_grad_store_row(S + r * bc, dP + r * bc, bc, c->escale, tb->m[r], tb->il[r], tb->di[r], d->scale,
+                                   c->grt, p->mt, Pm + (size_t)r * rb, dSm + (size_t)r * rb);
+    }
+}
+
 /* Query unit u of an item (head and query block): pass 1 computes every
  * tile's S and dP and the rows' statistics, pass 2 turns them into P and dS
  * and adds the tile's products; dq of the block's rows written. */
@@ -1248,45 +1271,53 @@ static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64
     const attn_kernel_table *kt = c->kt;
     int64_t nqb = c->qb->n, b = it->b, h = it->hk * (d->H / attn_sem_hkv(d)) + u / nqb, bh = b * d->H + h;
     int64_t D = d->D, Dv = d->Dv, Sq = d->Sq, DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), i0, rows, klo,
-            khi;
-    int mm = c->mt != ATTN_DTYPE_Q8_0;
+            khi, br = c->g.br, bc = c->g.bc;
+    int mm = c->mmp != NULL;
     const attn_seq *sq = &it->sq;
     const bwd_extra *ex = c->ex;
-    float *Sb = tb->Sb, *dPb = tb->dPb, *P = tb->P, *dQ = tb->dQ;
+    float *Sb = tb->Sb, *dPb = tb->dPb, *P = tb->P, *dQ = tb->dQ, *m = tb->m, *l = tb->l, *acc = tb->acc;
     attn_qb_at(c->qb, u % nqb, &i0, &rows);
     block_rng(d, sq, i0, rows, &klo, &khi);
-    int64_t t0 = klo / BC_B, t1 = khi > klo ? (khi + BC_B - 1) / BC_B : t0;                  /* tiles [t0, t1) */
-    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, BR, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
-    pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, BR, Dv, DvP, tb->dOp, 1.0f, c->grt);
+    int64_t t0 = klo / bc, t1 = khi > klo ? (khi + bc - 1) / bc : t0;                        /* tiles [t0, t1) */
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, br, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
+    pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, br, Dv, DvP, tb->dOp, 1.0f, c->grt);
     if (mm) { /* oneDNN's operands */
-        attn_storage_of(c->mt)->store(tb->Qp, BR * DP, tb->x.Qm);
-        attn_storage_of(c->mt)->store(tb->dOp, BR * DvP, tb->x.dOm);
+        attn_storage_of(c->mmp->mt)->store(tb->Qp, br * DP, tb->x.Qm);
+        attn_storage_of(c->mmp->mt)->store(tb->dOp, br * DvP, tb->x.dOm);
     }
-    float m[BR], il[BR], di[BR], l[BR], acc[BR];
-    for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
+    for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
     for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
-        if (!attn_score_tile_hidden(d, sq, h, rows, i0, t * BC_B, BC_B))
-            bwd_tile_pass1(kt, d, sq, c->mc, c->pn, b, h, i0, rows, bwd_cols_of(t * BC_B, klo, khi), tb->Qp, it->KT,
-                           it->VT, tb->dOp, (t - t0) * BR * BC_B, Sb, dPb, c->capped ? tb->Gb : NULL, tb->add,
-                           it->any_add, tb->keep, c->gm ? NULL : m, l, acc, &tb->x);
-    bwd_row_finish(c->gm, c->gl, c->gt, (size_t)(bh * Sq + i0), rows, m, l, acc, il, di, d->sinks ? d->sinks + h : NULL,
-                   ex->dsr ? ex->dsr + bh * Sq + i0 : NULL);
-    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, BR, D, DP, tb->Qu, 1.0f, c->qt); /* dK += dS^T Q */
-    if (mm) attn_storage_of(c->mt)->store(tb->Qu, BR * DP, tb->x.Qum);
-    memset(dQ, 0, (size_t)(BR * DP) * sizeof(float));
+        if (!attn_score_tile_hidden(d, sq, h, rows, i0, t * bc, bc))
+            bwd_tile_pass1(kt, d, sq, c->mc, c->pn, b, h, i0, rows, bwd_cols_of(t * bc, klo, khi, &c->g), tb->Qp,
+                           it->KT, it->VT, tb->dOp, (t - t0) * br * bc, Sb, dPb, c->capped ? tb->Gb : NULL, tb->add,
+                           it->any_add, tb->keep, c->gm ? NULL : m, l, acc, &tb->x, bc);
+    bwd_row_finish(c->gm, c->gl, c->gt, (size_t)(bh * Sq + i0), rows, br, m, l, acc, tb->il, tb->di,
+                   d->sinks ? d->sinks + h : NULL, ex->dsr ? ex->dsr + bh * Sq + i0 : NULL);
+    pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, br, D, DP, tb->Qu, 1.0f, c->qt); /* dK += dS^T Q */
+    if (mm && !tb->x.err) { /* Q and dO as dK's and dV's B operands, packed once for the block's tiles */
+        attn_storage_of(c->mmp->mt)->store(tb->Qu, br * DP, tb->x.Qum);
+        tb->x.err = attn_bwd_mm_pack_block(c->mmp, tb->x.mm, tb->x.Qum, tb->x.dOm, tb->x.Qb, tb->x.dOb);
+    }
+    memset(dQ, 0, (size_t)(br * DP) * sizeof(float));
     for (int64_t t = t0; t < t1; t++) { /* pass 2: P, dS; dV += P^T dO, dK += dS^T Q, dQ += dS K */
-        const float *S = Sb + (t - t0) * BR * BC_B;
-        float *dS = dPb + (t - t0) * BR * BC_B;
-        int64_t j0 = t * BC_B, ldt = c->ldkr;
-        bwd_cols w = bwd_cols_of(j0, klo, khi);
-        if (attn_score_tile_hidden(d, sq, h, rows, i0, j0, BC_B)) continue; /* P = 0: skipped in pass 1 */
-        bwd_p_ds(kt, d, S, dS, P, c->capped ? tb->Gb + (t - t0) * BR * BC_B : NULL, rows, c->escale, m, il, di,
-                 ex->db ? ex->db + b * ex->ld[0] + h * ex->ld[1] + i0 * ex->ld[2] + j0 * ex->ld[3] : NULL, ex->ld, w);
+        const float *S = Sb + (t - t0) * br * bc, *G = c->capped ? tb->Gb + (t - t0) * br * bc : NULL;
+        float *dS = dPb + (t - t0) * br * bc;
+        int64_t j0 = t * bc, ldt = c->ldkr;
+        bwd_cols w = bwd_cols_of(j0, klo, khi, &c->g);
+        if (attn_score_tile_hidden(d, sq, h, rows, i0, j0, bc)) continue; /* P = 0: skipped in pass 1 */
+        float *db = ex->db ? ex->db + b * ex->ld[0] + h * ex->ld[1] + i0 * ex->ld[2] + j0 * ex->ld[3] : NULL;
+        int64_t kc = j0 + w.a0 - it->plo; /* the window's first key in the partials */
+        if (mm) {
+            bwd_p_ds_mm(c, tb, S, dS, G, rows, db, w);
+            bwd_tile_products(kt, d, &tb->x, w, NULL, NULL, NULL, NULL, it->dVp + kc * DvP, it->dKp + kc * DP, NULL, 0,
+                              dQ);
+            continue;
+        }
+        bwd_p_ds(kt, d, S, dS, P, G, rows, c->escale, m, tb->il, tb->di, db, ex->ld, w, &c->g);
         round_rows(kt, P + w.c0, rows, w.n, BC_B, c->grt); /* a math mode's P and dS operands */
         round_rows(kt, dS + w.c0, rows, w.n, BC_B, c->grt);
         const float *pd = bwd_dropped_p(kt, d, c->mc, P, tb->Pd, rows, b, h, i0, w, tb->keep);
-        int64_t kc = j0 + w.a0 - it->plo; /* the window's first key in the partials */
-        const float *kt0 = mm ? NULL : bwd_k_tile(it->Kr, c->ldkr, j0, d->Sk, DP, c->k_direct ? tb->klast : NULL, &ldt);
+        const float *kt0 = bwd_k_tile(it->Kr, c->ldkr, j0, d->Sk, DP, c->k_direct ? tb->klast : NULL, &ldt);
         bwd_tile_products(kt, d, &tb->x, w, pd, dS, tb->dOp, tb->Qu, it->dVp + kc * DvP, it->dKp + kc * DP, kt0, ldt,
                           dQ);
     }
@@ -1302,17 +1333,17 @@ typedef struct bwd_plan {
     size_t npart; /* rows of all partials */
 } bwd_plan;
 
-static attn_status bwd_plan_make(const attn_sdpa_desc *d, bwd_plan *p) {
+static attn_status bwd_plan_make(const attn_sdpa_desc *d, const bwd_geo *g, bwd_plan *p) {
     int64_t BHkv = d->B * attn_sem_hkv(d);
     *p = (bwd_plan){{0, 0, 0, NULL}, 0, 0, 0, NULL, 0};
-    if (attn_qb_make(d, BR, &p->qb)) return ATTN_E_NOMEM;
+    if (attn_qb_make(d, g->br, &p->qb)) return ATTN_E_NOMEM;
     p->units = attn_sem_group(d) * p->qb.n;
     int64_t want = (BWD_MIN_ITEMS + BHkv - 1) / BHkv;
     p->nchunk = want < p->units ? want : p->units;
     p->nitem = BHkv * p->nchunk;
     p->prng = malloc((size_t)(3 * p->nitem + 1) * sizeof *p->prng);
     if (!p->prng) return ATTN_E_NOMEM;
-    p->npart = (size_t)bwd_part_ranges(d, p->nchunk, p->units, &p->qb, p->prng);
+    p->npart = (size_t)bwd_part_ranges(d, p->nchunk, p->units, &p->qb, g->bc, p->prng);
     return ATTN_OK;
 }
 
@@ -1325,42 +1356,64 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     int64_t B = d->B, H = d->H, Sq = d->Sq, Sk = d->Sk, D = d->D, Dv = d->Dv, BH = B * H;
     int64_t Hkv = attn_sem_hkv(d), BHkv = B * Hkv;
     if (Sk == 0 || Sq == 0 || BH == 0) return bwd_zero_grads(d, dq, dk, dv); /* nothing visible anywhere */
-    int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16), nkb = (Sk + BC_B - 1) / BC_B, SkP = nkb * BC_B;
+    int64_t DP = attn_round_up(D, 16), DvP = attn_round_up(Dv, 16);
+    attn_dtype vt = attn_view_dtype(d->qkv_dtype), qt = attn_sem_q_type(d, vt), grt = attn_sem_grad_type(d, vt);
+    /* the one choice of the products: a mode's 16-bit operands through oneDNN where kernels/mm.h enables it
+     * and oneDNN has the five products (under auto on an AMX host: on AMX); else the kernels' */
+    attn_bwd_mm_plan mmp;
+    const attn_bwd_mm_plan *pp = NULL;
+    if (qt != ATTN_DTYPE_F32 && qt == grt && attn_mm_type(qt) != ATTN_DTYPE_Q8_0 &&
+        attn_bwd_mm_plan_make(&mmp, attn_mm_type(qt), DP, DvP))
+        pp = &mmp;
+    const bwd_geo g = pp ? (bwd_geo){MMB_BR, MMB_BC, 1} : (bwd_geo){BR, BC_B, 0};
+    int64_t nkb = (Sk + g.bc - 1) / g.bc, SkP = nkb * g.bc;
     bwd_panels pn = {NULL, NULL, 0, 0};
-    size_t npanel = bwd_panels_size(d, &pn), nkrow; /* (Sk < 2^31: S/dP buffers of BR x SkP cannot overflow) */
+    size_t npanel = bwd_panels_size(d, &pn), nkrow; /* (Sk < 2^31: S/dP buffers of br x SkP cannot overflow) */
     if (!npanel || attn_mul3_size((size_t)BHkv, (size_t)SkP, (size_t)DP, &nkrow)) return ATTN_E_OVERFLOW;
     /* each item's dK/dV partial covers only the key tiles its query blocks can see
      * (a causal chunk: the keys up to its last row), rows [plo, phi) of the sequence */
     bwd_plan pl;
-    attn_status st = bwd_plan_make(d, &pl);
+    attn_status st = bwd_plan_make(d, &g, &pl);
     int64_t units = pl.units, nchunk = pl.nchunk, nitem = pl.nitem, *prng = pl.prng;
     size_t npart = pl.npart;
-    float qmul = attn_score_q_multiplier(d), escale = attn_score_escale(d);
     int capped = d->softcap > 0.0f;
     const mcg_consts mc = mcg_setup(d);
     /* K row-major for dQ = dS K: float32 K with D a multiple of 16 is read in place
      * (whole tiles; the last, partial tile from a padded copy per thread), other K
      * is copied once as SkP x DP rows */
-    attn_dtype vt = attn_view_dtype(d->qkv_dtype), qt = attn_sem_q_type(d, vt), grt = attn_sem_grad_type(d, vt);
-    /* the one choice of the products: a mode's 16-bit operands through oneDNN where kernels/mm.h enables it */
-    attn_dtype mt = qt != ATTN_DTYPE_F32 && qt == grt ? attn_mm_type(qt) : ATTN_DTYPE_Q8_0;
-    int mm = mt != ATTN_DTYPE_Q8_0;
-    size_t mhead = (size_t)SkP * (size_t)(D + DvP); /* elements of a kv head's K and V rows as mt */
-    int k_direct = d->qkv_dtype == ATTN_DTYPE_F32 && D == DP && attn_sem_kv_type(d, vt) == ATTN_DTYPE_F32;
+    int k_direct = !pp && d->qkv_dtype == ATTN_DTYPE_F32 && D == DP && attn_sem_kv_type(d, vt) == ATTN_DTYPE_F32;
     bwd_keys ky = {NULL, NULL, NULL};
     float *pk = npart ? attn_ws_alloc(npart * (size_t)DP * sizeof(float)) : NULL;
     float *pv = npart ? attn_ws_alloc(npart * (size_t)DvP * sizeof(float)) : NULL;
     bwd_extra ex = bwd_extra_alloc(d); /* dsinks, dbias */
     if (!st && !(((pk && pv) || !npart) && ex.ok)) st = ATTN_E_NOMEM;
-    if (!st) st = bwd_keys_make(kt, d, k, v, &pn, npanel, nkrow, k_direct, mt, mhead, &ky);
+    if (!st) st = bwd_keys_make(kt, d, k, v, &pn, npanel, nkrow, k_direct, pp, &ky);
     if (st) goto out;
-    const bwd_call bc = {d,        kt,    &mc, &pn,  &pl.qb, q,  dout, dq, gm,
-                         gl,       gt,    &ex, qmul, escale, qt, grt,  mt, k_direct ? k.stride_s : DP,
-                         k_direct, capped};
+    const bwd_call bc = {d,
+                         kt,
+                         &mc,
+                         &pn,
+                         &pl.qb,
+                         q,
+                         dout,
+                         dq,
+                         gm,
+                         gl,
+                         gt,
+                         &ex,
+                         attn_score_q_multiplier(d),
+                         attn_score_escale(d),
+                         qt,
+                         grt,
+                         pp,
+                         g,
+                         k_direct ? k.stride_s : DP,
+                         k_direct,
+                         capped};
 #pragma omp parallel if (attn_par_worth(d, 2.5))
     {
         bwd_bufs tb;
-        int ok = bwd_bufs_init(&tb, DP, DvP, SkP, k_direct && !mm, mt);
+        int ok = bwd_bufs_init(&tb, &g, DP, DvP, SkP, k_direct, pp);
         if (!ok) {
 #pragma omp atomic write
             st = ATTN_E_NOMEM;
@@ -1377,7 +1430,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             /* the item's partials: row j - plo holds key j, for keys [plo, phi) */
             int64_t plo = prng[2 * item], prows = prng[2 * item + 1] - plo;
             float *dKp = bwd_part(pk, prng[2 * nitem + item], DP), *dVp = bwd_part(pv, prng[2 * nitem + item], DvP);
-            if (!bwd_item_bufs((size_t)(BR * prows), capped, &tb.Sb, &tb.dPb, &tb.Gb, &tb.nbuf)) {
+            if (!bwd_item_bufs((size_t)(g.br * prows), capped, &tb.Sb, &tb.dPb, &tb.Gb, &tb.nbuf)) {
 #pragma omp atomic write
                 st = ATTN_E_NOMEM;
                 ok = 0;
@@ -1385,19 +1438,16 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
             }
             if (prows > 0) /* an item whose rows see no key has no partials (pk may be NULL) */
                 memset(dKp, 0, (size_t)(prows * DP) * 4), memset(dVp, 0, (size_t)(prows * DvP) * 4);
-            const float *KT = mm ? NULL : pn.KT + bhk * pn.per_h, *VT = mm ? NULL : pn.VT + bhk * pn.per_h;
-            const float *Kr = mm         ? NULL
+            const float *KT = pp ? NULL : pn.KT + bhk * pn.per_h, *VT = pp ? NULL : pn.VT + bhk * pn.per_h;
+            const float *Kr = pp         ? NULL
                               : k_direct ? k.data + b * k.stride_b + hk * k.stride_h
                                          : ky.krows + (size_t)bhk * (size_t)(SkP * DP);
-            if (mm) {
-                tb.x.Km = ky.mpanels + attn_storage_bytes(mt, (int64_t)((size_t)bhk * mhead));
-                tb.x.Vm = tb.x.Km + attn_storage_bytes(mt, SkP * D);
-            }
+            if (pp) tb.x.keys = ky.mpanels + (size_t)bhk * (size_t)nkb * pp->tile;
             int any_add = attn_score_key_row(d, b, tb.add, SkP);
             bwd_item it = {b, hk, plo, dKp, dVp, KT, VT, Kr, any_add, attn_seq_of(d, b)};
-            for (int64_t u = u0; u < u1; u++) bwd_block(&bc, &tb, &it, u);
+            for (int64_t u = u0; u < u1 && !tb.x.err; u++) bwd_block(&bc, &tb, &it, u);
         }
-        if (tb.x.err) {
+        if (ok && tb.x.err) {
 #pragma omp atomic write
             st = tb.x.err;
         }

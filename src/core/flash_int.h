@@ -118,4 +118,39 @@ attn_status attn_fwd_mm_pack(const fwd_call *c, attn_view k, attn_view v, int64_
 /* query block blk of head h, batch row b, against its kv head's packed panel */
 void attn_fwd_mm_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const void *panel);
 
+/* ---- the provider's backward (flash_mm.c) ---- */
+
+/* Its tiles: query blocks of MMB_BR rows, key tiles of MMB_BC keys, every
+ * product of one shape (whole tiles) */
+#ifndef MMB_BR
+#define MMB_BR 64
+#endif
+#ifndef MMB_BC
+#define MMB_BC 256
+#endif
+
+/* The backward's five products through oneDNN, B packed: per key tile of a
+ * kv head K^T (for S = Q K^T), V^T (dP = dO V^T) and K (dQ += dS K); per
+ * query block dO (dV += P^T dO) and Q (dK += dS^T Q). K dims padded to DP,
+ * DvP with zeros. */
+typedef struct attn_bwd_mm_plan {
+    attn_dtype mt;
+    int64_t br, bc, DP, DvP;
+    attn_mm_shape s, dp, dv, dk, dq;
+    size_t ks, vs, kq, tile; /* a key tile's packed K^T, V^T, K (cache-line multiples) and their sum */
+    size_t qo, qq;           /* a query block's packed dO and Q */
+} attn_bwd_mm_plan;
+
+/* the plan for operands of type mt; 0 when oneDNN cannot take it here
+ * (or, auto on an AMX host, would not run it on AMX) */
+int attn_bwd_mm_plan_make(attn_bwd_mm_plan *p, attn_dtype mt, int64_t DP, int64_t DvP);
+/* kv head (b, hk)'s nkt key tiles packed at dst (p->tile bytes each; tmp:
+ * bc x (DP + DvP) floats and D + Dv more) */
+attn_status attn_bwd_mm_pack_keys(const attn_bwd_mm_plan *p, const attn_kernel_table *kt, const attn_sdpa_desc *d,
+                                  attn_view k, attn_view v, int64_t b, int64_t hk, int64_t nkt, char *dst, float *tmp);
+/* a query block's Q (br x DP) and dO (br x DvP) rows of type mt packed as B
+ * operands at Qb (p->qq bytes) and dOb (p->qo) */
+attn_status attn_bwd_mm_pack_block(const attn_bwd_mm_plan *p, attn_mm *m, const void *Q, const void *dO, void *Qb,
+                                   void *dOb);
+
 #endif

@@ -96,3 +96,56 @@ void attn_fwd_mm_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int
     }
     attn_fwd_finish(c, t, b, h, i0, rows);
 }
+
+/* ---- the backward ------------------------------------------------------------ */
+
+int attn_bwd_mm_plan_make(attn_bwd_mm_plan *p, attn_dtype mt, int64_t DP, int64_t DvP) {
+    attn_mm *m = attn_mm_thread();
+    int64_t br = MMB_BR, bc = MMB_BC;
+    *p = (attn_bwd_mm_plan){.mt = mt, .br = br, .bc = bc, .DP = DP, .DvP = DvP};
+    p->s = (attn_mm_shape){mt, br, bc, DP, DP, 1, 0, 0, 0};    /* S = Q K^T */
+    p->dp = (attn_mm_shape){mt, br, bc, DvP, DvP, 1, 0, 0, 0}; /* dP = dO V^T */
+    p->dv = (attn_mm_shape){mt, bc, DvP, br, 1, bc, 0, 0, 1};  /* dV += P^T dO: A(m, k) = P[k][m] */
+    p->dk = (attn_mm_shape){mt, bc, DP, br, 1, bc, 0, 0, 1};   /* dK += dS^T Q */
+    p->dq = (attn_mm_shape){mt, br, DP, bc, bc, 1, 0, 0, 1};   /* dQ += dS K */
+    if (!m || attn_mm_prepare(m, &p->s, &p->ks) || attn_mm_prepare(m, &p->dp, &p->vs) ||
+        attn_mm_prepare(m, &p->dq, &p->kq) || attn_mm_prepare(m, &p->dv, &p->qo) ||
+        attn_mm_prepare(m, &p->dk, &p->qq) || !p->ks || !p->vs || !p->kq || !p->qo || !p->qq)
+        return 0;
+    p->ks = line_up(p->ks), p->vs = line_up(p->vs), p->kq = line_up(p->kq);
+    p->tile = p->ks + p->vs + p->kq;
+    return 1;
+}
+
+attn_status attn_bwd_mm_pack_keys(const attn_bwd_mm_plan *p, const attn_kernel_table *kt, const attn_sdpa_desc *d,
+                                  attn_view k, attn_view v, int64_t b, int64_t hk, int64_t nkt, char *dst, float *tmp) {
+    int64_t D = d->D, Dv = d->Dv, DP = p->DP, DvP = p->DvP, bc = p->bc;
+    attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype)), mt = p->mt;
+    const attn_storage *st = attn_storage_of(mt);
+    size_t kr = attn_storage_bytes(mt, DP), vr = attn_storage_bytes(mt, DvP);
+    char *K = (char *)tmp, *V = K + (size_t)bc * kr; /* a tile's rows as mt, zero past D, Dv */
+    float *row = tmp + bc * (DP + DvP);
+    attn_mm *m = attn_mm_thread();
+    attn_status s = m ? ATTN_OK : ATTN_E_NOMEM;
+    for (int64_t t = 0; t < nkt && !s; t++) {
+        char *tile = dst + (size_t)t * p->tile;
+        for (int64_t j = 0; j < bc; j++) {
+            int64_t key = t * bc + j;
+            char *kj = K + (size_t)j * kr, *vj = V + (size_t)j * vr;
+            memset(kj, 0, kr), memset(vj, 0, vr);
+            if (key >= d->Sk) continue; /* padding keys */
+            st->store(attn_flash_row_operand(kt, k, d->qkv_dtype, b, hk, key, D, kvt, row), D, kj);
+            st->store(attn_flash_row_operand(kt, v, d->qkv_dtype, b, hk, key, Dv, kvt, row), Dv, vj);
+        }
+        s = attn_mm_pack(m, &p->s, K, 1, DP, tile); /* B(k, n) = K row n, column k */
+        if (!s) s = attn_mm_pack(m, &p->dp, V, 1, DvP, tile + p->ks);
+        if (!s) s = attn_mm_pack(m, &p->dq, K, DP, 1, tile + p->ks + p->vs); /* B(k, n) = K row k, column n */
+    }
+    return s;
+}
+
+attn_status attn_bwd_mm_pack_block(const attn_bwd_mm_plan *p, attn_mm *m, const void *Q, const void *dO, void *Qb,
+                                   void *dOb) {
+    attn_status s = attn_mm_pack(m, &p->dk, Q, p->DP, 1, Qb); /* B(k, n) = Q row k, column n */
+    return s ? s : attn_mm_pack(m, &p->dv, dO, p->DvP, 1, dOb);
+}

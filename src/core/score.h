@@ -52,7 +52,7 @@ static inline int attn_score_has_mods(const attn_sdpa_desc *d) {
  * its sign only, and the exponential applies |scale| log2(e) (escale). */
 static inline float attn_score_q_multiplier(const attn_sdpa_desc *d) {
     return attn_score_has_mods(d) || d->math != ATTN_MATH_STRICT ? (d->scale < 0.0f ? -1.0f : 1.0f)
-                                                                   : d->scale * ATTN_LOG2E;
+                                                                 : d->scale * ATTN_LOG2E;
 }
 
 /* the exponential kernels' scale */
