@@ -116,7 +116,7 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
     int varlen = rchance(0.1); /* packed sequences: B = 1, no key lengths, padding mask or ALiBi */
     p->B = varlen ? 1 : rint_(1, 3);
     p->Hkv = rint_(1, 3);
-    p->H = p->Hkv * rpick((const int64_t[]){1, 1, 2, 4}, 4);
+    p->H = p->Hkv * rpick((const int64_t[]){1, 1, 2, 4, 8, 32}, 6); /* 32: MLA-like groups (decode's block products) */
     p->Sq = rchance(0.3) ? rint_(1, 16) : rpick(lens, 16);
     p->Sk = rchance(0.2) ? rint_(1, 90) : rpick(lens, 16);
     p->D = rchance(0.3) ? rint_(1, 24) : rpick(dims, 13);

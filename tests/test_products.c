@@ -27,10 +27,10 @@ static uint32_t seed = 41u;
 /* the provider's calls for one forward: (packs, runs) counted from the definition */
 static void expect_fwd(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int causal, int64_t *packs,
                        int64_t *runs) {
-    int64_t nkb = (Sk + MM_BC - 1) / MM_BC, nqb = (Sq + MM_BR - 1) / MM_BR;
+    int64_t nkb = (Sk + MM_BC - 1) / MM_BC, nqb = (Sq + MM_BR - 1) / MM_BR, off = causal == 2 ? Sk - Sq : 0;
     *packs = 2 * B * Hkv * nkb, *runs = 0;
-    for (int64_t qb = 0; qb < nqb; qb++) {
-        int64_t last = qb * MM_BR + (Sq - qb * MM_BR < MM_BR ? Sq - qb * MM_BR : MM_BR) - 1; /* top-left causal */
+    for (int64_t qb = 0; qb < nqb; qb++) { /* causal 1: top-left, 2: bottom-right */
+        int64_t last = qb * MM_BR + (Sq - qb * MM_BR < MM_BR ? Sq - qb * MM_BR : MM_BR) - 1 + off;
         int64_t vis = causal ? (last + 1 < Sk ? last + 1 : Sk) : Sk;
         *runs += 2 * B * H * ((vis + MM_BC - 1) / MM_BC);
     }
@@ -141,6 +141,133 @@ static void forward_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t 
     free(q), free(k), free(v), free(o1), free(o2), free(ref);
 }
 
+/* Decode with many rows a kv head (R = G Sq >= 32): the block products, oneDNN's where the mode's 16-bit
+ * operands go there (two products a block of 256 keys), the kernels' tiles otherwise; against the mode's
+ * reference, 1 and 2 threads equal, and caller pages (of 16 tokens) equal to the tensors' answer bit for bit */
+static void decode_case(int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv, int on) {
+    size_t nq = (size_t)(H * Sq * D), nk = (size_t)(Hkv * Sk * D), nv = (size_t)(Hkv * Sk * Dv),
+           no = (size_t)(H * Sq * Dv);
+    uint16_t *q = bf16_rand(nq), *k = bf16_rand(nk), *v = bf16_rand(nv);
+    float *qf = malloc(nq * 4), *o1 = calloc(no, 4), *o2 = calloc(no, 4), *o3 = calloc(no, 4), *ref = calloc(no, 4);
+    for (size_t i = 0; i < nq; i++) { /* float32 queries (the pages' entry takes float32 q) of bf16 values */
+        uint32_t u = (uint32_t)q[i] << 16;
+        memcpy(&qf[i], &u, 4);
+    }
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, H, Sq, Sk, D, Dv);
+    d.Hkv = Hkv, d.math = ATTN_MATH_DATA, d.qkv_dtype = ATTN_DTYPE_BF16, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_view vq = {(float *)(void *)q, H * Sq * D, Sq * D, D}, vk = {(float *)(void *)k, Hkv * Sk * D, Sk * D, D};
+    attn_view vv = {(float *)(void *)v, Hkv * Sk * Dv, Sk * Dv, Dv}, vo = {o1, H * Sq * Dv, Sq * Dv, Dv};
+    attn_mm_counts c0, c1;
+    omp_set_num_threads(1);
+    attn_mm_counts_get(&c0);
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
+    attn_mm_counts_get(&c1);
+    int64_t nsplit = (Sk + 1023) / 1024, blocks = 0; /* decode's splits of 1024 keys, blocks of 256 */
+    for (int64_t s = 0; s < nsplit; s++) blocks += ((Sk - s * 1024 < 1024 ? Sk - s * 1024 : 1024) + 255) / 256;
+    if (on)
+        CHECK(c1.runs - c0.runs == 2 * Hkv * blocks && c1.packs == c0.packs,
+              "decode R=%lld: %lld products, %lld reorders (want %lld, 0)", (long long)(H / Hkv * Sq),
+              (long long)(c1.runs - c0.runs), (long long)(c1.packs - c0.packs), (long long)(2 * Hkv * blocks));
+    omp_set_num_threads(2);
+    vo.data = o2;
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
+    tu_equal("decode, 1 and 2 threads", o1, o2, no);
+    /* the same rows in caller pages of 16 tokens (HND), appended through a slot mapping */
+    int64_t ps = 16, np = (Sk + ps - 1) / ps;
+    float *kf = malloc((size_t)(Sk * Hkv * D) * 4), *vf = malloc((size_t)(Sk * Hkv * Dv) * 4);
+    int64_t *slots = malloc((size_t)Sk * 8);
+    for (int64_t t = 0; t < Sk; t++) {
+        slots[t] = t;
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            for (int64_t c = 0; c < D; c++) {
+                uint32_t u = (uint32_t)k[(hk * Sk + t) * D + c] << 16;
+                memcpy(&kf[(t * Hkv + hk) * D + c], &u, 4);
+            }
+            for (int64_t c = 0; c < Dv; c++) {
+                uint32_t u = (uint32_t)v[(hk * Sk + t) * Dv + c] << 16;
+                memcpy(&vf[(t * Hkv + hk) * Dv + c], &u, 4);
+            }
+        }
+    }
+    void *kp = calloc((size_t)(np * ps * Hkv * D), 2), *vp = calloc((size_t)(np * ps * Hkv * Dv), 2);
+    int32_t *ind = malloc((size_t)np * 4), ip[2] = {0, (int32_t)np}, last = (int32_t)(Sk - (np - 1) * ps);
+    for (int64_t i = 0; i < np; i++) ind[i] = (int32_t)(np - 1 - i); /* pages in reverse order */
+    attn_paged_kv kv = {.dtype = ATTN_DTYPE_BF16,
+                        .layout = ATTN_KV_HND,
+                        .num_pages = np,
+                        .page_size = ps,
+                        .Hkv = Hkv,
+                        .D = D,
+                        .Dv = Dv,
+                        .k_pages = kp,
+                        .v_pages = vp,
+                        .kv_indptr = ip,
+                        .kv_indices = ind,
+                        .kv_last_page_len = &last};
+    for (int64_t t = 0; t < Sk; t++) slots[t] = (int64_t)ind[t / ps] * ps + t % ps;
+    CHECK_OK(attn_paged_append(&kv, Sk, kf, vf, slots));
+    attn_sdpa_desc e;
+    attn_sdpa_desc_init(&e, 1, H, Sq, 0, D, Dv);
+    e.Hkv = Hkv, e.math = ATTN_MATH_DATA, e.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_view vqf = {qf, H * Sq * D, Sq * D, D}, vo3 = {o3, H * Sq * Dv, Sq * Dv, Dv};
+    CHECK_OK(attn_paged_attention(&e, vqf, &kv, NULL, vo3, NULL));
+    tu_equal("decode, caller pages and tensors", o1, o3, no);
+    d.impl = ATTN_IMPL_REF, vo.data = ref;
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
+    tu_allclose("decode, the mode's reference", o1, ref, no, 1e-2, 4e-3);
+    free(q), free(k), free(v), free(qf), free(o1), free(o2), free(o3), free(ref), free(kf), free(vf), free(slots);
+    free(kp), free(vp), free(ind);
+}
+
+/* Chunked prefill over caller pages: a chunk of Sq new rows after Sk - Sq cached keys (bottom-right) on the
+ * forward's products (the pages gathered once as bf16, K and V packed once per key block) */
+static void chunk_case(int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int on) {
+    int64_t ps = 32, np = (Sk + ps - 1) / ps;
+    size_t nq = (size_t)(H * Sq * D), nr = (size_t)(Sk * Hkv * D);
+    float *q = tu_rand_array(nq, &seed, 1.0f), *rows = tu_rand_array(nr, &seed, 1.0f);
+    float *o1 = calloc(nq, 4), *o2 = calloc(nq, 4);
+    void *kp = calloc((size_t)(np * ps * Hkv * D), 2), *vp = calloc((size_t)(np * ps * Hkv * D), 2);
+    int64_t *slots = malloc((size_t)Sk * 8);
+    int32_t *ind = malloc((size_t)np * 4), ip[2] = {0, (int32_t)np}, qo[2] = {0, (int32_t)Sq};
+    int32_t last = (int32_t)(Sk - (np - 1) * ps);
+    for (int64_t i = 0; i < np; i++) ind[i] = (int32_t)i;
+    for (int64_t t = 0; t < Sk; t++) slots[t] = t;
+    attn_paged_kv kv = {.dtype = ATTN_DTYPE_BF16,
+                        .layout = ATTN_KV_NHD,
+                        .num_pages = np,
+                        .page_size = ps,
+                        .Hkv = Hkv,
+                        .D = D,
+                        .Dv = D,
+                        .k_pages = kp,
+                        .v_pages = vp,
+                        .kv_indptr = ip,
+                        .kv_indices = ind,
+                        .kv_last_page_len = &last};
+    CHECK_OK(attn_paged_append(&kv, Sk, rows, rows, slots));
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, H, Sq, 0, D, D);
+    d.Hkv = Hkv, d.math = ATTN_MATH_DATA, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_view vq = {q, H * Sq * D, D, H * D}, vo = {o1, H * Sq * D, D, H * D}; /* packed rows, token-major */
+    attn_mm_counts c0, c1;
+    omp_set_num_threads(2);
+    attn_mm_counts_get(&c0);
+    CHECK_OK(attn_paged_attention(&d, vq, &kv, qo, vo, NULL));
+    attn_mm_counts_get(&c1);
+    int64_t packs, runs;
+    expect_fwd(1, H, Hkv, Sq, Sk, 2, &packs, &runs);
+    if (on)
+        CHECK(c1.packs - c0.packs == packs && c1.runs - c0.runs == runs,
+              "chunked prefill Sq=%lld Sk=%lld: %lld reorders, %lld products (want %lld, %lld)", (long long)Sq,
+              (long long)Sk, (long long)(c1.packs - c0.packs), (long long)(c1.runs - c0.runs), (long long)packs,
+              (long long)runs);
+    d.impl = ATTN_IMPL_REF, vo.data = o2;
+    CHECK_OK(attn_paged_attention(&d, vq, &kv, qo, vo, NULL));
+    tu_allclose("chunked prefill, the mode's reference", o1, o2, nq, 1e-2, 4e-3);
+    free(q), free(rows), free(o1), free(o2), free(kp), free(vp), free(slots), free(ind);
+}
+
 /* auto on an AMX host: the representative shapes' products run on AMX */
 static void amx_check(void) {
     attn_mm *m = attn_mm_thread();
@@ -174,6 +301,9 @@ int main(int argc, char **argv) {
     forward_case(1, 3, 1, 100, 1100, 80, 0, on); /* one query block, odd D */
     backward_case(1, 4, 2, 200, 300, 64, 0, on); /* GQA: the group's blocks add into one kv head's partials */
     backward_case(2, 2, 1, 300, 300, 40, 1, on); /* causal; D not a multiple of 16 */
+    decode_case(32, 8, 16, 1500, 64, 64, on);    /* a group of 4 x 16 speculative rows; two splits */
+    decode_case(128, 1, 1, 700, 72, 64, on);     /* MLA-like: 128 heads over one kv head, Dv < D */
+    chunk_case(4, 2, 200, 900, 64, on);          /* 200 new rows after 700 cached keys */
     amx_check();
     return tu_finish("test_products");
 }

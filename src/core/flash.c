@@ -90,14 +90,6 @@ attn_status attn_qb_make(const attn_sdpa_desc *d, int64_t br, qblocks *qb) {
     return ATTN_OK;
 }
 
-/* C (M x N) (+)= A (M x K) B (K x N) with M % gemm_mr == 0 and N % 16 == 0. */
-static void tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                      const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-    for (int64_t j = 0; j < N; j += 16)
-        for (int64_t i = 0; i < M; i += kt->gemm_mr)
-            kt->gemm(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
-}
-
 /* C (M x N) (+)= A^T (M x K) B (K x N), A stored (K x M) row-major, M % gemm_mr == 0, N % 16 == 0. */
 static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
@@ -646,7 +638,7 @@ static void bwd_scores(const attn_kernel_table *kt, const attn_sdpa_desc *d, con
     if (bwd_on_mm(x)) { /* S (br x bc) = Q K^T, whole tiles */
         if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->s, x->Qm, bwd_tile_keys(x, w.j0), S);
     } else {
-        tile_gemm(kt, BR, w.n, d->D, Qp, DP, KT + (w.j0 / BC_B) * d->D * BC_B + w.c0, ldk, S + w.c0, BC_B, 0);
+        attn_tile_gemm(kt, BR, w.n, d->D, Qp, DP, KT + (w.j0 / BC_B) * d->D * BC_B + w.c0, ldk, S + w.c0, BC_B, 0);
     }
     attn_score_keys keys = {*sq, add, any_add};
     attn_score_tile(kt, d, &keys, h, S + w.c0, ld, w.n, rows, i0, w.j0 + w.c0, G ? G + w.c0 : NULL);
@@ -660,7 +652,7 @@ static void bwd_dp(const attn_kernel_table *kt, const attn_sdpa_desc *d, const m
         if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->dp, x->dOm, bwd_tile_keys(x, w.j0) + x->p->ks, dP);
         return;
     } else {
-        tile_gemm(kt, BR, w.n, d->Dv, dOp, DvP, VT + (w.j0 / BC_B) * d->Dv * BC_B + w.c0, ldk, dP + w.c0, BC_B, 0);
+        attn_tile_gemm(kt, BR, w.n, d->Dv, dOp, DvP, VT + (w.j0 / BC_B) * d->Dv * BC_B + w.c0, ldk, dP + w.c0, BC_B, 0);
     }
     if (d->dropout) dropout_tile(kt, d, mc, dP + w.c0, BC_B, w.n, rows, b, h, i0, w.j0 + w.c0, keep);
 }
@@ -1146,7 +1138,7 @@ static void bwd_tile_products(const attn_kernel_table *kt, const attn_sdpa_desc 
     if (!bwd_on_mm(x)) {
         tile_gemm_tn(kt, w.an, DvP, BR, pd + w.a0, BC_B, dOp, DvP, dVp, DvP, 1);
         tile_gemm_tn(kt, w.an, DP, BR, dS + w.a0, BC_B, Qu, DP, dKp, DP, 1);
-        tile_gemm(kt, BR, DP, w.n, dS + w.c0, BC_B, kt0 + w.c0 * ldt, ldt, dQ, DP, 1);
+        attn_tile_gemm(kt, BR, DP, w.n, dS + w.c0, BC_B, kt0 + w.c0 * ldt, ldt, dQ, DP, 1);
         return;
     }
     if (!x->err) x->err = attn_mm_exec(x->mm, &x->p->dv, x->Pm, x->dOb, dVp);

@@ -118,6 +118,12 @@ attn_status attn_fwd_mm_pack(const fwd_call *c, attn_view k, attn_view v, int64_
 /* query block blk of head h, batch row b, against its kv head's packed panel */
 void attn_fwd_mm_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int64_t blk, const void *panel);
 
+/* The implementations oneDNN picks for the fused path's products of bf16
+ * operands at D = 128 (or their float32 carriers under ATTN_PRODUCTS=
+ * onednn): "forward Q K^T brg:avx512_core_amx_bf16, P V ...; backward ..."
+ * into buf; "" when the products do not go through oneDNN here */
+void attn_flash_mm_impls(char *buf, size_t n);
+
 /* ---- the provider's backward (flash_mm.c) ---- */
 
 /* Its tiles: query blocks of MMB_BR rows, key tiles of MMB_BC keys, every

@@ -18,6 +18,7 @@
 #include "flash_int.h"
 #include "online.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* a packed block's bytes, rounded up to whole cache lines (blocks stay aligned) */
@@ -148,4 +149,36 @@ attn_status attn_bwd_mm_pack_block(const attn_bwd_mm_plan *p, attn_mm *m, const 
                                    void *dOb) {
     attn_status s = attn_mm_pack(m, &p->dk, Q, p->DP, 1, Qb); /* B(k, n) = Q row k, column n */
     return s ? s : attn_mm_pack(m, &p->dv, dO, p->DvP, 1, dOb);
+}
+
+/* ---- what runs ------------------------------------------------------------------ */
+
+void attn_flash_mm_impls(char *buf, size_t n) {
+    attn_dtype mt = attn_mm_type(ATTN_DTYPE_BF16);
+    attn_mm *m = attn_mm_thread();
+    if (!n) return;
+    buf[0] = 0;
+    if (mt == ATTN_DTYPE_Q8_0 || !m) return;
+    attn_bwd_mm_plan p;
+    attn_bwd_mm_plan_make(&p, mt, 128, 128); /* its shapes, whether or not oneDNN takes all of them */
+    const attn_mm_shape sh[7] = {{mt, MM_BR, MM_BC, 128, 128, 1, 0, 0, 0},
+                                 {mt, MM_BR, 128, MM_BC, MM_BC, 1, 0, 0, 1},
+                                 p.s,
+                                 p.dp,
+                                 p.dv,
+                                 p.dk,
+                                 p.dq};
+    static const char *what[7] = {"forward Q K^T", "P V", "backward S", "dP", "dV", "dK", "dQ"};
+    size_t at = 0;
+    for (int i = 0; i < 7 && at < n; i++) {
+        size_t packed;
+        attn_status st = attn_mm_prepare(m, &sh[i], &packed);
+        const char *impl = attn_mm_impl(m, &sh[i]);
+        at += (size_t)snprintf(buf + at, n - at, "%s%s %s%s",
+                               i == 0   ? ""
+                               : i == 2 ? "; "
+                                        : ", ",
+                               what[i], impl ? impl : "none",
+                               st == ATTN_E_UNSUPPORTED && impl ? " (refused: not AMX)" : "");
+    }
 }

@@ -62,6 +62,7 @@
 typedef struct attn_kernel_table {
     const char *name;
     int gemm_mr; /* rows of C per gemm call: 6 or 12 */
+    int lanes;   /* float lanes of the row kernels' vectors (what a pass's cost per score is read against) */
     void (*gemm)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
     void (*gemm_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                     int acc);
@@ -180,6 +181,15 @@ static inline uint32_t attn_m31_mul(uint32_t x, uint32_t y) {
     uint64_t p = (uint64_t)x * y;
     uint32_t t = (uint32_t)((p & 0x7fffffffu) + (p >> 31));
     return t >= 0x7fffffffu ? t - 0x7fffffffu : t;
+}
+
+/* C (M x N) (+)= A (M x K) B (K x N) through a table's gemm, M % gemm_mr
+ * == 0 and N % 16 == 0 (the drivers' tile products: flash.c, decode.c) */
+static inline void attn_tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    for (int64_t j = 0; j < N; j += 16)
+        for (int64_t i = 0; i < M; i += kt->gemm_mr)
+            kt->gemm(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
 }
 
 extern const attn_kernel_table attn_kernels_generic;

@@ -586,7 +586,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller, mla;
-    int shard, no_single;
+    int shard, no_single, pass;
     int64_t v_head_dim;
     int64_t queries;
     double softcap, min_time, p_drop;
@@ -665,6 +665,8 @@ static const cli_opt bench_table[] = {
     {"--min-time", OPT_F64, O(min_time), 0, 0, 600, NULL, NULL, "seconds to time (alternating rounds)"},
     {"--json", OPT_FLAG, O(json), 0, 0, 0, NULL, NULL, "one JSON line"},
     {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL, "ring attention over the MPI ranks"},
+    {"--pass", OPT_FLAG, O(pass), 0, 0, 0, NULL, NULL,
+     "the block products' softmax pass alone (max, exp2, bf16 P): ns and core cycles a score"},
     {"--shard", OPT_FLAG, O(shard), 0, 0, 0, NULL, NULL,
      "--decode under mpirun: the KV cache sharded over the ranks, --kv-seq tokens per rank (attn_shard_decode)"},
     {"--no-single", OPT_FLAG, O(no_single), 0, 0, 0, NULL, NULL,
@@ -916,6 +918,7 @@ int cmd_bench(int argc, char **argv) {
     int pr = bench_parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
+    if (o.pass) return cli_bench_pass(o.min_time, o.json);
     if (o.decode && o.shard) return bench_shard(&o, argc, argv);
     if (o.shard) {
         cli_error("bench: --shard goes with --decode");

@@ -28,6 +28,9 @@ int cli_output_is_input(const char *cmd, const char *out, const char *opt, const
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 
+/* attn bench --pass (bench_pass.c): the block products' softmax pass alone */
+int cli_bench_pass(double min_time, int json);
+
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_train(int argc, char **argv);

@@ -1,5 +1,6 @@
 /* attn: the libattn command-line tool. */
 #include "cli.h"
+#include "core/flash_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,9 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "heatmap") == 0) return cmd_heatmap(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("attn %s (kernels: %s)\nmath data/bf16: %s\n", attn_version(), attn_kernel_name(), attn_math_products());
+        char impls[512];
+        attn_flash_mm_impls(impls, sizeof impls);
+        if (*impls) printf("oneDNN's products (bf16 operands, D = 128): %s\n", impls);
         if (attn_kernel_status() != ATTN_OK) printf("ATTN_ISA=%s: %s\n", getenv("ATTN_ISA"), isa_problem());
         return 0;
     }

@@ -367,6 +367,7 @@ static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dty
 
 const attn_kernel_table attn_kernels_generic = {"generic",
                                                 6,
+                                                4,
                                                 gemm_6x16,
                                                 gemm_6x16_tn,
                                                 exp2_row,

@@ -155,16 +155,35 @@ INLINE vf round_store(vf v, attn_dtype rt, attn_dtype st, void *y, int64_t j, in
     return v;
 }
 
-static float exp2_store_row(const float *x, int64_t n, float scale, float m, attn_dtype rt, attn_dtype st, void *dst) {
+/* exp2_store_row for one (rt, st) pair, constants the compiler folds in;
+ * 16-bit P two vectors a step (one packed store) */
+INLINE float exp2_store_as(const float *x, int64_t n, float scale, float m, attn_dtype rt, attn_dtype st, void *dst) {
     vf vs = vf_set1(scale), vm = vf_set1(m), acc = vf_zero();
-    int unit = scale == 1.0f;
+    int unit = scale == 1.0f, f16 = rt == ATTN_DTYPE_F16;
     int64_t j = 0;
+    if (st != ATTN_DTYPE_F32)
+        for (; j + 2 * VL <= n; j += 2 * VL) { /* summed in order: the bits of one vector a step */
+            vf e0 = vf_round_to(exp2_at(x + j, vs, unit, vm), f16);
+            vf e1 = vf_round_to(exp2_at(x + j + VL, vs, unit, vm), f16);
+            vf_store16_2((uint16_t *)dst + j, e0, e1, f16);
+            acc = vf_add(vf_add(acc, e0), e1);
+        }
     for (; j + VL <= n; j += VL) acc = vf_add(acc, round_store(exp2_at(x + j, vs, unit, vm), rt, st, dst, j, VL));
     if (j < n) {
         vmask mk = vm_tail(n - j);
         acc = vf_add(acc, vf_maskz(mk, round_store(exp2_tail(x + j, mk, vs, vm), rt, st, dst, j, n - j)));
     }
     return vf_sum(acc);
+}
+
+static float exp2_store_row(const float *x, int64_t n, float scale, float m, attn_dtype rt, attn_dtype st, void *dst) {
+    if (rt == ATTN_DTYPE_BF16 && st == ATTN_DTYPE_BF16)
+        return exp2_store_as(x, n, scale, m, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, dst);
+    if (rt == ATTN_DTYPE_F16 && st == ATTN_DTYPE_F16)
+        return exp2_store_as(x, n, scale, m, ATTN_DTYPE_F16, ATTN_DTYPE_F16, dst);
+    if (rt == ATTN_DTYPE_BF16) return exp2_store_as(x, n, scale, m, ATTN_DTYPE_BF16, ATTN_DTYPE_F32, dst);
+    if (rt == ATTN_DTYPE_F16) return exp2_store_as(x, n, scale, m, ATTN_DTYPE_F16, ATTN_DTYPE_F32, dst);
+    return exp2_store_as(x, n, scale, m, ATTN_DTYPE_F32, ATTN_DTYPE_F32, dst);
 }
 
 static void softmax_grad_store_row(const float *x, const float *g, int64_t n, float escale, float m, float il, float di,
@@ -943,6 +962,7 @@ static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dty
 
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
+                                           VL,
                                            gemm,
                                            gemm_tn,
                                            exp2_row,

@@ -331,6 +331,20 @@ VEC_INLINE void vf_store16(void *p, vf v, int f16) {
 }
 #endif
 #endif
+/* two vectors' values as vf_store16 stores them, a after b: on AVX2 the
+ * bf16 pair packed in one shuffle pass and one 32-byte store */
+VEC_INLINE void vf_store16_2(void *p, vf a, vf b, int f16) {
+#if !defined(ATTN_VEC_AVX512)
+    if (!f16) {
+        __m256i u = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(a), 16),
+                                        _mm256_srli_epi32(_mm256_castps_si256(b), 16));
+        _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(u, 0xd8)); /* the lanes back in order */
+        return;
+    }
+#endif
+    vf_store16(p, a, f16);
+    vf_store16((char *)p + 2 * VL, b, f16);
+}
 /* the first r (< VL) values of v as vf_store16 stores them */
 VEC_INLINE void vf_store16_part(void *p, vf v, int f16, int64_t r) {
     uint16_t t[VL];

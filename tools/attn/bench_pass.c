@@ -1,0 +1,82 @@
+/* attn bench --pass: the fused softmax pass of the block products alone,
+ * what a score costs between its two products: per row of a 128 x 256
+ * float32 score tile (in L2), the row max, the online step, and 2^(s - m)
+ * rounded to bf16, summed and stored as bf16 (attn_online_row_store), in
+ * nanoseconds and core cycles per score. The core clock is measured in the
+ * same run by a chain of dependent integer adds (one a cycle). */
+#include "cli.h"
+#include "core/flash_int.h"
+#include "core/online.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* this core's clock in GHz: n dependent adds take n cycles; 0 where not measured */
+static double core_ghz(void) {
+#if defined(__x86_64__)
+    uint64_t x = 0, n = 100000000;
+    double t0 = now();
+    for (uint64_t i = 0; i < n; i += 8)
+        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                         "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+                         : "+r"(x));
+    return (double)n / (now() - t0) * 1e-9;
+#else
+    return 0.0;
+#endif
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cli_bench_pass(double min_time, int json) {
+    const attn_kernel_table *kt = attn_kernels();
+    enum { BRP = MM_BR, BCP = MM_BC, DVP = 128 };
+    float *S = malloc((size_t)(BRP * BCP) * sizeof(float)), *O = calloc((size_t)(BRP * DVP), sizeof(float));
+    uint16_t *P = malloc((size_t)(BRP * BCP) * 2);
+    if (!S || !O || !P) {
+        cli_error("bench --pass: out of memory");
+        free(S), free(O), free(P);
+        return 1;
+    }
+    uint32_t s = 7u;
+    for (int i = 0; i < BRP * BCP; i++) s = s * 1664525u + 1013904223u, S[i] = (float)(s >> 8) / 16777216.0f * 8.0f;
+    double ts[64], sink = 0.0;
+    int n = 0;
+    double t_end = now() + (min_time > 0 ? min_time : 1.0);
+    do { /* each rep: fresh statistics, one max pass and one exponential pass a row */
+        double t0 = now();
+        for (int rep = 0; rep < 16; rep++)
+            for (int r = 0; r < BRP; r++) {
+                float m = -INFINITY, l = 0.0f;
+                attn_online_row_store(kt, S + r * BCP, BCP, 0.125f * ATTN_LOG2E, &m, &l, O + r * DVP, DVP,
+                                      ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, P + r * BCP);
+                sink += l;
+            }
+        ts[n++] = (now() - t0) / (16.0 * BRP * BCP);
+    } while (n < 64 && (n < 5 || now() < t_end));
+    qsort(ts, (size_t)n, sizeof ts[0], cmp_d);
+    double ghz = core_ghz(), ns = ts[n / 2] * 1e9, cyc = ghz > 0 ? ns * ghz : 0.0;
+    if (json)
+        printf("{\"op\": \"pass\", \"kernels\": \"%s\", \"lanes\": %d, \"tile\": [%d, %d], \"p_type\": \"bf16\", "
+               "\"ns_per_score\": %.4f, \"ns_min\": %.4f, \"ns_max\": %.4f, \"core_ghz\": %.3f, "
+               "\"cycles_per_score\": %.3f, \"reps\": %d}\n",
+               kt->name, kt->lanes, BRP, BCP, ns, ts[0] * 1e9, ts[n - 1] * 1e9, ghz, cyc, n);
+    else
+        printf("softmax pass (%s kernels, %d lanes) over a %d x %d tile, P stored as bf16: %.3f ns a score (range "
+               "%.3f-%.3f), core at %.2f GHz: %.2f cycles a score%s\n",
+               kt->name, kt->lanes, BRP, BCP, ns, ts[0] * 1e9, ts[n - 1] * 1e9, ghz, cyc, sink < 0 ? " " : "");
+    free(S), free(O), free(P);
+    return 0;
+}
