@@ -254,7 +254,23 @@ static void test_store_rows(const attn_kernel_table *kt) {
                     bad += memcmp(&pf[j], &p[j], 4) != 0 && !(isnan(pf[j]) && isnan(p[j]));
                     bad += memcmp(&qf[j], &q[j], 4) != 0 && !(isnan(qf[j]) && isnan(q[j]));
                 }
+                /* store_row: x rounded and written, the storage's store of the rounded values */
+                for (int j = 0; j < n; j++) q[j] = g[j] * 300.0f, p[j] = q[j];
+                if (n > 3) p[3] = q[3] = NAN, p[2] = q[2] = 1e30f;
+                if (rt != ATTN_DTYPE_F32) attn_st_round(rt, p, n);
+                kt->store_row(q, n, rt, ATTN_DTYPE_F32, pf);
+                for (int j = 0; j < n; j++) bad += memcmp(&pf[j], &p[j], 4) != 0 && !(isnan(pf[j]) && isnan(p[j]));
                 if (rt == ATTN_DTYPE_F32) continue;
+                y16[n] = 0xbeef;
+                kt->store_row(q, n, rt, rt, y16);
+                attn_storage_of(rt)->store(p, n, w16);
+                bad += memcmp(w16, y16, (size_t)n * 2) != 0 || y16[n] != 0xbeef;
+                kt->store_row(q, n, ATTN_DTYPE_F32, rt, y16); /* unrounded values: st's own rounding */
+                attn_storage_of(rt)->store(q, n, w16);
+                bad += memcmp(w16, y16, (size_t)n * 2) != 0 || y16[n] != 0xbeef;
+                memcpy(q, g, sizeof g);
+                kt->softmax_grad_row(x, p, q, n, scale, m, 0.37f, 0.11f, -0.125f);
+                attn_st_round(rt, p, n), attn_st_round(rt, q, n);
                 /* 16-bit written: the storage's store of the rounded values, nothing past n */
                 y16[n] = p16[n] = q16[n] = 0xbeef;
                 got = kt->exp2_store_row(x, n, scale, m, rt, rt, y16);

@@ -268,6 +268,56 @@ static void chunk_case(int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D
     free(q), free(rows), free(o1), free(o2), free(kp), free(vp), free(slots), free(ind);
 }
 
+/* The packing read in place: K and V rows already of the operand type (here float32 views with float32
+ * operands, ATTN_PRODUCTS=onednn; bf16 views with bf16 operands on an AMX host) are reordered straight from
+ * the view (strided rows); the packed bytes equal those packed from a contiguous copy, the tail block (past
+ * Sk) from zero-padded rows, forward and backward */
+static void pack_case(void) {
+    attn_mm *m = attn_mm_thread();
+    if (!m || attn_mm_type(ATTN_DTYPE_BF16) != ATTN_DTYPE_F32) return; /* float32 operands through oneDNN only */
+    int64_t Sk = 600, D = 64, ld = D + 3;
+    float *kv = tu_rand_array((size_t)(Sk * ld), &seed, 1.0f), *tmp = malloc((size_t)(256 * 2 * (D + 16)) * 4 + 4096);
+    float *rows = calloc((size_t)(256 * D), 4);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 1, 1, Sk, D, D);
+    attn_view k = {kv, Sk * ld, Sk * ld, ld};
+    fwd_call c = {.d = &d, .kt = attn_kernels(), .DvP = D, .mt = ATTN_DTYPE_F32};
+    CHECK(attn_fwd_mm_plan(&c), "float32 products through oneDNN");
+    c.SkP = (Sk + c.bc - 1) / c.bc * c.bc;
+    size_t head = attn_fwd_mm_head_bytes(&c), bad = 0;
+    char *got = calloc(1, head), *want = malloc(head);
+    CHECK_OK(attn_fwd_mm_pack(&c, k, k, 0, 0, got, tmp));
+    for (int64_t j0 = 0; j0 < c.SkP; j0 += c.bc) { /* the reference: each block's rows copied, zeros past Sk */
+        memset(rows, 0, (size_t)(256 * D) * 4);
+        for (int64_t j = 0; j < c.bc && j0 + j < Sk; j++) memcpy(rows + j * D, kv + (j0 + j) * ld, (size_t)D * 4);
+        char *blk = want + (size_t)(j0 / c.bc) * (c.kbytes + c.vbytes);
+        memset(blk, 0, c.kbytes + c.vbytes);
+        CHECK_OK(attn_mm_pack(m, &c.qk, rows, 1, D, blk));
+        CHECK_OK(attn_mm_pack(m, &c.pv, rows, D, 1, blk + c.kbytes));
+    }
+    for (size_t i = 0; i < head; i++) bad += got[i] != want[i];
+    CHECK(bad == 0, "forward: %zu packed bytes differ between the view read in place and its rows copied", bad);
+    attn_bwd_mm_plan p;
+    CHECK(attn_bwd_mm_plan_make(&p, ATTN_DTYPE_F32, D, D), "the backward's float32 products through oneDNN");
+    int64_t nkt = (Sk + p.bc - 1) / p.bc;
+    char *g2 = calloc((size_t)nkt, p.tile), *w2 = calloc((size_t)nkt, p.tile);
+    CHECK_OK(attn_bwd_mm_pack_keys(&p, attn_kernels(), &d, k, k, 0, 0, nkt, g2, tmp));
+    for (int64_t t = 0; t < nkt; t++) {
+        memset(rows, 0, (size_t)(256 * D) * 4);
+        for (int64_t j = 0; j < p.bc && t * p.bc + j < Sk; j++)
+            memcpy(rows + j * D, kv + (t * p.bc + j) * ld, (size_t)D * 4);
+        char *tile = w2 + (size_t)t * p.tile;
+        memset(tile, 0, p.tile);
+        CHECK_OK(attn_mm_pack(m, &p.s, rows, 1, D, tile));
+        CHECK_OK(attn_mm_pack(m, &p.dp, rows, 1, D, tile + p.ks));
+        CHECK_OK(attn_mm_pack(m, &p.dq, rows, D, 1, tile + p.ks + p.vs));
+    }
+    bad = 0;
+    for (size_t i = 0; i < (size_t)nkt * p.tile; i++) bad += g2[i] != w2[i];
+    CHECK(bad == 0, "backward: %zu packed bytes differ between the view read in place and its rows copied", bad);
+    free(kv), free(tmp), free(rows), free(got), free(want), free(g2), free(w2);
+}
+
 /* auto on an AMX host: the representative shapes' products run on AMX */
 static void amx_check(void) {
     attn_mm *m = attn_mm_thread();
@@ -304,6 +354,7 @@ int main(int argc, char **argv) {
     decode_case(32, 8, 16, 1500, 64, 64, on);    /* a group of 4 x 16 speculative rows; two splits */
     decode_case(128, 1, 1, 700, 72, 64, on);     /* MLA-like: 128 heads over one kv head, Dv < D */
     chunk_case(4, 2, 200, 900, 64, on);          /* 200 new rows after 700 cached keys */
+    pack_case();
     amx_check();
     return tu_finish("test_products");
 }

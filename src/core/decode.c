@@ -328,10 +328,9 @@ static void dec_gather(const dec_call *c, int is_v, int64_t b, int64_t hk, int64
             continue;
         }
         if (j0 + j + DEC_GPF < lim) dec_prefetch_row(c, is_v, b, hk, j0 + j + DEC_GPF);
-        float *f = st == ATTN_DTYPE_F32 ? (float *)(void *)to : row; /* float32 operands: loaded in place */
+        float *f = st == ATTN_DTYPE_F32 && t == ATTN_DTYPE_F32 ? (float *)(void *)to : row; /* loaded in place */
         attn_kv_load(c->kv, is_v, b, hk, j0 + j, f);
-        if (t != ATTN_DTYPE_F32) attn_st_round(t, f, dim);
-        if (f != (float *)(void *)to) attn_storage_of(st)->store(f, dim, to);
+        if (f != (float *)(void *)to) c->kt->store_row(f, dim, t, st, to); /* rounded to t, written as st */
         memset(to + used, 0, rb - used);
     }
 }
@@ -515,8 +514,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                     dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul * par[0], c.qt, Qg + t * LR * D,
                                Qq ? Qq + (size_t)t * qqr : NULL, Qs + t * R);
                     if (c.gemm && c.mt != ATTN_DTYPE_Q8_0) /* the queries as oneDNN's operand */
-                        attn_storage_of(c.mt)->store(Qg + t * LR * D, LR * D,
-                                                     gb.Q + attn_storage_bytes(c.mt, t * LR * D));
+                        c.kt->store_row(Qg + t * LR * D, LR * D, ATTN_DTYPE_F32, c.mt,
+                                        gb.Q + attn_storage_bytes(c.mt, t * LR * D));
                 }
                 packed_b = it0->b, packed_hk = it0->hk;
             }

@@ -1239,9 +1239,8 @@ static void bwd_p_ds_mm(const bwd_call *c, bwd_bufs *tb, const float *S, float *
     if (G || db) {
         bwd_p_ds(kt, d, S, dP, tb->P, G, rows, c->escale, tb->m, tb->il, tb->di, db, c->ex->ld, w, &c->g);
         for (int64_t r = 0; r < br; r++) {
-            round_rows(kt, tb->P + r * bc, 1, bc, bc, c->grt), round_rows(kt, dP + r * bc, 1, bc, bc, c->grt);
-            attn_storage_of(p->mt)->store(tb->P + r * bc, bc, Pm + (size_t)r * rb);
-            attn_storage_of(p->mt)->store(dP + r * bc, bc, dSm + (size_t)r * rb);
+            kt->store_row(tb->P + r * bc, bc, c->grt, p->mt, Pm + (size_t)r * rb);
+            kt->store_row(dP + r * bc, bc, c->grt, p->mt, dSm + (size_t)r * rb);
         }
         return;
     }
@@ -1273,9 +1272,9 @@ static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64
     int64_t t0 = klo / bc, t1 = khi > klo ? (khi + bc - 1) / bc : t0;                        /* tiles [t0, t1) */
     pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, br, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
     pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, br, Dv, DvP, tb->dOp, 1.0f, c->grt);
-    if (mm) { /* oneDNN's operands */
-        attn_storage_of(c->mmp->mt)->store(tb->Qp, br * DP, tb->x.Qm);
-        attn_storage_of(c->mmp->mt)->store(tb->dOp, br * DvP, tb->x.dOm);
+    if (mm) {                                                                 /* oneDNN's operands */
+        kt->store_row(tb->Qp, br * DP, ATTN_DTYPE_F32, c->mmp->mt, tb->x.Qm); /* rounded already */
+        kt->store_row(tb->dOp, br * DvP, ATTN_DTYPE_F32, c->mmp->mt, tb->x.dOm);
     }
     for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
     for (int64_t t = t0; t < t1; t++) /* pass 1: S and dP of every tile, kept; row statistics */
@@ -1287,7 +1286,7 @@ static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64
                    d->sinks ? d->sinks + h : NULL, ex->dsr ? ex->dsr + bh * Sq + i0 : NULL);
     pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, br, D, DP, tb->Qu, 1.0f, c->qt); /* dK += dS^T Q */
     if (mm && !tb->x.err) { /* Q and dO as dK's and dV's B operands, packed once for the block's tiles */
-        attn_storage_of(c->mmp->mt)->store(tb->Qu, br * DP, tb->x.Qum);
+        kt->store_row(tb->Qu, br * DP, ATTN_DTYPE_F32, c->mmp->mt, tb->x.Qum);
         tb->x.err = attn_bwd_mm_pack_block(c->mmp, tb->x.mm, tb->x.Qum, tb->x.dOm, tb->x.Qb, tb->x.dOb);
     }
     memset(dQ, 0, (size_t)(br * DP) * sizeof(float));

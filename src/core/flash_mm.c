@@ -46,31 +46,59 @@ size_t attn_fwd_mm_head_bytes(const fwd_call *c) {
     return attn_mul_size((size_t)(c->SkP / c->bc), c->kbytes + c->vbytes, &n) ? 0 : n;
 }
 
+/* A view's rows as a packed operand's source: their elements already are
+ * the operand type mt and the mode rounds nothing more (kvt F32), so the
+ * reorder reads the view in place */
+static int view_is_operand(const attn_sdpa_desc *d, attn_dtype mt, attn_dtype kvt) {
+    return attn_view_dtype(d->qkv_dtype) == mt && kvt == ATTN_DTYPE_F32;
+}
+
+/* rows [j0, j0 + n) of head (b, h) of view t (w values each) as operand
+ * rows of type mt, w2 apart (zeros past w and from row n on, up to np
+ * rows), rounded to kvt: one vector pass a row (store_row) */
+static void rows_as_operand(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view t, int64_t b, int64_t h,
+                            int64_t j0, int64_t n, int64_t np, int64_t w, int64_t w2, attn_dtype kvt, attn_dtype mt,
+                            char *dst, float *row) {
+    size_t rb = attn_storage_bytes(mt, w2), used = attn_storage_bytes(mt, w);
+    for (int64_t j = 0; j < np; j++) {
+        char *to = dst + (size_t)j * rb;
+        if (j >= n) {
+            memset(to, 0, rb);
+            continue;
+        }
+        kt->store_row(attn_flash_row_operand(kt, t, d->qkv_dtype, b, h, j0 + j, w, ATTN_DTYPE_F32, row), w, kvt, mt,
+                      to);
+        memset(to + used, 0, rb - used);
+    }
+}
+
 attn_status attn_fwd_mm_pack(const fwd_call *c, attn_view k, attn_view v, int64_t b, int64_t hk, void *panel,
                              float *tmp) {
     const attn_sdpa_desc *d = c->d;
     int64_t D = d->D, Dv = d->Dv, DvP = c->DvP, bc = c->bc;
     attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype)), mt = c->mt;
-    const attn_storage *st = attn_storage_of(mt);
-    size_t kr = attn_storage_bytes(mt, D), vr = attn_storage_bytes(mt, DvP);
+    size_t kr = attn_storage_bytes(mt, D);
     char *K = (char *)tmp, *V = K + (size_t)bc * kr; /* a block's rows as mt */
     float *row = tmp + bc * (D + DvP);               /* one row's float32 values */
     attn_mm *m = attn_mm_thread();
     attn_status s = m ? ATTN_OK : ATTN_E_NOMEM;
+    int direct = view_is_operand(d, mt, kvt);
     for (int64_t j0 = 0; j0 < c->SkP && !s; j0 += bc) {
         char *blk = (char *)panel + (size_t)(j0 / bc) * (c->kbytes + c->vbytes);
-        for (int64_t j = 0; j < bc; j++) {
-            char *kj = K + (size_t)j * kr, *vj = V + (size_t)j * vr;
-            memset(vj, 0, vr);     /* columns past Dv: 0 */
-            if (j0 + j >= d->Sk) { /* padding keys */
-                memset(kj, 0, kr);
-                continue;
-            }
-            st->store(attn_flash_row_operand(c->kt, k, d->qkv_dtype, b, hk, j0 + j, D, kvt, row), D, kj);
-            st->store(attn_flash_row_operand(c->kt, v, d->qkv_dtype, b, hk, j0 + j, Dv, kvt, row), Dv, vj);
+        int64_t n = d->Sk - j0 < bc ? d->Sk - j0 : bc, whole = direct && n == bc;
+        if (whole) /* B(k, n) = K row j0 + n, column k, in place */
+            s = attn_mm_pack(m, &c->qk, attn_row_addr(k, d->qkv_dtype, b, hk, j0), 1, k.stride_s, blk);
+        else {
+            rows_as_operand(c->kt, d, k, b, hk, j0, n, bc, D, D, kvt, mt, K, row);
+            s = attn_mm_pack(m, &c->qk, K, 1, D, blk);
         }
-        s = attn_mm_pack(m, &c->qk, K, 1, D, blk); /* B(k, n) = K row n, column k */
-        if (!s) s = attn_mm_pack(m, &c->pv, V, DvP, 1, blk + c->kbytes);
+        if (s) break;
+        if (whole && Dv == DvP) /* B(k, n) = V row j0 + k, column n, in place */
+            s = attn_mm_pack(m, &c->pv, attn_row_addr(v, d->qkv_dtype, b, hk, j0), v.stride_s, 1, blk + c->kbytes);
+        else {
+            rows_as_operand(c->kt, d, v, b, hk, j0, n, bc, Dv, DvP, kvt, mt, V, row);
+            s = attn_mm_pack(m, &c->pv, V, DvP, 1, blk + c->kbytes);
+        }
     }
     return s;
 }
@@ -81,7 +109,7 @@ void attn_fwd_mm_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int
     int64_t DvP = c->DvP, br = c->br, bc = c->bc, i0, rows, klo, khi;
     size_t pr = attn_storage_bytes(c->mt, bc); /* a row of P */
     attn_score_keys keys = attn_fwd_begin(c, t, b, h, blk, &i0, &rows);
-    attn_storage_of(c->mt)->store(t->Qp, br * d->D, t->Qm);                 /* the padding rows are zeros */
+    kt->store_row(t->Qp, br * d->D, ATTN_DTYPE_F32, c->mt, t->Qm);          /* rounded already; padding rows zeros */
     memset((char *)t->Pm + (size_t)rows * pr, 0, (size_t)(br - rows) * pr); /* and their P */
     attn_sem_rows_range(d, keys.sq.skb, keys.sq.off, i0, i0 + rows, &klo, &khi);
     for (int64_t j0 = klo / bc * bc; j0 < khi && !t->err; j0 += bc) {
@@ -122,25 +150,31 @@ attn_status attn_bwd_mm_pack_keys(const attn_bwd_mm_plan *p, const attn_kernel_t
                                   attn_view k, attn_view v, int64_t b, int64_t hk, int64_t nkt, char *dst, float *tmp) {
     int64_t D = d->D, Dv = d->Dv, DP = p->DP, DvP = p->DvP, bc = p->bc;
     attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype)), mt = p->mt;
-    const attn_storage *st = attn_storage_of(mt);
-    size_t kr = attn_storage_bytes(mt, DP), vr = attn_storage_bytes(mt, DvP);
+    size_t kr = attn_storage_bytes(mt, DP);
     char *K = (char *)tmp, *V = K + (size_t)bc * kr; /* a tile's rows as mt, zero past D, Dv */
     float *row = tmp + bc * (DP + DvP);
     attn_mm *m = attn_mm_thread();
     attn_status s = m ? ATTN_OK : ATTN_E_NOMEM;
+    int direct = view_is_operand(d, mt, kvt);
     for (int64_t t = 0; t < nkt && !s; t++) {
         char *tile = dst + (size_t)t * p->tile;
-        for (int64_t j = 0; j < bc; j++) {
-            int64_t key = t * bc + j;
-            char *kj = K + (size_t)j * kr, *vj = V + (size_t)j * vr;
-            memset(kj, 0, kr), memset(vj, 0, vr);
-            if (key >= d->Sk) continue; /* padding keys */
-            st->store(attn_flash_row_operand(kt, k, d->qkv_dtype, b, hk, key, D, kvt, row), D, kj);
-            st->store(attn_flash_row_operand(kt, v, d->qkv_dtype, b, hk, key, Dv, kvt, row), Dv, vj);
+        int64_t n = d->Sk - t * bc < bc ? d->Sk - t * bc : bc;
+        if (direct && n == bc && D == DP) { /* K read in place: B(k, n) = K row n, column k; then row k, column n */
+            const void *K0 = attn_row_addr(k, d->qkv_dtype, b, hk, t * bc);
+            s = attn_mm_pack(m, &p->s, K0, 1, k.stride_s, tile);
+            if (!s) s = attn_mm_pack(m, &p->dq, K0, k.stride_s, 1, tile + p->ks + p->vs);
+        } else {
+            rows_as_operand(kt, d, k, b, hk, t * bc, n, bc, D, DP, kvt, mt, K, row);
+            s = attn_mm_pack(m, &p->s, K, 1, DP, tile);
+            if (!s) s = attn_mm_pack(m, &p->dq, K, DP, 1, tile + p->ks + p->vs);
         }
-        s = attn_mm_pack(m, &p->s, K, 1, DP, tile); /* B(k, n) = K row n, column k */
-        if (!s) s = attn_mm_pack(m, &p->dp, V, 1, DvP, tile + p->ks);
-        if (!s) s = attn_mm_pack(m, &p->dq, K, DP, 1, tile + p->ks + p->vs); /* B(k, n) = K row k, column n */
+        if (s) break;
+        if (direct && n == bc && Dv == DvP) {
+            s = attn_mm_pack(m, &p->dp, attn_row_addr(v, d->qkv_dtype, b, hk, t * bc), 1, v.stride_s, tile + p->ks);
+        } else {
+            rows_as_operand(kt, d, v, b, hk, t * bc, n, bc, Dv, DvP, kvt, mt, V, row);
+            s = attn_mm_pack(m, &p->dp, V, 1, DvP, tile + p->ks);
+        }
     }
     return s;
 }

@@ -108,6 +108,11 @@ typedef struct attn_kernel_table {
      * backward's P and dS as its products' operands in one pass */
     void (*softmax_grad_store_row)(const float *x, const float *g, int64_t n, float escale, float m, float il, float di,
                                    float scale, attn_dtype rt, attn_dtype st, void *pd, void *gd);
+    /* x rounded to rt (F16, BF16) and written as st (rt's 16-bit values, or
+     * F32); rt F32: written as st, rounded to nearest even where st is 16-bit
+     * (as the storage's store): the block products' operand rows (Q, K, V,
+     * a softcap's dS) without a scalar conversion loop */
+    void (*store_row)(const float *x, int64_t n, attn_dtype rt, attn_dtype st, void *dst);
     /* the math modes' Q K^T of q8_0 query blocks (q quantized as a q8_0 cache
      * stores K, 32 values per block with an f16 scale) against q8_0 key rows,
      * in integers: S[r * lds + j] = sum over blocks of d_q d_k (q . k), the

@@ -844,7 +844,7 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
         if (rf) /* oneDNN's float32 line (the products through oneDNN as float32) */
             printf("\"onednn_f32_gflops\": %.2f, \"ratio_to_onednn_f32\": %.3f, ", sg_flops / rf->tb * 1e-9, rf->ratio);
         /* oneDNN's calls and reorders in one call, and the implementations it picked */
-        printf("\"onednn_runs\": %lld, \"onednn_packs\": %lld, \"onednn_names\": \"%s\"}\n", (long long)mc->runs,
+        printf("\"onednn_runs\": %lld, \"onednn_packs\": %lld, \"onednn_impls\": \"%s\"}\n", (long long)mc->runs,
                (long long)mc->packs, names);
         return;
     }

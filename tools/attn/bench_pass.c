@@ -2,8 +2,8 @@
  * what a score costs between its two products: per row of a 128 x 256
  * float32 score tile (in L2), the row max, the online step, and 2^(s - m)
  * rounded to bf16, summed and stored as bf16 (attn_online_row_store), in
- * nanoseconds and core cycles per score. The core clock is measured in the
- * same run by a chain of dependent integer adds (one a cycle). */
+ * nanoseconds and core cycles per score. The core clock is measured right
+ * after each round by a chain of dependent integer adds (one a cycle). */
 #include "cli.h"
 #include "core/flash_int.h"
 #include "core/online.h"
@@ -20,10 +20,10 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* this core's clock in GHz: n dependent adds take n cycles; 0 where not measured */
-static double core_ghz(void) {
+/* this core's clock in GHz over n dependent adds (one a cycle); 0 where not measured */
+static double core_ghz(uint64_t n) {
 #if defined(__x86_64__)
-    uint64_t x = 0, n = 100000000;
+    uint64_t x = 0;
     double t0 = now();
     for (uint64_t i = 0; i < n; i += 8)
         __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
@@ -31,6 +31,7 @@ static double core_ghz(void) {
                          : "+r"(x));
     return (double)n / (now() - t0) * 1e-9;
 #else
+    (void)n;
     return 0.0;
 #endif
 }
@@ -52,7 +53,9 @@ int cli_bench_pass(double min_time, int json) {
     }
     uint32_t s = 7u;
     for (int i = 0; i < BRP * BCP; i++) s = s * 1664525u + 1013904223u, S[i] = (float)(s >> 8) / 16777216.0f * 8.0f;
-    double ts[64], sink = 0.0;
+    /* rounds: the pass (16 tiles) and, right after it, the clock; a round's cycles a score is its time
+     * times its clock (this VM's speed drifts: the median of the rounds' products) */
+    double ts[64], cy[64], gh[64], sink = 0.0;
     int n = 0;
     double t_end = now() + (min_time > 0 ? min_time : 1.0);
     do { /* each rep: fresh statistics, one max pass and one exponential pass a row */
@@ -64,19 +67,25 @@ int cli_bench_pass(double min_time, int json) {
                                       ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, P + r * BCP);
                 sink += l;
             }
-        ts[n++] = (now() - t0) / (16.0 * BRP * BCP);
+        ts[n] = (now() - t0) / (16.0 * BRP * BCP);
+        gh[n] = core_ghz(4000000);
+        cy[n] = ts[n] * 1e9 * gh[n];
+        n++;
     } while (n < 64 && (n < 5 || now() < t_end));
     qsort(ts, (size_t)n, sizeof ts[0], cmp_d);
-    double ghz = core_ghz(), ns = ts[n / 2] * 1e9, cyc = ghz > 0 ? ns * ghz : 0.0;
+    qsort(cy, (size_t)n, sizeof cy[0], cmp_d);
+    qsort(gh, (size_t)n, sizeof gh[0], cmp_d);
+    double ghz = gh[n / 2], ns = ts[n / 2] * 1e9, cyc = cy[n / 2];
     if (json)
         printf("{\"op\": \"pass\", \"kernels\": \"%s\", \"lanes\": %d, \"tile\": [%d, %d], \"p_type\": \"bf16\", "
                "\"ns_per_score\": %.4f, \"ns_min\": %.4f, \"ns_max\": %.4f, \"core_ghz\": %.3f, "
-               "\"cycles_per_score\": %.3f, \"reps\": %d}\n",
-               kt->name, kt->lanes, BRP, BCP, ns, ts[0] * 1e9, ts[n - 1] * 1e9, ghz, cyc, n);
+               "\"cycles_per_score\": %.3f, \"cycles_min\": %.3f, \"cycles_max\": %.3f, \"rounds\": %d}\n",
+               kt->name, kt->lanes, BRP, BCP, ns, ts[0] * 1e9, ts[n - 1] * 1e9, ghz, cyc, cy[0], cy[n - 1], n);
     else
         printf("softmax pass (%s kernels, %d lanes) over a %d x %d tile, P stored as bf16: %.3f ns a score (range "
-               "%.3f-%.3f), core at %.2f GHz: %.2f cycles a score%s\n",
-               kt->name, kt->lanes, BRP, BCP, ns, ts[0] * 1e9, ts[n - 1] * 1e9, ghz, cyc, sink < 0 ? " " : "");
+               "%.3f-%.3f), core at %.2f GHz: %.2f cycles a score (range %.2f-%.2f, %d rounds)%s\n",
+               kt->name, kt->lanes, BRP, BCP, ns, ts[0] * 1e9, ts[n - 1] * 1e9, ghz, cyc, cy[0], cy[n - 1], n,
+               sink < 0 ? " " : "");
     free(S), free(O), free(P);
     return 0;
 }

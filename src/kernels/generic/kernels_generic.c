@@ -336,6 +336,17 @@ static void softmax_grad_store_row(const float *x, const float *g, int64_t n, fl
     }
 }
 
+/* x rounded to rt, then the storage's store as st (64 at a time) */
+static void store_row(const float *x, int64_t n, attn_dtype rt, attn_dtype st, void *dst) {
+    float part[64];
+    for (int64_t j = 0; j < n; j += 64) {
+        int64_t k = n - j < 64 ? n - j : 64;
+        memcpy(part, x + j, (size_t)k * sizeof(float));
+        if (rt != ATTN_DTYPE_F32) attn_st_round(rt, part, k);
+        attn_storage_of(st)->store(part, k, (char *)dst + attn_storage_bytes(st, j));
+    }
+}
+
 /* int8 Q K^T of q8_0 blocks (kernels.h): per block the exact int32 dot
  * times d_q d_k, summed in float32 in block order */
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
@@ -387,6 +398,7 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 exp2_round_row,
                                                 exp2_store_row,
                                                 softmax_grad_store_row,
+                                                store_row,
                                                 qk_rows_q8,
                                                 kv_rows,
                                                 ATTN_MATH_TYPES_Q8,

@@ -138,19 +138,20 @@ static float exp2_round_row(const float *x, float *y, int64_t n, float scale, fl
 }
 
 /* one vector of P (or dS) rounded to rt and written at y + j as st: 16-bit
- * values (st = rt) or float32 (st F32); r < VL: the first r lanes only */
+ * values (st = rt, or rt F32: rounded to st's own type) or float32 (st
+ * F32); r < VL: the first r lanes only */
 INLINE vf round_store(vf v, attn_dtype rt, attn_dtype st, void *y, int64_t j, int64_t r) {
-    int f16 = rt == ATTN_DTYPE_F16;
-    if (rt != ATTN_DTYPE_F32) v = vf_round_to(v, f16);
+    attn_dtype to = rt != ATTN_DTYPE_F32 ? rt : st;
+    if (to != ATTN_DTYPE_F32) v = vf_round_to(v, to == ATTN_DTYPE_F16);
     if (st == ATTN_DTYPE_F32) {
         if (r == VL)
             vf_store((float *)y + j, v);
         else
             vf_mask_store((float *)y + j, vm_tail(r), v);
     } else if (r == VL) {
-        vf_store16((uint16_t *)y + j, v, f16);
+        vf_store16((uint16_t *)y + j, v, st == ATTN_DTYPE_F16);
     } else {
-        vf_store16_part((uint16_t *)y + j, v, f16, r);
+        vf_store16_part((uint16_t *)y + j, v, st == ATTN_DTYPE_F16, r);
     }
     return v;
 }
@@ -204,6 +205,12 @@ static void softmax_grad_store_row(const float *x, const float *g, int64_t n, fl
         round_store(pv, rt, st, pd, j, n - j);
         round_store(gv, rt, st, gd, j, n - j);
     }
+}
+
+static void store_row(const float *x, int64_t n, attn_dtype rt, attn_dtype st, void *dst) {
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) round_store(vf_load(x + j), rt, st, dst, j, VL);
+    if (j < n) round_store(vf_maskz_load(x + j, vm_tail(n - j)), rt, st, dst, j, n - j);
 }
 
 /* x rounded in place to t (F16 or BF16) and the sum of the rounded values,
@@ -982,6 +989,7 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            exp2_round_row,
                                            exp2_store_row,
                                            softmax_grad_store_row,
+                                           store_row,
                                            qk_rows_q8,
                                            kv_rows,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,
