@@ -27,7 +27,10 @@ meta = {"host_kind": kind, "cpu_model_name": cpu, "date": time.strftime("%Y-%m-%
         "command": command}
 for kv in sys.argv[3:]:
     k, v = kv.split("=", 1)
-    meta[k] = json.loads(v) if v[:1] in "0123456789-[{" or v in ("true", "false") else v
+    try:  # numbers, lists, objects, booleans as JSON; anything else (a commit such as 49747ab) as text
+        meta[k] = json.loads(v) if v[:1] in "0123456789-[{" or v in ("true", "false") else v
+    except ValueError:
+        meta[k] = v
 with open(path, "a") as f:
     for row in rows:
         f.write(json.dumps(dict(meta, **row)) + "\n")
