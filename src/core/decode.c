@@ -432,11 +432,92 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
     }
 }
 
+/* One thread's buffers: the gs heads' packed queries (float32, LR rows a
+ * head, rows R .. LR zero; q8_0 blocks for a mode's int8 Q K^T; row sums),
+ * a block's scores, converted rows, the block products' blocks, and which
+ * heads' queries are packed */
+typedef struct dec_tbufs {
+    float *Qg, *S, *Qs, *kvb;
+    char *Qq;
+    size_t qqr; /* a head's q8_0 query rows */
+    dec_gbufs gb;
+    int64_t packed_b, packed_hk;
+} dec_tbufs;
+
+static int dec_tbufs_init(dec_tbufs *t, const dec_call *c, int64_t gs) {
+    int64_t R = c->R, D = c->d->D;
+    memset(t, 0, sizeof *t);
+    t->packed_b = t->packed_hk = -1;
+    t->Qg = calloc((size_t)(gs * c->LR * D), sizeof(float));
+    t->qqr = (size_t)R * attn_q8_row_bytes(D);
+    t->Qq = c->qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * t->qqr) : NULL;
+    t->S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), t->Qs = malloc((size_t)(gs * R) * sizeof(float));
+    int kvbuf =
+        c->kt_k != ATTN_DTYPE_F32 || c->kt_v != ATTN_DTYPE_F32 || c->conv_k || c->conv_v; /* rounded or converted */
+    t->kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + c->d->Dv)) * sizeof(float)) : NULL;
+    int gok = !c->gemm || dec_gbufs_init(&t->gb, c, gs);
+    return t->Qg && t->S && t->Qs && (!kvbuf || t->kvb) && (c->qt != ATTN_DTYPE_Q8_0 || t->Qq) && gok;
+}
+
+static void dec_tbufs_free(dec_tbufs *t, const dec_call *c) {
+    free(t->Qg), free(t->Qq), free(t->S), free(t->Qs), free(t->kvb);
+    if (c->gemm) dec_gbufs_free(&t->gb);
+}
+
+/* The group of items grp (the gs kv heads of one (b, split), in address
+ * order for pages): its heads' queries packed when the group moves to other
+ * heads, its partials reset, its blocks run (each item computes exactly
+ * what it computes alone) */
+static attn_status dec_group(const dec_call *c, attn_view q, float qmul, const dec_item *items, const size_t *grp,
+                             int64_t gs, float *part, size_t pitem, dec_tbufs *t) {
+    const attn_sdpa_desc *d = c->d;
+    const attn_kv_src *kv = c->kv;
+    const dec_item *it0 = &items[grp[0]];
+    int64_t R = c->R, LR = c->LR, D = d->D, DvP = c->DvP;
+    attn_dtype qm = c->mt == ATTN_DTYPE_Q8_0 ? ATTN_DTYPE_F32 : c->mt; /* the block products' query operand */
+    attn_status err = ATTN_OK;
+    if (it0->b != t->packed_b || it0->hk != t->packed_hk) { /* the group's rows r = g * Sq + i */
+        for (int64_t h = 0; h < gs; h++) {
+            float par[2] = {1.0f, 0.0f}; /* fp8 K: the head's scale, folded into its queries */
+            if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c->conv_k)
+                attn_kv_par(kv, 0, it0->b, it0->hk + h, 0, par);
+            dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul * par[0], c->qt, t->Qg + h * LR * D,
+                       t->Qq ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R);
+            if (c->gemm && c->mt != ATTN_DTYPE_Q8_0) /* the queries as oneDNN's operand */
+                c->kt->store_row(t->Qg + h * LR * D, LR * D, ATTN_DTYPE_F32, c->mt,
+                                 t->gb.Q + attn_storage_bytes(c->mt, h * LR * D));
+        }
+        t->packed_b = it0->b, t->packed_hk = it0->hk;
+    }
+    for (int64_t h = 0; h < gs; h++) {
+        float *pm = part + grp[h] * pitem; /* m[LR], l[LR], O[LR x DvP] */
+        for (int64_t r = 0; r < LR; r++) pm[r] = -INFINITY, pm[LR + r] = 0.0f;
+        memset(pm + 2 * LR, 0, (size_t)(LR * DvP) * sizeof(float));
+    }
+    for (int64_t j0 = it0->j0; j0 < it0->j1 && !err;) { /* the group's items share their keys and blocks */
+        int64_t nb = 0;
+        for (int64_t h = 0; h < gs && !err; h++) {
+            float *pm = part + grp[h] * pitem;
+            if (c->gemm) {
+                nb = dec_block_gemm(c, &items[grp[h]], t->Qg + h * LR * D, t->gb.Q + attn_storage_bytes(qm, h * LR * D),
+                                    pm, j0, &t->gb, &err);
+                continue;
+            }
+            /* prefetch the next head's block, or the next block */
+            int64_t pf_hk = it0->hk + (h + 1) % gs, pf_j = h + 1 < gs ? j0 : j0 + nb;
+            const void *qop = t->Qq ? (const void *)(t->Qq + (size_t)h * t->qqr) : (const void *)(t->Qg + h * LR * D);
+            nb = dec_block(c, &items[grp[h]], qop, t->Qs + h * R, t->S, pm, j0, pf_hk, pf_j, t->kvb);
+        }
+        j0 += nb;
+    }
+    return err;
+}
+
 attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out,
                                 float *lse) {
     attn_status ks = attn_kernel_status(); /* ATTN_ISA asks for kernels this CPU cannot run */
     if (ks) return ks;
-    int64_t B = d->B, H = d->H, Sq = d->Sq, D = d->D, Dv = d->Dv, Hkv = attn_sem_hkv(d), G = H / Hkv;
+    int64_t B = d->B, H = d->H, Sq = d->Sq, Dv = d->Dv, Hkv = attn_sem_hkv(d), G = H / Hkv;
     if (B * H * Sq == 0) return ATTN_OK;
     if (d->dropout) return ATTN_E_UNSUPPORTED;
     /* base 2: see score.h */
@@ -481,76 +562,22 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     attn_status st = ATTN_OK;
 #pragma omp parallel if (attn_par_worth(d, 1.0))
     {
-        float *Qg = calloc((size_t)(gs * LR * D), sizeof(float)); /* rows R .. LR stay zero */
-        size_t qqr = (size_t)R * attn_q8_row_bytes(D); /* a group's q8_0 query rows (a math mode on a q8_0 cache) */
-        char *Qq = c.qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * qqr) : NULL;
-        float *S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), *Qs = malloc((size_t)(gs * R) * sizeof(float));
-        int kvbuf = c.kt_k != ATTN_DTYPE_F32 || c.kt_v != ATTN_DTYPE_F32 || /* rounded or converted rows */
-                    c.conv_k || c.conv_v;
-        float *kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + Dv)) * sizeof(float)) : NULL;
-        dec_gbufs gb = {0};
-        int gok = !c.gemm || dec_gbufs_init(&gb, &c, gs);
-        attn_status err = ATTN_OK;
-        int ok = Qg && S && Qs && (!kvbuf || kvb) && (c.qt != ATTN_DTYPE_Q8_0 || Qq) && gok;
-        if (!ok) {
-#pragma omp atomic write
-            st = ATTN_E_NOMEM;
-        }
-        int64_t packed_b = -1, packed_hk = -1;
+        dec_tbufs t;
+        attn_status err = dec_tbufs_init(&t, &c, gs) ? ATTN_OK : ATTN_E_NOMEM;
         /* static: each thread streams one contiguous run of groups (keys of one head,
          * or of a page's heads, in order), so its prefetches into the next group serve
          * itself; dynamic scheduling interleaved the threads' items: 2 threads
          * 1.15-1.33x slower */
 #pragma omp for schedule(static)
-        for (size_t gi = 0; gi < n / (size_t)gs; gi++) {
-            if (!ok || err) continue;
-            const size_t *grp = order + gi * (size_t)gs;
-            const dec_item *it0 = &items[grp[0]];
-            if (it0->b != packed_b || it0->hk != packed_hk) { /* the group's rows r = g * Sq + i */
-                for (int64_t t = 0; t < gs; t++) {
-                    float par[2] = {1.0f, 0.0f}; /* fp8 K: the head's scale, folded into its queries */
-                    if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c.conv_k)
-                        attn_kv_par(kv, 0, it0->b, it0->hk + t, 0, par);
-                    dec_pack_q(d, q, it0->b, it0->hk + t, R, qmul * par[0], c.qt, Qg + t * LR * D,
-                               Qq ? Qq + (size_t)t * qqr : NULL, Qs + t * R);
-                    if (c.gemm && c.mt != ATTN_DTYPE_Q8_0) /* the queries as oneDNN's operand */
-                        c.kt->store_row(Qg + t * LR * D, LR * D, ATTN_DTYPE_F32, c.mt,
-                                        gb.Q + attn_storage_bytes(c.mt, t * LR * D));
-                }
-                packed_b = it0->b, packed_hk = it0->hk;
-            }
-            for (int64_t t = 0; t < gs; t++) {
-                float *pm = part + grp[t] * pitem; /* m[LR], l[LR], O[LR x DvP] */
-                for (int64_t r = 0; r < LR; r++) pm[r] = -INFINITY, pm[LR + r] = 0.0f;
-                memset(pm + 2 * LR, 0, (size_t)(LR * DvP) * sizeof(float));
-            }
-            for (int64_t j0 = it0->j0; j0 < it0->j1 && !err;) { /* the group's items share their keys and blocks */
-                int64_t nb = 0;
-                for (int64_t t = 0; t < gs && !err; t++) {
-                    float *pm = part + grp[t] * pitem;
-                    if (c.gemm) {
-                        nb = dec_block_gemm(
-                            &c, &items[grp[t]], Qg + t * LR * D,
-                            gb.Q + attn_storage_bytes(c.mt == ATTN_DTYPE_Q8_0 ? ATTN_DTYPE_F32 : c.mt, t * LR * D), pm,
-                            j0, &gb, &err);
-                        continue;
-                    }
-                    /* prefetch the next head's block, or the next block */
-                    int64_t pf_hk = it0->hk + (t + 1) % gs, pf_j = t + 1 < gs ? j0 : j0 + nb;
-                    const void *qop = Qq ? (const void *)(Qq + (size_t)t * qqr) : (const void *)(Qg + t * LR * D);
-                    nb = dec_block(&c, &items[grp[t]], qop, Qs + t * R, S, pm, j0, pf_hk, pf_j, kvb);
-                }
-                j0 += nb;
-            }
-        }
+        for (size_t gi = 0; gi < n / (size_t)gs; gi++)
+            if (!err) err = dec_group(&c, q, qmul, items, order + gi * (size_t)gs, gs, part, pitem, &t);
         if (err) {
 #pragma omp atomic write
             st = err;
         }
-        free(Qg), free(Qq), free(S), free(Qs), free(kvb);
-        if (c.gemm) dec_gbufs_free(&gb);
+        dec_tbufs_free(&t, &c);
 #pragma omp barrier
-            /* merge the splits of each (b, hk) in split order */
+        /* merge the splits of each (b, hk) in split order */
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < B * Hkv; g++) {
             if (st) continue;
