@@ -7,6 +7,7 @@
 #include "base/half.h"
 #include "kernels/kernels.h"
 #include "testutil.h"
+#include "base/quant.h"
 #include "base/storage.h"
 
 #include <math.h>
@@ -287,51 +288,75 @@ static void test_store_rows(const attn_kernel_table *kt) {
     CHECK(bad == 0, "%s: %d values of the store passes differ from the multi-pass form", kt->name, bad);
 }
 
-/* qk_rows_q8: R q8_0 query rows against n q8_0 key rows (R 1..6: one and
- * two row groups of every size; D = 96, and 1088 = 34 blocks: the rows'
- * scales in two chunks) equal the per-block int32 dot times the two f16
- * scales, summed in double, to float32 rounding; a NaN block scale gives NaN */
-static void test_qk_q8_d(const attn_kernel_table *kt, int D) {
+/* the integer value of key element e of a row of type kt as qk_rows_q8
+ * multiplies it (q8_0: the int8; q4_0: code - 8; int8: code - 128; int4:
+ * the code), and its block's scale (1 for int8 / int4) */
+static int key_int(const unsigned char *k, int D, int e, attn_dtype kt, double *dk) {
+    *dk = 1.0;
+    if (kt == ATTN_DTYPE_Q8_0 || kt == ATTN_DTYPE_Q4_0) {
+        const unsigned char *blk = k + (e / 32) * (kt == ATTN_DTYPE_Q8_0 ? ATTN_Q8_BYTES : ATTN_Q4_BYTES);
+        *dk = attn_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        int c = e % 32;
+        return kt == ATTN_DTYPE_Q8_0 ? (int8_t)blk[2 + c] : (c < 16 ? blk[2 + c] & 15 : blk[2 + c - 16] >> 4) - 8;
+    }
+    if (kt == ATTN_DTYPE_KV_INT8) return (int)k[e] - 128;
+    return e < D / 2 ? k[e] & 15 : k[e - D / 2] >> 4;
+}
+
+/* qk_rows_q8: R q8_0 query rows against n key rows of type kt (R 1..6: one
+ * and two row groups of every size; D = 128 and 1088 = 34 blocks: the
+ * rows' scales in two chunks; int4 needs D % 64 = 0: 128 and 1152) equal
+ * the per-block int32 dot of the q8_0 values and K's integers times the
+ * scales, summed in double, to float32 rounding; a NaN block scale gives
+ * NaN (q8_0, q4_0) */
+static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     enum { NK = 7, NR = 6 };
     uint32_t seed = 9u;
-    size_t qr = attn_q8_row_bytes(D);
-    unsigned char *Q = malloc(NR * qr), *K = malloc(NK * qr);
-    float *x = malloc((size_t)D * sizeof *x), S[NR * 8];
+    size_t qr = attn_q8_row_bytes(D), kr = attn_storage_bytes(ktype, D);
+    unsigned char *Q = malloc(NR * qr), *K = malloc(NK * kr);
+    float *x = malloc((size_t)D * sizeof *x), S[NR * 8], par[2];
     for (int r = 0; r < NR; r++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
         attn_q8_quantize(x, D, Q + r * qr);
     }
     for (int j = 0; j < NK; j++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
-        if (j == 5) x[40] = NAN; /* block 1 of key 5: a NaN scale */
-        attn_q8_quantize(x, D, K + j * qr);
+        if (j == 5 && (ktype == ATTN_DTYPE_Q8_0 || ktype == ATTN_DTYPE_Q4_0)) x[40] = NAN; /* a NaN block scale */
+        if (ktype == ATTN_DTYPE_KV_INT8 || ktype == ATTN_DTYPE_KV_INT4)
+            attn_qa_quantize(x, D, ktype == ATTN_DTYPE_KV_INT8 ? 8 : 4, K + j * kr, par);
+        else
+            attn_storage_of(ktype)->store(x, D, K + j * kr);
     }
     for (int R = 1; R <= NR; R++)
         for (int n = 1; n <= NK; n += 6) {
-            kt->qk_rows_q8(Q, R, D, K, D, n, S, 8, NULL, 0, 0);
+            kt->qk_rows_q8(Q, R, D, K, D, n, S, 8, NULL, 0, 0, ktype);
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < n; j++) {
-                    double want = 0.0;
+                    double want = 0.0, mag = 0.0;
                     for (int b = 0; b < D / 32; b++) {
-                        const unsigned char *qb = Q + r * qr + b * ATTN_Q8_BYTES, *kb = K + j * qr + b * ATTN_Q8_BYTES;
+                        const unsigned char *qb = Q + r * qr + b * ATTN_Q8_BYTES;
                         long dot = 0;
-                        for (int c = 0; c < 32; c++) dot += (long)(int8_t)qb[2 + c] * (int8_t)kb[2 + c];
-                        want += (double)dot * (double)attn_f16_to_f32((uint16_t)(qb[0] | qb[1] << 8)) *
-                                (double)attn_f16_to_f32((uint16_t)(kb[0] | kb[1] << 8));
+                        double dk = 1.0;
+                        for (int c = 0; c < 32; c++)
+                            dot += (long)(int8_t)qb[2 + c] * key_int(K + j * kr, D, b * 32 + c, ktype, &dk);
+                        double t = (double)dot * (double)attn_f16_to_f32((uint16_t)(qb[0] | qb[1] << 8)) * dk;
+                        want += t, mag += fabs(t);
                     }
                     float got = S[r * 8 + j];
-                    CHECK(isnan(want) ? isnan(got)
-                                      : fabs(got - want) <= 1e-5 * (fabs(want) + (double)D / 3 * (r + 1) * 3),
-                          "%s qk_rows_q8 D=%d R=%d n=%d [%d][%d]: %g, want %g", kt->name, D, R, n, r, j, (double)got,
-                          want);
+                    CHECK(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-6 * mag + 1e-6,
+                          "%s qk_rows_q8 %s D=%d R=%d n=%d [%d][%d]: %g, want %g", kt->name,
+                          attn_storage_of(ktype)->name, D, R, n, r, j, (double)got, want);
                 }
         }
     free(Q), free(K), free(x);
 }
 
 static void test_qk_q8(const attn_kernel_table *kt) {
-    test_qk_q8_d(kt, 96);
-    test_qk_q8_d(kt, 1088);
+    attn_dtype types[4] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4};
+    for (int t = 0; t < 4; t++) {
+        test_qk_q8_d(kt, 128, types[t]);
+        test_qk_q8_d(kt, types[t] == ATTN_DTYPE_KV_INT4 ? 1152 : 1088, types[t]);
+    }
 }
 
 /* kv_rows: every serving format's rows as float32, bit for bit as the

@@ -13,6 +13,7 @@
  * requests are refused. */
 #include "testutil.h"
 #include "base/half.h"
+#include "base/storage.h"
 
 #include <math.h>
 #include <omp.h>
@@ -220,10 +221,17 @@ static void cache(attn_dtype t, int page, int Sq) {
     CHECK_OK(attn_kv_cache_create(&cc, &c));
     int64_t n[B] = {T, T};
     attn_view vk = {p.k, HKV * T * D, T * D, D}, vv = {p.v, HKV * T * D, T * D, D};
-    CHECK_OK(attn_kv_cache_append(c, n, vk, vv)); /* k, v already hold representable values */
+    CHECK_OK(attn_kv_cache_append(c, n, vk, vv)); /* k, v hold representable values of the 16-bit and q8_0 types */
+    for (int b = 0; b < B; b++) /* the values as stored (the row formats' (scale, zero) are the cache's own) */
+        for (int hk = 0; hk < HKV; hk++)
+            for (int j = 0; j < T; j++) {
+                size_t at = (((size_t)b * HKV + hk) * T + j) * D;
+                CHECK_OK(attn_kv_cache_read(c, b, hk, j, p.k + at, p.v + at));
+            }
+    int integer = t != ATTN_DTYPE_F16 && t != ATTN_DTYPE_BF16; /* q quantized as q8_0, P float32 */
     size_t nq = (size_t)B * H * Sq * D;
     double *orc = malloc(nq * sizeof *orc), *yard = malloc(nq * sizeof *yard);
-    oracle(&p, orc), yardstick(&p, t, t == ATTN_DTYPE_Q8_0 ? ATTN_DTYPE_F32 : t, yard);
+    oracle(&p, orc), yardstick(&p, integer ? ATTN_DTYPE_Q8_0 : t, integer ? ATTN_DTYPE_F32 : t, yard);
     float *out = malloc(nq * 4), *o1 = malloc(nq * 4);
     attn_view vq = {p.q, H * Sq * D, Sq * D, D}, vo = {out, H * Sq * D, Sq * D, D}, vo1 = {o1, H * Sq * D, Sq * D, D};
     for (int impl = 0; impl < 2; impl++) {
@@ -232,11 +240,8 @@ static void cache(attn_dtype t, int page, int Sq) {
         d.Sk = 0;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
         char what[96];
-        snprintf(what, sizeof what, "%s cache page %d Sq=%d %s data",
-                 t == ATTN_DTYPE_F16    ? "f16"
-                 : t == ATTN_DTYPE_BF16 ? "bf16"
-                                        : "q8_0",
-                 page, Sq, impl ? "auto" : "ref");
+        snprintf(what, sizeof what, "%s cache page %d Sq=%d %s data", attn_storage_of(t)->name, page, Sq,
+                 impl ? "auto" : "ref");
         check_rule(what, out, orc, yard, nq);
         d.math = ATTN_MATH_STRICT;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
@@ -470,8 +475,9 @@ int main(int argc, char **argv) {
             views16(t ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F16, 3, c);  /* decode */
         }
     views32(40), views32(2);
-    attn_dtype kinds[3] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
-    for (int t = 0; t < 3; t++)
+    attn_dtype kinds[6] = {ATTN_DTYPE_F16,  ATTN_DTYPE_BF16,    ATTN_DTYPE_Q8_0,
+                           ATTN_DTYPE_Q4_0, ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4};
+    for (int t = 0; t < 6; t++)
         for (int page = 0; page <= 16; page += 16) {
             cache(kinds[t], page, 1);
             cache(kinds[t], page, 4);

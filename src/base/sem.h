@@ -181,10 +181,15 @@ static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) { return 
  * qkv_dtype as attn_view_dtype gives it, or the cache's). ATTN_DTYPE_F32
  * means "not rounded". ---- */
 
-/* the type q is rounded to for Q K^T */
+/* the type q is rounded to for Q K^T: K's 16-bit type; q8_0 blocks (32
+ * values, an f16 scale) for the integer caches (q8_0, q4_0, int8; int4 with
+ * D a multiple of 64: Q K^T then runs in their integers), when D is a
+ * multiple of 32 */
 static inline attn_dtype attn_sem_q_type(const attn_sdpa_desc *d, attn_dtype kdt) {
     if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
     if (kdt == ATTN_DTYPE_F16 || kdt == ATTN_DTYPE_BF16 || kdt == ATTN_DTYPE_Q8_0) return kdt;
+    if ((kdt == ATTN_DTYPE_Q4_0 || kdt == ATTN_DTYPE_KV_INT8) && d->D % 32 == 0) return ATTN_DTYPE_Q8_0;
+    if (kdt == ATTN_DTYPE_KV_INT4 && d->D % 64 == 0) return ATTN_DTYPE_Q8_0;
     return d->math == ATTN_MATH_BF16 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 

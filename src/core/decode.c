@@ -51,6 +51,11 @@
  * MLA's 128 rows over bf16 latents in DATA mode 1.3x, the same in f32) */
 #define DEC_GEMM_ROWS 32
 #define DEC_GB 256 /* keys per block of the block products (DEC_SPLIT a multiple) */
+/* rows a kv head up to which Q K^T runs in integers on int8 / int4 / q4_0 keys
+ * (q8_0: always). Zen 3, one thread, T = 65536, DATA: R = 1 1.17-1.29x the
+ * float32 products on converted rows, R = 2 1.1-1.3x; R = 4 0.8-1.1x (AVX2's
+ * VPMADDUBSW + VPMADDWD per 32 values and row cost about the FMAs they save) */
+#define DEC_IQK_ROWS 2
 
 typedef struct dec_item {
     int64_t b, hk, j0, j1; /* keys [j0, j1) */
@@ -124,6 +129,7 @@ typedef struct dec_call {
     float escale;
     attn_dtype qt, kt_k, kt_v, pt; /* the math mode's rounding of Q, of K, of V, of P (base/sem.h) */
     int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
+    int iqk;                       /* Q K^T in integers: q8_0 query blocks against K's codes (qk_rows_q8) */
     int gemm;                      /* the block products (R >= DEC_GEMM_ROWS) */
     int64_t LR;                    /* the partials' rows a group: R, or R rounded up to the kernels' gemm_mr */
     attn_dtype mt;                 /* the block products' operand type through oneDNN, Q8_0: the kernels' gemm */
@@ -148,10 +154,12 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * (wr, after the products). par: key j0's pair, pld pairs from key to key
  * (0: one pair for all). Another rounding of the same float32 products than
  * the stored values' (attn_st_load_row), as q8_0's block scales. */
-static void dec_scores_rowpar(const float *par, int64_t pld, int64_t R, int64_t nb, const float *qs, float *S) {
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t j = 0; j < nb; j++)
-            S[r * DEC_NB + j] = fmaf(S[r * DEC_NB + j], par[2 * j * pld], par[2 * j * pld + 1] * qs[r]);
+static void dec_scores_rowpar(const float *par, int64_t pld, int64_t R, int64_t nb, const float *qs, float off,
+                              float *S) {
+    for (int64_t j = 0; j < nb; j++) {
+        float sc = par[2 * j * pld], z = par[2 * j * pld + 1] + off * sc; /* off: the codes' offset in the dot */
+        for (int64_t r = 0; r < R; r++) S[r * DEC_NB + j] = fmaf(S[r * DEC_NB + j], sc, z * qs[r]);
+    }
 }
 static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, float *S, float *wr) {
     for (int64_t r = 0; r < R; r++) {
@@ -247,15 +255,16 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         dec_round_rows(c, V, ldv, nb, Dv, c->kt_v, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL;
     }
-    if (c->qt == ATTN_DTYPE_Q8_0) /* a math mode on a q8_0 K: Qg holds int8 blocks (dec_pack_q) */
-        kt->qk_rows_q8(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
+    if (c->iqk) /* a math mode on an integer K: Qq holds q8_0 blocks (dec_pack_q) */
+        kt->qk_rows_q8(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else if (kk != ATTN_DTYPE_F32)
         kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
         kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
     if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) { /* int8 codes: the rows' (scale, zero) */
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
-        dec_scores_rowpar(par, pld, R, nb, qs, S);
+        /* int8 codes in integers: the dot was taken with code - 128 (qk_rows_q8) */
+        dec_scores_rowpar(par, pld, R, nb, qs, c->iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f, S);
     }
     attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
@@ -397,7 +406,7 @@ static int64_t dec_block_gemm(const dec_call *c, const dec_item *it, const float
 static void dec_gemm_plan(dec_call *c) {
     const attn_sdpa_desc *d = c->d;
     c->gemm = 0, c->mt = ATTN_DTYPE_Q8_0, c->LR = c->R;
-    if (c->R < DEC_GEMM_ROWS || c->qt == ATTN_DTYPE_Q8_0) return;
+    if (c->R < DEC_GEMM_ROWS || c->iqk) return;
     c->gemm = 1, c->conv_k = c->conv_v = 1; /* the rows' values: no fp8 scale folded into the queries */
     attn_dtype ot = c->qt != ATTN_DTYPE_F32 && c->qt == c->pt && c->kt_k == c->kt_v ? c->qt : ATTN_DTYPE_F32;
     attn_mm *m = ot != ATTN_DTYPE_F32 ? attn_mm_thread() : NULL;
@@ -423,12 +432,11 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
         float *row = Qg + r * D;
         const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
         for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
-        qs[r] = 0.0f; /* the row's sum (an int8 K's zero points) */
-        for (int64_t c = 0; c < D; c++) qs[r] += row[c];
-        if (qt == ATTN_DTYPE_Q8_0)
+        if (Qq) /* the q8_0 blocks the integer Q K^T reads; the rounded row as floats for every product */
             attn_q8_quantize(row, D, (char *)Qq + (size_t)r * attn_q8_row_bytes(D));
-        else
-            attn_st_round(qt, row, D);
+        attn_st_round(qt, row, D);
+        qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
+        for (int64_t c = 0; c < D; c++) qs[r] += row[c];
     }
 }
 
@@ -450,13 +458,13 @@ static int dec_tbufs_init(dec_tbufs *t, const dec_call *c, int64_t gs) {
     t->packed_b = t->packed_hk = -1;
     t->Qg = calloc((size_t)(gs * c->LR * D), sizeof(float));
     t->qqr = (size_t)R * attn_q8_row_bytes(D);
-    t->Qq = c->qt == ATTN_DTYPE_Q8_0 ? malloc((size_t)gs * t->qqr) : NULL;
+    t->Qq = c->iqk ? malloc((size_t)gs * t->qqr) : NULL;
     t->S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), t->Qs = malloc((size_t)(gs * R) * sizeof(float));
     int kvbuf =
         c->kt_k != ATTN_DTYPE_F32 || c->kt_v != ATTN_DTYPE_F32 || c->conv_k || c->conv_v; /* rounded or converted */
     t->kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + c->d->Dv)) * sizeof(float)) : NULL;
     int gok = !c->gemm || dec_gbufs_init(&t->gb, c, gs);
-    return t->Qg && t->S && t->Qs && (!kvbuf || t->kvb) && (c->qt != ATTN_DTYPE_Q8_0 || t->Qq) && gok;
+    return t->Qg && t->S && t->Qs && (!kvbuf || t->kvb) && (!c->iqk || t->Qq) && gok;
 }
 
 static void dec_tbufs_free(dec_tbufs *t, const dec_call *c) {
@@ -533,6 +541,8 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                   .pt = attn_sem_p_type(d, attn_kv_type(kv, 1)),
                   .conv_k = dec_converts(attn_kv_type(kv, 0), G * Sq),
                   .conv_v = dec_converts(attn_kv_type(kv, 1), G * Sq)};
+    c.iqk = c.qt == ATTN_DTYPE_Q8_0 && (attn_kv_type(kv, 0) == ATTN_DTYPE_Q8_0 || c.R <= DEC_IQK_ROWS);
+    if (c.iqk) c.conv_k = 0; /* the integer Q K^T reads K's codes */
     dec_gemm_plan(&c);
     int64_t R = c.R, LR = c.LR, DvP = c.DvP;
     size_t nitems = dec_items(d, kv, NULL, NULL); /* every (b, hk) key range cut into splits */

@@ -113,14 +113,18 @@ typedef struct attn_kernel_table {
      * (as the storage's store): the block products' operand rows (Q, K, V,
      * a softcap's dS) without a scalar conversion loop */
     void (*store_row)(const float *x, int64_t n, attn_dtype rt, attn_dtype st, void *dst);
-    /* the math modes' Q K^T of q8_0 query blocks (q quantized as a q8_0 cache
-     * stores K, 32 values per block with an f16 scale) against q8_0 key rows,
-     * in integers: S[r * lds + j] = sum over blocks of d_q d_k (q . k), the
-     * int8 dot exact in int32, then scaled and summed in float32 (Q rows
-     * attn_q8_row_bytes(D) apart, K rows ldk elements apart, D a multiple of
-     * 32); prefetch as qk_rows */
+    /* the math modes' Q K^T in integers: q8_0 query blocks (q quantized as
+     * a q8_0 cache stores K, 32 values per block with an f16 scale; rows
+     * attn_q8_row_bytes(D) apart, D a multiple of 32) against key rows of
+     * type kt, each block's exact int32 dot scaled and summed in float32:
+     *   Q8_0        S = sum_b d_q d_k (q . k)
+     *   Q4_0        S = sum_b d_q d_k (q . (code - 8))
+     *   KV_INT8     S = sum_b d_q (q . (code - 128))  (the caller applies the
+     *   KV_INT4     S = sum_b d_q (q . code)           row's scale and zero:
+     *                                                  D a multiple of 64)
+     * (K rows ldk elements apart); prefetch as qk_rows */
     void (*qk_rows_q8)(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre);
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
     /* nb stored rows of n values of a type the products do not read (fp8,
      * int8, int4, q4_0: base/storage.h kernels 0), ld elements apart from
      * src, as float32 rows of n at dst, each exactly as attn_st_load_row
@@ -137,16 +141,18 @@ typedef struct attn_kernel_table {
     const char *math_products;
 } attn_kernel_table;
 
-/* the math_types of the shipped tables: int8 Q K^T for q8_0 caches
- * (qk_rows_q8); and of the avx512-simde test table: every type, the
+/* the math_types of the shipped tables: Q K^T in integers for the q8_0,
+ * q4_0, int8 and int4 caches (qk_rows_q8); and of the avx512-simde test table: every type, the
  * operands rounded as the modes say and multiplied in float32 where no
  * product kernel exists, so that the tests run every rounded path on any
  * host. attn_math_products says which. */
-#define ATTN_MATH_TYPES_Q8 (1u << ATTN_DTYPE_Q8_0)
+#define ATTN_MATH_TYPES_Q8                                                                                             \
+    ((1u << ATTN_DTYPE_Q8_0) | (1u << ATTN_DTYPE_Q4_0) | (1u << ATTN_DTYPE_KV_INT8) | (1u << ATTN_DTYPE_KV_INT4))
 #define ATTN_MATH_TYPES_ALL                                                                                            \
-    ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | (1u << ATTN_DTYPE_Q8_0))
+    ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | ATTN_MATH_TYPES_Q8)
 #define ATTN_MATH_PRODUCTS_Q8                                                                                          \
-    "q8_0 caches: int8 Q K^T (q quantized per block); f16, bf16, float32: strict (no 16-bit product kernels here)"
+    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block); f16, bf16, float32: strict (no "        \
+    "16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 

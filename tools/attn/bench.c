@@ -586,7 +586,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller, mla;
-    int shard, no_single, pass;
+    int shard, no_single, pass, formats;
     int64_t v_head_dim;
     int64_t queries;
     double softcap, min_time, p_drop;
@@ -665,6 +665,8 @@ static const cli_opt bench_table[] = {
     {"--min-time", OPT_F64, O(min_time), 0, 0, 600, NULL, NULL, "seconds to time (alternating rounds)"},
     {"--json", OPT_FLAG, O(json), 0, 0, 0, NULL, NULL, "one JSON line"},
     {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL, "ring attention over the MPI ranks"},
+    {"--formats", OPT_FLAG, O(formats), 0, 0, 0, NULL, NULL,
+     "--decode: one step over the same rows in every KV format, alternating rounds with the read (a table)"},
     {"--pass", OPT_FLAG, O(pass), 0, 0, 0, NULL, NULL,
      "the block products' softmax pass alone (max, exp2, bf16 P): ns and core cycles a score"},
     {"--shard", OPT_FLAG, O(shard), 0, 0, 0, NULL, NULL,
@@ -929,6 +931,12 @@ int cmd_bench(int argc, char **argv) {
                          (attn_dtype)o.kv_dtype, (attn_math)o.math, o.min_time, o.json);
     if (o.mla || o.v_head_dim) {
         cli_error("bench: --mla and --v-head-dim go with --decode");
+        return EXIT_USAGE;
+    }
+    if (o.decode && o.formats)
+        return cli_bench_formats(o.B, o.H, o.Hkv, o.Sk, o.D, o.page, (attn_math)o.math, o.min_time, o.json);
+    if (o.formats) {
+        cli_error("bench: --formats goes with --decode");
         return EXIT_USAGE;
     }
     if (o.decode && o.cascade)

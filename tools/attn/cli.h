@@ -30,6 +30,9 @@ void cli_set_threads(int n);
 
 /* attn bench --pass (bench_pass.c): the block products' softmax pass alone */
 int cli_bench_pass(double min_time, int json);
+/* attn bench --decode --formats (bench_formats.c): one decode step over every KV format, alternating rounds */
+int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_math math,
+                      double min_time, int json);
 
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -3,6 +3,7 @@
  * -ffp-contract=off: every rounding is the one written here, so exp2_row
  * rounds the scaled score before subtracting m on every CPU. */
 #include "../kernels.h"
+#include "base/quant.h"
 #include "../../base/half.h"
 
 #include <math.h>
@@ -349,21 +350,41 @@ static void store_row(const float *x, int64_t n, attn_dtype rt, attn_dtype st, v
 
 /* int8 Q K^T of q8_0 blocks (kernels.h): per block the exact int32 dot
  * times d_q d_k, summed in float32 in block order */
+/* block b (32 values) of a key row of type kt as integers (kernels.h
+ * qk_rows_q8: q8_0 values, int8 codes - 128, int4 codes, q4_0 codes - 8)
+ * into v; returns the block's scale (1 for the row-scaled formats) */
+static float key_block_ints(const unsigned char *k, int64_t D, int64_t b, attn_dtype kt, int32_t *v) {
+    uint16_t h;
+    if (kt == ATTN_DTYPE_Q8_0 || kt == ATTN_DTYPE_Q4_0) {
+        const unsigned char *blk = k + (size_t)b * (kt == ATTN_DTYPE_Q8_0 ? ATTN_Q8_BYTES : ATTN_Q4_BYTES);
+        memcpy(&h, blk, 2);
+        for (int c = 0; c < 32; c++)
+            v[c] = kt == ATTN_DTYPE_Q8_0 ? (int32_t)(int8_t)blk[2 + c]
+                                         : (int32_t)(c < 16 ? blk[2 + c] & 15 : blk[2 + c - 16] >> 4) - 8;
+        return attn_f16_to_f32(h);
+    }
+    for (int c = 0; c < 32; c++)
+        v[c] = kt == ATTN_DTYPE_KV_INT8 ? (int32_t)k[b * 32 + c] - 128 : attn_q4a_code(k, D, b * 32 + c);
+    return 1.0f;
+}
+
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre) {
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
     (void)pre, (void)ldpre, (void)wpre;
-    size_t kr = attn_storage_bytes(ATTN_DTYPE_Q8_0, ldk), qr = attn_q8_row_bytes(D);
+    size_t kr = attn_storage_bytes(kt, ldk), qr = attn_q8_row_bytes(D);
+    int32_t v[32];
     for (int64_t r = 0; r < R; r++)
         for (int64_t j = 0; j < n; j++) {
             const unsigned char *q = (const unsigned char *)Q + (size_t)r * qr,
                                 *k = (const unsigned char *)K + (size_t)j * kr;
             float acc = 0.0f;
-            for (int64_t b = 0; b < D / ATTN_Q8_BLOCK; b++, q += ATTN_Q8_BYTES, k += ATTN_Q8_BYTES) {
+            for (int64_t b = 0; b < D / ATTN_Q8_BLOCK; b++, q += ATTN_Q8_BYTES) {
+                float dk = key_block_ints(k, D, b, kt, v);
                 int32_t dot = 0;
-                for (int c = 0; c < ATTN_Q8_BLOCK; c++) dot += (int32_t)(int8_t)q[2 + c] * (int32_t)(int8_t)k[2 + c];
-                uint16_t hq, hk;
-                memcpy(&hq, q, 2), memcpy(&hk, k, 2);
-                acc += (float)dot * (attn_f16_to_f32(hq) * attn_f16_to_f32(hk));
+                for (int c = 0; c < ATTN_Q8_BLOCK; c++) dot += (int32_t)(int8_t)q[2 + c] * v[c];
+                uint16_t hq;
+                memcpy(&hq, q, 2);
+                acc += (float)dot * (attn_f16_to_f32(hq) * dk);
             }
             S[r * lds + j] = acc;
         }

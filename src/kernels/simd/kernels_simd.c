@@ -8,6 +8,7 @@
  * OS's vector state). Every rounding is as written (-ffp-contract=off). */
 #include "../kernels.h"
 #include "vec.h"
+#include "base/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -421,6 +422,8 @@ INLINE __m256 nib8(const uint8_t *p, int hi) {
 #define KV_E4M3 ATTN_DTYPE_FP8_E4M3
 #define KV_E5M2 ATTN_DTYPE_FP8_E5M2
 #define KV_U8 ATTN_DTYPE_KV_INT8
+#define KV_U4 ATTN_DTYPE_KV_INT4
+#define KV_Q4 ATTN_DTYPE_Q4_0
 
 /* VL codes of a one-byte format from p, as floats */
 INLINE __m256 byte8(const uint8_t *p, int t) {
@@ -817,26 +820,60 @@ INLINE float q8_d(const unsigned char *blk) {
     return half_to_float(h);
 }
 
-/* NR (1..4) query rows against the keys [0, n), blocks [b0, b1) of D: one key
- * a step in address order, one accumulator per row; the rows' block scales
- * come as 8-lane vectors (dqv[u * QB + b - b0]), so each (key, block) costs
- * one scale conversion for all rows and per row a sign, a VPMADDUBSW, a
- * VPMADDWD, a conversion, a product of the scales and an FMA. first: store
- * the sums, else add them to S (blocks past the first chunk). */
+/* Block b (32 values) of key row k of type t as the dot's K operand:
+ * signed values x (q8_0; int8 codes - 128 by flipping the top bit; q4_0
+ * codes - 8) with |x| in *ax, or (int4) the unsigned codes themselves (no
+ * sign trick: |code| <= 15). *dk: the block's scale (q8_0, q4_0) */
+INLINE __m256i key_block(const unsigned char *k, int64_t D, int64_t b, int t, __m256i *ax, __m256 *dk) {
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    __m256i x;
+    if (t == KV_Q8) {
+        const unsigned char *blk = k + (size_t)b * ATTN_Q8_BYTES;
+        x = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        *dk = _mm256_set1_ps(q8_d(blk));
+    } else if (t == KV_Q4) { /* 16 bytes: values 0..15 in the low nibbles, 16..31 in the high */
+        const unsigned char *blk = k + (size_t)b * ATTN_Q4_BYTES;
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
+        x = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+        x = _mm256_sub_epi8(_mm256_and_si256(x, lo4), _mm256_set1_epi8(8));
+        *dk = _mm256_set1_ps(q8_d(blk));
+    } else if (t == KV_U8) {
+        x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(k + b * 32)), _mm256_set1_epi8(-128));
+    } else { /* int4: value e in byte e % (D / 2), low nibble below D / 2 */
+        int64_t e = b * 32, half = D / 2;
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + e % half));
+        return _mm256_and_si256(e < half ? v : _mm256_srli_epi16(v, 4), lo4);
+    }
+    *ax = _mm256_sign_epi8(x, x);
+    return x;
+}
+
+/* NR (1..4) query rows against the keys [0, n), blocks [b0, b1) of D, K of
+ * type t: one key a step in address order, one accumulator per row; the
+ * rows' block scales come as 8-lane vectors (dqv[u * QB + b - b0]), so each
+ * (key, block) costs one K operand for all rows and per row a VPMADDUBSW
+ * (with a sign for the signed formats), a VPMADDWD, a conversion and an FMA
+ * (times the key block's scale for q8_0 / q4_0). first: store the sums, else
+ * add them to S (blocks past the first chunk). */
 #define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
-INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0, int64_t b1, const void *K, size_t kr,
-                    int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int first, int NR) {
+INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0, int64_t b1, int64_t D, const void *K,
+                    size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int first,
+                    int NR, int t) {
+    const __m256i one16 = _mm256_set1_epi16(1);
     for (int64_t j = 0; j < n; j++) {
         const unsigned char *k = (const unsigned char *)K + (size_t)j * kr;
         if (pre) prefetch_bytes((const char *)pre + (size_t)j * pr, pb);
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t b = b0; b < b1; b++) {
-            size_t o = (size_t)b * ATTN_Q8_BYTES;
-            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(k + o + 2)), ax = _mm256_sign_epi8(x, x);
-            __m256 dk = _mm256_set1_ps(q8_d(k + o));
+            __m256i ax = _mm256_setzero_si256();
+            __m256 dk = _mm256_set1_ps(1.0f);
+            __m256i x = key_block(k, D, b, t, &ax, &dk);
             for (int u = 0; u < NR; u++) {
-                __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + o + 2));
-                a[u] = _mm256_fmadd_ps(q8_dot8(ax, x, y), _mm256_mul_ps(dqv[u * QB + b - b0], dk), a[u]);
+                __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
+                __m256 dot = t == KV_U4 ? _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(x, y), one16))
+                                        : q8_dot8(ax, x, y);
+                __m256 sc = t == KV_Q8 || t == KV_Q4 ? _mm256_mul_ps(dqv[u * QB + b - b0], dk) : dqv[u * QB + b - b0];
+                a[u] = _mm256_fmadd_ps(dot, sc, a[u]);
             }
         }
         float s4[4];
@@ -845,10 +882,11 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0
     }
 }
 
-static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre) {
-    size_t kr = attn_storage_bytes(KV_Q8, ldk), qr = attn_q8_row_bytes(D), pr = attn_storage_bytes(KV_Q8, ldpre);
-    int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes(KV_Q8, wpre);
+INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
+    size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
+    int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
     __m256 dqv[4 * QB];
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int nr = R - r0 < 4 ? (int)(R - r0) : 4;
@@ -861,14 +899,24 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
             float *Sr = S + r0 * lds;
             if (nr == 4)
-                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, t);
             else if (nr == 3)
-                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, t);
             else if (nr == 2)
-                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, t);
             else
-                q8_rows(q, dqv, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, t);
         }
+    }
+}
+
+static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
+    switch (kt) {
+    case ATTN_DTYPE_KV_INT8: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8); break;
+    case ATTN_DTYPE_KV_INT4: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4); break;
+    case ATTN_DTYPE_Q4_0: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4); break;
+    default: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8); break;
     }
 }
 

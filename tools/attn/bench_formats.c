@@ -1,0 +1,156 @@
+/* attn bench --decode --formats: one decode step over the same rows stored
+ * in every KV format, timed in alternating rounds within one process with
+ * a plain read of memory: what a smaller cache buys. Per format: the bytes
+ * a step reads (K and V as stored, int8 / int4 pairs included), the step's
+ * time, the step relative to bf16's in the same round (median of the
+ * rounds), and GB/s of its bytes against the read bandwidth measured in the
+ * same round (median of the rounds' ratios). */
+#include "cli.h"
+#include "base/storage.h"
+#include "readbw.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_d);
+    return x[n / 2];
+}
+
+enum { NF = 8, ROUNDS = 64 };
+static const attn_dtype formats[NF] = {ATTN_DTYPE_BF16,    ATTN_DTYPE_F16,  ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_FP8_E4M3,
+                                       ATTN_DTYPE_KV_INT8, ATTN_DTYPE_Q8_0, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
+
+/* the median of reps timed decode steps over cache c */
+static double time_step(attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q, attn_view o, int reps, int *bad) {
+    double t[8];
+    for (int i = 0; i < reps; i++) {
+        double t0 = now();
+        *bad |= attn_kv_cache_attend(c, d, q, o, NULL) != ATTN_OK;
+        t[i] = now() - t0;
+    }
+    return median(t, reps);
+}
+
+static double time_read(const float *p, size_t n, int reps, float *sink) {
+    double t[8];
+    for (int i = 0; i < reps; i++) {
+        double t0 = now();
+        *sink += attn_readbw_sum(p, n);
+        t[i] = now() - t0;
+    }
+    return median(t, reps);
+}
+
+int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_math math,
+                      double min_time, int json) {
+    if (H % Hkv || D % 64) {
+        cli_error("bench --formats: --heads a multiple of --kv-heads, --head-dim a multiple of 64 (every format)");
+        return EXIT_USAGE;
+    }
+    attn_kv_cache *cache[NF] = {0};
+    int64_t chunk = T < 1024 ? T : 1024, *n = calloc((size_t)B, sizeof *n);
+    size_t nr = (size_t)(B * Hkv * chunk * D), bytes[NF], maxb = 0;
+    float *kk = malloc(nr * 4), *vv = malloc(nr * 4), *q = malloc((size_t)(B * H * D) * 4),
+          *o = malloc((size_t)(B * H * D) * 4);
+    uint32_t s = 11u;
+    for (size_t i = 0; kk && vv && i < nr; i++) {
+        s = s * 1664525u + 1013904223u, kk[i] = (float)(s >> 8) / 16777216.0f * 2.0f - 1.0f;
+        s = s * 1664525u + 1013904223u, vv[i] = (float)(s >> 8) / 16777216.0f * 2.0f - 1.0f;
+    }
+    for (size_t i = 0; q && i < (size_t)(B * H * D); i++)
+        s = s * 1664525u + 1013904223u, q[i] = (float)(s >> 8) * 6e-8f;
+    int bad = !kk || !vv || !q || !o || !n;
+    for (int f = 0; f < NF && !bad; f++) {
+        attn_dtype t = formats[f];
+        attn_kv_cache_config cfg = {
+            .batch = B, .kv_heads = Hkv, .capacity = T, .head_dim = D, .v_head_dim = D, .dtype = t, .page_size = page};
+        bad |= attn_kv_cache_create(&cfg, &cache[f]) != ATTN_OK;
+        attn_view vk = {kk, Hkv * chunk * D, chunk * D, D}, vv_ = {vv, Hkv * chunk * D, chunk * D, D};
+        for (int64_t done = 0; done < T && !bad; done += chunk) {
+            for (int64_t b = 0; b < B; b++) n[b] = T - done < chunk ? T - done : chunk;
+            bad |= attn_kv_cache_append(cache[f], n, vk, vv_) != ATTN_OK;
+        }
+        bytes[f] = (size_t)(2 * B * Hkv * T) *
+                   (attn_storage_bytes(t, D) + (attn_storage_of(t)->params == ATTN_ST_ROWPAR ? 8 : 0));
+        maxb = bytes[f] > maxb ? bytes[f] : maxb;
+    }
+    float *rd = bad ? NULL : malloc(maxb), sink = 0.0f;
+    if (bad || !rd) {
+        cli_error("bench --formats: caches of B=%lld Hkv=%lld T=%lld D=%lld: out of memory or refused", (long long)B,
+                  (long long)Hkv, (long long)T, (long long)D);
+        for (int f = 0; f < NF; f++) attn_kv_cache_free(cache[f]);
+        free(kk), free(vv), free(q), free(o), free(n), free(rd);
+        return 1;
+    }
+    for (size_t i = 0; i < maxb / 4; i++) rd[i] = (float)(i & 255);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, B, H, 1, T, D, D);
+    d.Hkv = Hkv, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT, d.math = math, d.Sk = 0;
+    attn_view vq = {q, H * D, D, D}, vo = {o, H * D, D, D};
+    static double tf[NF][ROUNDS], rel[NF][ROUNDS], rr[NF][ROUNDS];
+    int rounds = 0;
+    double end = now() + (min_time > 0 ? min_time : 1.0) * NF;
+    for (int f = 0; f < NF; f++) time_step(cache[f], &d, vq, vo, 1, &bad); /* warm */
+    do { /* a round: each format's step, then the read of the same bytes, in turn */
+        for (int f = 0; f < NF; f++) {
+            tf[f][rounds] = time_step(cache[f], &d, vq, vo, 3, &bad);
+            double tr = time_read(rd, bytes[f] / 4, 3, &sink);
+            rr[f][rounds] = tr / tf[f][rounds]; /* (bytes / t_step) / (bytes / t_read) */
+        }
+        for (int f = 0; f < NF; f++) rel[f][rounds] = tf[f][rounds] / tf[0][rounds];
+        rounds++;
+    } while (!bad && rounds < ROUNDS && (rounds < 3 || now() < end));
+    if (bad) {
+        cli_error("bench --formats: a decode step failed");
+        return 1;
+    }
+    if (!json)
+        printf("decode step over every KV format: B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld math=%s, %d threads, %d rounds "
+               "(%s kernels)\n%-9s %12s %12s %14s %10s %14s\n",
+               (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)D,
+               math == ATTN_MATH_STRICT ? "strict"
+               : math == ATTN_MATH_DATA ? "data"
+                                        : "bf16",
+               omp_get_max_threads(), rounds, attn_kernel_name(), "format", "bytes/step", "ms", "step / bf16", "GB/s",
+               "of the read");
+    for (int f = 0; f < NF; f++) {
+        double lo = tf[f][0], hi = tf[f][0];
+        for (int r = 1; r < rounds; r++) lo = tf[f][r] < lo ? tf[f][r] : lo, hi = tf[f][r] > hi ? tf[f][r] : hi;
+        double ms = median(tf[f], rounds) * 1e3, st = median(rel[f], rounds), ra = median(rr[f], rounds);
+        double gbps = (double)bytes[f] / (ms * 1e-3) * 1e-9;
+        if (json)
+            printf("{\"op\": \"decode-formats\", \"kv_dtype\": \"%s\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": "
+                   "%lld, "
+                   "\"H\": %lld, \"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"threads\": %d, \"rounds\": %d, \"bytes\": "
+                   "%zu, "
+                   "\"ms\": %.4f, \"ms_min\": %.4f, \"ms_max\": %.4f, \"step_to_bf16\": %.3f, \"gbps\": %.2f, "
+                   "\"ratio_to_read\": %.3f}\n",
+                   attn_storage_of(formats[f])->name,
+                   math == ATTN_MATH_STRICT ? "strict"
+                   : math == ATTN_MATH_DATA ? "data"
+                                            : "bf16",
+                   attn_kernel_name(), (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)D,
+                   omp_get_max_threads(), rounds, bytes[f], ms, lo * 1e3, hi * 1e3, st, gbps, ra);
+        else
+            printf("%-9s %12zu %5.2f (%4.1f-%4.1f) %8.3f %10.1f %14.3f\n", attn_storage_of(formats[f])->name, bytes[f],
+                   ms, lo * 1e3, hi * 1e3, st, gbps, ra);
+    }
+    for (int f = 0; f < NF; f++) attn_kv_cache_free(cache[f]);
+    free(kk), free(vv), free(q), free(o), free(n), free(rd);
+    return sink == 12345.0f; /* keeps the reads */
+}
