@@ -23,17 +23,6 @@
 #include <unistd.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct sg_ctx {
     int n;
     float *a, *b, *c;
@@ -114,40 +103,40 @@ static int time_pair(int (*fa)(void *), void *a, double work_a, int (*fb)(void *
     static double ts[256], tg[256];
     double rt[16];
     int ns = 0, ng = 0, rounds = 0;
-    double start = now(), slice = min_time / 4.0;
+    double start = cli_now(), slice = min_time / 4.0;
     do {
         double t1, rs[64], rg[64];
         int ks = 0, kg = 0;
         if (fa(a)) return 1;
-        double t0 = now();
+        double t0 = cli_now();
         do {
-            t1 = now();
+            t1 = cli_now();
             if (fa(a)) return 1;
-            rs[ks++] = now() - t1;
-        } while (ks < 64 && (ks < 2 || now() - t0 < slice));
+            rs[ks++] = cli_now() - t1;
+        } while (ks < 64 && (ks < 2 || cli_now() - t0 < slice));
         if (fb) {
             fb(b);
-            t0 = now();
+            t0 = cli_now();
             do {
-                t1 = now();
+                t1 = cli_now();
                 fb(b);
-                rg[kg++] = now() - t1;
-            } while (kg < 64 && (kg < 2 || now() - t0 < slice));
+                rg[kg++] = cli_now() - t1;
+            } while (kg < 64 && (kg < 2 || cli_now() - t0 < slice));
         }
-        qsort(rs, (size_t)ks, sizeof rs[0], cmp_d);
+        qsort(rs, (size_t)ks, sizeof rs[0], cli_cmp_double);
         for (int i = 0; i < ks && ns < 256; i++) ts[ns++] = rs[i];
         if (kg) {
-            qsort(rg, (size_t)kg, sizeof rg[0], cmp_d);
+            qsort(rg, (size_t)kg, sizeof rg[0], cli_cmp_double);
             for (int i = 0; i < kg && ng < 256; i++) tg[ng++] = rg[i];
             rt[rounds] = (work_a / rs[ks / 2]) / (work_b / rg[kg / 2]);
         } else {
             rt[rounds] = 0.0;
         }
         rounds++;
-    } while (rounds < 16 && (rounds < 2 || now() - start < min_time));
-    qsort(ts, (size_t)ns, sizeof ts[0], cmp_d);
-    qsort(tg, (size_t)ng, sizeof tg[0], cmp_d);
-    qsort(rt, (size_t)rounds, sizeof rt[0], cmp_d);
+    } while (rounds < 16 && (rounds < 2 || cli_now() - start < min_time));
+    qsort(ts, (size_t)ns, sizeof ts[0], cli_cmp_double);
+    qsort(tg, (size_t)ng, sizeof tg[0], cli_cmp_double);
+    qsort(rt, (size_t)rounds, sizeof rt[0], cli_cmp_double);
     res->ta = ts[ns / 2], res->tb = ng ? tg[ng / 2] : 0.0, res->ratio = rt[rounds / 2], res->reps = ns;
     return 0;
 }

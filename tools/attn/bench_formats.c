@@ -15,19 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_d);
+    qsort(x, (size_t)n, sizeof *x, cli_cmp_double);
     return x[n / 2];
 }
 
@@ -39,9 +28,9 @@ static const attn_dtype formats[NF] = {ATTN_DTYPE_BF16,    ATTN_DTYPE_F16,  ATTN
 static double time_step(attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q, attn_view o, int reps, int *bad) {
     double t[8];
     for (int i = 0; i < reps; i++) {
-        double t0 = now();
+        double t0 = cli_now();
         *bad |= attn_kv_cache_attend(c, d, q, o, NULL) != ATTN_OK;
-        t[i] = now() - t0;
+        t[i] = cli_now() - t0;
     }
     return median(t, reps);
 }
@@ -49,9 +38,9 @@ static double time_step(attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q, 
 static double time_read(const float *p, size_t n, int reps, float *sink) {
     double t[8];
     for (int i = 0; i < reps; i++) {
-        double t0 = now();
+        double t0 = cli_now();
         *sink += attn_readbw_sum(p, n);
-        t[i] = now() - t0;
+        t[i] = cli_now() - t0;
     }
     return median(t, reps);
 }
@@ -104,7 +93,7 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
     attn_view vq = {q, H * D, D, D}, vo = {o, H * D, D, D};
     static double tf[NF][ROUNDS], rel[NF][ROUNDS], rr[NF][ROUNDS];
     int rounds = 0;
-    double end = now() + (min_time > 0 ? min_time : 1.0) * NF;
+    double end = cli_now() + (min_time > 0 ? min_time : 1.0) * NF;
     for (int f = 0; f < NF; f++) time_step(cache[f], &d, vq, vo, 1, &bad); /* warm */
     do { /* a round: each format's step, then the read of the same bytes, in turn */
         for (int f = 0; f < NF; f++) {
@@ -114,7 +103,7 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
         }
         for (int f = 0; f < NF; f++) rel[f][rounds] = tf[f][rounds] / tf[0][rounds];
         rounds++;
-    } while (!bad && rounds < ROUNDS && (rounds < 3 || now() < end));
+    } while (!bad && rounds < ROUNDS && (rounds < 3 || cli_now() < end));
     if (bad) {
         cli_error("bench --formats: a decode step failed");
         return 1;

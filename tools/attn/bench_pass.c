@@ -14,31 +14,20 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* this core's clock in GHz over n dependent adds (one a cycle); 0 where not measured */
 static double core_ghz(uint64_t n) {
 #if defined(__x86_64__)
     uint64_t x = 0;
-    double t0 = now();
+    double t0 = cli_now();
     for (uint64_t i = 0; i < n; i += 8)
         __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
                          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
                          : "+r"(x));
-    return (double)n / (now() - t0) * 1e-9;
+    return (double)n / (cli_now() - t0) * 1e-9;
 #else
     (void)n;
     return 0.0;
 #endif
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int cli_bench_pass(double min_time, int json) {
@@ -57,9 +46,9 @@ int cli_bench_pass(double min_time, int json) {
      * times its clock (this VM's speed drifts: the median of the rounds' products) */
     double ts[64], cy[64], gh[64], sink = 0.0;
     int n = 0;
-    double t_end = now() + (min_time > 0 ? min_time : 1.0);
+    double t_end = cli_now() + (min_time > 0 ? min_time : 1.0);
     do { /* each rep: fresh statistics, one max pass and one exponential pass a row */
-        double t0 = now();
+        double t0 = cli_now();
         for (int rep = 0; rep < 16; rep++)
             for (int r = 0; r < BRP; r++) {
                 float m = -INFINITY, l = 0.0f;
@@ -67,14 +56,14 @@ int cli_bench_pass(double min_time, int json) {
                                       ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, P + r * BCP);
                 sink += l;
             }
-        ts[n] = (now() - t0) / (16.0 * BRP * BCP);
+        ts[n] = (cli_now() - t0) / (16.0 * BRP * BCP);
         gh[n] = core_ghz(4000000);
         cy[n] = ts[n] * 1e9 * gh[n];
         n++;
-    } while (n < 64 && (n < 5 || now() < t_end));
-    qsort(ts, (size_t)n, sizeof ts[0], cmp_d);
-    qsort(cy, (size_t)n, sizeof cy[0], cmp_d);
-    qsort(gh, (size_t)n, sizeof gh[0], cmp_d);
+    } while (n < 64 && (n < 5 || cli_now() < t_end));
+    qsort(ts, (size_t)n, sizeof ts[0], cli_cmp_double);
+    qsort(cy, (size_t)n, sizeof cy[0], cli_cmp_double);
+    qsort(gh, (size_t)n, sizeof gh[0], cli_cmp_double);
     double ghz = gh[n / 2], ns = ts[n / 2] * 1e9, cyc = cy[n / 2];
     if (json)
         printf("{\"op\": \"pass\", \"kernels\": \"%s\", \"lanes\": %d, \"tile\": [%d, %d], \"p_type\": \"bf16\", "

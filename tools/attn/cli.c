@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -86,4 +87,15 @@ int cli_output_is_input(const char *cmd, const char *out, const char *opt, const
     if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) return 0;
     cli_error("%s: --output '%s' is the same file as %s '%s': refusing to replace an input", cmd, out, opt, in);
     return 1;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cli_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }

@@ -25,6 +25,9 @@ int cli_read_float(const attn_st_file *f, const char *file, const char *name, in
  * and other spellings included): an --output that would replace an input.
  * Prints "CMD: --output 'out' is the same file as OPT 'in' ..." then. */
 int cli_output_is_input(const char *cmd, const char *out, const char *opt, const char *in);
+/* A monotonic clock in seconds; qsort's comparison of doubles (ascending). */
+double cli_now(void);
+int cli_cmp_double(const void *a, const void *b);
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 

@@ -39,12 +39,6 @@ typedef struct model {
     float *h0, *a, *h1, *logits, *dlogits, *dh1, *dh0;
 } model;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Sequences of length T + 1 = 2n + 1; inputs are the first T tokens. */
 static void sample(attn_generator *g, int64_t B, int64_t n, int *seq) {
     int64_t L = 2 * n + 1;
@@ -265,7 +259,7 @@ int cmd_train(int argc, char **argv) {
            "AdamW lr=%g, batch %lld\n",
            (long long)n, (long long)C, (long long)H, lr, (long long)B);
     fflush(stdout);
-    double t0 = now(), ema = 0.0;
+    double t0 = cli_now(), ema = 0.0;
     int64_t step;
     for (step = 1; step <= steps; step++) {
         double loss;
@@ -284,7 +278,7 @@ int cmd_train(int argc, char **argv) {
             double acc, vloss;
             attn_generator vg = val_g; /* the same validation sequences every time */
             if ((st = evaluate(&m, &vg, 512, &acc, &vloss))) goto done;
-            double el = now() - t0;
+            double el = cli_now() - t0;
             if (tty)
                 printf("\rstep %5lld/%lld  loss %.4f  val acc %.4f  %.0f steps/s  %.1fs ", (long long)step,
                        (long long)steps, ema, acc, (double)step / el, el);
@@ -304,7 +298,7 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     printf("trained %lld steps in %.1fs; held-out loss %.4f on 4096 sequences\n",
-           (long long)(step > steps ? steps : step), now() - t0, tloss);
+           (long long)(step > steps ? steps : step), cli_now() - t0, tloss);
     if (save) {
         if ((st = save_model(&m, save))) {
             cli_error("cannot write '%s': %s", save, attn_status_string(st));
