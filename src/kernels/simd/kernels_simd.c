@@ -382,18 +382,19 @@ INLINE __m256i u8x8(const uint8_t *p) {
     return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(w));
 }
 
-/* e4m3fn without denormal arithmetic (an operand assist costs ~100 cycles on
- * some cores): normals by moving the 7 magnitude bits to float32's exponent /
- * mantissa and rebiasing the exponent (7 -> 127), subnormals (exponent 0)
- * as mantissa 2^-9 from the integer; S.1111.111 NaN; the sign */
+/* e4m3fn through F16C: the 7 magnitude bits placed in an IEEE half's
+ * exponent (4 of its 5 bits) and mantissa (3 of its 10) give the value
+ * times 2^-8 exactly, normals and subnormals alike (no denormal
+ * arithmetic: the half's subnormal is converted exactly), so one product by
+ * 256 restores it; S.1111.111 is NaN (all bits set); the sign */
 INLINE __m256 e4m3x8(const uint8_t *p) {
-    __m256i c = u8x8(p), m = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
-    __m256 a = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(m, 20), _mm256_set1_epi32(120 << 23)));
-    __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1p-9f)); /* m < 8 there: exact */
-    a = _mm256_blendv_ps(a, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), m)));
-    a = _mm256_blendv_ps(a, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7f))));
-    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    return _mm256_or_ps(a, _mm256_castsi256_ps(sign));
+    int64_t w;
+    memcpy(&w, p, 8);
+    __m128i c = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(w)), m = _mm_and_si128(c, _mm_set1_epi16(0x7f));
+    __m128i h = _mm_or_si128(_mm_slli_epi16(m, 7), _mm_and_si128(_mm_slli_epi16(c, 8), _mm_set1_epi16((short)0x8000)));
+    __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    __m256i nan = _mm256_cvtepi16_epi32(_mm_cmpeq_epi16(m, _mm_set1_epi16(0x7f)));
+    return _mm256_or_ps(f, _mm256_castsi256_ps(nan));
 }
 
 /* e5m2: the high byte of an IEEE half */
