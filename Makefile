@@ -14,7 +14,7 @@ endif
 
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build demo test clean install format fuzz examples plots
+.PHONY: all deps configure build demo test clean install format fuzz fuzz-long examples plots
 
 all: build
 
@@ -66,6 +66,14 @@ fuzz:
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_safetensors
 	@mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
 	./build-fuzz/tests/fuzz_safetensors build-fuzz/corpus -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10
+
+# The differential fuzzer on every kernel table and on oneDNN's products,
+# FUZZ_LONG_SEEDS seeds (fresh ones unless given) FUZZ_LONG_SECONDS each: the
+# budget a release runs (docs/ERRORS.md).
+FUZZ_LONG_SECONDS ?= 200
+FUZZ_LONG_SEEDS ?= random random random
+fuzz-long: build
+	@sh scripts/fuzz-long.sh $(BUILD) "$(FUZZ_LONG_SEEDS)" $(FUZZ_LONG_SECONDS)
 
 clean:
 	rm -rf build build-san build-fuzz

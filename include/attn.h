@@ -86,6 +86,15 @@ typedef enum attn_status {
 /* A short static English description of a status; never NULL. */
 ATTN_API const char *attn_status_string(attn_status s);
 
+/* What the calling thread's most recent refusal was about, in one line that
+ * names the argument, its value and what was expected ("kv_indices[0] = 99
+ * is not a page of k_pages (16 pages)"), or "" when the call that failed
+ * gave none. Set by the call that returns the status; the SDPA, block, KV
+ * cache, pages, merge, layer and safetensors entry points clear it when they
+ * start, so after a refusal it is that call's and after a success it is "";
+ * other calls leave it as it was. Per thread; never NULL. */
+ATTN_API const char *attn_last_error(void);
+
 /* ------------------------------------------------------------------------ */
 /* PyTorch-compatible randomness                                             */
 /* ------------------------------------------------------------------------ */

@@ -85,7 +85,17 @@ attn_status attn_flash_block_stats(const attn_sdpa_desc *d, attn_view q, attn_vi
 attn_status attn_flash_block_backward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                       const float *m, const float *l, const float *t, attn_view dq, attn_view dk,
                                       attn_view dv);
+/* The calling thread's error detail (attn.h, attn_last_error): attn_fail
+ * writes it (printf-style: the argument, its value, what was expected) and
+ * returns st; attn_err_clear empties it at an entry point's start. */
+attn_status attn_fail(attn_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void attn_err_clear(void);
 /* Validation shared by every SDPA entry point (src/base/sdpa_check.c, below
  * both the reference and the fused path). */
 attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out, int need_v);
+/* fp8 scales (what: "k_scale"): none, or len 1 or Hkv values, finite and > 0 */
+attn_status attn_scales_check(const char *what, const float *sc, int64_t len, int64_t Hkv);
+/* queries over stored keys (over: "the cache", "the pages"): float32, no
+ * dropout, no lengths of their own, the storage's Hkv (or 0), D and Dv */
+attn_status attn_kv_query_check(const attn_sdpa_desc *d, int64_t Hkv, int64_t D, int64_t Dv, const char *over);
 #endif

@@ -29,13 +29,15 @@
  * (every storage type, NHD and HND, page sizes 1 .. 70, any query count),
  * against the reference on the values stored.
  *
- * usage: fuzz_paths [--seconds N] [--seed S] [--cases N] [--case C] [-v]
- * A failing case prints the command that runs it alone. */
+ * usage: fuzz_paths [--seconds N] [--seed S|random] [--cases N] [--case C] [-v]
+ * --seed random draws a fresh seed (the clock and the process id) and prints
+ * it first; a failing case prints the command that runs it alone. */
 #include "base/half.h"
 #include "base/sem.h"
 #include "base/storage.h"
 
 #include <math.h>
+#include <unistd.h>
 #include <omp.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1044,12 +1046,24 @@ static void run_case(uint64_t seed, uint64_t cas) {
     prob_free(&p);
 }
 
+/* a seed no run before is likely to have had: the clock's nanoseconds and the process id, mixed, below 2^31
+ * (short to type in a reproducer) */
+static uint64_t fresh_seed(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t x = (uint64_t)t.tv_sec * 1000000007ull ^ (uint64_t)t.tv_nsec ^ (uint64_t)getpid() << 20;
+    x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33;
+    return x % 2147483647ull + 1;
+}
+
 int main(int argc, char **argv) {
     double seconds = 20;
     uint64_t seed = 1, one = UINT64_MAX, cases = UINT64_MAX;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc && !strcmp(argv[i + 1], "random"))
+            seed = fresh_seed(), i++, printf("fuzz_paths: fresh seed %llu\n", (unsigned long long)seed);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--case") && i + 1 < argc)
@@ -1059,7 +1073,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
         else {
-            fprintf(stderr, "usage: fuzz_paths [--seconds N] [--seed S] [--cases N] [--case C] [-v]\n");
+            fprintf(stderr, "usage: fuzz_paths [--seconds N] [--seed S|random] [--cases N] [--case C] [-v]\n");
             return 2;
         }
     }
@@ -1079,8 +1093,10 @@ int main(int argc, char **argv) {
             run_case(seed, c);
             if (failures >= 20) break;
         }
-        printf("fuzz_paths: seed %llu, %llu cases, kernels %s\n", (unsigned long long)seed, (unsigned long long)c,
-               attn_kernel_name());
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double el = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+        printf("fuzz_paths: seed %llu, %llu cases in %.1f s (%.0f a second), kernels %s\n", (unsigned long long)seed,
+               (unsigned long long)c, el, el > 0 ? (double)c / el : 0.0, attn_kernel_name());
         printf("%llu passed, %d failed\n", (unsigned long long)c - (unsigned long long)failed_cases, failed_cases);
         return failures ? 1 : 0;
     }

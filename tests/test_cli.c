@@ -552,9 +552,11 @@ static void test_data_errors(void) {
     /* data errors: exit 1 */
     snprintf(a, sizeof a, "run sa_v2 --weights %s/sa_v2_0.weights.safetensors --input missing.safetensors", golden);
     expect_fail("missing input file", a, 1, "missing.safetensors");
+    expect_fail("missing input file: the library's detail", a, 1, "No such file or directory");
     write_file("cli_garbage.safetensors", "this is not a safetensors file at all");
     snprintf(a, sizeof a, "run sa_v2 --weights cli_garbage.safetensors --input %s/sa_v2_0.io.safetensors", golden);
     expect_fail("garbage weights", a, 1, "malformed");
+    expect_fail("garbage weights: the library's detail", a, 1, "not a safetensors file");
     snprintf(a, sizeof a, "run sa_v2 --weights %s/simple_2.weights.safetensors --input %s/sa_v2_0.io.safetensors",
              golden, golden);
     expect_fail("missing tensor", a, 1, "missing tensor 'W_query.weight'");

@@ -21,7 +21,7 @@ from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
            "math_products", "math_rounds", "kernel_name", "release_cached_memory", "load_safetensors",
-           "save_safetensors", "LAYER_KINDS", "paged_attention", "paged_append", "merge_states"]
+           "save_safetensors", "LAYER_KINDS", "KV_DTYPES", "paged_attention", "paged_append", "merge_states"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")
@@ -39,6 +39,10 @@ def version():
     return lib.attn_version().decode()
 
 
+# the storage types of a KV cache and of pages
+KV_DTYPES = ("f32", "f16", "bf16", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q4_0")
+
+
 def kernel_name():
     """The SIMD kernels the fused path runs on this CPU ("avx2" or "generic")."""
     return lib.attn_kernel_name().decode()
@@ -51,10 +55,11 @@ def math_products():
 
 def math_rounds(kv_dtype):
     """True when those kernels compute math='data' / 'bf16' rounded products
-    for K and V stored as kv_dtype ('f32', 'f16', 'bf16', 'q8_0'); False: the
-    modes run as 'strict' for that type."""
-    if kv_dtype not in ("f32", "f16", "bf16", "q8_0"):
-        raise ValueError("kv_dtype must be 'f32', 'f16', 'bf16' or 'q8_0', got %r" % (kv_dtype,))
+    for K and V stored as kv_dtype (one of KV_DTYPES: 'f32', 'f16', 'bf16',
+    'q8_0', 'fp8_e4m3', 'fp8_e5m2', 'int8', 'int4', 'q4_0'); False: the modes
+    run as 'strict' for that type."""
+    if kv_dtype not in KV_DTYPES:
+        raise ValueError("kv_dtype must be one of %s, got %r" % (", ".join(repr(t) for t in KV_DTYPES), kv_dtype))
     return bool(lib.attn_math_rounds(_capi.DTYPE[kv_dtype]))
 
 
@@ -72,6 +77,9 @@ def _check(st, what, detail=None):
         raise LibattnError(st, "%s: ATTN_ISA=%s cannot be honoured: %s (kernels here: %s)" % (
             what, os.environ.get("ATTN_ISA"), lib.attn_status_string(st).decode(), kernel_name()))
     msg = "%s: %s" % (what, lib.attn_status_string(st).decode())
+    said = lib.attn_last_error().decode()  # the library's own line: the argument, its value, what it expected
+    if said:
+        msg += ": " + said
     if detail:
         msg += " (%s)" % detail
     if st in (_capi.E_SHAPE, _capi.E_INVALID, _capi.E_CONTEXT, _capi.E_OVERFLOW, _capi.E_NOT_FOUND,
@@ -909,10 +917,9 @@ class KVCache(_Owned):
 
     def __init__(self, batch, kv_heads, capacity, head_dim, v_head_dim=None, *, dtype="f32", page_size=0,
                  num_pages=0, v_dtype=None, k_scale=None, v_scale=None):
-        kinds = ("f32", "f16", "bf16", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q4_0")
         for name, t in (("dtype", dtype), ("v_dtype", v_dtype if v_dtype is not None else dtype)):
-            if t not in kinds:
-                raise TypeError("KV cache %s must be one of %s, got %r" % (name, ", ".join(kinds), t))
+            if t not in KV_DTYPES:
+                raise TypeError("KV cache %s must be one of %s, got %r" % (name, ", ".join(KV_DTYPES), t))
         cfg = _capi.KVCacheConfig(int(batch), int(kv_heads), int(capacity), int(head_dim),
                                   int(v_head_dim or head_dim), _capi.DTYPE[dtype], int(page_size), int(num_pages),
                                   _capi.DTYPE[v_dtype if v_dtype is not None else dtype])

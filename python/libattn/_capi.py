@@ -114,6 +114,7 @@ _FUNCS = {
     "attn_math_rounds": (c_int, [c_int]),
     "attn_abi_size": (ctypes.c_size_t, [ctypes.c_char_p]),
     "attn_status_string": (ctypes.c_char_p, [c_int]),
+    "attn_last_error": (ctypes.c_char_p, []),
     "attn_kernel_name": (ctypes.c_char_p, []),
     "attn_kernel_status": (c_int, []),
     "attn_release_cached_memory": (None, []),

@@ -156,9 +156,11 @@ def test_bad_input():
     q = np.zeros((2, 1, 32), np.float32)
     bad = indices.copy()
     bad[0] = 99
-    with pytest.raises(ValueError):  # E_INVALID: the caller's arrays
+    # E_INVALID: the caller's arrays; the message names the entry and its value (attn_last_error)
+    with pytest.raises(ValueError, match=r"kv_indices\[0\] = 99 is not a page of the pool \(num_pages = %d\)"
+                       % kp.shape[0]):
         libattn.paged_attention(q, kp, vp, indptr, bad, last)
-    with pytest.raises(ValueError):  # E_INVALID: the caller's arrays
+    with pytest.raises(ValueError, match=r"kv_indptr\[2\] = 2 is below kv_indptr\[1\] = 3"):
         libattn.paged_attention(q, kp, vp, np.array([0, 3, 2], np.int32), indices, last)
     with pytest.raises(ValueError):  # E_INVALID: the caller's arrays
         libattn.paged_attention(q, kp, vp, indptr, indices, np.array([0, 3], np.int32))
@@ -167,7 +169,8 @@ def test_bad_input():
     with pytest.raises(TypeError):
         libattn.paged_attention(q, kp, vp, indptr, indices, last, kv_dtype="fp8_e4m3")  # fp8 pages are uint8
     before = kp.copy()
-    with pytest.raises(ValueError):  # E_INVALID: the caller's arrays
+    with pytest.raises(ValueError, match=r"slot_mapping\[0\] = %d is past the pool's %d slots"
+                       % (kp.shape[0] * 4, kp.shape[0] * 4)):
         libattn.paged_append(np.ones((1, 1, 32), np.float32), np.ones((1, 1, 32), np.float32), kp, vp,
                              np.array([kp.shape[0] * 4]))
     np.testing.assert_array_equal(kp, before)  # nothing written

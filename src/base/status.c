@@ -1,5 +1,22 @@
-/* Version and status strings. */
+/* Version and status strings, and the calling thread's error detail. */
 #include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char detail[384];
+
+const char *attn_last_error(void) { return detail; }
+
+void attn_err_clear(void) { detail[0] = 0; }
+
+attn_status attn_fail(attn_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    return st;
+}
 
 const char *attn_version(void) { return ATTN_VERSION_STRING; }
 int attn_version_number(void) { return ATTN_VERSION_NUMBER; }

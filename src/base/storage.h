@@ -113,6 +113,12 @@ static inline const attn_storage *attn_storage_of(attn_dtype t) {
     return (int)t >= 0 && t <= ATTN_DTYPE_Q4_0 && types[t].name ? &types[t] : NULL;
 }
 
+/* a storage type's name ("q8_0"), or "?" for any other value */
+static inline const char *attn_storage_name(attn_dtype t) {
+    const attn_storage *s = attn_storage_of(t);
+    return s ? s->name : "?";
+}
+
 /* A stored row of n elements as float32 (n: the row's whole length, which
  * int4's element order depends on): the loaded values, times par[0] for
  * fp8, fmaf(q, par[0], par[1]) for int8 / int4 (par: the row's scale and

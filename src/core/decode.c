@@ -169,6 +169,24 @@ static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, f
     }
 }
 
+/* May the block's int8 / int4 rows keep their folded products (K: scale
+ * (q . codes) + zero sum(q); V: P scale times the codes, plus sum P zero),
+ * or must they be converted to their values first, as the reference reads
+ * them? The folded forms meet an infinity or a cancellation of huge terms
+ * where the stored values' products may not (q = inf against code 0 gives
+ * inf 0 = NaN, the value's q zero does not), so they stand only while every
+ * query value is finite and no term can come near float's range: with A =
+ * 255 |scale| + |zero| a row's bound on its values' terms, K needs D qmax A
+ * and V nb 2^11 A (P <= 2^11, online.h) under 1e30. qmax: the largest |q| of
+ * the group's rows (NaN fails), n: the row's width. */
+static int dec_fold_ok(const float *par, int64_t pld, int64_t nb, float lim) {
+    for (int64_t j = 0; j < nb; j++) {
+        float a = 255.0f * fabsf(par[2 * j * pld]) + fabsf(par[2 * j * pld + 1]);
+        if (!(a <= lim)) return 0;
+    }
+    return 1;
+}
+
 /* A shard's block of keys (local j0 .. at global positions from g0) as a
  * block of the global problem d: local key j is global j + ks (ks = g0 -
  * j0), so the rule (causal, window, chunks, ALiBi, lengths, the padding
@@ -199,8 +217,8 @@ static int dec_converts(attn_dtype t, int64_t R) {
  * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
  * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
  * DEC_PF rows ahead in their own stream. */
-static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, const float *qs, float *S, float *pm,
-                         int64_t j0, int64_t pf_hk, int64_t pf_j, float *kvb) {
+static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf, const void *Qq, const float *qs,
+                         float qmax, float *S, float *pm, int64_t j0, int64_t pf_hk, int64_t pf_j, float *kvb) {
     const attn_sdpa_desc *d = c->d;
     const attn_kernel_table *kt = c->kt;
     const attn_kv_src *kv = c->kv;
@@ -237,12 +255,21 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
     }
     float tmp[2];
     int64_t pld;
-    if (c->conv_k) { /* converted a block at a time (dec_converts): the rows' values */
+    int conv_k = c->conv_k, conv_v = c->conv_v, iqk = c->iqk; /* dec_fold_ok: special values read as values */
+    if (!conv_k && attn_storage_of(kk)->params == ATTN_ST_ROWPAR) {
+        const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
+        if (!dec_fold_ok(par, pld, nb, 1e30f / ((float)D * qmax))) conv_k = 1, iqk = 0;
+    }
+    if (!conv_v && attn_storage_of(kvv)->params == ATTN_ST_ROWPAR) {
+        const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
+        if (!dec_fold_ok(par, pld, nb, 1e30f / (2048.0f * (float)nb))) conv_v = 1;
+    }
+    if (conv_k) { /* converted a block at a time (dec_converts): the rows' values */
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
         kt->kv_rows(K, ldk, nb, D, kk, par, pld, kvb);
         K = kvb, ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
     }
-    if (c->conv_v) {
+    if (conv_v) {
         const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
         kt->kv_rows(V, ldv, nb, Dv, kvv, par, pld, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
@@ -255,16 +282,16 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const void *Qg, 
         dec_round_rows(c, V, ldv, nb, Dv, c->kt_v, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL;
     }
-    if (c->iqk) /* a math mode on an integer K: Qq holds q8_0 blocks (dec_pack_q) */
-        kt->qk_rows_q8(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
+    if (iqk) /* a math mode on an integer K: Qq holds q8_0 blocks (dec_pack_q) */
+        kt->qk_rows_q8(Qq, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else if (kk != ATTN_DTYPE_F32)
-        kt->qk_rows_x(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
+        kt->qk_rows_x(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
-        kt->qk_rows(Qg, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
+        kt->qk_rows(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
     if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) { /* int8 codes: the rows' (scale, zero) */
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
         /* int8 codes in integers: the dot was taken with code - 128 (qk_rows_q8) */
-        dec_scores_rowpar(par, pld, R, nb, qs, c->iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f, S);
+        dec_scores_rowpar(par, pld, R, nb, qs, iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f, S);
     }
     attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
@@ -422,11 +449,12 @@ static void dec_gemm_plan(dec_call *c) {
 }
 
 /* The group's R query rows of (b, hk) into Qg (qmul folded in; 16-bit
- * queries converted; rounded to qt, the math mode's Q operand type) and, for
- * a q8_0 qt, quantized into q8_0 blocks at Qq too (rows attn_q8_row_bytes(D)
- * apart: the int8 Q K^T's operand) */
+ * queries converted; rounded to qt, the math mode's Q operand type) and,
+ * given Qq, quantized into q8_0 blocks there too (rows attn_q8_row_bytes(D)
+ * apart: the int8 Q K^T's operand); each row's sum into qs, the largest |q|
+ * of the rows into *qmax (from 0) */
 static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul,
-                       attn_dtype qt, float *Qg, void *Qq, float *qs) {
+                       attn_dtype qt, float *Qg, void *Qq, float *qs, float *qmax) {
     int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
     for (int64_t r = 0; r < R; r++) {
         float *row = Qg + r * D;
@@ -437,6 +465,10 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
         attn_st_round(qt, row, D);
         qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
         for (int64_t c = 0; c < D; c++) qs[r] += row[c];
+        for (int64_t c = 0; c < D; c++) { /* the rows' largest |q|, NaN once any is (dec_fold_ok) */
+            float a = fabsf(row[c]);
+            *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
+        }
     }
 }
 
@@ -445,7 +477,7 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
  * a block's scores, converted rows, the block products' blocks, and which
  * heads' queries are packed */
 typedef struct dec_tbufs {
-    float *Qg, *S, *Qs, *kvb;
+    float *Qg, *S, *Qs, *kvb, *qmax; /* qmax: each head's largest |q| (dec_pack_q) */
     char *Qq;
     size_t qqr; /* a head's q8_0 query rows */
     dec_gbufs gb;
@@ -460,15 +492,18 @@ static int dec_tbufs_init(dec_tbufs *t, const dec_call *c, int64_t gs) {
     t->qqr = (size_t)R * attn_q8_row_bytes(D);
     t->Qq = c->iqk ? malloc((size_t)gs * t->qqr) : NULL;
     t->S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), t->Qs = malloc((size_t)(gs * R) * sizeof(float));
-    int kvbuf =
-        c->kt_k != ATTN_DTYPE_F32 || c->kt_v != ATTN_DTYPE_F32 || c->conv_k || c->conv_v; /* rounded or converted */
+    t->qmax = malloc((size_t)gs * sizeof(float));
+    /* rounded or converted rows; int8 / int4 rows are converted where their folded products may not stand */
+    int kvbuf = c->kt_k != ATTN_DTYPE_F32 || c->kt_v != ATTN_DTYPE_F32 || c->conv_k || c->conv_v ||
+                attn_storage_of(attn_kv_type(c->kv, 0))->params == ATTN_ST_ROWPAR ||
+                attn_storage_of(attn_kv_type(c->kv, 1))->params == ATTN_ST_ROWPAR;
     t->kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + c->d->Dv)) * sizeof(float)) : NULL;
     int gok = !c->gemm || dec_gbufs_init(&t->gb, c, gs);
-    return t->Qg && t->S && t->Qs && (!kvbuf || t->kvb) && (!c->iqk || t->Qq) && gok;
+    return t->Qg && t->S && t->Qs && t->qmax && (!kvbuf || t->kvb) && (!c->iqk || t->Qq) && gok;
 }
 
 static void dec_tbufs_free(dec_tbufs *t, const dec_call *c) {
-    free(t->Qg), free(t->Qq), free(t->S), free(t->Qs), free(t->kvb);
+    free(t->Qg), free(t->Qq), free(t->S), free(t->Qs), free(t->kvb), free(t->qmax);
     if (c->gemm) dec_gbufs_free(&t->gb);
 }
 
@@ -489,8 +524,9 @@ static attn_status dec_group(const dec_call *c, attn_view q, float qmul, const d
             float par[2] = {1.0f, 0.0f}; /* fp8 K: the head's scale, folded into its queries */
             if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c->conv_k)
                 attn_kv_par(kv, 0, it0->b, it0->hk + h, 0, par);
+            t->qmax[h] = 0.0f;
             dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul * par[0], c->qt, t->Qg + h * LR * D,
-                       t->Qq ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R);
+                       t->Qq ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R, &t->qmax[h]);
             if (c->gemm && c->mt != ATTN_DTYPE_Q8_0) /* the queries as oneDNN's operand */
                 c->kt->store_row(t->Qg + h * LR * D, LR * D, ATTN_DTYPE_F32, c->mt,
                                  t->gb.Q + attn_storage_bytes(c->mt, h * LR * D));
@@ -513,8 +549,8 @@ static attn_status dec_group(const dec_call *c, attn_view q, float qmul, const d
             }
             /* prefetch the next head's block, or the next block */
             int64_t pf_hk = it0->hk + (h + 1) % gs, pf_j = h + 1 < gs ? j0 : j0 + nb;
-            const void *qop = t->Qq ? (const void *)(t->Qq + (size_t)h * t->qqr) : (const void *)(t->Qg + h * LR * D);
-            nb = dec_block(c, &items[grp[h]], qop, t->Qs + h * R, t->S, pm, j0, pf_hk, pf_j, t->kvb);
+            nb = dec_block(c, &items[grp[h]], t->Qg + h * LR * D, t->Qq ? t->Qq + (size_t)h * t->qqr : NULL,
+                           t->Qs + h * R, t->qmax[h], t->S, pm, j0, pf_hk, pf_j, t->kvb);
         }
         j0 += nb;
     }

@@ -32,13 +32,31 @@ struct attn_kv_cache {
 
 static int paged(const attn_kv_cache *c) { return c->cfg.page_size > 0; }
 
+#define LL(x) ((long long)(x))
+
+/* a NULL cache, or a sequence index (what: its argument) out of range */
+static attn_status seq_fail(const attn_kv_cache *c, const char *what, int64_t b) {
+    if (!c) return attn_fail(ATTN_E_INVALID, "the cache is NULL");
+    return attn_fail(ATTN_E_INVALID, "%s = %lld is not a sequence of the cache (batch = %lld)", what, LL(b),
+                     LL(c->cfg.batch));
+}
+
+/* the descriptor of queries over the cache: the cache's B, Hkv, D and Dv */
+static attn_status attend_check(const attn_kv_cache *c, const attn_sdpa_desc *d) {
+    if (!c || !d) return attn_fail(ATTN_E_INVALID, "%s is NULL", c ? "the descriptor" : "the cache");
+    attn_status st = attn_kv_query_check(d, c->cfg.kv_heads, c->cfg.head_dim, c->Dv, "the cache");
+    if (st) return st;
+    if (d->B != c->cfg.batch)
+        return attn_fail(ATTN_E_SHAPE, "B = %lld: the cache holds batch = %lld sequences", LL(d->B),
+                         LL(c->cfg.batch));
+    return ATTN_OK;
+}
+
 /* an fp8 scale array (len 1 or Hkv, finite, > 0) copied into the cache's
  * own (one: into one, else a new array into *many); NULL: none given */
-static attn_status scales_copy(const float *sc, int64_t len, int64_t Hkv, float *one, float **many) {
-    if (!sc) return ATTN_OK;
-    if (len != 1 && len != Hkv) return ATTN_E_SHAPE;
-    for (int64_t h = 0; h < len; h++)
-        if (!(sc[h] > 0.0f) || !isfinite(sc[h])) return ATTN_E_INVALID;
+static attn_status scales_copy(const char *what, const float *sc, int64_t len, int64_t Hkv, float *one, float **many) {
+    attn_status st = attn_scales_check(what, sc, len, Hkv);
+    if (!sc || st) return st;
     if (len == 1) {
         one[0] = sc[0];
         return ATTN_OK;
@@ -60,21 +78,33 @@ static void store_scales(attn_kv_cache *kc) {
 }
 
 attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache **out) {
-    if (!cfg || !out) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!cfg || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", cfg ? "out" : "the config");
     *out = NULL;
     attn_kv_cache_config c = *cfg;
     if (c.dtype == ATTN_DTYPE_INVALID) c.dtype = ATTN_DTYPE_F32;
     if (c.v_dtype == ATTN_DTYPE_INVALID) c.v_dtype = c.dtype;
     const attn_storage *type = attn_storage_of(c.dtype), *vtype = attn_storage_of(c.v_dtype);
-    if (!type || !vtype) return ATTN_E_UNSUPPORTED;
+    if (!type || !vtype)
+        return attn_fail(ATTN_E_UNSUPPORTED, "%s = %d is not a KV storage type", type ? "v_dtype" : "dtype",
+                         (int)(type ? c.v_dtype : c.dtype));
     if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
     if (c.batch < 1 || c.kv_heads < 1 || c.capacity < 1 || c.head_dim < 1 || c.v_head_dim < 1 || c.page_size < 0 ||
         c.num_pages < 0)
-        return ATTN_E_SHAPE;
-    if (c.head_dim % type->block || c.v_head_dim % vtype->block) return ATTN_E_SHAPE; /* rows of whole blocks */
+        return attn_fail(ATTN_E_SHAPE,
+                         "batch = %lld, kv_heads = %lld, capacity = %lld, head_dim = %lld, v_head_dim = %lld, "
+                         "page_size = %lld, num_pages = %lld: the first five >= 1, the pages' >= 0 expected",
+                         LL(c.batch), LL(c.kv_heads), LL(c.capacity), LL(c.head_dim), LL(c.v_head_dim),
+                         LL(c.page_size), LL(c.num_pages));
+    if (c.head_dim % type->block || c.v_head_dim % vtype->block) /* rows of whole blocks */
+        return attn_fail(ATTN_E_SHAPE, "%s = %lld: %s rows hold whole blocks of %lld values",
+                         c.head_dim % type->block ? "head_dim" : "v_head_dim",
+                         LL(c.head_dim % type->block ? c.head_dim : c.v_head_dim),
+                         c.head_dim % type->block ? type->name : vtype->name,
+                         LL(c.head_dim % type->block ? type->block : vtype->block));
     if (c.batch > INT32_MAX || c.kv_heads > INT32_MAX || c.capacity > INT32_MAX || c.head_dim > INT32_MAX ||
         c.v_head_dim > INT32_MAX)
-        return ATTN_E_SHAPE;
+        return attn_fail(ATTN_E_SHAPE, "a size of the config over 2^31 - 1");
     attn_kv_cache *kc = calloc(1, sizeof *kc);
     if (!kc) return ATTN_E_NOMEM;
     kc->cfg = c;
@@ -102,8 +132,8 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     /* int8 / int4: a pair per row; fp8: the scales */
     if (!st && type->params == ATTN_ST_ROWPAR && !(kc->kpar = malloc(tokens * 2 * sizeof(float)))) st = ATTN_E_NOMEM;
     if (!st && vtype->params == ATTN_ST_ROWPAR && !(kc->vpar = malloc(tokens * 2 * sizeof(float)))) st = ATTN_E_NOMEM;
-    if (!st) st = scales_copy(c.k_scale, c.k_scale_len, c.kv_heads, kc->kscale, &kc->kscales);
-    if (!st) st = scales_copy(c.v_scale, c.v_scale_len, c.kv_heads, kc->vscale, &kc->vscales);
+    if (!st) st = scales_copy("k_scale", c.k_scale, c.k_scale_len, c.kv_heads, kc->kscale, &kc->kscales);
+    if (!st) st = scales_copy("v_scale", c.v_scale, c.v_scale_len, c.kv_heads, kc->vscale, &kc->vscales);
     if (!st && paged(kc)) {
         size_t nt;
         if (attn_mul_size((size_t)c.batch, (size_t)kc->max_pages, &nt)) st = ATTN_E_OVERFLOW;
@@ -206,15 +236,18 @@ static void page_copy_tail(attn_kv_cache *c, int64_t b, int32_t old) {
 }
 
 attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k, attn_view v) {
-    if (!c || !n) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!c || !n) return attn_fail(ATTN_E_INVALID, "%s is NULL", c ? "n" : "the cache");
     int64_t B = c->cfg.batch, need = 0, any = 0;
     for (int64_t b = 0; b < B; b++) { /* validate everything before changing anything */
-        if (n[b] < 0) return ATTN_E_SHAPE;
-        if (n[b] > c->cfg.capacity - c->len[b]) return ATTN_E_CONTEXT;
+        if (n[b] < 0) return attn_fail(ATTN_E_SHAPE, "n[%lld] = %lld tokens: >= 0 expected", LL(b), LL(n[b]));
+        if (n[b] > c->cfg.capacity - c->len[b])
+            return attn_fail(ATTN_E_CONTEXT, "n[%lld] = %lld tokens after %lld: past the capacity of %lld", LL(b),
+                             LL(n[b]), LL(c->len[b]), LL(c->cfg.capacity));
         if (paged(c)) need += pages_for(c, c->len[b] + n[b]) - pages_for(c, c->len[b]);
         any |= n[b] > 0;
     }
-    if (any && (!k.data || !v.data)) return ATTN_E_INVALID;
+    if (any && (!k.data || !v.data)) return attn_fail(ATTN_E_INVALID, "%s has no data (NULL)", k.data ? "v" : "k");
     /* copies of shared last pages: as many as the sequences appending into one, but
      * none for the last of them when every holder appends (it keeps the page) */
     for (int64_t b = 0; b < B; b++) {
@@ -225,7 +258,9 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
             if (n[t] > 0 && shared_tail(c, t) == p) writers++, first = t < first ? t : first;
         if (first == b) need += writers - (writers == c->refs[p]);
     }
-    if (need > c->nfree) return ATTN_E_NOMEM;
+    if (need > c->nfree)
+        return attn_fail(ATTN_E_NOMEM, "the append needs %lld pages; %lld of num_pages = %lld are free", LL(need),
+                         LL(c->nfree), LL(c->npages));
     for (int64_t b = 0; b < B; b++) {
         int32_t shared = n[b] > 0 ? shared_tail(c, b) : -1;
         if (shared >= 0) page_copy_tail(c, b, shared);
@@ -245,8 +280,10 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const int64_t *n, attn_view k
 }
 
 attn_status attn_kv_cache_trim(attn_kv_cache *c, int64_t b, int64_t len) {
-    if (!c || b < 0 || b >= c->cfg.batch) return ATTN_E_INVALID;
-    if (len < 0 || len > c->len[b]) return ATTN_E_SHAPE;
+    attn_err_clear();
+    if (!c || b < 0 || b >= c->cfg.batch) return seq_fail(c, "b", b);
+    if (len < 0 || len > c->len[b])
+        return attn_fail(ATTN_E_SHAPE, "len = %lld: 0 .. the sequence's %lld tokens expected", LL(len), LL(c->len[b]));
     if (paged(c))
         for (int64_t p = pages_for(c, len); p < pages_for(c, c->len[b]); p++) {
             page_drop(c, c->table[b * c->max_pages + p]);
@@ -257,7 +294,9 @@ attn_status attn_kv_cache_trim(attn_kv_cache *c, int64_t b, int64_t len) {
 }
 
 attn_status attn_kv_cache_fork(attn_kv_cache *c, int64_t src, int64_t dst) {
-    if (!c || src < 0 || src >= c->cfg.batch || dst < 0 || dst >= c->cfg.batch) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!c || src < 0 || src >= c->cfg.batch) return seq_fail(c, "src", src);
+    if (dst < 0 || dst >= c->cfg.batch) return seq_fail(c, "dst", dst);
     if (src == dst) return ATTN_OK;
     attn_kv_cache_trim(c, dst, 0); /* dst's own tokens go first */
     int64_t len = c->len[src];
@@ -285,14 +324,19 @@ attn_status attn_kv_cache_fork(attn_kv_cache *c, int64_t src, int64_t dst) {
 }
 
 attn_status attn_kv_cache_reset(attn_kv_cache *c, int64_t b) {
-    if (!c || b < -1 || b >= c->cfg.batch) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!c || b < -1 || b >= c->cfg.batch) return seq_fail(c, "b", b);
     for (int64_t s = b < 0 ? 0 : b; s < (b < 0 ? c->cfg.batch : b + 1); s++) attn_kv_cache_trim(c, s, 0);
     return ATTN_OK;
 }
 
 attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t j, float *k, float *v) {
-    if (!c || b < 0 || b >= c->cfg.batch || hk < 0 || hk >= c->cfg.kv_heads) return ATTN_E_INVALID;
-    if (j < 0 || j >= c->len[b]) return ATTN_E_SHAPE;
+    attn_err_clear();
+    if (!c || b < 0 || b >= c->cfg.batch) return seq_fail(c, "b", b);
+    if (hk < 0 || hk >= c->cfg.kv_heads)
+        return attn_fail(ATTN_E_INVALID, "hk = %lld is not a kv head (kv_heads = %lld)", LL(hk), LL(c->cfg.kv_heads));
+    if (j < 0 || j >= c->len[b])
+        return attn_fail(ATTN_E_SHAPE, "j = %lld: sequence %lld holds %lld tokens", LL(j), LL(b), LL(c->len[b]));
     if (k) attn_kv_load(&c->store, 0, b, hk, j, k);
     if (v) attn_kv_load(&c->store, 1, b, hk, j, v);
     return ATTN_OK;
@@ -300,12 +344,9 @@ attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t hk, in
 
 attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *din, attn_view q, attn_view out,
                                  float *lse) {
-    if (!c || !din) return ATTN_E_INVALID;
-    if (din->dropout) return ATTN_E_UNSUPPORTED;
-    if (din->seqlens_k || (din->Hkv != 0 && din->Hkv != c->cfg.kv_heads)) return ATTN_E_INVALID;
-    if (attn_sem_is_block(din)) return ATTN_E_INVALID;        /* the cache's keys are the whole problem */
-    if (attn_is16(din->qkv_dtype)) return ATTN_E_UNSUPPORTED; /* queries over a cache are float32 */
-    if (din->B != c->cfg.batch || din->D != c->cfg.head_dim || din->Dv != c->Dv) return ATTN_E_SHAPE;
+    attn_err_clear();
+    attn_status st = attend_check(c, din);
+    if (st) return st;
     int64_t Sk = 0;
     for (int64_t b = 0; b < c->cfg.batch; b++) Sk = c->len[b] > Sk ? c->len[b] : Sk;
     attn_sdpa_desc d = *din;
@@ -321,32 +362,38 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, const attn_sdpa_desc *d
         kv_k = (attn_view){q.data, d.Hkv * T * d.D, T * d.D, d.D},
         kv_v = (attn_view){q.data, d.Hkv * T * d.Dv, T * d.Dv, d.Dv};
     }
-    attn_status st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
+    st = attn_sdpa_check(&d, q, kv_k, kv_v, out, 1);
     return st != ATTN_OK ? st : attn_attend(&d, q, &c->store, out, lse);
 }
 
 attn_status attn_kv_cache_attend_at(const attn_kv_cache *c, const attn_sdpa_desc *din, const attn_kv_positions *pos,
                                     attn_view q, attn_view out, float *lse) {
-    if (!c || !din || !pos || !pos->global_len) return ATTN_E_INVALID;
-    if (din->dropout) return ATTN_E_UNSUPPORTED;
-    if (din->seqlens_k || (din->Hkv != 0 && din->Hkv != c->cfg.kv_heads) || attn_sem_is_block(din))
-        return ATTN_E_INVALID;
-    if (attn_is16(din->qkv_dtype) || din->Sq > ATTN_DECODE_MAX_SQ || din->impl == ATTN_IMPL_REF)
-        return ATTN_E_UNSUPPORTED; /* decode's rows only */
-    if (din->B != c->cfg.batch || din->D != c->cfg.head_dim || din->Dv != c->Dv) return ATTN_E_SHAPE;
-    if (pos->block < 1 || pos->stride < pos->block || pos->offset < 0) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!pos || !pos->global_len) return attn_fail(ATTN_E_INVALID, "%s is NULL", pos ? "pos->global_len" : "pos");
+    attn_status st = attend_check(c, din);
+    if (st) return st;
+    if (din->Sq > ATTN_DECODE_MAX_SQ || din->impl == ATTN_IMPL_REF) /* decode's rows only */
+        return attn_fail(ATTN_E_UNSUPPORTED, "Sq = %lld%s over strided positions: decode's up to %d rows, not REF",
+                         LL(din->Sq), din->impl == ATTN_IMPL_REF ? " with impl REF" : "", ATTN_DECODE_MAX_SQ);
+    if (pos->block < 1 || pos->stride < pos->block || pos->offset < 0)
+        return attn_fail(ATTN_E_INVALID, "pos block = %lld, stride = %lld, offset = %lld: block >= 1, stride >= block, "
+                                         "offset >= 0 expected",
+                         LL(pos->block), LL(pos->stride), LL(pos->offset));
     attn_kv_src src = c->store;
     src.map_len = c->len, src.map_block = pos->block, src.map_stride = pos->stride, src.map_off = pos->offset;
     int64_t Sk = 0;
     for (int64_t b = 0; b < c->cfg.batch; b++) { /* every local key inside its sequence */
-        if (pos->global_len[b] < 0) return ATTN_E_INVALID;
-        if (c->len[b] > 0 && attn_kv_src_global(&src, c->len[b] - 1) >= pos->global_len[b]) return ATTN_E_INVALID;
+        if (pos->global_len[b] < 0 ||
+            (c->len[b] > 0 && attn_kv_src_global(&src, c->len[b] - 1) >= pos->global_len[b]))
+            return attn_fail(ATTN_E_INVALID, "pos->global_len[%lld] = %lld does not hold the %lld local keys' positions",
+                             LL(b), LL(pos->global_len[b]), LL(c->len[b]));
         Sk = pos->global_len[b] > Sk ? pos->global_len[b] : Sk;
     }
-    if (din->Sk != 0 && din->Sk != Sk) return ATTN_E_SHAPE;
+    if (din->Sk != 0 && din->Sk != Sk)
+        return attn_fail(ATTN_E_SHAPE, "Sk = %lld: 0 or the longest global_len, %lld, expected", LL(din->Sk), LL(Sk));
     attn_sdpa_desc d = *din;
     d.Hkv = c->cfg.kv_heads, d.Sk = Sk, d.seqlens_k = pos->global_len, d.seqlens_k_dtype = ATTN_DTYPE_I64;
     attn_view kk = {q.data, d.Hkv * Sk * d.D, Sk * d.D, d.D}, kv = {q.data, d.Hkv * Sk * d.Dv, Sk * d.Dv, d.Dv};
-    attn_status st = attn_sdpa_check(&d, q, kk, kv, out, 1); /* stand-in views of the global keys (not read) */
+    st = attn_sdpa_check(&d, q, kk, kv, out, 1); /* stand-in views of the global keys (not read) */
     return st != ATTN_OK ? st : attn_attend(&d, q, &src, out, lse);
 }

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LL(x) ((long long)(x))
+
 /* element strides (page, token, kv head) of rows of dim elements: the
  * caller's, or the layout's packed ones when all three are 0 */
 static void page_strides(const attn_paged_kv *kv, int64_t dim, const int64_t *given, int64_t *s) {
@@ -30,52 +32,70 @@ static void page_strides(const attn_paged_kv *kv, int64_t dim, const int64_t *gi
 /* V's type (v_dtype, or K's) */
 static attn_dtype v_type(const attn_paged_kv *kv) { return kv->v_dtype ? kv->v_dtype : kv->dtype; }
 
-/* the scales of fp8 pages: none, or len 1 or Hkv values, finite and > 0 */
-static attn_status scale_check(const float *sc, int64_t len, int64_t Hkv) {
-    if (!sc) return ATTN_OK;
-    if (len != 1 && len != Hkv) return ATTN_E_SHAPE;
-    for (int64_t h = 0; h < len; h++)
-        if (!(sc[h] > 0.0f) || !isfinite(sc[h])) return ATTN_E_INVALID;
-    return ATTN_OK;
-}
-
 /* the (scale, zero) pairs of int8 / int4 pages: given when the type needs
  * them, strides in pairs (the caller's, or the layout's packed ones) */
-static attn_status params_check(const attn_paged_kv *kv, attn_dtype t, const float *par, const int64_t *given,
+static attn_status params_check(const char *what, const attn_paged_kv *kv, attn_dtype t, const float *par,
+                                const int64_t *given,
                                 int64_t *ps) {
     if (attn_storage_of(t)->params != ATTN_ST_ROWPAR) return ATTN_OK;
-    if (kv->num_pages > 0 && !par) return ATTN_E_INVALID;
+    if (kv->num_pages > 0 && !par)
+        return attn_fail(ATTN_E_INVALID, "%s is NULL: %s pages need their (scale, zero) pairs", what,
+                         attn_storage_name(t));
     page_strides(kv, 1, given, ps);
-    return ps[0] < 1 || ps[1] < 1 || ps[2] < 1 ? ATTN_E_SHAPE : ATTN_OK;
+    if (ps[0] < 1 || ps[1] < 1 || ps[2] < 1)
+        return attn_fail(ATTN_E_SHAPE, "%s strides (%lld, %lld, %lld): each >= 1 expected", what, LL(ps[0]),
+                         LL(ps[1]), LL(ps[2]));
+    return ATTN_OK;
 }
 
 /* the pages themselves (not the table): types, sizes, strides, scales */
 static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t vs[3], int64_t kps[3], int64_t vps[3]) {
-    if (!kv) return ATTN_E_INVALID;
+    if (!kv) return attn_fail(ATTN_E_INVALID, "kv (the pages) is NULL");
     const attn_storage *tk = attn_storage_of(kv->dtype), *tv = attn_storage_of(v_type(kv));
-    if (!tk || !tv) return ATTN_E_UNSUPPORTED;
-    if (!kv->v_pages && v_type(kv) != kv->dtype) return ATTN_E_INVALID;             /* MLA: V is in the K rows */
-    if (!kv->v_pages && kv->dtype == ATTN_DTYPE_KV_INT4) return ATTN_E_UNSUPPORTED; /* its order needs the row's D */
-    if (kv->layout != ATTN_KV_NHD && kv->layout != ATTN_KV_HND) return ATTN_E_INVALID;
-    if (kv->num_pages < 0 || kv->page_size < 1 || kv->Hkv < 1 || kv->D < 1 || kv->Dv < 1) return ATTN_E_SHAPE;
-    if (kv->num_pages > 0 && !kv->k_pages) return ATTN_E_INVALID;
+    if (!tk || !tv)
+        return attn_fail(ATTN_E_UNSUPPORTED, "%s = %d is not a KV storage type", tk ? "v_dtype" : "dtype",
+                         (int)(tk ? v_type(kv) : kv->dtype));
+    if (!kv->v_pages && v_type(kv) != kv->dtype) /* MLA: V is in the K rows */
+        return attn_fail(ATTN_E_INVALID, "v_dtype = %s without v_pages: V is read from the K rows (dtype %s)",
+                         attn_storage_name(v_type(kv)), attn_storage_name(kv->dtype));
+    if (!kv->v_pages && kv->dtype == ATTN_DTYPE_KV_INT4) /* its order needs the row's D */
+        return attn_fail(ATTN_E_UNSUPPORTED, "int4 pages without v_pages (V within the K rows)");
+    if (kv->layout != ATTN_KV_NHD && kv->layout != ATTN_KV_HND)
+        return attn_fail(ATTN_E_INVALID, "layout = %d: ATTN_KV_NHD or ATTN_KV_HND expected", (int)kv->layout);
+    if (kv->num_pages < 0 || kv->page_size < 1 || kv->Hkv < 1 || kv->D < 1 || kv->Dv < 1)
+        return attn_fail(ATTN_E_SHAPE,
+                         "num_pages = %lld, page_size = %lld, Hkv = %lld, D = %lld, Dv = %lld: num_pages >= 0, the "
+                         "others >= 1 expected",
+                         LL(kv->num_pages), LL(kv->page_size), LL(kv->Hkv), LL(kv->D), LL(kv->Dv));
+    if (kv->num_pages > 0 && !kv->k_pages)
+        return attn_fail(ATTN_E_INVALID, "k_pages is NULL with num_pages = %lld", LL(kv->num_pages));
     page_strides(kv, kv->D, kv->k_strides, ks);
     if (!kv->v_pages) { /* MLA: V is the first Dv values of each K row */
-        if (kv->Dv > kv->D) return ATTN_E_SHAPE;
+        if (kv->Dv > kv->D)
+            return attn_fail(ATTN_E_SHAPE, "Dv = %lld > D = %lld without v_pages (V is the first Dv of each K row)",
+                             LL(kv->Dv), LL(kv->D));
         memcpy(vs, ks, 3 * sizeof *vs);
     } else {
         page_strides(kv, kv->Dv, kv->v_strides, vs);
     }
     for (int t = 0; t < 3; t++)
-        if (ks[t] < 1 || vs[t] < 1) return ATTN_E_SHAPE;
+        if (ks[t] < 1 || vs[t] < 1)
+            return attn_fail(ATTN_E_SHAPE, "%s_strides[%d] = %lld: strides are >= 1", ks[t] < 1 ? "k" : "v", t,
+                             LL(ks[t] < 1 ? ks[t] : vs[t]));
     /* block types (q8_0, q4_0, int4): whole blocks, rows and strides in blocks */
-    if (kv->D % tk->block || kv->Dv % tv->block) return ATTN_E_SHAPE;
+    if (kv->D % tk->block || kv->Dv % tv->block)
+        return attn_fail(ATTN_E_SHAPE, "D = %lld, Dv = %lld: %s rows hold whole blocks of %lld values", LL(kv->D),
+                         LL(kv->Dv), attn_storage_name(kv->D % tk->block ? kv->dtype : v_type(kv)),
+                         LL(kv->D % tk->block ? tk->block : tv->block));
     for (int t = 0; t < 3; t++)
-        if (ks[t] % tk->block || vs[t] % tv->block) return ATTN_E_SHAPE;
-    attn_status st = scale_check(kv->k_scale, kv->k_scale_len, kv->Hkv);
-    if (!st) st = scale_check(kv->v_pages ? kv->v_scale : NULL, kv->v_scale_len, kv->Hkv);
-    if (!st) st = params_check(kv, kv->dtype, kv->k_params, kv->kp_strides, kps);
-    if (!st && kv->v_pages) st = params_check(kv, v_type(kv), kv->v_params, kv->vp_strides, vps);
+        if (ks[t] % tk->block || vs[t] % tv->block)
+            return attn_fail(ATTN_E_SHAPE, "%s_strides[%d] = %lld: a multiple of the %lld-value block expected",
+                             ks[t] % tk->block ? "k" : "v", t, LL(ks[t] % tk->block ? ks[t] : vs[t]),
+                             LL(ks[t] % tk->block ? tk->block : tv->block));
+    attn_status st = attn_scales_check("k_scale", kv->k_scale, kv->k_scale_len, kv->Hkv);
+    if (!st) st = attn_scales_check("v_scale", kv->v_pages ? kv->v_scale : NULL, kv->v_scale_len, kv->Hkv);
+    if (!st) st = params_check("k_params", kv, kv->dtype, kv->k_params, kv->kp_strides, kps);
+    if (!st && kv->v_pages) st = params_check("v_params", kv, v_type(kv), kv->v_params, kv->vp_strides, vps);
     if (!st && !kv->v_pages) memcpy(vps, kps, 3 * sizeof *vps); /* MLA: V's pairs are K's */
     return st;
 }
@@ -83,18 +103,26 @@ static attn_status pages_check(const attn_paged_kv *kv, int64_t ks[3], int64_t v
 /* the page table of B sequences: each one's length into len, the longest into *Sk */
 static attn_status table_check(const attn_paged_kv *kv, int64_t B, int64_t *len, int64_t *Sk) {
     const int32_t *ip = kv->kv_indptr, *last = kv->kv_last_page_len;
-    if (!ip || !last || ip[0] != 0) return ATTN_E_INVALID;
+    if (!ip || !last) return attn_fail(ATTN_E_INVALID, "%s is NULL", ip ? "kv_last_page_len" : "kv_indptr");
+    if (ip[0] != 0) return attn_fail(ATTN_E_INVALID, "kv_indptr[0] = %d: the table starts at 0", ip[0]);
     *Sk = 0;
     for (int64_t b = 0; b < B; b++) {
         int64_t n = (int64_t)ip[b + 1] - ip[b], lp = last[b];
-        if (n < 0) return ATTN_E_INVALID;
-        if (n == 0 ? lp != 0 : lp < 1 || lp > kv->page_size) return ATTN_E_INVALID;
+        if (n < 0)
+            return attn_fail(ATTN_E_INVALID, "kv_indptr[%lld] = %d is below kv_indptr[%lld] = %d", LL(b + 1),
+                             ip[b + 1], LL(b), ip[b]);
+        if (n == 0 ? lp != 0 : lp < 1 || lp > kv->page_size)
+            return attn_fail(ATTN_E_INVALID, "kv_last_page_len[%lld] = %lld: %s", LL(b), LL(lp),
+                             n == 0 ? "0 expected for a sequence of no pages" : "1 .. page_size expected");
         len[b] = n ? (n - 1) * kv->page_size + lp : 0;
         *Sk = len[b] > *Sk ? len[b] : *Sk;
     }
-    if (ip[B] > 0 && !kv->kv_indices) return ATTN_E_INVALID;
+    if (ip[B] > 0 && !kv->kv_indices)
+        return attn_fail(ATTN_E_INVALID, "kv_indices is NULL with kv_indptr[B] = %d pages", ip[B]);
     for (int64_t i = 0; i < ip[B]; i++)
-        if (kv->kv_indices[i] < 0 || kv->kv_indices[i] >= kv->num_pages) return ATTN_E_INVALID;
+        if (kv->kv_indices[i] < 0 || kv->kv_indices[i] >= kv->num_pages)
+            return attn_fail(ATTN_E_INVALID, "kv_indices[%lld] = %d is not a page of the pool (num_pages = %lld)",
+                             LL(i), kv->kv_indices[i], LL(kv->num_pages));
     return ATTN_OK;
 }
 
@@ -114,14 +142,14 @@ static attn_status attend_pages(const attn_sdpa_desc *din, attn_view q, const at
 
 attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const attn_paged_kv *kv,
                                  const int32_t *qo_indptr, attn_view out, float *lse) {
-    if (!d || !kv) return ATTN_E_INVALID;
-    if (d->dropout) return ATTN_E_UNSUPPORTED;
-    if (d->seqlens_k || d->cu_seqlens_q || d->cu_seqlens_k || attn_sem_is_block(d)) return ATTN_E_INVALID;
-    if (attn_is16(d->qkv_dtype)) return ATTN_E_UNSUPPORTED; /* queries over pages are float32, as over a cache */
-    if ((d->Hkv != 0 && d->Hkv != kv->Hkv) || d->D != kv->D || d->Dv != kv->Dv || d->B < 0) return ATTN_E_SHAPE;
+    attn_err_clear();
+    if (!d || !kv) return attn_fail(ATTN_E_INVALID, "%s is NULL", d ? "kv" : "the descriptor");
+    attn_status st = attn_kv_query_check(d, kv->Hkv, kv->D, kv->Dv, "the pages");
+    if (st) return st;
+    if (d->B < 0) return attn_fail(ATTN_E_SHAPE, "B = %lld sequences: >= 0 expected", LL(d->B));
     attn_kv_src src = {.dtype = kv->dtype, .Hkv = kv->Hkv, .D = kv->D, .Dv = kv->Dv, .page_size = kv->page_size};
     src.vtype = v_type(kv);
-    attn_status st = pages_check(kv, src.ks, src.vs, src.kps, src.vps);
+    st = pages_check(kv, src.ks, src.vs, src.kps, src.vps);
     if (st) return st;
     /* scales and pairs; MLA: V's are K's */
     src.kscale = kv->k_scale, src.nks = kv->k_scale_len, src.kpar = kv->k_params;
@@ -132,9 +160,13 @@ attn_status attn_paged_attention(const attn_sdpa_desc *d, attn_view q, const att
     if (!len) return ATTN_E_NOMEM;
     st = table_check(kv, B, len, &Sk);
     if (!st && qo_indptr) { /* packed queries: from 0, non-decreasing, every row of q */
-        if (qo_indptr[0] != 0 || qo_indptr[B] != d->Sq) st = ATTN_E_INVALID;
+        if (qo_indptr[0] != 0 || qo_indptr[B] != d->Sq)
+            st = attn_fail(ATTN_E_INVALID, "qo_indptr runs %d .. %d: from 0 to Sq = %lld expected", qo_indptr[0],
+                           qo_indptr[B], LL(d->Sq));
         for (int64_t b = 0; !st && b < B; b++)
-            if (qo_indptr[b + 1] < qo_indptr[b]) st = ATTN_E_INVALID;
+            if (qo_indptr[b + 1] < qo_indptr[b])
+                st = attn_fail(ATTN_E_INVALID, "qo_indptr[%lld] = %d is below qo_indptr[%lld] = %d", LL(b + 1),
+                               qo_indptr[b + 1], LL(b), qo_indptr[b]);
     }
     /* never read where no row is: a non-NULL stand-in keeps the storage route */
     src.pool_k = kv->k_pages ? kv->k_pages : (const void *)kv;
@@ -191,13 +223,20 @@ static void row_write(const attn_paged_kv *kv, int is_v, int64_t page, int64_t o
 attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k, const float *v,
                               const int64_t *slot_mapping) {
     int64_t ks[3], vs[3], kps[3] = {0}, vps[3] = {0};
+    attn_err_clear();
     attn_status st = pages_check(kv, ks, vs, kps, vps);
     if (st) return st;
-    if (T < 0) return ATTN_E_SHAPE;
-    if (T > 0 && (!k || (!v && kv->v_pages) || !slot_mapping)) return ATTN_E_INVALID;
+    if (T < 0) return attn_fail(ATTN_E_SHAPE, "T = %lld tokens: >= 0 expected", LL(T));
+    if (T > 0 && (!k || (!v && kv->v_pages) || !slot_mapping))
+        return attn_fail(ATTN_E_INVALID, "%s is NULL with T = %lld", !k ? "k" : !slot_mapping ? "slot_mapping" : "v",
+                         LL(T));
     int64_t nslots = kv->num_pages * kv->page_size;
     for (int64_t t = 0; t < T; t++) /* every slot checked before anything is written */
-        if (slot_mapping[t] >= nslots) return ATTN_E_INVALID;
+        if (slot_mapping[t] >= nslots)
+            return attn_fail(ATTN_E_INVALID,
+                             "slot_mapping[%lld] = %lld is past the pool's %lld slots (num_pages x page_size); < 0 "
+                             "skips a token",
+                             LL(t), LL(slot_mapping[t]), LL(nslots));
     int64_t H = kv->Hkv;
     for (int64_t t = 0; t < T; t++) {
         int64_t slot = slot_mapping[t];
@@ -214,8 +253,10 @@ attn_status attn_paged_append(const attn_paged_kv *kv, int64_t T, const float *k
 
 attn_status attn_merge_states(int64_t n, int64_t Dv, const float *out_a, const float *lse_a, const float *out_b,
                               const float *lse_b, float *out, float *lse) {
-    if (n < 0 || Dv < 0) return ATTN_E_SHAPE;
-    if (n > 0 && (!out_a || !lse_a || !out_b || !lse_b || !out || !lse)) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (n < 0 || Dv < 0) return attn_fail(ATTN_E_SHAPE, "n = %lld, Dv = %lld: >= 0 expected", LL(n), LL(Dv));
+    if (n > 0 && (!out_a || !lse_a || !out_b || !lse_b || !out || !lse))
+        return attn_fail(ATTN_E_INVALID, "a NULL state with n = %lld rows", LL(n));
     for (int64_t r = 0; r < n; r++) {
         double la = lse_a[r], lb = lse_b[r], m = la > lb ? la : lb;
         const float *a = out_a + r * Dv, *b = out_b + r * Dv;

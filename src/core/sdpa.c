@@ -91,10 +91,23 @@ static attn_sdpa_desc resolve_math(const attn_sdpa_desc *d, attn_dtype kdt, attn
     return e;
 }
 
+/* a math mode with dropout (a mode rounds P; dropout rescales it) */
+static attn_status mode_dropout_fail(void) {
+    return attn_fail(ATTN_E_UNSUPPORTED, "dropout with math DATA or BF16: dropout needs math STRICT");
+}
+
+/* the gradients' views: data wherever there are rows */
+static attn_status grads_check(const attn_sdpa_desc *d, attn_view dq, attn_view dk, attn_view dv) {
+    int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
+    if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data)))
+        return attn_fail(ATTN_E_INVALID, "%s has no data (NULL)", rows > 0 && !dq.data ? "dq" : !dk.data ? "dk" : "dv");
+    return ATTN_OK;
+}
+
 attn_status attn_attend(const attn_sdpa_desc *dd, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
     attn_sdpa_desc e = resolve_math(dd, attn_kv_type(kv, 0), attn_kv_type(kv, 1));
     const attn_sdpa_desc *d = &e;
-    if (d->math != ATTN_MATH_STRICT && d->dropout) return ATTN_E_UNSUPPORTED; /* a mode rounds P; dropout rescales it */
+    if (d->math != ATTN_MATH_STRICT && d->dropout) return mode_dropout_fail(); /* a mode rounds P; dropout rescales it */
     if (d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout)
         return attn_decode_forward(d, q, kv, out, lse);          /* a few queries: memory-bound, flash-decoding */
     if (!kv->pool_k) return tiles(d, q, kv->k, kv->v, out, lse); /* plain tensors of any qkv_dtype */
@@ -104,6 +117,7 @@ attn_status attn_attend(const attn_sdpa_desc *dd, attn_view q, const attn_kv_src
 
 attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view out,
                               float *lse) {
+    attn_err_clear();
     attn_status st = attn_sdpa_check(d, q, k, v, out, 1);
     if (st != ATTN_OK) return st;
     attn_kv_src src = {
@@ -112,7 +126,8 @@ attn_status attn_sdpa_forward(const attn_sdpa_desc *d, attn_view q, attn_view k,
 }
 
 attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k, float *scores, float *weights) {
-    if (!d) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!d) return attn_fail(ATTN_E_INVALID, "the descriptor is NULL");
     attn_sdpa_desc e = *d; /* the weights for inspection: strict in every mode */
     e.math = ATTN_MATH_STRICT;
     return attn_sdpa_ref_weights(&e, q, k, scores, weights);
@@ -120,14 +135,15 @@ attn_status attn_sdpa_weights(const attn_sdpa_desc *d, attn_view q, attn_view k,
 
 attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view k, attn_view v, attn_view out,
                                attn_view dout, const float *lse, attn_view dq, attn_view dk, attn_view dv) {
+    attn_err_clear();
     attn_status st = attn_sdpa_check(dd, q, k, v, dout, 1);
     if (st != ATTN_OK) return st;
     attn_dtype vt = attn_view_dtype(dd->qkv_dtype);
     attn_sdpa_desc e = resolve_math(dd, vt, vt); /* base/sem.h: attn_sem_grad_type */
     const attn_sdpa_desc *d = &e;
-    if (d->math != ATTN_MATH_STRICT && d->dropout) return ATTN_E_UNSUPPORTED;
-    int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
-    if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
+    if (d->math != ATTN_MATH_STRICT && d->dropout) return mode_dropout_fail();
+    st = grads_check(d, dq, dk, dv);
+    if (st) return st;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_backward(d, q, k, v, dout, dq, dk, dv);
     return attn_flash_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
 }
@@ -135,10 +151,12 @@ attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view 
 /* Context-parallel building blocks (attn.h): always the fused path. */
 static attn_status block_check(const attn_sdpa_desc *d, attn_view q, attn_view k, attn_view v, attn_view dout,
                                const float *m, const float *l, const float *t) {
+    attn_err_clear();
     attn_status st = attn_sdpa_check(d, q, k, v, dout, 1);
     if (st != ATTN_OK) return st;
-    if (d->dropout) return ATTN_E_UNSUPPORTED;
-    if (d->B * d->H * d->Sq > 0 && (!m || !l || !t)) return ATTN_E_INVALID;
+    if (d->dropout) return attn_fail(ATTN_E_UNSUPPORTED, "dropout in a block of a larger problem");
+    if (d->B * d->H * d->Sq > 0 && (!m || !l || !t))
+        return attn_fail(ATTN_E_INVALID, "the block's statistic %s is NULL", !m ? "m" : !l ? "l" : "t");
     return ATTN_OK;
 }
 
@@ -155,8 +173,8 @@ attn_status attn_sdpa_block_backward(const attn_sdpa_desc *d, attn_view q, attn_
                                      attn_view dv) {
     attn_status st = block_check(d, q, k, v, dout, m, l, t);
     if (st != ATTN_OK) return st;
-    int64_t rows = d->B * d->H * d->Sq, keys = d->B * d->H * d->Sk;
-    if ((rows > 0 && !dq.data) || (keys > 0 && (!dk.data || !dv.data))) return ATTN_E_INVALID;
+    st = grads_check(d, dq, dk, dv);
+    if (st) return st;
     attn_sdpa_desc e = *d;
     e.math = ATTN_MATH_STRICT;
     return attn_flash_block_backward(&e, q, k, v, dout, m, l, t, dq, dk, dv);

@@ -131,10 +131,12 @@ static attn_status parse_entry(const cJSON *item, size_t data_len, st_entry *e) 
 }
 
 static attn_status parse_header(attn_st_file *f) {
-    if (f->len < 8) return ATTN_E_FORMAT;
+    if (f->len < 8) return attn_fail(ATTN_E_FORMAT, "%zu bytes: not a safetensors file (no header length)", f->len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | f->buf[i];
-    if (n < 2 || n > ST_MAX_HEADER || n > f->len - 8) return ATTN_E_FORMAT;
+    if (n < 2 || n > ST_MAX_HEADER || n > f->len - 8)
+        return attn_fail(ATTN_E_FORMAT, "header length %llu in a file of %zu bytes: not a safetensors file",
+                         (unsigned long long)n, f->len);
     f->data_off = 8 + (size_t)n;
     const char *hdr = (const char *)f->buf + 8;
     if (memchr(hdr, '\0', (size_t)n)) return ATTN_E_FORMAT;
@@ -170,7 +172,12 @@ static attn_status parse_header(attn_st_file *f) {
         if (st != ATTN_OK) break;
         st_entry *e = &f->e[f->count];
         st = parse_entry(c, data_len, e);
-        if (st != ATTN_OK) break;
+        if (st != ATTN_OK) {
+            attn_fail(st, "tensor '%s': %s", c->string,
+                      st == ATTN_E_DTYPE ? "a dtype libattn does not read"
+                                         : "its dtype, shape and data_offsets do not describe its bytes");
+            break;
+        }
         e->name = strdup(c->string);
         if (!e->name) {
             st = ATTN_E_NOMEM;
@@ -179,9 +186,11 @@ static attn_status parse_header(attn_st_file *f) {
         f->count++;
     }
     cJSON_Delete(root);
+    if (st == ATTN_E_FORMAT && !attn_last_error()[0]) attn_fail(st, "the JSON header is not a safetensors header");
     if (st != ATTN_OK) return st;
     /* The tensors must tile [0, data_len) exactly. */
-    if (f->count == 0) return data_len == 0 ? ATTN_OK : ATTN_E_FORMAT;
+    if (f->count == 0)
+        return data_len == 0 ? ATTN_OK : attn_fail(ATTN_E_FORMAT, "%zu data bytes and no tensors", data_len);
     st_entry **order = malloc((size_t)f->count * sizeof *order);
     if (!order) return ATTN_E_NOMEM;
     for (int i = 0; i < f->count; i++) order[i] = &f->e[i];
@@ -193,7 +202,7 @@ static attn_status parse_header(attn_st_file *f) {
     }
     if (st == ATTN_OK && pos != data_len) st = ATTN_E_FORMAT; /* trailing data */
     free(order);
-    return st;
+    return st ? attn_fail(st, "the tensors do not tile the data exactly (a gap, an overlap or trailing bytes)") : st;
 }
 
 static attn_status open_owned(unsigned char *buf, size_t len, attn_st_file **out) {
@@ -214,7 +223,8 @@ static attn_status open_owned(unsigned char *buf, size_t len, attn_st_file **out
 }
 
 attn_status attn_st_open_memory(const void *data, size_t len, attn_st_file **out) {
-    if (!out || (!data && len)) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!out || (!data && len)) return attn_fail(ATTN_E_INVALID, "%s is NULL", out ? "data" : "out");
     *out = NULL;
     unsigned char *buf = malloc(len ? len : 1);
     if (!buf) return ATTN_E_NOMEM;
@@ -223,10 +233,11 @@ attn_status attn_st_open_memory(const void *data, size_t len, attn_st_file **out
 }
 
 attn_status attn_st_open(const char *path, attn_st_file **out) {
-    if (!path || !out) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!path || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", path ? "out" : "path");
     *out = NULL;
     FILE *fp = fopen(path, "rb");
-    if (!fp) return ATTN_E_IO;
+    if (!fp) return attn_fail(ATTN_E_IO, "%s: %s", path, strerror(errno));
     attn_status st = ATTN_OK;
     long sz = -1;
     if (fseek(fp, 0, SEEK_END) == 0) sz = ftell(fp);
@@ -255,11 +266,31 @@ static const st_entry *find(const attn_st_file *f, const char *name) {
     return NULL;
 }
 
+/* tensor name of f into *e, with the thread's detail cleared; a message
+ * (attn_last_error) when there is none */
+static attn_status lookup(const attn_st_file *f, const char *name, const st_entry **e) {
+    attn_err_clear();
+    if (!f || !name) return attn_fail(ATTN_E_INVALID, "%s is NULL", f ? "name" : "the file");
+    *e = find(f, name);
+    return *e ? ATTN_OK : attn_fail(ATTN_E_NOT_FOUND, "no tensor '%s' in the file", name);
+}
+
+/* a tensor of n elements of sz bytes was asked for; the file's holds another count */
+static attn_status count_fail(const st_entry *e, size_t sz, size_t n) {
+    return attn_fail(ATTN_E_SHAPE, "tensor '%s' holds %zu values; %zu asked for", e->name,
+                     (size_t)(e->end - e->begin) / sz, n);
+}
+
+/* tensor e's dtype is not one the read takes */
+static attn_status dtype_fail(const st_entry *e, const char *want) {
+    return attn_fail(ATTN_E_DTYPE, "tensor '%s' is %s; %s expected", e->name, dtype_name(e->dtype), want);
+}
+
 attn_status attn_st_info(const attn_st_file *f, const char *name, attn_dtype *dtype, int *ndim,
                          int64_t shape[ATTN_MAX_DIMS]) {
-    if (!f || !name) return ATTN_E_INVALID;
-    const st_entry *e = find(f, name);
-    if (!e) return ATTN_E_NOT_FOUND;
+    const st_entry *e;
+    attn_status st = lookup(f, name, &e);
+    if (st) return st;
     if (dtype) *dtype = e->dtype;
     if (ndim) *ndim = e->ndim;
     if (shape)
@@ -274,14 +305,15 @@ static uint64_t load_le(const unsigned char *p, int n) {
 }
 
 attn_status attn_st_read_f32(const attn_st_file *f, const char *name, float *out, size_t n) {
-    if (!f || !name || (!out && n)) return ATTN_E_INVALID;
-    const st_entry *e = find(f, name);
-    if (!e) return ATTN_E_NOT_FOUND;
+    const st_entry *e;
+    attn_status st = lookup(f, name, &e);
+    if (st) return st;
+    if (!out && n) return attn_fail(ATTN_E_INVALID, "out is NULL for %zu values", n);
     size_t sz = dtype_size(e->dtype);
     if (e->dtype != ATTN_DTYPE_F32 && e->dtype != ATTN_DTYPE_F16 && e->dtype != ATTN_DTYPE_BF16 &&
         e->dtype != ATTN_DTYPE_F64)
-        return ATTN_E_DTYPE;
-    if ((e->end - e->begin) / sz != n) return ATTN_E_SHAPE;
+        return dtype_fail(e, "a float type");
+    if ((e->end - e->begin) / sz != n) return count_fail(e, sz, n);
     const unsigned char *p = f->buf + f->data_off + e->begin;
     for (size_t i = 0; i < n; i++, p += sz) {
         uint64_t v = load_le(p, (int)sz);
@@ -303,37 +335,40 @@ attn_status attn_st_read_f32(const attn_st_file *f, const char *name, float *out
 }
 
 attn_status attn_st_read_u8(const attn_st_file *f, const char *name, uint8_t *out, size_t n) {
-    if (!f || !name || (!out && n)) return ATTN_E_INVALID;
-    const st_entry *e = find(f, name);
-    if (!e) return ATTN_E_NOT_FOUND;
-    if (e->dtype != ATTN_DTYPE_BOOL && e->dtype != ATTN_DTYPE_U8) return ATTN_E_DTYPE;
-    if (e->end - e->begin != n) return ATTN_E_SHAPE;
+    const st_entry *e;
+    attn_status st = lookup(f, name, &e);
+    if (st) return st;
+    if (!out && n) return attn_fail(ATTN_E_INVALID, "out is NULL for %zu values", n);
+    if (e->dtype != ATTN_DTYPE_BOOL && e->dtype != ATTN_DTYPE_U8) return dtype_fail(e, "BOOL or U8");
+    if (e->end - e->begin != n) return count_fail(e, 1, n);
     const unsigned char *p = f->buf + f->data_off + e->begin;
     if (e->dtype == ATTN_DTYPE_BOOL)
         for (size_t i = 0; i < n; i++)
-            if (p[i] > 1) return ATTN_E_FORMAT;
+            if (p[i] > 1) return attn_fail(ATTN_E_FORMAT, "tensor '%s': byte %zu = %d is not a bool", e->name, i, p[i]);
     if (n) memcpy(out, p, n);
     return ATTN_OK;
 }
 
 attn_status attn_st_read_u16(const attn_st_file *f, const char *name, uint16_t *out, size_t n) {
-    if (!f || !name || (!out && n)) return ATTN_E_INVALID;
-    const st_entry *e = find(f, name);
-    if (!e) return ATTN_E_NOT_FOUND;
-    if (e->dtype != ATTN_DTYPE_F16 && e->dtype != ATTN_DTYPE_BF16) return ATTN_E_DTYPE;
-    if (e->end - e->begin != n * 2) return ATTN_E_SHAPE;
+    const st_entry *e;
+    attn_status st = lookup(f, name, &e);
+    if (st) return st;
+    if (!out && n) return attn_fail(ATTN_E_INVALID, "out is NULL for %zu values", n);
+    if (e->dtype != ATTN_DTYPE_F16 && e->dtype != ATTN_DTYPE_BF16) return dtype_fail(e, "F16 or BF16");
+    if (e->end - e->begin != n * 2) return count_fail(e, 2, n);
     const unsigned char *p = f->buf + f->data_off + e->begin;
     for (size_t i = 0; i < n; i++) out[i] = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
     return ATTN_OK;
 }
 
 attn_status attn_st_read_i64(const attn_st_file *f, const char *name, int64_t *out, size_t n) {
-    if (!f || !name || (!out && n)) return ATTN_E_INVALID;
-    const st_entry *e = find(f, name);
-    if (!e) return ATTN_E_NOT_FOUND;
-    if (e->dtype != ATTN_DTYPE_I32 && e->dtype != ATTN_DTYPE_I64) return ATTN_E_DTYPE;
+    const st_entry *e;
+    attn_status st = lookup(f, name, &e);
+    if (st) return st;
+    if (!out && n) return attn_fail(ATTN_E_INVALID, "out is NULL for %zu values", n);
+    if (e->dtype != ATTN_DTYPE_I32 && e->dtype != ATTN_DTYPE_I64) return dtype_fail(e, "I32 or I64");
     size_t sz = dtype_size(e->dtype);
-    if (e->end - e->begin != n * sz) return ATTN_E_SHAPE;
+    if (e->end - e->begin != n * sz) return count_fail(e, sz, n);
     const unsigned char *p = f->buf + f->data_off + e->begin;
     for (size_t i = 0; i < n; i++) {
         if (sz == 4) {

@@ -173,6 +173,7 @@ static attn_status group_dropout(layer_cache *c, int gi, const wiring *w, const 
 }
 
 attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
+    attn_err_clear();
     if (!l || !a) return ATTN_E_INVALID;
     wiring w;
     attn_status st = forward_prepare(l, a, &w, 1);
@@ -218,6 +219,7 @@ int64_t attn_layer_attention_heads(const attn_layer *l) {
 }
 
 attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *scores, float *weights) {
+    attn_err_clear();
     if (!l || !a || (!scores && !weights)) return ATTN_E_INVALID;
     wiring w;
     attn_status st = forward_prepare(l, a, &w, 0);
@@ -268,6 +270,7 @@ attn_status attn_layer_kv_shape(const attn_layer *l, int64_t *kv_heads, int64_t 
 }
 
 attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, const attn_forward_args *a) {
+    attn_err_clear();
     if (!l || !kvc || !a || !a->x || !a->out) return ATTN_E_INVALID;
     const attn_layer_config *cf = &l->cfg;
     const layer_kind *kd = attn_layer_kind_of(cf->kind);
@@ -339,6 +342,7 @@ void attn_layer_zero_grad(attn_layer *l) {
 }
 
 attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a) {
+    attn_err_clear();
     if (!l || !a || !a->dout) return ATTN_E_INVALID;
     layer_cache *c = &l->cache;
     if (!c->valid) return ATTN_E_STATE;

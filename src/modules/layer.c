@@ -148,6 +148,7 @@ static attn_status create(const attn_layer_config *c, attn_layer **out, char *de
 }
 
 attn_status attn_layer_create(const attn_layer_config *c, attn_layer **out) {
+    attn_err_clear();
     if (!out) return ATTN_E_INVALID;
     *out = NULL;
     return create(c, out, NULL, 0);
@@ -181,6 +182,7 @@ int64_t attn_layer_out_width(const attn_layer *l) {
 /* ---- init (the seed classes' __init__ order) ---------------------------- */
 
 attn_status attn_layer_init(attn_layer *l, attn_generator *g) {
+    attn_err_clear();
     if (!l || !g) return ATTN_E_INVALID;
     return attn_layer_kind_of(l->cfg.kind)->init(l, g);
 }
@@ -235,6 +237,7 @@ static attn_status load_buffer(layer_tensor *t, const attn_st_file *f, int lower
 
 attn_status attn_layer_load_ex(const attn_layer_config *c, const attn_st_file *f, attn_layer **out, char *detail,
                                size_t dl) {
+    attn_err_clear();
     attn_layer_detail(detail, dl, "%s", "");
     if (!c || !f || !out) return ATTN_E_INVALID;
     *out = NULL;

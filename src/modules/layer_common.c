@@ -23,11 +23,13 @@ layer_tensor *attn_layer_findf(const attn_layer *l, const char *fmt, long long h
 }
 
 void attn_layer_detail(char *buf, size_t len, const char *fmt, ...) {
-    if (!buf || !len) return;
+    char line[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    attn_fail(ATTN_OK, "%s", line); /* the thread's detail too (attn_last_error) */
+    if (buf && len) snprintf(buf, len, "%s", line);
 }
 
 void attn_layer_cache_clear(layer_cache *c) {

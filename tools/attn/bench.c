@@ -85,7 +85,7 @@ static int run_sdpa(void *p) {
     sd_ctx *s = p;
     attn_status st = s->backward ? attn_sdpa_backward(&s->d, s->q, s->k, s->v, s->o, s->go, s->lse, s->dq, s->dk, s->dv)
                                  : attn_sdpa_forward(&s->d, s->q, s->k, s->v, s->o, s->lse);
-    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    if (st != ATTN_OK) cli_error("bench: %s", cli_status(st));
     return st != ATTN_OK;
 }
 
@@ -177,7 +177,7 @@ typedef struct dec_ctx {
 static int run_decode(void *v) {
     dec_ctx *c = v;
     attn_status st = attn_kv_cache_attend(c->cache, &c->d, c->q, c->o, NULL);
-    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    if (st != ATTN_OK) cli_error("bench: %s", cli_status(st));
     return st != ATTN_OK;
 }
 
@@ -222,7 +222,7 @@ typedef struct pg_ctx {
 static int run_paged(void *v) {
     pg_ctx *c = v;
     attn_status st = attn_paged_attention(&c->d, c->q, &c->kv, NULL, c->o, NULL);
-    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    if (st != ATTN_OK) cli_error("bench: %s", cli_status(st));
     return st != ATTN_OK;
 }
 
@@ -279,7 +279,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     attn_status st = attn_kv_cache_create(&cfg, &c.cache);
     if (st != ATTN_OK) {
         cli_error("bench: KV cache of B=%lld Hkv=%lld T=%lld D=%lld: %s", (long long)B, (long long)Hkv, (long long)T,
-                  (long long)D, attn_status_string(st));
+                  (long long)D, cli_status(st));
         return 1;
     }
     /* fill every sequence to T tokens, 1024 at a time */
@@ -300,7 +300,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     for (int64_t done = 0; done < T; done += chunk) {
         for (int64_t b = 0; b < B; b++) n[b] = len[b] - done < 0 ? 0 : len[b] - done < chunk ? len[b] - done : chunk;
         if ((st = attn_kv_cache_append(c.cache, n, vk, vv_)) != ATTN_OK) {
-            cli_error("bench: append: %s", attn_status_string(st));
+            cli_error("bench: append: %s", cli_status(st));
             return 1;
         }
     }
@@ -413,7 +413,7 @@ static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int
         for (int64_t t = 0; t < n; t++) slots[t] = t0 + t;
         attn_status st = attn_paged_append(&c.kv, n, rows, NULL, slots);
         if (st) {
-            cli_error("bench: %s", attn_status_string(st));
+            cli_error("bench: %s", cli_status(st));
             return 1;
         }
     }
@@ -459,7 +459,7 @@ typedef struct casc_ctx {
 static int run_full(void *v) {
     casc_ctx *c = v;
     attn_status st = attn_paged_attention(&c->d_full, c->q, &c->full, NULL, c->o_full, NULL);
-    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    if (st != ATTN_OK) cli_error("bench: %s", cli_status(st));
     return st != ATTN_OK;
 }
 
@@ -474,7 +474,7 @@ static int run_cascade(void *v) {
     if (!st)
         st = attn_merge_states(c->B * c->H, c->D, c->o_prefix.data, c->lse_t, c->o_suffix.data, c->lse_suffix,
                                c->o_merged, c->lse_merged);
-    if (st != ATTN_OK) cli_error("bench: %s", attn_status_string(st));
+    if (st != ATTN_OK) cli_error("bench: %s", cli_status(st));
     return st != ATTN_OK;
 }
 
@@ -521,7 +521,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
             rows[i] = rows[(i + 7 * (size_t)p + 1) % (size_t)(ps * Hkv * D)] * 0.999f;
         attn_status st = attn_paged_append(&kv, ps, rows, rows, slots);
         if (st) {
-            cli_error("bench: %s", attn_status_string(st));
+            cli_error("bench: %s", cli_status(st));
             return 1;
         }
     }

@@ -20,6 +20,14 @@ void cli_error(const char *fmt, ...) {
     va_end(ap);
 }
 
+const char *cli_status(attn_status st) {
+    static char line[512];
+    const char *said = attn_last_error();
+    if (!said[0]) return attn_status_string(st);
+    snprintf(line, sizeof line, "%s: %s", attn_status_string(st), said);
+    return line;
+}
+
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return 0;
     char *end;
@@ -73,7 +81,7 @@ int cli_read_float(const attn_st_file *f, const char *file, const char *name, in
     }
     st = attn_st_read_f32(f, name, *out, n);
     if (st != ATTN_OK) {
-        cli_error("%s: cannot read tensor '%s' as float: %s", file, name, attn_status_string(st));
+        cli_error("%s: cannot read tensor '%s' as float: %s", file, name, cli_status(st));
         free(*out);
         *out = NULL;
         return 0;

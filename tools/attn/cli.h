@@ -10,6 +10,9 @@
 
 /* Print "attn: error: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A refused call's status for a message: the status's text, then what the
+ * library said about it (attn_last_error: the argument and its value). */
+const char *cli_status(attn_status st);
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_prob(const char *s, double *out);

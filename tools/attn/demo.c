@@ -26,7 +26,7 @@ static int failed;
 
 static void check(attn_status st, const char *what) {
     if (st != ATTN_OK && !failed) {
-        cli_error("demo: %s: %s", what, attn_status_string(st));
+        cli_error("demo: %s: %s", what, cli_status(st));
         failed = 1;
     }
 }

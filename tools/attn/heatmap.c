@@ -89,7 +89,7 @@ int cmd_heatmap(int argc, char **argv) {
     attn_forward_args fa = {in.x, B, S, in.y, Sk, in.mask, o.train, &gen, (attn_impl)o.impl, NULL, ATTN_MATH_STRICT};
     attn_status st = attn_layer_attention_weights(in.layer, &fa, sc, w);
     if (st != ATTN_OK) {
-        cli_error("%s: attention weights: %s", o.module, attn_status_string(st));
+        cli_error("%s: attention weights: %s", o.module, cli_status(st));
         goto done;
     }
     size_t off = ((size_t)batch * (size_t)H + (size_t)head) * (size_t)(S * Sk);

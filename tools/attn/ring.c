@@ -208,7 +208,7 @@ int cli_ring_bench(int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t D, int 
         if (reps >= 3 && el >= min_time) break;
     } while (reps < 64);
     if (stt) {
-        if (rank == 0) cli_error("bench --ring: %s", attn_status_string(stt));
+        if (rank == 0) cli_error("bench --ring: %s", cli_status(stt));
     } else if (rank == 0) {
         int rings = backward ? 2 : 1, steps = n * rings;
         double ex[64];
@@ -278,7 +278,7 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
     attn_status st = attn_kv_shard_create(MPI_COMM_WORLD, &cfg, ATTN_SHARD_ROUND_ROBIN, page, &sh);
     if (!st && single && rank == 0) st = attn_kv_cache_create(&cfg, &whole);
     if (!cli_ring_sync(st == ATTN_OK)) {
-        if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st ? st : ATTN_E_NOMEM));
+        if (rank == 0) cli_error("bench --shard: %s", cli_status(st ? st : ATTN_E_NOMEM));
         attn_kv_shard_free(sh), attn_kv_cache_free(whole);
         return 1;
     }
@@ -290,7 +290,7 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
     double es = (double)row / (double)D;
     float *rb = malloc(bytes + 64), *q = malloc((size_t)(B * H * D) * 4), *o = malloc((size_t)(B * H * D) * 4);
     if (!cli_ring_sync(!st && rb && q && o)) {
-        if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st ? st : ATTN_E_NOMEM));
+        if (rank == 0) cli_error("bench --shard: %s", cli_status(st ? st : ATTN_E_NOMEM));
         free(rb), free(q), free(o), attn_kv_shard_free(sh), attn_kv_cache_free(whole);
         return 1;
     }
@@ -349,7 +349,7 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
         if (reps >= 5 && el >= min_time) break;
     } while (reps < 64);
     if (st) {
-        if (rank == 0) cli_error("bench --shard: %s", attn_status_string(st));
+        if (rank == 0) cli_error("bench --shard: %s", cli_status(st));
     } else if (rank == 0) {
         double Tm = median(tot, reps), C = median(comp, reps), M = median(comm, reps), R = median(rd, reps);
         double S1 = whole ? median(one, reps) : 0.0, ra = median(ratio, reps), L = median(loc, reps);

@@ -153,7 +153,7 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
     int64_t chunk = n < S ? n : S;
     float *xc = malloc((size_t)(B * chunk * C) * sizeof(float)), *oc = malloc((size_t)(B * chunk * W) * sizeof(float));
     if ((st = attn_kv_cache_create(&kc, &cache)) != ATTN_OK || !xc || !oc) {
-        cli_error("--incremental: cannot create the KV cache: %s", st ? attn_status_string(st) : "out of memory");
+        cli_error("--incremental: cannot create the KV cache: %s", st ? cli_status(st) : "out of memory");
         attn_kv_cache_free(cache), free(xc), free(oc);
         return 1;
     }
@@ -168,7 +168,7 @@ static int run_incremental(attn_layer *layer, const attn_forward_args *fa, int64
         for (int64_t b = 0; st == ATTN_OK && b < B; b++)
             memcpy(fa->out + (b * S + t0) * W, oc + b * m * W, (size_t)(m * W) * sizeof(float));
     }
-    if (st != ATTN_OK) cli_error("%s incremental forward failed: %s", module, attn_status_string(st));
+    if (st != ATTN_OK) cli_error("%s incremental forward failed: %s", module, cli_status(st));
     attn_kv_cache_free(cache), free(xc), free(oc);
     return st != ATTN_OK;
 }
@@ -193,7 +193,7 @@ int run_load(const run_opts *po, run_inputs *in) {
     if (o.threads > 0) cli_set_threads((int)o.threads);
     attn_status st;
     if ((st = attn_st_open(o.input, &in->inf)) != ATTN_OK) {
-        cli_error("cannot load input '%s': %s", o.input, attn_status_string(st));
+        cli_error("cannot load input '%s': %s", o.input, cli_status(st));
         return 1;
     }
     attn_st_file *inf = in->inf;
@@ -241,7 +241,7 @@ int run_load(const run_opts *po, run_inputs *in) {
             return 1;
         }
         if ((st = attn_st_read_u8(inf, "mask", in->mask, (size_t)(B * Sk))) != ATTN_OK) {
-            cli_error("%s: cannot read mask: %s", o.input, attn_status_string(st));
+            cli_error("%s: cannot read mask: %s", o.input, cli_status(st));
             return 1;
         }
     }
@@ -256,15 +256,15 @@ int run_load(const run_opts *po, run_inputs *in) {
     char detail[256];
     if (o.weights) {
         if ((st = attn_st_open(o.weights, &in->wf)) != ATTN_OK) {
-            cli_error("cannot load weights '%s': %s", o.weights, attn_status_string(st));
+            cli_error("cannot load weights '%s': %s", o.weights, cli_status(st));
             return 1;
         }
         if ((st = attn_layer_load_ex(&cfg, in->wf, &in->layer, detail, sizeof detail)) != ATTN_OK) {
-            cli_error("%s: %s: %s", o.weights, o.module, detail[0] ? detail : attn_status_string(st));
+            cli_error("%s: %s: %s", o.weights, o.module, detail[0] ? detail : cli_status(st));
             return 1;
         }
     } else if ((st = attn_layer_create(&cfg, &in->layer)) != ATTN_OK) {
-        cli_error("%s: %s", o.module, attn_status_string(st));
+        cli_error("%s: %s", o.module, cli_status(st));
         return 1;
     }
     const attn_layer_config *lc = attn_layer_get_config(in->layer);
@@ -330,13 +330,13 @@ int cmd_run(int argc, char **argv) {
     if (o.incremental) { /* through the layer's KV cache, N tokens at a time */
         if (run_incremental(layer, &fa, C, W, o.incremental, o.module)) goto done;
     } else if ((st = attn_layer_forward(layer, &fa)) != ATTN_OK) {
-        cli_error("%s forward failed: %s", o.module, attn_status_string(st));
+        cli_error("%s forward failed: %s", o.module, cli_status(st));
         goto done;
     }
     int64_t os[3] = {B, S, W};
     if ((st = attn_st_writer_new(&w)) != ATTN_OK ||
         (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, xnd, xnd == 3 ? os : os + 1, out)) != ATTN_OK) {
-        cli_error("cannot build output: %s", attn_status_string(st));
+        cli_error("cannot build output: %s", cli_status(st));
         goto done;
     }
     if (o.grad) {
@@ -359,7 +359,7 @@ int cmd_run(int argc, char **argv) {
         attn_layer_zero_grad(layer);
         attn_backward_args ba = {gout, gx, gy};
         if ((st = attn_layer_backward(layer, &ba)) != ATTN_OK) {
-            cli_error("%s backward failed: %s", o.module, attn_status_string(st));
+            cli_error("%s backward failed: %s", o.module, cli_status(st));
             goto done;
         }
         int64_t xsh[3] = {B, S, C}, ysh[3] = {B, Sk, C};
@@ -374,12 +374,12 @@ int cmd_run(int argc, char **argv) {
             st = attn_st_writer_add(w, name, ATTN_DTYPE_F32, t.ndim, t.shape, t.grad);
         }
         if (st) {
-            cli_error("cannot build output: %s", attn_status_string(st));
+            cli_error("cannot build output: %s", cli_status(st));
             goto done;
         }
     }
     if ((st = attn_st_writer_save(w, o.output)) != ATTN_OK) {
-        cli_error("cannot write output '%s': %s", o.output, attn_status_string(st));
+        cli_error("cannot write output '%s': %s", o.output, cli_status(st));
         goto done;
     }
     rc = 0;

@@ -107,7 +107,7 @@ static float *read_u16(const attn_st_file *f, const char *file, const char *name
     uint16_t *p = malloc((cnt ? cnt : 1) * sizeof *p);
     attn_status st = p ? attn_st_read_u16(f, name, p, cnt) : ATTN_E_NOMEM;
     if (st != ATTN_OK) {
-        cli_error("%s: cannot read '%s': %s", file, name, attn_status_string(st));
+        cli_error("%s: cannot read '%s': %s", file, name, cli_status(st));
         free(p);
         return NULL;
     }
@@ -166,7 +166,7 @@ static int read_dense(const attn_st_file *f, const char *file, const char *name,
     }
     *out = malloc((size_t)n + 1);
     attn_status s = *out ? attn_st_read_u8(f, name, *out, (size_t)n) : ATTN_E_NOMEM;
-    if (s != ATTN_OK) cli_error("%s: cannot read %s: %s", file, name, attn_status_string(s));
+    if (s != ATTN_OK) cli_error("%s: cannot read %s: %s", file, name, cli_status(s));
     d->attn_mask = *out;
     return s == ATTN_OK;
 }
@@ -219,7 +219,7 @@ static int read_cu(const attn_st_file *f, const char *file, attn_sdpa_desc *d, i
         const char *name = t ? "cu_seqlens_k" : "cu_seqlens_q";
         attn_status st = *cu && tmp ? attn_st_read_i64(f, name, tmp, (size_t)n) : ATTN_E_NOMEM;
         if (st != ATTN_OK) {
-            cli_error("%s: cannot read %s: %s", file, name, attn_status_string(st));
+            cli_error("%s: cannot read %s: %s", file, name, cli_status(st));
             ok = 0;
             break;
         }
@@ -258,7 +258,7 @@ static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *
         }
         *mask = malloc((size_t)(B * Sk) + 1);
         if (!*mask || (st = attn_st_read_u8(f, "key_mask", *mask, (size_t)(B * Sk))) != ATTN_OK) {
-            cli_error("%s: cannot read key_mask: %s", file, *mask ? attn_status_string(st) : "out of memory");
+            cli_error("%s: cannot read key_mask: %s", file, *mask ? cli_status(st) : "out of memory");
             return 0;
         }
         d->key_mask = *mask, d->key_mask_stride_b = Sk, d->key_mask_polarity = ATTN_MASK_TRUE_MEANS_MASKED;
@@ -270,7 +270,7 @@ static int read_extras(const attn_st_file *f, const char *file, attn_sdpa_desc *
         }
         *seqlens = malloc((size_t)B * sizeof **seqlens + 1);
         if (!*seqlens || (st = attn_st_read_i64(f, "seqlens_k", *seqlens, (size_t)B)) != ATTN_OK) {
-            cli_error("%s: cannot read seqlens_k: %s", file, *seqlens ? attn_status_string(st) : "out of memory");
+            cli_error("%s: cannot read seqlens_k: %s", file, *seqlens ? cli_status(st) : "out of memory");
             return 0;
         }
         for (int64_t b = 0; b < B; b++)
@@ -414,7 +414,7 @@ int cmd_sdpa(int argc, char **argv) {
     int32_t *cu = NULL; /* cu_seqlens_q, cu_seqlens_k */
     attn_status st;
     if ((st = attn_st_open(o.input, &f)) != ATTN_OK) {
-        cli_error("cannot load input '%s': %s", o.input, attn_status_string(st));
+        cli_error("cannot load input '%s': %s", o.input, cli_status(st));
         goto done;
     }
     int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS];
@@ -452,7 +452,7 @@ int cmd_sdpa(int argc, char **argv) {
         st = cli_ring_sdpa(&d, layout, in16 != ATTN_DTYPE_F32 ? 2 : 4, q, k, v, out, lse, o.grad ? go : NULL, g[0],
                            g[1], g[2]);
         if (st != ATTN_OK) {
-            if (rank == 0) cli_error("sdpa --ring on %d ranks failed: %s", nranks, attn_status_string(st));
+            if (rank == 0) cli_error("sdpa --ring on %d ranks failed: %s", nranks, cli_status(st));
             goto done;
         }
         if (rank != 0) { /* rank 0 writes the file */
@@ -462,29 +462,29 @@ int cmd_sdpa(int argc, char **argv) {
     }
 #endif
     if (!o.ring && (st = attn_sdpa_forward(&d, vq, vk, vv, vo, lse)) != ATTN_OK) {
-        cli_error("sdpa forward failed: %s", attn_status_string(st));
+        cli_error("sdpa forward failed: %s", cli_status(st));
         goto done;
     }
     if ((st = attn_st_writer_new(&w)) != ATTN_OK ||
         (st = attn_st_writer_add(w, "out", ATTN_DTYPE_F32, ond, ofs, out)) ||
         (st = attn_st_writer_add(w, "lse", ATTN_DTYPE_F32, lnd, lfs, lse))) {
-        cli_error("cannot build output: %s", attn_status_string(st));
+        cli_error("cannot build output: %s", cli_status(st));
         goto done;
     }
     if (o.grad) {
         attn_view vg = io_view(go, packed, os), vdq = io_view(g[0], packed, qs);
         attn_view vdk = io_view(g[1], packed, ks), vdv = io_view(g[2], packed, vs);
         if (!o.ring && (st = attn_sdpa_backward(&d, vq, vk, vv, vo, vg, lse, vdq, vdk, vdv)) != ATTN_OK) {
-            cli_error("sdpa backward failed: %s", attn_status_string(st));
+            cli_error("sdpa backward failed: %s", cli_status(st));
             goto done;
         }
         if ((st = add_grads(w, &d, packed, qs, ks, vs, bs, bnd, g))) {
-            cli_error("cannot build output: %s", attn_status_string(st));
+            cli_error("cannot build output: %s", cli_status(st));
             goto done;
         }
     }
     if ((st = attn_st_writer_save(w, o.output)) != ATTN_OK) {
-        cli_error("cannot write output '%s': %s", o.output, attn_status_string(st));
+        cli_error("cannot write output '%s': %s", o.output, cli_status(st));
         goto done;
     }
     rc = 0;

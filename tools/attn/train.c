@@ -252,7 +252,7 @@ int cmd_train(int argc, char **argv) {
     if (!st) st = attn_optim_add_param(opt, "head.weight", m.head_w, m.ghead_w, (size_t)(m.V * C));
     if (!st) st = attn_optim_add_param(opt, "head.bias", m.head_b, m.ghead_b, (size_t)m.V);
     if (st || !seq) {
-        cli_error("train: setup failed: %s", attn_status_string(st ? st : ATTN_E_NOMEM));
+        cli_error("train: setup failed: %s", cli_status(st ? st : ATTN_E_NOMEM));
         goto done;
     }
     printf("reverse %lld digits after SEP; model: embeddings + causal_mha (C=%lld, H=%lld) + linear head; "
@@ -270,7 +270,7 @@ int cmd_train(int argc, char **argv) {
         if (!st) st = backward(&m, seq, B);
         if (!st) st = attn_optim_step(opt);
         if (st) {
-            cli_error("train: step %lld failed: %s", (long long)step, attn_status_string(st));
+            cli_error("train: step %lld failed: %s", (long long)step, cli_status(st));
             goto done;
         }
         ema = step == 1 ? loss : 0.95 * ema + 0.05 * loss;
@@ -294,14 +294,14 @@ int cmd_train(int argc, char **argv) {
     attn_generator_seed(&test_g, (uint64_t)seed + 3);
     double acc, tloss;
     if ((st = evaluate(&m, &test_g, 4096, &acc, &tloss))) {
-        cli_error("train: evaluation failed: %s", attn_status_string(st));
+        cli_error("train: evaluation failed: %s", cli_status(st));
         goto done;
     }
     printf("trained %lld steps in %.1fs; held-out loss %.4f on 4096 sequences\n",
            (long long)(step > steps ? steps : step), cli_now() - t0, tloss);
     if (save) {
         if ((st = save_model(&m, save))) {
-            cli_error("cannot write '%s': %s", save, attn_status_string(st));
+            cli_error("cannot write '%s': %s", save, cli_status(st));
             goto done;
         }
         printf("saved weights to %s\n", save);
