@@ -324,6 +324,54 @@ static void errors(void) {
     attn_kv_cache_free(NULL);
 }
 
+/* int8 / int4 keys with an infinite query element: the products folded over
+ * the codes (scale (q . codes) + zero sum(q)) would give inf - inf = NaN;
+ * the rows' own values give one +-inf term a score. With softcap the
+ * scores are +-cap and the output finite; without, a +inf score makes the
+ * row NaN (the NaN rule, docs/SEMANTICS.md). Against the reference on the
+ * rows as stored; decode's row kernels (R 1) and block products (R 32). */
+static void folded_special(void) {
+    enum { T = 40, D = 64 };
+    static float k[T * D], v[T * D], kr[T * D], vr[T * D];
+    static float q[32 * D], out[32 * D], ref[32 * D];
+    uint32_t s = 77;
+    for (int i = 0; i < T * D; i++) k[i] = tu_frand(&s) * 1.5f, v[i] = tu_frand(&s);
+    for (int t = 0; t < 2; t++) {
+        attn_dtype dt = t ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
+        attn_kv_cache_config c = {.batch = 1, .kv_heads = 1, .capacity = T, .head_dim = D, .dtype = dt,
+                                  .v_dtype = ATTN_DTYPE_F32};
+        attn_kv_cache *kc = NULL;
+        CHECK_OK(attn_kv_cache_create(&c, &kc));
+        if (!kc) continue;
+        int64_t n[1] = {T};
+        attn_view ak = {k, T * D, T * D, D}, av = {v, T * D, T * D, D};
+        CHECK_OK(attn_kv_cache_append(kc, n, ak, av));
+        for (int j = 0; j < T; j++) CHECK_OK(attn_kv_cache_read(kc, 0, 0, j, kr + j * D, vr + j * D));
+        for (int G = 1; G <= 32; G += 31)
+            for (int cap = 0; cap < 2; cap++)
+                for (int sign = -1; sign <= 1; sign += 2) {
+                    for (int i = 0; i < G * D; i++) q[i] = i % D == 3 ? sign * INFINITY : 0.0f;
+                    attn_sdpa_desc d;
+                    attn_sdpa_desc_init(&d, 1, G, 1, 0, D, D);
+                    d.softcap = cap ? 20.0f : 0.0f;
+                    attn_view vq = {q, G * D, D, D}, vo = {out, G * D, D, D};
+                    CHECK_OK(attn_kv_cache_attend(kc, &d, vq, vo, NULL));
+                    d.Sk = T, d.Hkv = 1, d.impl = ATTN_IMPL_REF;
+                    attn_view rk = {kr, T * D, T * D, D}, rv = {vr, T * D, T * D, D}, ro = {ref, G * D, D, D};
+                    CHECK_OK(attn_sdpa_forward(&d, vq, rk, rv, ro, NULL));
+                    int nan_out = 0, nan_ref = 0;
+                    for (int i = 0; i < G * D; i++) nan_out += isnan(out[i]), nan_ref += isnan(ref[i]);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s keys, q[3] = %cinf, %d rows, softcap %d",
+                             t ? "int4" : "int8", sign > 0 ? '+' : '-', G, cap ? 20 : 0);
+                    CHECK(nan_out == nan_ref && nan_ref == (cap ? 0 : G * D), "%s: %d NaN, the reference %d", what,
+                          nan_out, nan_ref);
+                    if (cap) tu_allclose(what, out, ref, (size_t)G * D, 1e-5, 1e-6);
+                }
+        attn_kv_cache_free(kc);
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
@@ -341,5 +389,6 @@ int main(int argc, char **argv) {
     conversions();
     q8_error();
     errors();
+    folded_special();
     return tu_finish("test_kvcache");
 }

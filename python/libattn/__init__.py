@@ -534,7 +534,8 @@ def _paged_kv(k_pages, v_pages, kv_indptr, kv_indices, kv_last_page_len, layout,
         raise ValueError("MLA (v_pages=None): V is in the K rows, of K's type")
     for name, a in (("k_pages", kp), ("v_pages", vp)):
         if a.strides[-1] != a.itemsize or any(st % a.itemsize for st in a.strides):
-            raise ValueError("%s: the last dimension must be contiguous" % name)
+            raise ValueError("%s: the last dimension must be contiguous (strides %s bytes for %d-byte items)" %
+                             (name, a.strides, a.itemsize))
         if writable and not a.flags.writeable:
             raise ValueError("%s must be writable" % name)
     nhd = layout == "NHD"
