@@ -396,6 +396,55 @@ static void test_kv_rows(const attn_kernel_table *kt) {
     free(src), free(got), free(want);
 }
 
+/* gemm, gemm_tn and (16-lane tables) gemm32 / gemm32_tn: each element of C
+ * the chain fmaf(a_k, b_k, c) over k in order from 0 (acc 0) or from C
+ * (acc 1), bit for bit (the portable table: c + a_k b_k, each operation
+ * rounded); B's second panel bs floats after its first */
+static void test_gemm(const attn_kernel_table *kt) {
+    enum { MAXK = 131, LDA = 140, LDB = 40, BS = 16 * MAXK + 8, LDC = 36 };
+    static float A[LDA * LDA], B[2 * BS], C0[12 * LDC], C[12 * LDC], W[12 * LDC];
+    uint32_t s = 17;
+    for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) A[i] = tu_frand(&s);
+    for (size_t i = 0; i < sizeof B / sizeof B[0]; i++) B[i] = tu_frand(&s);
+    for (size_t i = 0; i < sizeof C0 / sizeof C0[0]; i++) C0[i] = tu_frand(&s);
+    static const int Ks[] = {0, 1, 7, 64, 131};
+    int mr = kt->gemm_mr, fused = strcmp(kt->name, "generic") != 0;
+    for (int ki = 0; ki < 5; ki++)
+        for (int tn = 0; tn < 2; tn++)
+            for (int wide = 0; wide < 2; wide++)
+                for (int acc = 0; acc < 2; acc++) {
+                    int K = Ks[ki], N = wide ? 32 : 16;
+                    if (wide && !kt->gemm32) continue;
+                    /* B: row-major 16-column panels, the second BS floats on (wide), ldb LDB */
+                    for (int i = 0; i < mr; i++)
+                        for (int j = 0; j < N; j++) {
+                            float c = acc ? C0[i * LDC + j] : 0.0f;
+                            for (int k = 0; k < K; k++) {
+                                float a = tn ? A[k * LDA + i] : A[i * LDA + k];
+                                float bk = B[j / 16 * BS + k * LDB + j % 16];
+                                volatile float ab = a * bk; /* rounded, not fused */
+                                c = fused ? fmaf(a, bk, c) : c + ab;
+                            }
+                            W[i * LDC + j] = c;
+                        }
+                    memcpy(C, C0, sizeof C);
+                    if (wide)
+                        (tn ? kt->gemm32_tn : kt->gemm32)(K, A, LDA, B, LDB, BS, C, LDC, acc);
+                    else
+                        (tn ? kt->gemm_tn : kt->gemm)(K, A, LDA, B, LDB, C, LDC, acc);
+                    int bad = 0;
+                    for (int i = 0; i < mr; i++)
+                        for (int j = 0; j < LDC; j++) {
+                            float want = j < N ? W[i * LDC + j] : C0[i * LDC + j]; /* nothing else written */
+                            bad += memcmp(&C[i * LDC + j], &want, 4) != 0;
+                        }
+                    CHECK(!bad, "%s: gemm%s%s K %d acc %d: %d elements differ from the fmaf chain", kt->name,
+                          wide ? "32" : "", tn ? "_tn" : "", K, acc, bad);
+                }
+    if (!strcmp(kt->name, "avx512") || !strcmp(kt->name, "avx512-simde"))
+        CHECK(kt->gemm32 && kt->gemm32_tn, "%s: the 16-lane table has 32-column products", kt->name);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
@@ -415,6 +464,7 @@ int main(int argc, char **argv) {
         test_store_rows(kt);
         test_qk_q8(kt);
         test_kv_rows(kt);
+        test_gemm(kt);
     }
     return tu_finish("test_kernels");
 }

@@ -96,7 +96,7 @@ static void tile_gemm_tn(const attn_kernel_table *kt, int64_t M, int64_t N, int6
     /* row slabs outer: a slab of A^T (K lines) serves every column strip while B (K x N, the
      * backward's 48 x 64 dO or Q) stays in L1; column strips outer re-read all of A per strip */
     for (int64_t i = 0; i < M; i += kt->gemm_mr)
-        for (int64_t j = 0; j < N; j += 16) kt->gemm_tn(K, A + i, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+        attn_gemm_cols(kt, 1, N, K, A + i, lda, B, ldb, 16, C + i * ldc, ldc, acc);
 }
 
 /* attn_flash_row_operand (flash_int.h) */
@@ -299,7 +299,8 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
             if (e16 <= a || attn_score_tile_hidden(d, &sq, h, nr, i0 + r0, j0 + a, e16 - a))
                 continue; /* nothing visible, or a dense mask hides it all: P = 0 */
             float *Sc = S + r0 * LDS;
-            for (int64_t j = a; j < e16; j += 16) kt->gemm(D, Qp + r0 * D, D, KT + (j0 + j) * D, 16, Sc + j, LDS, 0);
+            /* K^T's 16-key panels are 16 D floats apart */
+            attn_gemm_cols(kt, 0, e16 - a, D, Qp + r0 * D, D, KT + (j0 + a) * D, 16, 16 * D, Sc + a, LDS, 0);
             attn_score_tile(kt, d, &keys, h, Sc + a, LDS, e16 - a, nr, i0 + r0, j0 + a, NULL);
             for (int64_t r = 0; r < nr; r++)
                 attn_online_row(kt, Sc + r * LDS + a, e16 - a, c->escale, &m[r0 + r], &l[r0 + r], O + (r0 + r) * DvP,
@@ -309,8 +310,8 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
             int64_t pa = clo[ci] > j0 ? clo[ci] - j0 : 0, pe = chi[ci] - j0 < e16 ? chi[ci] - j0 : e16;
             for (int64_t r = nr; r < mr; r++) /* the block's padding rows (last chunk): P = 0 */
                 memset(Sc + r * LDS + pa, 0, (size_t)(pe - pa) * sizeof(float));
-            for (int64_t p = 0; p < DvP; p += 16)
-                kt->gemm(pe - pa, Sc + pa, LDS, Vp + (j0 + pa) * 16 + p * SkP, 16, O + r0 * DvP + p, DvP, 1);
+            /* V's 16-column panels are 16 SkP floats apart */
+            attn_gemm_cols(kt, 0, DvP, pe - pa, Sc + pa, LDS, Vp + (j0 + pa) * 16, 16, 16 * SkP, O + r0 * DvP, DvP, 1);
         }
     }
     attn_fwd_finish(c, t, b, h, i0, rows);

@@ -9,6 +9,8 @@
  *               C is one chain of FMAs over k in order.
  *   gemm_tn     the same with A stored transposed: A(i, k) at A[k * lda + i]
  *               (so C = A^T B for a row-major A), no transpose copy needed.
+ *   gemm32, gemm32_tn  the same over 32 columns (16-lane tables; NULL on the
+ *               others): the bits of two 16-column calls.
  *   exp2_row    y[j] = 2^t_j with t_j = fl(x[j] * scale) - m (the product
  *               rounded before m is subtracted, no fused multiply-subtract;
  *               scale == 1 skips the multiply), for j < n; returns the sum of
@@ -139,6 +141,15 @@ typedef struct attn_kernel_table {
     unsigned math_types;
     /* how this table carries the math modes' products (attn_math_products) */
     const char *math_products;
+    /* gemm / gemm_tn over 32 columns, C[mr x 32]: B's second 16 columns bs
+     * floats after its first (16 for a row-major B, a packed panel's size
+     * otherwise); each element of C the same chain of FMAs, so the same bits
+     * as two 16-column calls. NULL where the table has none (8 lanes: two
+     * panels would leave no registers; attn_gemm_cols then calls gemm). */
+    void (*gemm32)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
+                   int64_t ldc, int acc);
+    void (*gemm32_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
+                      int64_t ldc, int acc);
 } attn_kernel_table;
 
 /* the math_types of the shipped tables: Q K^T in integers for the q8_0,
@@ -194,13 +205,39 @@ static inline uint32_t attn_m31_mul(uint32_t x, uint32_t y) {
     return t >= 0x7fffffffu ? t - 0x7fffffffu : t;
 }
 
+/* the columns of one call at column j of N: 32 where the table has gemm32
+ * and 32 remain, else 16 */
+static inline int64_t attn_gemm_width(const attn_kernel_table *kt, int64_t j, int64_t N) {
+    return kt->gemm32 && j + 32 <= N ? 32 : 16;
+}
+
+/* one row block of C (gemm_mr rows) over N columns (N % 16 == 0) through
+ * gemm (tn 0) or gemm_tn (tn 1), 32 columns a call where the table can:
+ * B's 16-column panels bp floats apart (16 for a row-major B; a packed
+ * panel's size otherwise), C's columns contiguous */
+static inline void attn_gemm_cols(const attn_kernel_table *kt, int tn, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, int64_t bp, float *C, int64_t ldc,
+                                  int acc) {
+    for (int64_t j = 0, w; j < N; j += w) {
+        const float *Bj = B + j / 16 * bp;
+        w = attn_gemm_width(kt, j, N);
+        if (w == 32)
+            (tn ? kt->gemm32_tn : kt->gemm32)(K, A, lda, Bj, ldb, bp, C + j, ldc, acc);
+        else
+            (tn ? kt->gemm_tn : kt->gemm)(K, A, lda, Bj, ldb, C + j, ldc, acc);
+    }
+}
+
 /* C (M x N) (+)= A (M x K) B (K x N) through a table's gemm, M % gemm_mr
- * == 0 and N % 16 == 0 (the drivers' tile products: flash.c, decode.c) */
+ * == 0 and N % 16 == 0 (the drivers' tile products: flash.c, decode.c);
+ * column strips outer, so a strip of B serves every row block from L1 */
 static inline void attn_tile_gemm(const attn_kernel_table *kt, int64_t M, int64_t N, int64_t K, const float *A,
                                   int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-    for (int64_t j = 0; j < N; j += 16)
+    for (int64_t j = 0, w; j < N; j += w) {
+        w = attn_gemm_width(kt, j, N);
         for (int64_t i = 0; i < M; i += kt->gemm_mr)
-            kt->gemm(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, acc);
+            attn_gemm_cols(kt, 0, w, K, A + i * lda, lda, B + j, ldb, 16, C + i * ldc + j, ldc, acc);
+    }
 }
 
 extern const attn_kernel_table attn_kernels_generic;

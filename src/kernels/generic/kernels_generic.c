@@ -423,4 +423,6 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 qk_rows_q8,
                                                 kv_rows,
                                                 ATTN_MATH_TYPES_Q8,
-                                                ATTN_MATH_PRODUCTS_Q8};
+                                                ATTN_MATH_PRODUCTS_Q8,
+                                                NULL,
+                                                NULL};

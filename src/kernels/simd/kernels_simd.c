@@ -27,47 +27,68 @@
 
 /* ---- tile products ------------------------------------------------------------ */
 
-/* C[MR x 16] (+)= A[MR x K] B[K x 16]: a 16-column row of C is NV vectors;
- * MR rows give 12 accumulators on both widths (6 x 2 ymm, 12 x 1 zmm), one
- * broadcast of A and NV loads of B per row and k. A(i, k) is at A[i * rs +
- * k * cs]: (lda, 1) for a row-major A, (1, lda) for a transposed one. Each
- * element of C is one chain of FMAs over k: the same bits on every width. */
+/* C[MR x 16 P] (+)= A[MR x K] B[K x 16 P] for P = 1 or 2 16-column panels
+ * of B, the second bs floats after the first: a 16-column row of C is NV
+ * vectors; MR rows give 12 accumulators a panel on both widths (6 x 2 ymm,
+ * 12 x 1 zmm), one broadcast of A and NV P loads of B per row and k. P = 2
+ * (16 lanes only: 24 zmm accumulators) halves the broadcasts an FMA needs.
+ * A(i, k) is at A[i * rs + k * cs]: (lda, 1) for a row-major A, (1, lda)
+ * for a transposed one. Each element of C is one chain of FMAs over k: the
+ * same bits on every width and panel count. */
 #define NV (16 / VL)
 #define MR (12 / NV)
 
-INLINE void gemm_strided(int64_t K, const float *A, int64_t rs, int64_t cs, const float *B, int64_t ldb, float *C,
-                         int64_t ldc, int acc) {
-    vf c[MR][NV];
+INLINE void gemm_strided(int P, int64_t K, const float *A, int64_t rs, int64_t cs, const float *B, int64_t ldb,
+                         int64_t bs, float *C, int64_t ldc, int acc) {
+    vf c[MR][2 * NV];
+    const int W = P * NV;
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int w = 0; w < NV; w++) c[i][w] = acc ? vf_load(C + i * ldc + w * VL) : vf_zero();
+#pragma GCC unroll 4
+        for (int w = 0; w < W; w++) c[i][w] = acc ? vf_load(C + i * ldc + w * VL) : vf_zero();
 #pragma GCC unroll 4
     for (int64_t k = 0; k < K; k++) {
-        vf b[NV];
-#pragma GCC unroll 2
-        for (int w = 0; w < NV; w++) b[w] = vf_load(B + k * ldb + w * VL);
+        vf b[2 * NV];
+#pragma GCC unroll 4
+        for (int w = 0; w < W; w++) b[w] = vf_load(B + k * ldb + w / NV * bs + w % NV * VL);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++) {
             vf a = vf_set1(A[i * rs + k * cs]);
-#pragma GCC unroll 2
-            for (int w = 0; w < NV; w++) c[i][w] = vf_fma(a, b[w], c[i][w]);
+#pragma GCC unroll 4
+            for (int w = 0; w < W; w++) c[i][w] = vf_fma(a, b[w], c[i][w]);
         }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int w = 0; w < NV; w++) vf_store(C + i * ldc + w * VL, c[i][w]);
+#pragma GCC unroll 4
+        for (int w = 0; w < W; w++) vf_store(C + i * ldc + w * VL, c[i][w]);
 }
 
 static void gemm(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-    gemm_strided(K, A, lda, 1, B, ldb, C, ldc, acc);
+    gemm_strided(1, K, A, lda, 1, B, ldb, 0, C, ldc, acc);
 }
 
 static void gemm_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
                     int acc) {
-    gemm_strided(K, A, 1, lda, B, ldb, C, ldc, acc);
+    gemm_strided(1, K, A, 1, lda, B, ldb, 0, C, ldc, acc);
 }
+
+#if VL == 16 /* two panels: 24 of the 32 zmm registers accumulate */
+static void gemm32(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
+                   int64_t ldc, int acc) {
+    gemm_strided(2, K, A, lda, 1, B, ldb, bs, C, ldc, acc);
+}
+
+static void gemm32_tn(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
+                      int64_t ldc, int acc) {
+    gemm_strided(2, K, A, 1, lda, B, ldb, bs, C, ldc, acc);
+}
+#define GEMM32 gemm32
+#define GEMM32_TN gemm32_tn
+#else /* 8 lanes: 12 accumulators are all two panels' rows would leave room for */
+#define GEMM32 NULL
+#define GEMM32_TN NULL
+#endif
 
 /* ---- exponentials and rows --------------------------------------------------- */
 
@@ -1042,4 +1063,6 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            qk_rows_q8,
                                            kv_rows,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,
-                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : ATTN_MATH_PRODUCTS_Q8};
+                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : ATTN_MATH_PRODUCTS_Q8,
+                                           GEMM32,
+                                           GEMM32_TN};
