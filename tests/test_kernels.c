@@ -401,7 +401,7 @@ static void test_kv_rows(const attn_kernel_table *kt) {
  * (acc 1), bit for bit (the portable table: c + a_k b_k, each operation
  * rounded); B's second panel bs floats after its first */
 static void test_gemm(const attn_kernel_table *kt) {
-    enum { MAXK = 131, LDA = 140, LDB = 40, BS = 16 * MAXK + 8, LDC = 36 };
+    enum { MAXK = 131, LDA = 140, LDB = 40, BS = LDB * MAXK + 8, LDC = 36 };
     static float A[LDA * LDA], B[2 * BS], C0[12 * LDC], C[12 * LDC], W[12 * LDC];
     uint32_t s = 17;
     for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) A[i] = tu_frand(&s);
