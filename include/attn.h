@@ -230,6 +230,49 @@ typedef struct attn_view {
     int64_t stride_b, stride_h, stride_s;
 } attn_view;
 
+/* ---- Programmable attention (FlexAttention's score_mod, mask_mod, BlockMask) ----
+ * A rectangle of scores handed to a callback: query rows i0 .. i0 + rows - 1
+ * and keys j0 .. j0 + cols - 1 of batch row b and query head h (row and key
+ * indices are the call's: 0 .. Sq - 1 and 0 .. Sk - 1; packed sequences: the
+ * packed positions; a KV cache: its positions). */
+typedef struct attn_tile {
+    int64_t b, h, i0, j0, rows, cols;
+} attn_tile;
+
+/* score_mod on a tile: s[r * ld + c] holds the score of (i0 + r, j0 + c) in
+ * natural units after the scale and the built-in modifiers (softcap, ALiBi,
+ * attn_bias); the function replaces each by its new score. ds is NULL in the
+ * forward; the backward (only with score_mod_grad set) passes ds and the
+ * function also writes ds[r * ld + c] = d new / d old there. Cells of keys a
+ * rule hides may hold any value and what is written there is ignored. */
+typedef void (*attn_score_mod_fn)(void *ctx, const attn_tile *t, float *s, int64_t ld, float *ds);
+
+/* mask_mod on a tile: keep[r * ld + c] = nonzero if (i0 + r, j0 + c) may
+ * take part (FlexAttention's mask_mod returning True), 0 if not. */
+typedef void (*attn_mask_mod_fn)(void *ctx, const attn_tile *t, uint8_t *keep, int64_t ld);
+
+/* A block-sparse mask (FlexAttention's BlockMask): query rows in blocks of
+ * q_block and keys in blocks of kv_block; per (batch row, head, query block)
+ * each key block is full (every pair takes part: mask_mod is not called),
+ * partial (mask_mod decides each pair; without mask_mod, all take part) or
+ * empty (no pair takes part: the block is never loaded or multiplied).
+ * Opaque: built from the caller's arrays (attn_block_mask_create) or from a
+ * mask_mod evaluated over the whole grid (attn_block_mask_from_mod). */
+typedef struct attn_block_mask attn_block_mask;
+
+/* FlexAttention's BlockMask arrays, int32, C order, nq = ceil(q_len /
+ * q_block) query blocks and nkv = ceil(kv_len / kv_block) key blocks:
+ *   kv_num_blocks (B, H, nq), kv_indices (B, H, nq, nkv): the partial key
+ *   blocks of each query block (the first kv_num_blocks of its row);
+ *   full_kv_num_blocks, full_kv_indices: the same for the full blocks, or NULL.
+ * B and H are the call's batch and query heads, or 1 (one mask for all). A
+ * key block listed twice in a row, in either list, is refused. */
+typedef struct attn_block_mask_arrays {
+    int64_t B, H, q_len, kv_len, q_block, kv_block;
+    const int32_t *kv_num_blocks, *kv_indices;
+    const int32_t *full_kv_num_blocks, *full_kv_indices;
+} attn_block_mask_arrays;
+
 /* Which keys query row i of sequence b sees: the one definition every path
  * (reference, fused, decode, ring) implements (docs/SEMANTICS.md).
  *   Sk_b = seqlens_k ? seqlens_k[b] : Sk          keys that exist
@@ -307,7 +350,40 @@ typedef struct attn_sdpa_desc {
     int64_t nseq;
     /* ---- arithmetic (0.3) ---- */
     attn_math math; /* the products' arithmetic (see attn_math); 0 = ATTN_MATH_STRICT */
+    /* ---- programmable attention (0.3; FlexAttention; docs/SEMANTICS.md, "Programmable attention") ----
+     * score_mod runs after the built-in modifiers (scale, softcap, ALiBi, attn_bias); then a pair takes
+     * part iff the built-in rule above lets it and the block mask / mask_mod do: with block_mask, its
+     * full blocks take part, its partial ones where mask_mod says so (all of them without mask_mod), the
+     * rest not; without block_mask, where mask_mod says so. block_mask's q_len must be Sq and its
+     * kv_len at least Sk. The callbacks may be called any number of times, on tiles of any size, in any
+     * order and from several threads at once (no side effects). The backward with score_mod needs
+     * score_mod_grad (ATTN_E_UNSUPPORTED without); the block API refuses all three. */
+    attn_score_mod_fn score_mod; /* or NULL */
+    void *score_mod_ctx;         /* passed to score_mod */
+    int score_mod_grad;          /* 1: score_mod writes ds when the backward asks */
+    attn_mask_mod_fn mask_mod;   /* or NULL */
+    void *mask_mod_ctx;          /* passed to mask_mod */
+    const attn_block_mask *block_mask; /* or NULL */
 } attn_sdpa_desc;
+
+/* A block mask from the caller's arrays (copied and checked: the shapes,
+ * every index in [0, nkv), no key block twice in a row); *out to free with
+ * attn_block_mask_free. */
+ATTN_API attn_status attn_block_mask_create(const attn_block_mask_arrays *a, attn_block_mask **out);
+/* A block mask from mask_mod evaluated on every (b, h) (B, H: 1 broadcasts)
+ * over q_len x kv_len in tiles of q_block x kv_block (FlexAttention's
+ * create_block_mask): a block is full when every pair is kept, empty when
+ * none is (pairs past q_len / kv_len count as not kept), else partial. */
+ATTN_API attn_status attn_block_mask_from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H,
+                                              int64_t q_len, int64_t kv_len, int64_t q_block, int64_t kv_block,
+                                              attn_block_mask **out);
+ATTN_API void attn_block_mask_free(attn_block_mask *m);
+/* The mask's arrays in FlexAttention's layout (owned by m: valid while m is),
+ * the partial and full lists of every row in ascending key-block order for a
+ * mask built from a mod, in the caller's order for one built from arrays. */
+ATTN_API attn_status attn_block_mask_arrays_get(const attn_block_mask *m, attn_block_mask_arrays *out);
+/* Block (qb, kb) of (b, h): 0 empty, 1 partial, 2 full; -1 out of range. */
+ATTN_API int attn_block_mask_block(const attn_block_mask *m, int64_t b, int64_t h, int64_t qb, int64_t kb);
 
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
  * no dropout, Hkv = 0 (= H), no window (left = right = -1). */
@@ -836,7 +912,8 @@ ATTN_API attn_status attn_optim_load(attn_optim *o, const char *path);
     X(attn_dropout)                                                                                                    \
     X(attn_kv_cache_config)                                                                                            \
     X(attn_layer_config)                                                                                               \
-    X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config) X(attn_paged_kv)
+    X(attn_tensor_info) X(attn_forward_args) X(attn_backward_args) X(attn_optim_config) X(attn_paged_kv)          \
+        X(attn_tile) X(attn_block_mask_arrays)
 #define ATTN_ABI_ENTRY_(T) {#T, sizeof(T)},
 static inline int attn_abi_compatible(void) {
     const struct {

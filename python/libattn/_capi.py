@@ -55,7 +55,26 @@ class SdpaDesc(ctypes.Structure):
                 ("dsinks", c_float_p), ("attn_mask", c_u8_p), ("attn_mask_strides", c_i64 * 4),
                 ("attn_bias", c_float_p), ("attn_bias_strides", c_i64 * 4), ("dbias", c_float_p),
                 ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)), ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
-                ("nseq", c_i64), ("math", c_int)]
+                ("nseq", c_i64), ("math", c_int), ("score_mod", c_void_p), ("score_mod_ctx", c_void_p),
+                ("score_mod_grad", c_int), ("mask_mod", c_void_p), ("mask_mod_ctx", c_void_p),
+                ("block_mask", c_void_p)]
+
+
+class Tile(ctypes.Structure):
+    _fields_ = [("b", c_i64), ("h", c_i64), ("i0", c_i64), ("j0", c_i64), ("rows", c_i64), ("cols", c_i64)]
+
+
+# attn_score_mod_fn, attn_mask_mod_fn
+SCORE_MOD_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(Tile), c_float_p, c_i64, c_float_p)
+MASK_MOD_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(Tile), c_u8_p, c_i64)
+
+
+class BlockMaskArrays(ctypes.Structure):
+    _fields_ = [("B", c_i64), ("H", c_i64), ("q_len", c_i64), ("kv_len", c_i64), ("q_block", c_i64),
+                ("kv_block", c_i64), ("kv_num_blocks", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_indices", ctypes.POINTER(ctypes.c_int32)),
+                ("full_kv_num_blocks", ctypes.POINTER(ctypes.c_int32)),
+                ("full_kv_indices", ctypes.POINTER(ctypes.c_int32))]
 
 
 class Generator(ctypes.Structure):
@@ -104,12 +123,18 @@ LAYOUT = {"NHD": 0, "HND": 1}  # attn_kv_layout
 
 _STRUCTS = {"attn_view": View, "attn_paged_kv": PagedKV, "attn_sdpa_desc": SdpaDesc, "attn_generator": Generator, "attn_dropout": Dropout,
             "attn_kv_cache_config": KVCacheConfig, "attn_layer_config": LayerConfig,
-            "attn_tensor_info": TensorInfo, "attn_forward_args": ForwardArgs, "attn_backward_args": BackwardArgs}
+            "attn_tensor_info": TensorInfo, "attn_forward_args": ForwardArgs, "attn_backward_args": BackwardArgs,
+            "attn_tile": Tile, "attn_block_mask_arrays": BlockMaskArrays}
 
 # name: (restype, argtypes)
 _P = c_void_p
 _FUNCS = {
     "attn_version": (ctypes.c_char_p, []),
+    "attn_block_mask_create": (c_int, [ctypes.POINTER(BlockMaskArrays), ctypes.POINTER(_P)]),
+    "attn_block_mask_from_mod": (c_int, [MASK_MOD_FN, c_void_p, c_i64, c_i64, c_i64, c_i64, c_i64, c_i64,
+                                         ctypes.POINTER(_P)]),
+    "attn_block_mask_free": (None, [_P]),
+    "attn_block_mask_arrays_get": (c_int, [_P, ctypes.POINTER(BlockMaskArrays)]),
     "attn_math_products": (ctypes.c_char_p, []),
     "attn_math_rounds": (c_int, [c_int]),
     "attn_abi_size": (ctypes.c_size_t, [ctypes.c_char_p]),

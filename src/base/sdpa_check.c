@@ -5,6 +5,7 @@
  * calls up into core, ref or modules. */
 #include "internal.h"
 #include "sem.h"
+#include "flex.h"
 
 #include <math.h>
 #include <string.h>
@@ -151,6 +152,7 @@ attn_status attn_sdpa_check(const attn_sdpa_desc *d, attn_view q, attn_view k, a
                              (int)d->key_mask_polarity);
     }
     attn_status st = check_features(d);
+    if (st == ATTN_OK) st = attn_flex_check(d);
     if (st != ATTN_OK) return st;
     if (d->dropout) {
         size_t n;

@@ -217,6 +217,16 @@ static int dec_converts(attn_dtype t, int64_t R) {
  * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
  * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
  * DEC_PF rows ahead in their own stream. */
+/* Does the block mask leave no pair of keys [j0, j0 + nb) to any query row of
+ * kv head hk's group? (the block is then skipped: no load, no product) */
+static int dec_flex_empty(const attn_sdpa_desc *d, int64_t b, int64_t hk, int64_t j0, int64_t nb) {
+    if (!d->block_mask) return 0;
+    int64_t G = d->H / attn_sem_hkv(d);
+    for (int64_t h = hk * G; h < (hk + 1) * G; h++)
+        if (attn_flex_tile_state(d, b, h, 0, d->Sq, j0, nb) != ATTN_FLEX_EMPTY) return 0;
+    return 1;
+}
+
 static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf, const void *Qq, const float *qs,
                          float qmax, float *S, float *pm, int64_t j0, int64_t pf_hk, int64_t pf_j, float *kvb) {
     const attn_sdpa_desc *d = c->d;
@@ -240,6 +250,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         nb = nb < kv->map_block - j0 % kv->map_block ? nb : kv->map_block - j0 % kv->map_block;
         d = dec_frame(d, attn_kv_src_global(kv, j0) - j0, &frame);
     }
+    if (dec_flex_empty(d, b, hk, j0, nb)) return nb;
     /* contiguous: each kernel prefetches its own stream DEC_PF rows ahead (into the
      * next item's keys too: the same thread often runs it next; prefetches never
      * fault); paged: the block that runs next, through the page table (within the
@@ -390,6 +401,7 @@ static int64_t dec_block_gemm(const dec_call *c, const dec_item *it, const float
         nb = nb < kv->map_block - j0 % kv->map_block ? nb : kv->map_block - j0 % kv->map_block;
         d = dec_frame(d, attn_kv_src_global(kv, j0) - j0, &frame);
     }
+    if (dec_flex_empty(d, b, hk, j0, nb)) return nb;
     int64_t np = mm ? GB : attn_round_up(nb, 16); /* the products' columns: oneDNN's fixed shape, the kernels' panels */
     float *m = pm, *l = pm + LR, *O = pm + 2 * LR, *S = gb->S;
     dec_gather(c, 0, b, hk, j0, nb, np, it->j1, D, gb->K, gb->row);

@@ -51,9 +51,12 @@
  * of 512 bytes put 48 rows into 8 of the 64 sets: conflict misses). */
 #define LDS (BC_F + 16)
 
-/* keys [*lo, *hi) that some row of i0 .. i0 + rows - 1 may see */
-static void block_rng(const attn_sdpa_desc *d, const attn_seq *s, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi) {
+/* keys [*lo, *hi) that some row of i0 .. i0 + rows - 1 may see (of head
+ * h: narrowed to the block mask's non-empty key blocks; h < 0: any head) */
+static void block_rng(const attn_sdpa_desc *d, const attn_seq *s, int64_t h, int64_t i0, int64_t rows, int64_t *lo,
+                      int64_t *hi) {
     attn_sem_rows_range(d, s->skb, s->off, i0, i0 + rows, lo, hi);
+    if (h >= 0) attn_flex_keys(d, s->b, h, i0, rows, lo, hi);
 }
 
 void attn_qb_at(const qblocks *qb, int64_t blk, int64_t *i0, int64_t *rows) {
@@ -282,10 +285,10 @@ static void fwd_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int6
     attn_score_keys keys = attn_fwd_begin(c, t, b, h, blk, &i0, &rows);
     attn_seq sq = keys.sq;
     int64_t klo, khi, mr = kt->gemm_mr, nch = (rows + mr - 1) / mr;
-    block_rng(d, &sq, i0, rows, &klo, &khi);
+    block_rng(d, &sq, h, i0, rows, &klo, &khi);
     int64_t clo[BR / 6], chi[BR / 6]; /* keys each chunk of mr rows may see (mr >= 6) */
     for (int64_t ci = 0; ci < nch; ci++)
-        block_rng(d, &sq, i0 + ci * mr, rows - ci * mr < mr ? rows - ci * mr : mr, &clo[ci], &chi[ci]);
+        block_rng(d, &sq, h, i0 + ci * mr, rows - ci * mr < mr ? rows - ci * mr : mr, &clo[ci], &chi[ci]);
     for (int64_t j0 = klo / 16 * 16; j0 < khi; j0 += BC_F) {
         /* the block's last tile is trimmed to the keys some row can see */
         int64_t nc = khi - j0 < BC_F ? attn_round_up(khi - j0, 16) : BC_F;
@@ -373,7 +376,7 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, c
             for (int64_t blk = 0; blk < c->qb.n; blk++) {
                 int64_t i0, rows, lo, hi;
                 attn_qb_at(&c->qb, blk, &i0, &rows);
-                block_rng(d, &sq, i0, rows, &lo, &hi);
+                block_rng(d, &sq, -1, i0, rows, &lo, &hi);
                 items[nw++] = (work){b, h, blk, rows * (hi - lo)};
             }
     }
@@ -541,7 +544,7 @@ static int64_t bwd_part_ranges(const attn_sdpa_desc *d, int64_t nchunk, int64_t 
         for (int64_t u = units * c / nchunk; u < units * (c + 1) / nchunk; u++) {
             int64_t i0, n, klo, khi;
             attn_qb_at(qb, u % qb->n, &i0, &n);
-            block_rng(d, &sq, i0, n, &klo, &khi);
+            block_rng(d, &sq, -1, i0, n, &klo, &khi);
             if (khi <= klo) continue;
             lo = klo / bc * bc < lo ? klo / bc * bc : lo;
             int64_t kend = (khi + bc - 1) / bc * bc; /* whole tiles: the products write them */
@@ -712,9 +715,10 @@ static attn_status bwd_row_stats(const attn_kernel_table *kt, const attn_sdpa_de
             float m[BR], l[BR], acc[BR];
             for (int64_t r = 0; r < BR; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = 0.0f;
             int64_t klo, khi;
-            block_rng(d, &sq, i0, rows, &klo, &khi);
+            block_rng(d, &sq, h, i0, rows, &klo, &khi);
             for (int64_t j0 = klo / BC_B * BC_B; j0 < khi; j0 += BC_B) { /* the main pass's tiles */
                 bwd_cols w = bwd_cols_of(j0, klo, khi, &g);
+                if (attn_score_tile_hidden(d, &sq, h, rows, i0, j0 + w.c0, w.n)) continue; /* P = 0 */
                 bwd_scores(kt, d, &sq, h, Qp, DP, KT, pn->ldk, S, NULL, rows, i0, w, add, any_add, NULL, BC_B);
                 bwd_dp(kt, d, mc, dOp, DvP, VT, pn->ldk, dP, rows, b, h, i0, w, keep, NULL);
                 fold_tile(kt, S, dP, rows, escale, w, BC_B, m, l, acc);
@@ -1269,7 +1273,7 @@ static void bwd_block(const bwd_call *c, bwd_bufs *tb, const bwd_item *it, int64
     const bwd_extra *ex = c->ex;
     float *Sb = tb->Sb, *dPb = tb->dPb, *P = tb->P, *dQ = tb->dQ, *m = tb->m, *l = tb->l, *acc = tb->acc;
     attn_qb_at(c->qb, u % nqb, &i0, &rows);
-    block_rng(d, sq, i0, rows, &klo, &khi);
+    block_rng(d, sq, h, i0, rows, &klo, &khi);
     int64_t t0 = klo / bc, t1 = khi > klo ? (khi + bc - 1) / bc : t0;                        /* tiles [t0, t1) */
     pack_operand(kt, c->q, d->qkv_dtype, b, h, i0, rows, br, D, DP, tb->Qp, c->qmul, c->qt); /* base/sem.h */
     pack_operand(kt, c->dout, ATTN_DTYPE_F32, b, h, i0, rows, br, Dv, DvP, tb->dOp, 1.0f, c->grt);
@@ -1368,7 +1372,7 @@ static attn_status flash_bwd(const attn_sdpa_desc *d, attn_view q, attn_view k, 
     attn_status st = bwd_plan_make(d, &g, &pl);
     int64_t units = pl.units, nchunk = pl.nchunk, nitem = pl.nitem, *prng = pl.prng;
     size_t npart = pl.npart;
-    int capped = d->softcap > 0.0f;
+    int capped = attn_score_grad_tile(d);
     const mcg_consts mc = mcg_setup(d);
     /* K row-major for dQ = dS K: float32 K with D a multiple of 16 is read in place
      * (whole tiles; the last, partial tile from a padded copy per thread), other K

@@ -112,6 +112,7 @@ void attn_fwd_mm_block(const fwd_call *c, fwd_bufs *t, int64_t b, int64_t h, int
     kt->store_row(t->Qp, br * d->D, ATTN_DTYPE_F32, c->mt, t->Qm);          /* rounded already; padding rows zeros */
     memset((char *)t->Pm + (size_t)rows * pr, 0, (size_t)(br - rows) * pr); /* and their P */
     attn_sem_rows_range(d, keys.sq.skb, keys.sq.off, i0, i0 + rows, &klo, &khi);
+    attn_flex_keys(d, b, h, i0, rows, &klo, &khi);
     for (int64_t j0 = klo / bc * bc; j0 < khi && !t->err; j0 += bc) {
         if (attn_score_tile_hidden(d, &keys.sq, h, rows, i0, j0, bc)) continue; /* P = 0 */
         const char *kb = (const char *)panel + (size_t)(j0 / bc) * (c->kbytes + c->vbytes);

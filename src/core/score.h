@@ -6,8 +6,9 @@
  * here, nowhere else.
  *
  * Order (attn.h): scale, then softcap, then ALiBi and the dense bias, then
- * visibility (the causal/window/chunk/seqlens range of each row, the padding
- * mask, the dense mask), hidden keys to -inf.
+ * score_mod (programmable attention, base/flex.h), then visibility (the
+ * causal/window/chunk/seqlens range of each row, the padding mask, the dense
+ * mask, the block mask and mask_mod), hidden keys to -inf.
  *
  * Base 2 (stated once, here): the fused kernels run the softmax in base 2.
  * Without modifiers the packed queries carry scale * log2(e)
@@ -24,6 +25,7 @@
 #include "../kernels/kernels.h"
 #include "internal.h"
 #include "base/sem.h"
+#include "base/flex.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,9 +43,19 @@ static inline attn_seq attn_seq_of(const attn_sdpa_desc *d, int64_t b) {
 }
 
 /* score modifiers present: the tile is modified in natural units (the
- * scale applied to it here, then softcap, ALiBi, the bias) */
+ * scale applied to it here, then softcap, ALiBi, the bias, score_mod) */
 static inline int attn_score_has_mods(const attn_sdpa_desc *d) {
-    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL;
+    return d->softcap > 0.0f || d->alibi_slopes != NULL || d->attn_bias != NULL || d->score_mod != NULL;
+}
+
+/* does the backward need d s / d(q.k) per score (G of attn_score_tile)
+ * rather than the scale alone? */
+static inline int attn_score_grad_tile(const attn_sdpa_desc *d) { return d->softcap > 0.0f || d->score_mod != NULL; }
+
+/* the keys of a tile from j0 that exist (bc clamped to Sk - j0) */
+static inline int64_t attn_score_cols(const attn_sdpa_desc *d, int64_t j0, int64_t bc) {
+    int64_t n = d->Sk - j0 < bc ? d->Sk - j0 : bc;
+    return n < 0 ? 0 : n;
 }
 
 /* what the packed queries are multiplied by (see the base-2 note above). A
@@ -122,7 +134,54 @@ static inline int attn_score_needs_mask(const attn_sdpa_desc *d, const attn_scor
  * skipped: as in PyTorch, a NaN score plus -inf stays NaN.) */
 static inline int attn_score_tile_hidden(const attn_sdpa_desc *d, const attn_seq *sq, int64_t h, int64_t rows,
                                          int64_t i0, int64_t j0, int64_t bc) {
-    return d->attn_mask && attn_score_dense_all(d, sq->b, h, rows, i0, j0, bc, 0);
+    return (d->attn_mask && attn_score_dense_all(d, sq->b, h, rows, i0, j0, bc, 0)) ||
+           (d->block_mask &&
+            attn_flex_tile_state(d, sq->b, h, i0, rows, j0, attn_score_cols(d, j0, bc)) == ATTN_FLEX_EMPTY);
+}
+
+/* programmable attention's pieces of a tile: at most ATTN_FLEX_PIECE scores
+ * a callback (stack scratch for keep bytes and score derivatives) */
+#define ATTN_FLEX_PIECE 4096
+
+/* the pairs the block mask and mask_mod hide (the tile's nk keys that exist) to -inf */
+static inline void attn_score_flex_mask(const attn_sdpa_desc *d, int64_t b, int64_t h, float *S, int64_t ld,
+                                        int64_t nk, int64_t rows, int64_t i0, int64_t j0) {
+    uint8_t keep[ATTN_FLEX_PIECE];
+    int64_t cp = nk < ATTN_FLEX_PIECE ? nk : ATTN_FLEX_PIECE, rp = cp > 0 ? ATTN_FLEX_PIECE / cp : 1;
+    for (int64_t r0 = 0; r0 < rows; r0 += rp)
+        for (int64_t c0 = 0; c0 < nk; c0 += cp) {
+            int64_t nr = rows - r0 < rp ? rows - r0 : rp, nc = nk - c0 < cp ? nk - c0 : cp;
+            attn_flex_keep(d, b, h, i0 + r0, nr, j0 + c0, nc, keep, nc);
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t c = 0; c < nc; c++)
+                    if (!keep[r * nc + c]) S[(r0 + r) * ld + c0 + c] = -INFINITY;
+        }
+}
+
+/* score_mod on the tile's nk keys that exist; with G (the backward), G *=
+ * d new / d old, piece by piece (the piece's scores and derivatives in
+ * scratch of the piece's width: the callback's ds shares its s's layout) */
+static inline void attn_score_flex_mod(const attn_sdpa_desc *d, int64_t b, int64_t h, float *S, int64_t ld,
+                                       int64_t nk, int64_t rows, int64_t i0, int64_t j0, float *G) {
+    if (!G) {
+        attn_flex_score(d, b, h, i0, rows, j0, nk, S, ld, NULL);
+        return;
+    }
+    float sp[ATTN_FLEX_PIECE], ds[ATTN_FLEX_PIECE];
+    int64_t cp = nk < ATTN_FLEX_PIECE ? nk : ATTN_FLEX_PIECE, rp = cp > 0 ? ATTN_FLEX_PIECE / cp : 1;
+    for (int64_t r0 = 0; r0 < rows; r0 += rp)
+        for (int64_t c0 = 0; c0 < nk; c0 += cp) {
+            int64_t nr = rows - r0 < rp ? rows - r0 : rp, nc = nk - c0 < cp ? nk - c0 : cp;
+            if (attn_flex_tile_state(d, b, h, i0 + r0, nr, j0 + c0, nc) == ATTN_FLEX_EMPTY) continue; /* masked */
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t c = 0; c < nc; c++) sp[r * nc + c] = S[(r0 + r) * ld + c0 + c], ds[r * nc + c] = 0.0f;
+            attn_flex_score(d, b, h, i0 + r0, nr, j0 + c0, nc, sp, nc, ds);
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t c = 0; c < nc; c++) {
+                    S[(r0 + r) * ld + c0 + c] = sp[r * nc + c];
+                    G[(r0 + r) * ld + c0 + c] *= ds[r * nc + c];
+                }
+        }
 }
 
 /* Keys outside each row's range (causal, window, chunk, seqlens, past Sk),
@@ -153,8 +212,10 @@ static inline void attn_score_mask(const attn_sdpa_desc *d, const attn_score_key
 
 /* The step: the tile S (rows x bc, row stride ld) of head h from raw q.k
  * (times the packed queries' multiplier) to the scores the softmax sees.
- * With a softcap and G not NULL, G (same layout) gets d s / d(q.k) =
- * scale (1 - tanh^2) (exactly 0 where tanh saturates), for the backward. */
+ * With G not NULL (the backward, attn_score_grad_tile), G (same layout)
+ * gets d s / d(q.k): scale (1 - tanh^2) with a softcap (exactly 0 where
+ * tanh saturates), else the scale, times score_mod's derivative; 0 where
+ * the score is -inf. */
 static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_desc *d, const attn_score_keys *k,
                                    int64_t h, float *S, int64_t ld, int64_t bc, int64_t rows, int64_t i0, int64_t j0,
                                    float *G) {
@@ -171,6 +232,8 @@ static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_
                     }
             } else {
                 kt->scale_row(s, bc, scale);
+                if (G)
+                    for (int64_t c = 0; c < bc; c++) G[r * ld + c] = d->scale;
             }
             if (d->alibi_slopes) kt->alibi_row(s, bc, d->alibi_slopes[h], (float)(i0 + r + k->sq.off - j0));
             if (d->attn_bias) { /* the bias row from key j0 (keys past Sk: out of range) */
@@ -179,7 +242,22 @@ static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_
             }
         }
     }
+    int64_t nk = attn_score_cols(d, j0, bc);
+    int fs = attn_flex_tile_state(d, k->sq.b, h, i0, rows, j0, nk);
+    if (fs == ATTN_FLEX_EMPTY && attn_flex_masks(d)) { /* the block mask hides the tile: no callback */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < bc; c++) S[r * ld + c] = -INFINITY;
+        if (G)
+            for (int64_t r = 0; r < rows; r++) memset(G + r * ld, 0, (size_t)bc * sizeof(float));
+        return;
+    }
+    if (d->score_mod) attn_score_flex_mod(d, k->sq.b, h, S, ld, nk, rows, i0, j0, G);
     if (attn_score_needs_mask(d, k, h, bc, i0, rows, j0)) attn_score_mask(d, k, h, S, ld, bc, rows, i0, j0);
+    if (fs != ATTN_FLEX_FULL) attn_score_flex_mask(d, k->sq.b, h, S, ld, nk, rows, i0, j0);
+    if (G && d->score_mod) /* hidden pairs (and -inf scores): P = 0, so dS = 0 whatever score_mod's derivative */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < bc; c++)
+                if (S[r * ld + c] == -INFINITY) G[r * ld + c] = 0.0f;
 }
 
 #endif

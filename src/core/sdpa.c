@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "base/rows.h"
 #include "base/sem.h"
+#include "base/flex.h"
 #include "core/kv_src.h"
 
 #include <stdlib.h>
@@ -142,6 +143,8 @@ attn_status attn_sdpa_backward(const attn_sdpa_desc *dd, attn_view q, attn_view 
     attn_sdpa_desc e = resolve_math(dd, vt, vt); /* base/sem.h: attn_sem_grad_type */
     const attn_sdpa_desc *d = &e;
     if (d->math != ATTN_MATH_STRICT && d->dropout) return mode_dropout_fail();
+    if (d->score_mod && !d->score_mod_grad)
+        return attn_fail(ATTN_E_UNSUPPORTED, "score_mod_grad = 0: the backward through score_mod needs its derivative");
     st = grads_check(d, dq, dk, dv);
     if (st) return st;
     if (d->impl == ATTN_IMPL_REF) return attn_sdpa_ref_backward(d, q, k, v, dout, dq, dk, dv);
@@ -155,6 +158,8 @@ static attn_status block_check(const attn_sdpa_desc *d, attn_view q, attn_view k
     attn_status st = attn_sdpa_check(d, q, k, v, dout, 1);
     if (st != ATTN_OK) return st;
     if (d->dropout) return attn_fail(ATTN_E_UNSUPPORTED, "dropout in a block of a larger problem");
+    if (attn_flex_on(d))
+        return attn_fail(ATTN_E_UNSUPPORTED, "score_mod, mask_mod or block_mask in a block of a larger problem");
     if (d->B * d->H * d->Sq > 0 && (!m || !l || !t))
         return attn_fail(ATTN_E_INVALID, "the block's statistic %s is NULL", !m ? "m" : !l ? "l" : "t");
     return ATTN_OK;

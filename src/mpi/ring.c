@@ -131,7 +131,8 @@ static attn_status ring_init(ring *R, MPI_Comm comm, const attn_sdpa_desc *d, at
         MPI_Allreduce(mine, hi, ATTN_MPI_FIELDS + 1, MPI_INT64_T, MPI_MAX, R->comm) != MPI_SUCCESS)
         return ATTN_E_COMM;
     if (memcmp(lo, hi, sizeof lo) != 0) st = ATTN_E_INVALID; /* ranks disagree on the problem */
-    if (!st && (d->dropout || d->sinks || d->attn_mask || d->attn_bias || attn_sem_is_block(d)))
+    if (!st && (d->dropout || d->sinks || d->attn_mask || d->attn_bias || attn_sem_is_block(d) || d->score_mod ||
+                d->mask_mod || d->block_mask))
         st = ATTN_E_UNSUPPORTED;
     if (!st && (d->B < 1 || d->H < 1 || d->D < 1 || d->Dv < 1 || d->Sq < 0 || d->Sk < 0)) st = ATTN_E_SHAPE;
     if (st) return st;

@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "base/rows.h"
 #include "base/sem.h"
+#include "base/flex.h"
 
 #include <float.h>
 #include <math.h>
@@ -29,8 +30,44 @@ static const float *row_rounded(attn_view t, const attn_sdpa_desc *d, int64_t b,
     return buf;
 }
 
+/* Programmable attention on row i's scores (base/flex.h): score_mod on the
+ * row as a 1 x Sk tile of float32 (its derivative into dcap), then the
+ * block mask and mask_mod hide keys. fx: flex_scratch's 2 Sk floats and Sk
+ * bytes. Returns the visible keys left. */
+static int64_t row_flex(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, double *sc, double *dcap,
+                        int64_t nvis, float *fx) {
+    int64_t n = d->Sk;
+    float *f = fx, *ds = fx + n;
+    uint8_t *keep = (uint8_t *)(fx + 2 * n);
+    if (d->score_mod) {
+        for (int64_t j = 0; j < n; j++) f[j] = (float)sc[j], ds[j] = 0.0f;
+        attn_flex_score(d, b, h, i, 1, 0, n, f, n, dcap ? ds : NULL);
+        for (int64_t j = 0; j < n; j++) {
+            if (sc[j] == -INFINITY && !attn_sem_visible(d, b, h, i, j)) continue; /* hidden: stays so */
+            sc[j] = (double)f[j];
+            if (dcap) dcap[j] = sc[j] == -INFINITY ? 0.0 : dcap[j] * (double)ds[j];
+        }
+    }
+    if (!attn_flex_masks(d)) return nvis;
+    attn_flex_keep(d, b, h, i, 1, 0, n, keep, n);
+    for (int64_t j = 0; j < n; j++)
+        if (!keep[j] && attn_sem_visible(d, b, h, i, j)) {
+            sc[j] = -INFINITY, nvis--;
+            if (dcap) dcap[j] = 0.0;
+        }
+    return nvis;
+}
+
+/* row_flex's scratch (NULL without programmable rules; *fail on no memory) */
+static float *flex_scratch(const attn_sdpa_desc *d, int *fail) {
+    if (!attn_flex_on(d)) return NULL;
+    float *fx = malloc((size_t)(d->Sk ? d->Sk : 1) * (2 * sizeof(float) + 1));
+    *fail |= !fx;
+    return fx;
+}
+
 static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int64_t b, int64_t h, int64_t i,
-                          double *sc, double *dcap, float *tmp /* 2 D floats for 16-bit inputs */) {
+                          double *sc, double *dcap, float *tmp /* 2 D floats for 16-bit inputs */, float *fx) {
     attn_dtype vt = attn_view_dtype(d->qkv_dtype), kvt = attn_sem_kv_type(d, vt);
     const float *qi = row_rounded(q, d, b, h, i, d->D, attn_sem_q_type(d, vt), tmp);
     int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b), lo, hi, nvis = 0;
@@ -57,7 +94,7 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
         if (dcap) dcap[j] = g;
         nvis++;
     }
-    return nvis;
+    return fx ? row_flex(d, b, h, i, sc, dcap, nvis, fx) : nvis;
 }
 
 /* softmax over the scores and a sink logit (a finite number): hidden keys
@@ -153,7 +190,10 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     uint8_t *keep = malloc(nsk ? nsk : 1);
     float *tmp = malloc((size_t)(2 * d->D + d->Dv) * sizeof *tmp); /* rows of 16-bit inputs */
     attn_dtype vt = attn_view_dtype(d->qkv_dtype), pt = attn_sem_p_type(d, vt), kvt = attn_sem_kv_type(d, vt);
-    if (!p || !acc || !keep || !tmp) {
+    int fail = 0;
+    float *fx = flex_scratch(d, &fail);
+    if (!p || !acc || !keep || !tmp || fail) {
+        free(fx);
         free(p);
         free(acc);
         free(keep);
@@ -163,7 +203,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp);
+                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp, fx);
                 const float *sink = d->sinks ? d->sinks + h : NULL;
                 double m = pt != ATTN_DTYPE_F32 ? row_max(p, d->Sk, sink) : 0.0;
                 double l = row_softmax(p, d->Sk, nvis, sink, NULL);
@@ -183,6 +223,7 @@ attn_status attn_sdpa_ref_forward(const attn_sdpa_desc *d, attn_view q, attn_vie
                 float *o = out.data + b * out.stride_b + h * out.stride_h + i * out.stride_s;
                 for (int64_t c = 0; c < d->Dv; c++) o[c] = (float)acc[c];
             }
+    free(fx);
     free(p);
     free(acc);
     free(keep);
@@ -231,8 +272,10 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     size_t nfull = (size_t)(d->B * d->H * d->Sq) * nsk; /* d loss / d bias per (b, h, i, j), then reduced */
     double *dbf = d->attn_bias && d->dbias ? calloc(nfull + 1, sizeof *dbf) : NULL;
     attn_status st = ATTN_OK;
+    int fail = 0;
+    float *fx = flex_scratch(d, &fail);
     if (!p || !dp || !g || !gk || !gv || !gq || !keep || !tmp || (d->sinks && d->dsinks && !dsk) ||
-        (d->attn_bias && d->dbias && !dbf))
+        (d->attn_bias && d->dbias && !dbf) || fail)
         st = ATTN_E_NOMEM;
     for (int64_t b = 0; st == ATTN_OK && b < d->B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
@@ -240,7 +283,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
             for (size_t t = 0; t < nvd; t++) gv[t] = 0.0;
             for (int64_t h = hk * G; h < (hk + 1) * G; h++)
                 for (int64_t i = 0; i < d->Sq; i++) {
-                    int64_t nvis = row_scores(d, q, k, b, h, i, p, g, tmp);
+                    int64_t nvis = row_scores(d, q, k, b, h, i, p, g, tmp, fx);
                     double ps;
                     row_softmax(p, d->Sk, nvis, d->sinks ? d->sinks + h : NULL, &ps);
                     if (d->dropout) {
@@ -310,6 +353,7 @@ attn_status attn_sdpa_ref_backward(const attn_sdpa_desc *d, attn_view q, attn_vi
     free(gq);
     free(keep);
     free(tmp);
+    free(fx);
     for (int64_t h = 0; !st && dsk && h < d->H; h++) d->dsinks[h] = (float)dsk[h];
     if (!st && dbf) st = ref_dbias(d, dbf, nsk);
     free(dsk), free(dbf);
@@ -324,7 +368,10 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
     double *p = malloc((nsk ? nsk : 1) * sizeof *p);
     uint8_t *keep = malloc(nsk ? nsk : 1);
     float *tmp = malloc((size_t)(2 * d->D) * sizeof *tmp);
-    if (!p || !keep || !tmp) {
+    int fail = 0;
+    float *fx = flex_scratch(d, &fail);
+    if (!p || !keep || !tmp || fail) {
+        free(fx);
         free(p);
         free(keep);
         free(tmp);
@@ -333,7 +380,7 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->H; h++)
             for (int64_t i = 0; i < d->Sq; i++) {
-                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp);
+                int64_t nvis = row_scores(d, q, k, b, h, i, p, NULL, tmp, fx);
                 size_t base = (size_t)(((b * d->H + h) * d->Sq + i) * d->Sk);
                 if (scores)
                     for (int64_t j = 0; j < d->Sk; j++) scores[base + j] = (float)p[j];
@@ -346,6 +393,7 @@ attn_status attn_sdpa_ref_weights(const attn_sdpa_desc *d, attn_view q, attn_vie
                     weights[base + j] = w;
                 }
             }
+    free(fx);
     free(p);
     free(keep);
     free(tmp);
