@@ -21,7 +21,8 @@ from .safetensors import load_safetensors, save_safetensors, safetensors_bytes
 
 __all__ = ["sdpa", "sdpa_backward", "attention_weights", "Layer", "KVCache", "LibattnError", "version",
            "math_products", "math_rounds", "kernel_name", "release_cached_memory", "load_safetensors",
-           "save_safetensors", "LAYER_KINDS", "KV_DTYPES", "paged_attention", "paged_append", "merge_states"]
+           "save_safetensors", "LAYER_KINDS", "KV_DTYPES", "paged_attention", "paged_append", "merge_states",
+           "flex_attention", "create_block_mask", "BlockMask", "and_masks", "or_masks", "noop_mask", "create_mask"]
 
 LAYER_KINDS = ("simple", "sa_v1", "sa_v2", "causal", "mha_wrapper", "mha", "gpt_mha", "single_head", "fused_mha",
                "bidirectional", "causal_mha", "cross")
@@ -1005,3 +1006,7 @@ class KVCache(_Owned):
         _check(lib.attn_kv_cache_attend(self._handle(), ctypes.byref(d), _view(q), _view(out), _fptr(lse)),
                "KV cache attend")
         return (out, lse) if return_lse else out
+
+
+from ._flex import (flex_attention, create_block_mask, BlockMask, and_masks, or_masks, noop_mask,  # noqa: E402
+                    create_mask)

@@ -32,7 +32,8 @@ import torch
 
 import libattn as _lat
 
-__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch", "set_math", "paged_attention", "paged_append"]
+__all__ = ["sdpa", "scaled_dot_product_attention", "patch", "unpatch", "set_math", "paged_attention", "paged_append",
+           "flex_attention", "create_block_mask", "create_mask", "BlockMask", "and_masks", "or_masks", "noop_mask"]
 
 _math = None  # set_math: None = by dtype
 
@@ -282,3 +283,229 @@ def paged_append(k, v, k_pages, v_pages, slot_mapping, *, layout="NHD", kv_dtype
     _lat.paged_append(ka, va, kp, vp, sm, layout=layout, kv_dtype=kv_dtype if kv_dtype is not None else kind,
                       v_dtype=v_dtype, k_scale=_scale_np(k_scale, "k_scale"), v_scale=_scale_np(v_scale, "v_scale"))
 
+
+
+# ---- programmable attention (torch.nn.attention.flex_attention) ----------------
+
+class _TorchTiles:
+    """How the mods see a tile from PyTorch: b, h 0-d int64 tensors, q_idx
+    (rows, 1) and kv_idx (1, cols) int64 tensors, score a (rows, cols)
+    float32 tensor; the backward's derivative d new / d score by autograd."""
+
+    @staticmethod
+    def index(t):
+        return (torch.tensor(t.b), torch.tensor(t.h), torch.arange(t.i0, t.i0 + t.rows)[:, None],
+                torch.arange(t.j0, t.j0 + t.cols)[None, :])
+
+    @staticmethod
+    def keep(r, shape):
+        return torch.as_tensor(r).to(torch.bool).expand(shape).numpy()
+
+    @staticmethod
+    def score(mod, s, idx, want_grad):
+        st = torch.from_numpy(np.array(s, dtype=np.float32))
+        if not want_grad:
+            with torch.no_grad():
+                new = torch.as_tensor(mod(st, *idx)).to(torch.float32).expand(st.shape)
+            return new.numpy(), None
+        with torch.enable_grad():
+            st.requires_grad_(True)
+            new = torch.as_tensor(mod(st, *idx)).to(torch.float32).expand(st.shape)
+            g = torch.autograd.grad(new.sum(), st, allow_unused=True)[0] if new.requires_grad else None
+        g = torch.zeros_like(st) if g is None else g
+        return new.detach().numpy(), g.detach().numpy()
+
+
+def _captured(score_mod):
+    """Tensors that require grad and score_mod's result depends on (the
+    leaves of its graph on a 1 x 1 tile other than the score)."""
+    if score_mod is None:
+        return []
+    s = torch.zeros((1, 1), requires_grad=True)
+    with torch.enable_grad():
+        new = torch.as_tensor(score_mod(s, torch.tensor(0), torch.tensor(0), torch.zeros((1, 1), dtype=torch.int64),
+                                        torch.zeros((1, 1), dtype=torch.int64)))
+    out, seen, alive, stack = [], set(), [], [new.grad_fn] if new.grad_fn is not None else []
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        alive.append(fn)  # the nodes' Python wrappers are made on access: kept, their ids stay theirs
+        var = getattr(fn, "variable", None)
+        if var is not None and var is not s and var.requires_grad:
+            out.append(var)
+        stack.extend(f for f, _ in fn.next_functions)
+    return out
+
+
+def _keep_rows(block_mask, b, h, i0, i1, Sk):
+    """(i1 - i0, Sk) bool: which keys rows i0 .. i1 - 1 of (b, h) keep under block_mask."""
+    keep = torch.ones((i1 - i0, Sk), dtype=torch.bool)
+    if block_mask is None:
+        return keep
+    qb, kb = block_mask.BLOCK_SIZE
+    bb, hh = (0 if block_mask.B == 1 else b), (0 if block_mask.H == 1 else h)
+    for qi in range(i0 // qb, (i1 - 1) // qb + 1):
+        r0, r1 = max(qi * qb, i0), min((qi + 1) * qb, i1)
+        state = np.zeros(-(-Sk // kb), np.int32)  # 0 empty, 1 partial, 2 full
+        for num, idx, v in ((block_mask.kv_num_blocks, block_mask.kv_indices, 1),
+                            (block_mask.full_kv_num_blocks, block_mask.full_kv_indices, 2)):
+            num, idx = np.asarray(num), np.asarray(idx)
+            sel = idx[bb, hh, qi, :num[bb, hh, qi]]
+            state[sel[sel < state.size]] = v
+        for kj in range(state.size):
+            c0, c1 = kj * kb, min((kj + 1) * kb, Sk)
+            if state[kj] == 0:
+                keep[r0 - i0:r1 - i0, c0:c1] = False
+            elif state[kj] == 1 and block_mask.mask_mod is not None:
+                m = block_mask.mask_mod(torch.tensor(b), torch.tensor(h), torch.arange(r0, r1)[:, None],
+                                        torch.arange(c0, c1)[None, :])
+                keep[r0 - i0:r1 - i0, c0:c1] = torch.as_tensor(m).to(torch.bool).expand(r1 - r0, c1 - c0)
+    return keep
+
+
+def _captured_grads(q, k, v, dout, lse, score_mod, block_mask, scale, captured, rows=128):
+    """d loss / d captured: sum over the kept pairs of dT * d score_mod / d
+    captured, dT = P (dP - rowsum(P dP)) recomputed a block of query rows at
+    a time in PyTorch (the library's backward gives q, k and v)."""
+    B, H, Sq, _ = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    grads = [torch.zeros_like(c) for c in captured]
+    qi_all, ki = torch.arange(Sq), torch.arange(Sk)[None, :]
+    for b in range(B):
+        for h in range(H):
+            hk = h // (H // Hkv)
+            for i0 in range(0, Sq, rows):
+                i1 = min(i0 + rows, Sq)
+                keep = _keep_rows(block_mask, b, h, i0, i1, Sk)
+                if not keep.any():
+                    continue
+                s = (q[b, h, i0:i1] @ k[b, hk].T) * scale
+                with torch.enable_grad():
+                    new = torch.as_tensor(score_mod(s, torch.tensor(b), torch.tensor(h), qi_all[i0:i1, None], ki))
+                    new = new.expand(s.shape)
+                    t = torch.where(keep, new, torch.full_like(s, -float("inf")))
+                    lr = lse[b, h, i0:i1, None]
+                    p = torch.where(torch.isfinite(lr), torch.exp(t.detach() - lr), torch.zeros_like(s))
+                    dp = dout[b, h, i0:i1] @ v[b, hk].T
+                    dt = p * (dp - (p * dp).sum(-1, keepdim=True))
+                    gs = torch.autograd.grad(t, captured, grad_outputs=dt, allow_unused=True)
+                for a, g in zip(grads, gs):
+                    if g is not None:
+                        a += g
+    return grads
+
+
+class _Flex(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, opts, *captured):
+        score_mod, block_mask, scale, enable_gqa, math = opts
+        qn, kn, vn = (t.detach().to(torch.float32).contiguous().numpy() for t in (q, k, v))
+        c, cb = _lat._flex.flex_call(qn, kn, vn, score_mod, block_mask, scale, enable_gqa, _TorchTiles, math)
+        B, H, Sq, Sk, D, Dv = c.shape
+        out, lse = np.empty((B, H, Sq, Dv), np.float32), np.empty((B, H, Sq), np.float32)
+        st = _lat.lib.attn_sdpa_forward(_lat.ctypes.byref(c.desc), _lat._view(c.q), _lat._view(c.k),
+                                        _lat._view(c.v), _lat._view(out), _lat._fptr(lse))
+        cb.raise_if_failed()
+        _lat._check(st, "flex_attention")
+        o, l = torch.from_numpy(out), torch.from_numpy(lse)
+        ctx.save_for_backward(q, k, v, l)
+        ctx.opts, ctx.scale = opts, c.desc.scale
+        ctx.mark_non_differentiable(l)
+        return o.to(q.dtype), l
+
+    @staticmethod
+    def backward(ctx, gout, glse):
+        q, k, v, lse = ctx.saved_tensors
+        score_mod, block_mask, scale, enable_gqa, math = ctx.opts
+        qn, kn, vn = (t.detach().to(torch.float32).contiguous().numpy() for t in (q, k, v))
+        go = gout.detach().to(torch.float32).contiguous()
+        c, cb = _lat._flex.flex_call(qn, kn, vn, score_mod, block_mask, scale, enable_gqa, _TorchTiles, math)
+        dq, dk, dv = np.empty_like(qn), np.empty_like(kn), np.empty_like(vn)
+        st = _lat.lib.attn_sdpa_backward(_lat.ctypes.byref(c.desc), _lat._view(c.q), _lat._view(c.k),
+                                         _lat._view(c.v), _lat._capi.View(), _lat._view(go.numpy()), None,
+                                         _lat._view(dq), _lat._view(dk), _lat._view(dv))
+        cb.raise_if_failed()
+        _lat._check(st, "flex_attention backward")
+        captured = [t for t in ctx.needs_input_grad[4:]]
+        caps = ()
+        if any(captured):
+            tensors = _captured(score_mod)
+            gs = _captured_grads(q.detach().float(), k.detach().float(), v.detach().float(), go, lse, score_mod,
+                                 block_mask, ctx.scale, tensors)
+            caps = tuple(gs)
+        need = ctx.needs_input_grad
+        return ((torch.from_numpy(dq).to(q.dtype) if need[0] else None,
+                 torch.from_numpy(dk).to(k.dtype) if need[1] else None,
+                 torch.from_numpy(dv).to(v.dtype) if need[2] else None, None) + caps)
+
+
+def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
+                   return_lse=False, kernel_options=None, *, math="strict"):
+    """torch.nn.attention.flex_attention.flex_attention on libattn (CPU
+    tensors): mods written for PyTorch (torch functions on index tensors,
+    captured tensors) run unchanged. Differentiable in query, key, value and
+    in tensors score_mod captures that require grad. Computes in float32
+    (other dtypes are converted; the output comes back in query's dtype).
+    The lse (natural log) is not differentiable."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("%s: expected a torch.Tensor, got %s" % (name, type(t).__name__))
+        if t.device.type != "cpu":
+            raise ValueError("%s: libattn runs on the CPU; got a tensor on %s" % (name, t.device))
+    captured = _captured(score_mod) if torch.is_grad_enabled() else []
+    out, lse = _Flex.apply(query, key, value, (score_mod, block_mask, scale, enable_gqa, math), *captured)
+    return (out, lse) if return_lse else out
+
+
+class _TorchBlockMask(_lat.BlockMask):
+    """libattn.BlockMask whose arrays are int32 tensors (BlockMask's fields)."""
+
+    def to_dense(self):
+        return torch.from_numpy(_lat.BlockMask.to_dense(self._arrays()))
+
+    def _arrays(self):
+        a = object.__new__(_lat.BlockMask)
+        for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+            setattr(a, f, getattr(self, f).numpy())
+        return a
+
+    def sparsity(self):
+        d = self.to_dense()
+        return 100.0 * (1.0 - d.float().mean().item()) if d.numel() else 0.0
+
+    def __del__(self):
+        _lat.BlockMask.__del__(self)
+
+
+def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cpu", BLOCK_SIZE=128, _compile=False):
+    """torch.nn.attention.flex_attention.create_block_mask on libattn: the
+    mask_mod (torch code on index tensors) evaluated block by block."""
+    bm = _lat._flex._create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, _TorchTiles)
+    out = object.__new__(_TorchBlockMask)
+    out.__dict__.update(bm.__dict__)
+    bm._handle = None  # owned by out now
+    for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+        setattr(out, f, torch.from_numpy(getattr(out, f)))
+    return out
+
+
+def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device="cpu"):
+    """The dense (B or 1, H or 1, Q_LEN, KV_LEN) bool mask of a mask_mod (torch code)."""
+    B = 1 if B is None else int(B)
+    H = 1 if H is None else int(H)
+    b = torch.arange(B)[:, None, None, None]
+    h = torch.arange(H)[None, :, None, None]
+    q = torch.arange(Q_LEN)[None, None, :, None]
+    kv = torch.arange(KV_LEN)[None, None, None, :]
+    return torch.as_tensor(mod_fn(b, h, q, kv)).to(torch.bool).expand(B, H, Q_LEN, KV_LEN).clone()
+
+
+def noop_mask(b, h, q_idx, kv_idx):
+    """Every pair takes part."""
+    return torch.ones((), dtype=torch.bool)
+
+
+and_masks, or_masks = _lat.and_masks, _lat.or_masks
+BlockMask = _TorchBlockMask
