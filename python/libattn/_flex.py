@@ -30,30 +30,26 @@ def noop_mask(b, h, q_idx, kv_idx):
     return np.bool_(True)
 
 
-def and_masks(*mask_mods):
-    """A mask_mod keeping a pair where every one of mask_mods does."""
+def _combine(mask_mods, op, name):
     if not mask_mods:
-        raise ValueError("and_masks needs at least one mask_mod")
+        raise ValueError("%s needs at least one mask_mod" % name)
 
     def mask_mod(b, h, q_idx, kv_idx):
         out = mask_mods[0](b, h, q_idx, kv_idx)
         for m in mask_mods[1:]:
-            out = out & m(b, h, q_idx, kv_idx)
+            out = op(out, m(b, h, q_idx, kv_idx))
         return out
     return mask_mod
+
+
+def and_masks(*mask_mods):
+    """A mask_mod keeping a pair where every one of mask_mods does."""
+    return _combine(mask_mods, lambda x, y: x & y, "and_masks")
 
 
 def or_masks(*mask_mods):
     """A mask_mod keeping a pair where any one of mask_mods does."""
-    if not mask_mods:
-        raise ValueError("or_masks needs at least one mask_mod")
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        out = mask_mods[0](b, h, q_idx, kv_idx)
-        for m in mask_mods[1:]:
-            out = out | m(b, h, q_idx, kv_idx)
-        return out
-    return mask_mod
+    return _combine(mask_mods, lambda x, y: x | y, "or_masks")
 
 
 class _Numpy:
