@@ -385,6 +385,12 @@ ATTN_API attn_status attn_block_mask_arrays_get(const attn_block_mask *m, attn_b
 /* Block (qb, kb) of (b, h): 0 empty, 1 partial, 2 full; -1 out of range. */
 ATTN_API int attn_block_mask_block(const attn_block_mask *m, int64_t b, int64_t h, int64_t qb, int64_t kb);
 
+/* For score_mod callbacks: s[r * ld + c] = cap tanh(s / cap) on a rows x
+ * cols tile with the kernels the built-in softcap runs (the same values),
+ * and with ds (same layout, or NULL) d new / d old = 1 - tanh^2. Nothing
+ * for cap <= 0 or an empty tile. */
+ATTN_API void attn_tile_softcap(float *s, int64_t ld, int64_t rows, int64_t cols, float cap, float *ds);
+
 /* A descriptor with every feature off: impl AUTO, scale 1/sqrt(D), no mask,
  * no dropout, Hkv = 0 (= H), no window (left = right = -1). */
 ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,

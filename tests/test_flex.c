@@ -195,6 +195,10 @@ static void run_case(const cas *c, int idx) {
     free(q), free(k), free(v), free(go), free(table), free(docq), free(dock);
 }
 
+static void softcap_lib(void *p, const attn_tile *t, float *s, int64_t ld, float *ds) {
+    attn_tile_softcap(s, ld, t->rows, t->cols, ((const ctx *)p)->cap, ds);
+}
+
 /* A causal mask_mod (with its block mask) gives the built-in causal rule's
  * bits; a document mask_mod gives the dense mask's; a score_mod ALiBi the
  * built-in ALiBi's values. Sq = Sk = S, B = 1. */
@@ -245,6 +249,22 @@ static void same_as_builtin(int64_t S, int64_t H, int64_t D) {
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo2, l2));
     snprintf(lb, sizeof lb, "ALiBi score_mod S%lld: the built-in's values", (long long)S);
     tu_allclose(lb, o2, o1, n, 1e-5, 1e-6);
+    /* softcap through attn_tile_softcap: the built-in's values, forward and backward */
+    float *g1 = malloc(3 * n * 4), *g2 = malloc(3 * n * 4);
+    attn_view go = bhsd(v, H, S, D);
+    d.score_mod = NULL, d.softcap = 2.5f;
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo1, l1));
+    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo1, go, l1, bhsd(g1, H, S, D), bhsd(g1 + n, H, S, D),
+                                bhsd(g1 + 2 * n, H, S, D)));
+    cx.cap = 2.5f, d.softcap = 0.0f, d.score_mod = softcap_lib, d.score_mod_grad = 1;
+    CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo2, l2));
+    CHECK_OK(attn_sdpa_backward(&d, vq, vk, vv, vo2, go, l2, bhsd(g2, H, S, D), bhsd(g2 + n, H, S, D),
+                                bhsd(g2 + 2 * n, H, S, D)));
+    snprintf(lb, sizeof lb, "attn_tile_softcap score_mod S%lld: the built-in softcap", (long long)S);
+    tu_allclose(lb, o2, o1, n, 1e-5, 1e-6);
+    tu_allclose(lb, g2, g1, 3 * n, 1e-4, 1e-6);
+    attn_tile_softcap(NULL, 1, 1, 1, 1.0f, NULL); /* nothing: no tile */
+    free(g1), free(g2);
     free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2), free(doc), free(dense);
 }
 

@@ -575,7 +575,7 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
 typedef struct bench_opts {
     int64_t B, H, S, Sk, D, threads, sgemm_n, Hkv, page, window, chunk, docs, varlen, suffix;
     int causal, backward, json, decode, alibi, ring, ring_layout, blas_keep, sinks, tree, ragged, cascade, caller, mla;
-    int shard, no_single, pass, formats;
+    int shard, no_single, pass, formats, flex;
     int64_t v_head_dim;
     int64_t queries;
     double softcap, min_time, p_drop;
@@ -656,6 +656,9 @@ static const cli_opt bench_table[] = {
     {"--ring", OPT_FLAG, O(ring), 0, 0, 0, NULL, NULL, "ring attention over the MPI ranks"},
     {"--formats", OPT_FLAG, O(formats), 0, 0, 0, NULL, NULL,
      "--decode: one step over the same rows in every KV format, alternating rounds with the read (a table)"},
+    {"--flex", OPT_FLAG, O(flex), 0, 0, 0, NULL, NULL,
+     "programmable attention: document / sliding-window masks vs the dense forward, mask_mod and score_mod vs the "
+     "built-in causal, ALiBi and softcap (B = 1; --heads, --seq, --head-dim)"},
     {"--pass", OPT_FLAG, O(pass), 0, 0, 0, NULL, NULL,
      "the block products' softmax pass alone (max, exp2, bf16 P): ns and core cycles a score"},
     {"--shard", OPT_FLAG, O(shard), 0, 0, 0, NULL, NULL,
@@ -910,6 +913,7 @@ int cmd_bench(int argc, char **argv) {
     if (pr <= 0) return pr < 0 ? 0 : EXIT_USAGE;
     if (o.threads > 0) cli_set_threads((int)o.threads);
     if (o.pass) return cli_bench_pass(o.min_time, o.json);
+    if (o.flex) return cli_bench_flex(o.H, o.S, o.D, o.min_time, o.json);
     if (o.decode && o.shard) return bench_shard(&o, argc, argv);
     if (o.shard) {
         cli_error("bench: --shard goes with --decode");

@@ -40,6 +40,9 @@ int cli_bench_pass(double min_time, int json);
 int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_math math,
                       double min_time, int json);
 
+/* attn bench --flex (bench_flex.c): programmable attention against the rules it reproduces, alternating rounds */
+int cli_bench_flex(int64_t H, int64_t S, int64_t D, double min_time, int json);
+
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_train(int argc, char **argv);
