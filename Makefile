@@ -40,9 +40,11 @@ examples: build
 	@./$(BUILD)/examples/example_serve
 	@./$(BUILD)/examples/example_train
 	@./$(BUILD)/examples/example_cascade
+	@./$(BUILD)/examples/example_flex
 	@if [ -x $(BUILD)/examples/example_sharded_decode ]; then OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 \
 	  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe $(BUILD)/examples/example_sharded_decode; fi
 	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/numpy_kvcache.py
+	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/flex_gallery.py
 	@PYTHONPATH=python LIBATTN_LIBRARY=$(BUILD)/libattn.so $(PYTHON) examples/torch_patch.py || [ $$? -eq 77 ]
 
 # docs/img/*.png from bench/results/<host kind>/*.jsonl (python3-matplotlib,

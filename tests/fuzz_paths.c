@@ -74,6 +74,12 @@ typedef struct prob {
     uint8_t *dmask;
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
+    struct fz_flex {         /* programmable rules (score_mod, mask_mod, block mask), drawn */
+        int score, mask;     /* score: 1 x + a (i - j), 2 c tanh(x / c), 3 a x; mask: 1 documents, 2 j <= i + m, 3 j % m != r */
+        double a;
+        int64_t m, r, Sq, Sk;
+    } fx;
+    attn_block_mask *bm;
     char what[256];          /* the specials injected, for the report */
 } prob;
 
@@ -108,6 +114,97 @@ static void inject(prob *p) {
                               : "v",
                  at, special_name[s]);
     }
+}
+
+/* the drawn mods in double (the oracle) and as tile callbacks (float32) */
+static double fz_score_d(const struct fz_flex *f, double x, int64_t i, int64_t j, double *g) {
+    *g = 1.0;
+    if (f->score == 1) return x + f->a * (double)(i - j);
+    if (f->score == 3) return *g = f->a, f->a * x;
+    double c = 3.0 + 10.0 * f->a, t = tanh(x / c);
+    *g = 1.0 - t * t;
+    return c * t;
+}
+
+static int fz_keep(const struct fz_flex *f, int64_t i, int64_t j) {
+    if (f->mask == 1) return i * f->m / (f->Sq ? f->Sq : 1) == j * f->m / (f->Sk ? f->Sk : 1);
+    if (f->mask == 2) return j <= i + f->m;
+    return j % f->m != f->r;
+}
+
+static void fz_score_fn(void *ctx, const attn_tile *t, float *s, int64_t ld, float *ds) {
+    const struct fz_flex *f = ctx;
+    for (int64_t r = 0; r < t->rows; r++)
+        for (int64_t c = 0; c < t->cols; c++) {
+            int64_t i = t->i0 + r, j = t->j0 + c;
+            float x = s[r * ld + c], y, g = 1.0f;
+            if (f->score == 1) {
+                y = x + (float)f->a * (float)(i - j);
+            } else if (f->score == 3) {
+                y = (float)f->a * x, g = (float)f->a;
+            } else {
+                float cc = (float)(3.0 + 10.0 * f->a), th = tanhf(x / cc);
+                y = cc * th, g = 1.0f - th * th;
+            }
+            s[r * ld + c] = y;
+            if (ds) ds[r * ld + c] = g;
+        }
+}
+
+static void fz_mask_fn(void *ctx, const attn_tile *t, uint8_t *keep, int64_t ld) {
+    for (int64_t r = 0; r < t->rows; r++)
+        for (int64_t c = 0; c < t->cols; c++) keep[r * ld + c] = (uint8_t)fz_keep(ctx, t->i0 + r, t->j0 + c);
+}
+
+/* does the drawn block mask and mask_mod let (b, h, i, j) take part? */
+static int fz_flex_keep(const prob *p, int64_t b, int64_t h, int64_t i, int64_t j) {
+    int st = 1;
+    if (p->bm) {
+        attn_block_mask_arrays a;
+        attn_block_mask_arrays_get(p->bm, &a);
+        st = attn_block_mask_block(p->bm, a.B == 1 ? 0 : b, a.H == 1 ? 0 : h, i / a.q_block, j / a.kv_block);
+    }
+    return st == 2 || (st == 1 && (!p->fx.mask || fz_keep(&p->fx, i, j)));
+}
+
+/* programmable rules on a sixth of the cases: a score_mod and / or a mask_mod, a block mask from the
+ * mod or random arrays */
+static void draw_flex(prob *p) {
+    attn_sdpa_desc *d = &p->d;
+    struct fz_flex *f = &p->fx;
+    f->Sq = p->Sq, f->Sk = p->Sk, f->a = runi();
+    f->score = rchance(0.6) ? (int)rint_(1, 3) : 0;
+    f->mask = rchance(0.7) ? (int)rint_(1, 3) : 0;
+    f->m = f->mask == 1 ? rint_(1, 4) : f->mask == 2 ? rint_(-5, 20) : rint_(2, 7);
+    f->r = rint_(0, f->m > 0 ? f->m - 1 : 0);
+    if (f->score == 3) f->a = 0.5 + 1.5 * f->a;
+    if (f->score) d->score_mod = fz_score_fn, d->score_mod_ctx = f, d->score_mod_grad = 1;
+    if (f->mask) d->mask_mod = fz_mask_fn, d->mask_mod_ctx = f;
+    int kind = rint_(0, 2);
+    int64_t qb = rchance(0.5) ? rint_(1, 40) : rpick((const int64_t[]){16, 64, 128}, 3);
+    int64_t kb = rchance(0.5) ? rint_(1, 40) : rpick((const int64_t[]){16, 64, 128}, 3);
+    int64_t mB = rchance(0.5) ? 1 : p->B, mH = rchance(0.5) ? 1 : p->H;
+    if (kind == 1 && f->mask)
+        attn_block_mask_from_mod(fz_mask_fn, f, mB, mH, p->Sq, p->Sk, qb, kb, &p->bm);
+    if (kind == 2) { /* random states: empty, partial, full */
+        int64_t nq = (p->Sq + qb - 1) / qb, nk = (p->Sk + kb - 1) / kb, rows = mB * mH * nq;
+        int32_t *num = calloc((size_t)rows + 1, 4), *idx = calloc((size_t)(rows * nk) + 1, 4);
+        int32_t *fnum = calloc((size_t)rows + 1, 4), *fidx = calloc((size_t)(rows * nk) + 1, 4);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t k = 0; k < nk; k++) {
+                int64_t st = rint_(0, 3);
+                if (st == 1) idx[r * nk + num[r]++] = (int32_t)k;
+                if (st >= 2) fidx[r * nk + fnum[r]++] = (int32_t)k;
+            }
+        attn_block_mask_arrays a = {mB, mH, p->Sq, p->Sk, qb, kb, num, idx, fnum, fidx};
+        attn_block_mask_create(&a, &p->bm);
+        free(num), free(idx), free(fnum), free(fidx);
+    }
+    d->block_mask = p->bm;
+    char w[96];
+    snprintf(w, sizeof w, " flex(score %d, mask %d m %lld, blocks %d %lldx%lld of %lldx%lld)", f->score, f->mask,
+             (long long)f->m, p->bm ? kind : 0, (long long)mB, (long long)mH, (long long)qb, (long long)kb);
+    strcat(p->what, w);
 }
 
 static void draw(prob *p, uint64_t seed, uint64_t cas) {
@@ -216,6 +313,7 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
     for (size_t i = 0; i < nq(p); i++) p->nonfinite |= !isfinite(p->q[i]); /* 1e30 is inf in f16 */
     for (size_t i = 0; i < nk(p); i++) p->nonfinite |= !isfinite(p->k[i]);
     for (size_t i = 0; i < nv(p); i++) p->nonfinite |= !isfinite(p->v[i]);
+    if (rchance(1.0 / 6)) draw_flex(p);
     /* dropout cases have no float64 oracle (the keep mask is the library's): no
      * special values there, whose NaN may come or not through hidden entries */
     if (rchance(0.1) && !injected) {
@@ -231,6 +329,7 @@ static void prob_free(prob *p) {
     free(p->q), free(p->k), free(p->v), free(p->dout), free(p->q16), free(p->k16), free(p->v16);
     free(p->mask), free(p->seqlens), free(p->slopes), free(p->sinks), free(p->dsinks), free(p->dmask), free(p->dbias);
     if (p->has_drop) attn_dropout_end(&p->drop);
+    attn_block_mask_free(p->bm);
 }
 
 /* views of the problem's tensors (16-bit ones point at the bits) */
@@ -303,9 +402,20 @@ static double oracle_score(const prob *p, int full, int64_t b, int64_t h, int64_
     }
     if (d->alibi_slopes) x += attn_sem_alibi(d->alibi_slopes[h], i, off, j);
     if (d->attn_bias) x += (double)attn_sem_bias(d, b, h, i, j);
+    if (p->fx.score) { /* score_mod after the built-ins */
+        double gm;
+        x = fz_score_d(&p->fx, x, i, j, &gm);
+        *g *= gm;
+    }
+    if (*vis && (p->fx.mask || p->bm) && !fz_flex_keep(p, b, h, i, j)) *vis = 0, x = -INFINITY; /* hidden after it */
     if (!*vis) x = full && isnan(x) ? NAN : -INFINITY; /* full: an additive mask keeps NaN */
     if (*vis && isfinite(x) && fabs(x) > *smax) *smax = fabs(x);
     return x;
+}
+
+/* the oracle's visibility: the built-in rule and the drawn block mask / mask_mod */
+static int oracle_visible(const prob *p, int64_t b, int64_t h, int64_t i, int64_t j) {
+    return attn_sem_visible(&p->d, b, h, i, j) && (!(p->fx.mask || p->bm) || fz_flex_keep(p, b, h, i, j));
 }
 
 static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_t *nfq, uint8_t *nfk, uint8_t *nfv,
@@ -346,13 +456,13 @@ static void oracle_pass(const prob *p, int full, oracle *o, uint8_t *nfo, uint8_
                 int dead = !mnan && m == -INFINITY;
                 double l = d->sinks && !mnan ? exp(sk - m) : 0;
                 for (int64_t j = 0; j < Sk; j++) {
-                    int vis = attn_sem_visible(d, b, h, i, j);
+                    int vis = oracle_visible(p, b, h, i, j);
                     P[j] = dead || (!vis && !full) ? 0.0 : exp(s[j] - m); /* exp(-inf - finite) = 0 */
                     if (!full && !vis) P[j] = 0.0;
                     l += P[j];
                 }
                 for (int64_t j = 0; j < Sk; j++)
-                    P[j] = dead || (!full && !attn_sem_visible(d, b, h, i, j)) ? 0.0 : P[j] / l;
+                    P[j] = dead || (!full && !oracle_visible(p, b, h, i, j)) ? 0.0 : P[j] / l;
                 double *orow = o->out + ((b * p->H + h) * p->Sq + i) * Dv;
                 uint8_t *nrow = nfo + ((b * p->H + h) * p->Sq + i) * Dv;
                 for (int64_t c = 0; c < Dv; c++) {
@@ -1004,7 +1114,8 @@ static void run_case(uint64_t seed, uint64_t cas) {
                         tame);
         }
     }
-    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks && !p.d.attn_mask && !p.d.attn_bias && !p.nseq) { /* blocks */
+    int flex = p.d.score_mod || p.d.mask_mod || p.d.block_mask; /* refused by the block API and shards */
+    if (use_oracle && p.Sk > 0 && p.Sq > 0 && !p.d.sinks && !p.d.attn_mask && !p.d.attn_bias && !p.nseq && !flex) {
         float *ob = calloc(no(&p) + 1, 4), *gb = calloc(ng, 4);
         attn_status sb = blocks(&p, rint_(0, p.Sk), ob, gb);
         if (sb != ATTN_OK) {
@@ -1028,7 +1139,7 @@ static void run_case(uint64_t seed, uint64_t cas) {
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
-    shard_path(&p, smax); /* a cache split into shards, merged */
+    if (!flex) shard_path(&p, smax); /* a cache split into shards, merged */
     /* caller-owned pages: a storage type of every format, a layout and a page size (1 .. 70) of the case's */
     static const attn_dtype fmts[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
                                       ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
