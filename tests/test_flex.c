@@ -407,8 +407,53 @@ static void nan_rule(int64_t Sq) {
     free(q), free(k), free(v), free(o1), free(o2);
 }
 
+/* The KV cache (contiguous f32 read in place, bf16 gathered, decode rows):
+ * a mask_mod, a score_mod and a block mask give what the same call over the
+ * cache's rows as tensors gives; strided positions refuse them. */
+static void cache_case(attn_dtype dt, int64_t Sq) {
+    int64_t Hkv = 2, H = 4, D = 16, T = 70, cap = 100;
+    size_t nk = (size_t)(Hkv * T * D), nq = (size_t)(H * Sq * D);
+    float *k = tu_rand_array(nk, &lcg, 1.0f), *v = tu_rand_array(nk, &lcg, 1.0f), *q = tu_rand_array(nq, &lcg, 1.0f);
+    float *o1 = calloc(nq, 4), *o2 = calloc(nq, 4), *table = tu_rand_array((size_t)(H * 64), &lcg, 1.0f);
+    if (dt == ATTN_DTYPE_BF16) /* the tensors hold what the cache stores */
+        for (size_t i = 0; i < nk; i++) {
+            uint32_t b = (uint32_t)tu_bf16(k[i]) << 16, c = (uint32_t)tu_bf16(v[i]) << 16;
+            memcpy(&k[i], &b, 4), memcpy(&v[i], &c, 4);
+        }
+    int doc[100];
+    for (int j = 0; j < 100; j++) doc[j] = j / 23;
+    ctx cx = {1, 1, doc, doc, table, NULL, 0, 0, 0.0f, -1, -1, NULL, 0, 0};
+    attn_kv_cache_config cfg = {.batch = 1, .kv_heads = Hkv, .capacity = cap, .head_dim = D, .v_head_dim = D, .dtype = dt};
+    attn_kv_cache *c = NULL;
+    CHECK_OK(attn_kv_cache_create(&cfg, &c));
+    int64_t n = T;
+    CHECK_OK(attn_kv_cache_append(c, &n, bhsd(k, Hkv, T, D), bhsd(v, Hkv, T, D)));
+    attn_block_mask *bm = NULL;
+    CHECK_OK(attn_block_mask_from_mod(mask_fn, &cx, 1, 1, Sq, cap, 8, 16, &bm));
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, H, Sq, 0, D, D);
+    d.Hkv = Hkv, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    d.score_mod = score_fn, d.score_mod_ctx = &cx, d.mask_mod = mask_fn, d.mask_mod_ctx = &cx, d.block_mask = bm;
+    CHECK_OK(attn_kv_cache_attend(c, &d, bhsd(q, H, Sq, D), bhsd(o1, H, Sq, D), NULL));
+    d.Sk = T;
+    CHECK_OK(attn_sdpa_forward(&d, bhsd(q, H, Sq, D), bhsd(k, Hkv, T, D), bhsd(v, Hkv, T, D), bhsd(o2, H, Sq, D), NULL));
+    char lb[80];
+    snprintf(lb, sizeof lb, "kv cache %s Sq%lld with mods and a block mask", dt == ATTN_DTYPE_BF16 ? "bf16" : "f32",
+             (long long)Sq);
+    tu_allclose(lb, o1, o2, nq, 1e-5, 1e-6);
+    attn_kv_positions pos = {.global_len = &n, .block = 1, .stride = 1, .offset = 0};
+    d.Sk = 0;
+    CHECK(attn_kv_cache_attend_at(c, &d, &pos, bhsd(q, H, Sq, D), bhsd(o1, H, Sq, D), NULL) == ATTN_E_UNSUPPORTED,
+          "strided positions refuse the mods");
+    attn_block_mask_free(bm);
+    attn_kv_cache_free(c);
+    free(k), free(v), free(q), free(o1), free(o2), free(table);
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
+    cache_case(ATTN_DTYPE_F32, 3), cache_case(ATTN_DTYPE_F32, 40), cache_case(ATTN_DTYPE_BF16, 2);
+    cache_case(ATTN_DTYPE_BF16, 33);
     states();
     refusals();
     nan_rule(3), nan_rule(40);

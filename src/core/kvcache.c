@@ -372,6 +372,8 @@ attn_status attn_kv_cache_attend_at(const attn_kv_cache *c, const attn_sdpa_desc
     if (!pos || !pos->global_len) return attn_fail(ATTN_E_INVALID, "%s is NULL", pos ? "pos->global_len" : "pos");
     attn_status st = attend_check(c, din);
     if (st) return st;
+    if (din->score_mod || din->mask_mod || din->block_mask) /* the mods see local keys; these are global */
+        return attn_fail(ATTN_E_UNSUPPORTED, "score_mod, mask_mod or block_mask over strided positions");
     if (din->Sq > ATTN_DECODE_MAX_SQ || din->impl == ATTN_IMPL_REF) /* decode's rows only */
         return attn_fail(ATTN_E_UNSUPPORTED, "Sq = %lld%s over strided positions: decode's up to %d rows, not REF",
                          LL(din->Sq), din->impl == ATTN_IMPL_REF ? " with impl REF" : "", ATTN_DECODE_MAX_SQ);
