@@ -148,8 +148,10 @@ class BlockMask:
     full_kv_indices: every pair takes part); every other block is skipped.
     B or H of 1 broadcast. BLOCK_SIZE = (Q_BLOCK, KV_BLOCK), seq_lengths =
     (Q_LEN, KV_LEN), mask_mod the function partial blocks evaluate (None:
-    every pair of a partial block takes part). Made by create_block_mask or
-    BlockMask.from_kv_blocks; the arrays are int32 numpy arrays."""
+    every pair of a partial block takes part). q_num_blocks, q_indices and
+    the full_q_ pair: the same lists per key block (the query blocks that
+    see it). Made by create_block_mask or BlockMask.from_kv_blocks; the
+    arrays are int32 numpy arrays."""
 
     def __init__(self, handle, mask_mod, callbacks=None):
         self._handle = ctypes.c_void_p(handle)
@@ -171,6 +173,27 @@ class BlockMask:
         self.kv_indices = arr(a.kv_indices, (a.B, a.H, nq, nkv))
         self.full_kv_num_blocks = arr(a.full_kv_num_blocks, (a.B, a.H, nq))
         self.full_kv_indices = arr(a.full_kv_indices, (a.B, a.H, nq, nkv))
+        # the transposed lists (FlexAttention's q_* fields: per key block, the query blocks that see it)
+        self.q_num_blocks, self.q_indices = self._transpose(self.kv_num_blocks, self.kv_indices, nq)
+        self.full_q_num_blocks, self.full_q_indices = self._transpose(self.full_kv_num_blocks,
+                                                                      self.full_kv_indices, nq)
+
+    @staticmethod
+    def _transpose(num, idx, nq):
+        B, H, _, nkv = idx.shape
+        grid = np.zeros((B, H, nkv, nq), bool)
+        for b in range(B):
+            for h in range(H):
+                for i in range(nq):
+                    grid[b, h, idx[b, h, i, :num[b, h, i]], i] = True
+        qnum = grid.sum(-1).astype(np.int32)
+        qidx = np.zeros((B, H, nkv, nq), np.int32)
+        for b in range(B):
+            for h in range(H):
+                for j in range(nkv):
+                    sel = np.flatnonzero(grid[b, h, j])
+                    qidx[b, h, j, :sel.size] = sel
+        return qnum, qidx
 
     @classmethod
     def from_kv_blocks(cls, kv_num_blocks, kv_indices, full_kv_num_blocks=None, full_kv_indices=None,

@@ -459,6 +459,10 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     return (out, lse) if return_lse else out
 
 
+_BM_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
+              "full_q_num_blocks", "full_q_indices")
+
+
 class _TorchBlockMask(_lat.BlockMask):
     """libattn.BlockMask whose arrays are int32 tensors (BlockMask's fields)."""
 
@@ -486,7 +490,7 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cpu", BLOCK_SIZE=12
     out = object.__new__(_TorchBlockMask)
     out.__dict__.update(bm.__dict__)
     bm._handle = None  # owned by out now
-    for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+    for f in _BM_FIELDS:
         setattr(out, f, torch.from_numpy(getattr(out, f)))
     return out
 

@@ -155,6 +155,11 @@ def test_block_mask_fields():
         part = [j for j in range(nkv) if 64 * j <= r1 and j not in full]
         assert list(bm.full_kv_indices[0, 1, i, :bm.full_kv_num_blocks[0, 1, i]]) == full
         assert list(bm.kv_indices[0, 1, i, :bm.kv_num_blocks[0, 1, i]]) == part
+    for j in range(nkv):  # the transposed lists: the query blocks that see key block j
+        seen = [i for i in range(nq) if j in list(bm.kv_indices[0, 1, i, :bm.kv_num_blocks[0, 1, i]])]
+        assert list(bm.q_indices[0, 1, j, :bm.q_num_blocks[0, 1, j]]) == seen
+        seen = [i for i in range(nq) if j in list(bm.full_kv_indices[0, 1, i, :bm.full_kv_num_blocks[0, 1, i]])]
+        assert list(bm.full_q_indices[0, 1, j, :bm.full_q_num_blocks[0, 1, j]]) == seen
     dense = bm.to_dense()
     assert dense.shape == (1, 2, nq, nkv) and dense[0, 0, 0, 1] == 0 and dense[0, 0, 6, 3] == 1
     assert 0 < bm.sparsity() < 100 and "BlockMask" in repr(bm)
