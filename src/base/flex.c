@@ -231,6 +231,15 @@ void attn_flex_keys(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, i
     if ((last + 1) * m->kv_block < *hi) *hi = (last + 1) * m->kv_block;
 }
 
+void attn_flex_live_keys(const attn_block_mask *m, int64_t b, int64_t h0, int64_t h1, uint8_t *live) {
+    memset(live, 0, (size_t)m->nkv);
+    for (int64_t h = h0; h < h1; h++)
+        for (int64_t qb = 0; qb < m->nq; qb++) {
+            const uint8_t *g = attn_flex_grid_row(m, b, h, qb);
+            for (int64_t kb = 0; kb < m->nkv; kb++) live[kb] |= g[kb] != ATTN_FLEX_EMPTY;
+        }
+}
+
 void attn_flex_keep(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                     uint8_t *keep, int64_t ld) {
     const attn_block_mask *m = d->block_mask;

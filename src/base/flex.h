@@ -53,6 +53,11 @@ int attn_flex_tile_state(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t 
 void attn_flex_keys(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t *lo,
                     int64_t *hi);
 
+/* live[kb] = 1 if key block kb of the block mask is not empty for some
+ * query block of some head h0 .. h1 - 1 of batch row b, else 0 (the keys no
+ * row of those heads can see: a kv head's packing skips them) */
+void attn_flex_live_keys(const attn_block_mask *m, int64_t b, int64_t h0, int64_t h1, uint8_t *live);
+
 /* keep[r * ld + c] = 1 if the block mask and mask_mod let (i0 + r, j0 + c)
  * of (b, h) take part, else 0 (mask_mod called on the partial blocks'
  * rectangles only) */

@@ -120,12 +120,12 @@ const float *attn_flash_row_operand(const attn_kernel_table *kt, attn_view t, at
  * 16-bit inputs are converted here (tmp: D + Dv floats), float32 inputs in
  * BF16 mode rounded to bf16 (base/sem.h). */
 static void pack_kv(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view k, attn_view v, int64_t b,
-                    int64_t h, int64_t SkP, int64_t DvP, float *KT, float *Vp, float *tmp) {
+                    int64_t h, int64_t SkP, int64_t DvP, float *KT, float *Vp, float *tmp, const uint8_t *live) {
     int64_t D = d->D, Dv = d->Dv, full = Dv / 16 * 16;
     attn_dtype kvt = attn_sem_kv_type(d, attn_view_dtype(d->qkv_dtype));
     for (int64_t j = 0; j < SkP; j++) {
         float *kp = KT + (j / 16) * D * 16 + j % 16, *vp = Vp + j * 16;
-        if (j >= d->Sk) { /* padding keys */
+        if (j >= d->Sk || (live && !live[j / d->block_mask->kv_block])) { /* padding keys, keys no row sees: zeros */
             for (int64_t c = 0; c < D; c++) kp[c * 16] = 0.0f;
             for (int64_t p = 0; p < DvP; p += 16) memset(vp + p * SkP, 0, 16 * sizeof(float));
             continue;
@@ -337,7 +337,15 @@ static size_t fwd_tmp_floats(const fwd_call *c) {
 static attn_status fwd_pack(const fwd_call *c, attn_view k, attn_view v, int64_t b, int64_t hk, void *panel,
                             float *tmp) {
     if (c->mt != ATTN_DTYPE_Q8_0) return attn_fwd_mm_pack(c, k, v, b, hk, panel, tmp);
-    pack_kv(c->kt, c->d, k, v, b, hk, c->SkP, c->DvP, panel, (float *)panel + c->SkP * c->d->D, tmp);
+    const attn_sdpa_desc *d = c->d;
+    uint8_t *live = NULL; /* a block mask's key blocks no query row of the kv head's group sees: not read */
+    if (d->block_mask) {
+        int64_t G = attn_sem_group(d);
+        if (!(live = malloc((size_t)d->block_mask->nkv + 1))) return ATTN_E_NOMEM;
+        attn_flex_live_keys(d->block_mask, b, hk * G, (hk + 1) * G, live);
+    }
+    pack_kv(c->kt, d, k, v, b, hk, c->SkP, c->DvP, panel, (float *)panel + c->SkP * d->D, tmp, live);
+    free(live);
     return ATTN_OK;
 }
 
@@ -369,14 +377,15 @@ static attn_status fwd_pack_items(const fwd_call *c, attn_view k, attn_view v, c
         free(tmp);
     }
     size_t nw = 0;
-    int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk || d->cu_seqlens_q;
+    int uneven = d->causal != ATTN_CAUSAL_NONE || d->window || d->seqlens_k || d->attention_chunk || d->cu_seqlens_q ||
+                 d->block_mask;
     for (int64_t b = 0; b < B; b++) {
         attn_seq sq = attn_seq_of(d, b);
         for (int64_t h = 0; h < H; h++)
             for (int64_t blk = 0; blk < c->qb.n; blk++) {
                 int64_t i0, rows, lo, hi;
                 attn_qb_at(&c->qb, blk, &i0, &rows);
-                block_rng(d, &sq, -1, i0, rows, &lo, &hi);
+                block_rng(d, &sq, h, i0, rows, &lo, &hi);
                 items[nw++] = (work){b, h, blk, rows * (hi - lo)};
             }
     }
