@@ -13,7 +13,9 @@
  * 0.92 at 8; 16-bit and q8_0 P V, prefill and backward are as fast or faster
  * at 16 lanes.
  * ATTN_ISA (read once) forces a set: "auto" (the default), "generic", "avx2",
- * "avx512", "avx512-256", or "avx512-simde" (the AVX-512 source through SIMD Everywhere's
+ * "avx512", "avx512-256", their "-vnni" forms (AVX-VNNI / AVX512-VNNI's
+ * VPDPBUSD for the int8 dots: best() takes them where CPUID has them), or
+ * "avx512-simde" (the AVX-512 source through SIMD Everywhere's
  * emulation, where the build has it: for tests on hosts without AVX-512).
  * A set this CPU or build cannot run makes attn_kernel_status() an error
  * (ATTN_E_UNSUPPORTED; an unknown name ATTN_E_INVALID) that every fused
@@ -54,6 +56,17 @@ static int have_avx512(void) {
            __builtin_cpu_supports("avx512vl");
 }
 
+/* VNNI's VPDPBUSD: CPUID leaf 7 sub-leaf 0 ECX bit 11 (AVX512-VNNI), sub-leaf
+ * 1 EAX bit 4 (AVX-VNNI, VEX-encoded: needs only AVX2's register state) */
+static int have_avx512_vnni(void) {
+    unsigned a, b, c, d;
+    return have_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1);
+}
+static int have_avx_vnni(void) {
+    unsigned a, b, c, d;
+    return have_avx2() && __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+}
+
 /* AVX-512 on 256-bit units: AMD family 19h (Zen 4); Zen 5 (1Ah) and Intel's
  * AVX-512 server cores run 512-bit operations at full width */
 static int avx512_half_width(void) {
@@ -64,18 +77,24 @@ static int avx512_half_width(void) {
     return family == 0x19;
 }
 
-static attn_kernel_table avx512_256;
-static void make_avx512_256(void) {
-    avx512_256 = attn_kernels_avx512;
-    avx512_256.name = "avx512-256";
-    avx512_256.qk_rows = attn_kernels_avx2.qk_rows;
-    avx512_256.qk_rows_x = attn_kernels_avx2.qk_rows_x;
-    avx512_256.pv_rows = attn_kernels_avx2.pv_rows;
+/* avx512-256: the AVX-512 table with the AVX2 source's decode row kernels
+ * (faster on 256-bit units); avx512-256-vnni the same over avx512-vnni */
+static attn_kernel_table avx512_256, avx512_256_vnni;
+static void make_half(attn_kernel_table *t, const attn_kernel_table *base, const char *name) {
+    *t = *base;
+    t->name = name;
+    t->qk_rows = attn_kernels_avx2.qk_rows;
+    t->qk_rows_x = attn_kernels_avx2.qk_rows_x;
+    t->pv_rows = attn_kernels_avx2.pv_rows;
 }
-static const attn_kernel_table *avx512_256_table(void) {
+static void make_avx512_256(void) {
+    make_half(&avx512_256, &attn_kernels_avx512, "avx512-256");
+    make_half(&avx512_256_vnni, &attn_kernels_avx512_vnni, "avx512-256-vnni");
+}
+static const attn_kernel_table *avx512_256_table(int vnni) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, make_avx512_256);
-    return &avx512_256;
+    return vnni ? &avx512_256_vnni : &avx512_256;
 }
 #endif
 
@@ -85,8 +104,11 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
     if (!strcmp(name, "generic")) return &attn_kernels_generic;
 #ifdef ATTN_HAVE_AVX2_BUILD
     if (!strcmp(name, "avx2")) return *ok = have_avx2(), &attn_kernels_avx2;
+    if (!strcmp(name, "avx2-vnni")) return *ok = have_avx_vnni(), &attn_kernels_avx2_vnni;
     if (!strcmp(name, "avx512")) return *ok = have_avx512(), &attn_kernels_avx512;
-    if (!strcmp(name, "avx512-256")) return *ok = have_avx512(), avx512_256_table();
+    if (!strcmp(name, "avx512-vnni")) return *ok = have_avx512_vnni(), &attn_kernels_avx512_vnni;
+    if (!strcmp(name, "avx512-256")) return *ok = have_avx512(), avx512_256_table(0);
+    if (!strcmp(name, "avx512-256-vnni")) return *ok = have_avx512_vnni(), avx512_256_table(1);
 #ifdef ATTN_HAVE_SIMDE
     if (!strcmp(name, "avx512-simde")) return *ok = have_avx2(), &attn_kernels_avx512_simde;
 #endif
@@ -97,8 +119,12 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
 
 static const attn_kernel_table *best(void) {
 #ifdef ATTN_HAVE_AVX2_BUILD
-    if (have_avx512()) return avx512_half_width() ? avx512_256_table() : &attn_kernels_avx512;
-    if (have_avx2()) return &attn_kernels_avx2;
+    if (have_avx512()) {
+        int vnni = have_avx512_vnni();
+        if (avx512_half_width()) return avx512_256_table(vnni);
+        return vnni ? &attn_kernels_avx512_vnni : &attn_kernels_avx512;
+    }
+    if (have_avx2()) return have_avx_vnni() ? &attn_kernels_avx2_vnni : &attn_kernels_avx2;
 #endif
     return &attn_kernels_generic;
 }
@@ -117,7 +143,8 @@ static const attn_kernel_table *choose(attn_status *st) {
     const attn_kernel_table *t = lookup(force, &ok);
     if (t && ok) return t;
     /* known names this CPU or build cannot run are unsupported; anything else is invalid */
-    static const char *known_names[] = {"generic", "avx2", "avx512", "avx512-256", "avx512-simde"};
+    static const char *known_names[] = {"generic",     "avx2",       "avx2-vnni",       "avx512",
+                                        "avx512-vnni", "avx512-256", "avx512-256-vnni", "avx512-simde"};
     int known = 0;
     for (size_t i = 0; i < sizeof known_names / sizeof known_names[0]; i++) known |= !strcmp(force, known_names[i]);
     *st = known ? ATTN_E_UNSUPPORTED : ATTN_E_INVALID;

@@ -244,6 +244,8 @@ extern const attn_kernel_table attn_kernels_generic;
 #if defined(__x86_64__) || defined(__i386__)
 extern const attn_kernel_table attn_kernels_avx2;   /* simd/kernels_simd.c at 8 lanes */
 extern const attn_kernel_table attn_kernels_avx512; /* the same source at 16 lanes */
+extern const attn_kernel_table attn_kernels_avx2_vnni;   /* avx2 with AVX-VNNI's int8 dots */
+extern const attn_kernel_table attn_kernels_avx512_vnni; /* avx512 with AVX512-VNNI's int8 dots */
 #define ATTN_HAVE_AVX2_BUILD 1
 #ifdef ATTN_HAVE_SIMDE
 extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated on AVX2 (tests) */
@@ -253,12 +255,13 @@ extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated o
 /* The table for this CPU, chosen once: AVX-512 (F/BW/DQ/VL with the OS's
  * ZMM state; "avx512-256" on Zen 4, see dispatch.c) > AVX2+FMA+F16C > the
  * portable C kernels; the environment variable ATTN_ISA forces one
- * ("generic", "avx2", "avx512", "avx512-256", "avx512-simde" where the build
- * has SIMDe, "auto"). */
+ * ("generic", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-256",
+ * "avx512-256-vnni", "avx512-simde" where the build has SIMDe, "auto"). The
+ * -vnni tables differ only in the int8 dots of qk_rows_q8 (VPDPBUSD: the
+ * same exact sums), chosen where CPUID reports AVX-VNNI / AVX512-VNNI. */
 const attn_kernel_table *attn_kernels(void);
 
-/* The table of that name ("generic", "avx2", "avx512", "avx512-256",
- * "avx512-simde") if
+/* The table of that name (attn_kernels' names) if
  * this build has it and this CPU and OS run it, else NULL (tests and
  * benchmarks compare tables side by side through this). */
 const attn_kernel_table *attn_kernels_lookup(const char *name);

@@ -57,9 +57,10 @@ static void usage(FILE *f) {
 static const char *isa_problem(void) {
     const char *isa = getenv("ATTN_ISA");
     if (attn_kernel_status() == ATTN_E_INVALID)
-        return "unknown kernel set (use auto, avx512, avx512-256, avx2, avx512-simde or generic)";
+        return "unknown kernel set (use auto, avx512, avx512-256, avx2, their -vnni forms, avx512-simde or generic)";
     if (isa && !strcmp(isa, "avx512-simde"))
         return "this build has no SIMDe-emulated table (built without libsimde-dev) or this CPU lacks AVX2";
+    if (isa && strstr(isa, "-vnni")) return "this CPU (or its OS) lacks its VNNI (AVX-VNNI, AVX512-VNNI) or base set";
     if (isa && !strncmp(isa, "avx512", 6)) return "this CPU (or its OS) lacks AVX-512 F/BW/DQ/VL";
     return "this CPU (or build) lacks AVX2, FMA or F16C (it runs generic)";
 }

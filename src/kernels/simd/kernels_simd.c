@@ -829,12 +829,23 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
 
 /* ---- int8 Q K^T of q8_0 blocks (the math modes, kernels.h qk_rows_q8) -------------- */
 
-/* 32 int8 products of a query block y and a key block x, summed in pairs and
- * quads to 8 int32 lanes, as float (exact: |sum| <= 32 * 127 * 127):
- * llama.cpp's unsigned-by-signed trick, |x| times y with x's sign */
+/* Unsigned bytes u times signed bytes s, summed in quads to 8 int32 lanes.
+ * With VNNI (the table defines ATTN_Q8_DPBUSD: VPDPBUSD, AVX512-VNNI or
+ * AVX-VNNI) one instruction; else VPMADDUBSW to pairs (int16: exact here,
+ * |pair| <= 2 * 128 * 127) and VPMADDWD to quads. The same exact sums. */
+#ifdef ATTN_Q8_DPBUSD
+INLINE __m256i q8_quads(__m256i u, __m256i s) { return ATTN_Q8_DPBUSD(_mm256_setzero_si256(), u, s); }
+#else
+INLINE __m256i q8_quads(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+#endif
+
+/* 32 int8 products of a query block y and a key block x, summed to 8 int32
+ * lanes, as float (exact: |sum| <= 32 * 128 * 127): llama.cpp's
+ * unsigned-by-signed trick, |x| times y with x's sign */
 INLINE __m256 q8_dot8(__m256i ax, __m256i x, __m256i y) {
-    __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x)); /* |pairs| <= 2 * 127 * 127: no saturation */
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+    return _mm256_cvtepi32_ps(q8_quads(ax, _mm256_sign_epi8(y, x)));
 }
 INLINE float q8_d(const unsigned char *blk) {
     uint16_t h;
@@ -881,7 +892,6 @@ INLINE __m256i key_block(const unsigned char *k, int64_t D, int64_t b, int t, __
 INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0, int64_t b1, int64_t D, const void *K,
                     size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int first,
                     int NR, int t) {
-    const __m256i one16 = _mm256_set1_epi16(1);
     for (int64_t j = 0; j < n; j++) {
         const unsigned char *k = (const unsigned char *)K + (size_t)j * kr;
         if (pre) prefetch_bytes((const char *)pre + (size_t)j * pr, pb);
@@ -892,8 +902,7 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0
             __m256i x = key_block(k, D, b, t, &ax, &dk);
             for (int u = 0; u < NR; u++) {
                 __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
-                __m256 dot = t == KV_U4 ? _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(x, y), one16))
-                                        : q8_dot8(ax, x, y);
+                __m256 dot = t == KV_U4 ? _mm256_cvtepi32_ps(q8_quads(x, y)) : q8_dot8(ax, x, y);
                 __m256 sc = t == KV_Q8 || t == KV_Q4 ? _mm256_mul_ps(dqv[u * QB + b - b0], dk) : dqv[u * QB + b - b0];
                 a[u] = _mm256_fmadd_ps(dot, sc, a[u]);
             }

@@ -3,8 +3,10 @@
  * AVX-512 kernels on CPUs without AVX-512. Not for speed. It also computes
  * the math modes' rounded operands (DATA, BF16) as a table with bf16 / int8
  * product kernels would, with float32 products, so that the tests run every
- * rounded path on any host. */
+ * rounded path on any host, and the int8 dots through VPDPBUSD as the VNNI
+ * tables do. */
 #define ATTN_SIMD_MATH_ROUNDS 1
+#define ATTN_Q8_DPBUSD _mm256_dpbusd_epi32 /* VNNI's int8 dots (SIMDe emulates them): the VNNI tables' code */
 #define ATTN_VEC_AVX512 1
 #define ATTN_VEC_SIMDE 1
 #define ATTN_SIMD_TABLE attn_kernels_avx512_simde

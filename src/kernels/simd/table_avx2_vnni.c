@@ -1,0 +1,6 @@
+/* The AVX2 table with AVX-VNNI (VEX VPDPBUSD) for the math modes' int8
+ * Q K^T (qk_rows_q8): the same kernels otherwise, the same bits. */
+#define ATTN_Q8_DPBUSD _mm256_dpbusd_avx_epi32
+#define ATTN_SIMD_TABLE attn_kernels_avx2_vnni
+#define ATTN_SIMD_NAME "avx2-vnni"
+#include "kernels_simd.c"
