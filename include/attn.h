@@ -377,6 +377,16 @@ ATTN_API attn_status attn_block_mask_create(const attn_block_mask_arrays *a, att
 ATTN_API attn_status attn_block_mask_from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H,
                                               int64_t q_len, int64_t kv_len, int64_t q_block, int64_t kv_block,
                                               attn_block_mask **out);
+/* The same, also storing the partial blocks' keep bytes (q_block x
+ * kv_block bytes each) when they fit in max_bytes (else none, as
+ * attn_block_mask_from_mod): a call with this mask and no mask_mod reads
+ * them instead of calling one (the same pairs; mask_mod, if the call gives
+ * one, still decides). The mod is called twice on partial blocks here. */
+ATTN_API attn_status attn_block_mask_from_mod_stored(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H,
+                                                     int64_t q_len, int64_t kv_len, int64_t q_block, int64_t kv_block,
+                                                     size_t max_bytes, attn_block_mask **out);
+/* 1 if m stores its partial blocks' bytes, else 0 */
+ATTN_API int attn_block_mask_stored(const attn_block_mask *m);
 ATTN_API void attn_block_mask_free(attn_block_mask *m);
 /* The mask's arrays in FlexAttention's layout (owned by m: valid while m is),
  * the partial and full lists of every row in ascending key-block order for a

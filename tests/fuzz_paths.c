@@ -184,8 +184,12 @@ static void draw_flex(prob *p) {
     int64_t qb = rchance(0.5) ? rint_(1, 40) : rpick((const int64_t[]){16, 64, 128}, 3);
     int64_t kb = rchance(0.5) ? rint_(1, 40) : rpick((const int64_t[]){16, 64, 128}, 3);
     int64_t mB = rchance(0.5) ? 1 : p->B, mH = rchance(0.5) ? 1 : p->H;
-    if (kind == 1 && f->mask)
+    if (kind == 1 && f->mask && rchance(0.5)) {
         attn_block_mask_from_mod(fz_mask_fn, f, mB, mH, p->Sq, p->Sk, qb, kb, &p->bm);
+    } else if (kind == 1 && f->mask) { /* the partial blocks' bytes stored: the call gives no mask_mod */
+        attn_block_mask_from_mod_stored(fz_mask_fn, f, mB, mH, p->Sq, p->Sk, qb, kb, 1 << 24, &p->bm);
+        if (attn_block_mask_stored(p->bm)) d->mask_mod = NULL;
+    }
     if (kind == 2) { /* random states: empty, partial, full */
         int64_t nq = (p->Sq + qb - 1) / qb, nk = (p->Sk + kb - 1) / kb, rows = mB * mH * nq;
         int32_t *num = calloc((size_t)rows + 1, 4), *idx = calloc((size_t)(rows * nk) + 1, 4);

@@ -140,6 +140,11 @@ static void run_case(const cas *c, int idx) {
     int64_t mB = irand(0, 1) ? B : 1, mH = irand(0, 1) ? H : 1;
     if (c->bm == 1 && c->mask) CHECK_OK(attn_block_mask_from_mod(mask_fn, &cx, mB, mH, Sq, Sk, qb, kb, &bm));
     if (c->bm == 2) bm = random_arrays(mB, mH, Sq, Sk, qb, kb);
+    int stored = c->bm == 1 && c->mask && irand(0, 1); /* the partial blocks' bytes kept: no mask_mod in the call */
+    if (stored) {
+        attn_block_mask_free(bm), bm = NULL;
+        CHECK_OK(attn_block_mask_from_mod_stored(mask_fn, &cx, mB, mH, Sq, Sk, qb, kb, 1 << 26, &bm));
+    }
     cx.bm = bm;
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, Sq, Sk, D, Dv);
@@ -149,15 +154,15 @@ static void run_case(const cas *c, int idx) {
     if (c->softcap) d.softcap = 5.0f;
     d.math = (attn_math)c->math;
     d.score_mod = c->score ? score_fn : NULL, d.score_mod_ctx = &cx, d.score_mod_grad = 1;
-    d.mask_mod = c->mask ? mask_fn : NULL, d.mask_mod_ctx = &cx;
+    d.mask_mod = c->mask && !stored ? mask_fn : NULL, d.mask_mod_ctx = &cx;
     d.block_mask = bm;
     attn_view vq = bhsd(q, H, Sq, D), vk = bhsd(k, Hkv, Sk, D), vv = bhsd(v, Hkv, Sk, Dv), vg = bhsd(go, H, Sq, Dv);
     char label[256];
     snprintf(label, sizeof label,
              "case %d B%d H%d/%d Sq%d Sk%d D%d Dv%d causal%d window%d softcap%d score%d mask%d bm%d (%lldx%lld, "
-             "%lldx%lld) math%d",
+             "%lldx%lld) math%d stored%d",
              idx, c->B, c->H, c->Hkv, c->Sq, c->Sk, c->D, c->Dv, c->causal, c->window, c->softcap, c->score, c->mask,
-             c->bm, (long long)mB, (long long)mH, (long long)qb, (long long)kb, c->math);
+             c->bm, (long long)mB, (long long)mH, (long long)qb, (long long)kb, c->math, stored);
     for (int t = 0; t < 2; t++) { /* t = 0: the reference; 1: the fused path */
         d.impl = t ? ATTN_IMPL_FAST : ATTN_IMPL_REF;
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, bhsd(o[t], H, Sq, Dv), l[t]));
@@ -221,12 +226,13 @@ static void same_as_builtin(int64_t S, int64_t H, int64_t D) {
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, H, S, S, D, D);
     char lb[120];
-    for (int blocks = 0; blocks < 2; blocks++) {
+    for (int blocks = 0; blocks < 3; blocks++) { /* no block mask, one, one with stored partial blocks */
         attn_block_mask *bm = NULL;
-        if (blocks) CHECK_OK(attn_block_mask_from_mod(mask_fn, &cx, 1, 1, S, S, 128, 128, &bm));
+        if (blocks == 1) CHECK_OK(attn_block_mask_from_mod(mask_fn, &cx, 1, 1, S, S, 128, 128, &bm));
+        if (blocks == 2) CHECK_OK(attn_block_mask_from_mod_stored(mask_fn, &cx, 1, 1, S, S, 128, 128, 1 << 26, &bm));
         d.causal = ATTN_CAUSAL_TOP_LEFT;
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo1, l1));
-        d.causal = ATTN_CAUSAL_NONE, d.mask_mod = mask_fn, d.mask_mod_ctx = &cx, d.block_mask = bm;
+        d.causal = ATTN_CAUSAL_NONE, d.mask_mod = blocks == 2 ? NULL : mask_fn, d.mask_mod_ctx = &cx, d.block_mask = bm;
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo2, l2));
         snprintf(lb, sizeof lb, "causal mask_mod S%lld blocks%d: built-in causal's bits", (long long)S, blocks);
         tu_equal(lb, o2, o1, n);
@@ -310,6 +316,18 @@ static void states(void) {
                 CHECK(attn_block_mask_block(m2, 0, h, i, j) == attn_block_mask_block(m, 0, h, i, j),
                       "round trip (%lld, %lld)", (long long)i, (long long)j);
     attn_block_mask_free(m2);
+    /* stored partial blocks: the same states; within a budget or not at all */
+    attn_block_mask *m3 = NULL, *m4 = NULL;
+    CHECK_OK(attn_block_mask_from_mod_stored(mask_fn, &cx, 1, 2, S, Tk, qb, kb, 1 << 20, &m3));
+    CHECK_OK(attn_block_mask_from_mod_stored(mask_fn, &cx, 1, 2, S, Tk, qb, kb, 100, &m4));
+    CHECK(attn_block_mask_stored(m3) && !attn_block_mask_stored(m4) && !attn_block_mask_stored(m) &&
+              !attn_block_mask_stored(NULL),
+          "stored within the budget only");
+    for (int64_t h = 0; h < 2; h++)
+        for (int64_t i = 0; i < nq; i++)
+            for (int64_t j = 0; j < nk; j++)
+                CHECK(attn_block_mask_block(m3, 0, h, i, j) == attn_block_mask_block(m, 0, h, i, j), "stored states");
+    attn_block_mask_free(m3), attn_block_mask_free(m4);
     attn_block_mask_free(m);
     attn_block_mask_free(NULL);
 }

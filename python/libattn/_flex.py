@@ -262,13 +262,20 @@ class BlockMask:
             self._handle = None
 
 
+# create_block_mask keeps the partial blocks' keep bytes when they fit in
+# this many bytes: flex_attention then reads them instead of calling the
+# Python mask_mod tile by tile (the same pairs)
+STORED_BYTES = 256 << 20
+
+
 def _create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, backend):
     qb, kb = _block_size(BLOCK_SIZE)
     B = 1 if B is None else int(B)
     H = 1 if H is None else int(H)
     cb = _Callbacks(None, mask_mod, backend)
     h = ctypes.c_void_p()
-    st = lib.attn_block_mask_from_mod(cb.c_mask, None, B, H, int(Q_LEN), int(KV_LEN), qb, kb, ctypes.byref(h))
+    st = lib.attn_block_mask_from_mod_stored(cb.c_mask, None, B, H, int(Q_LEN), int(KV_LEN), qb, kb, STORED_BYTES,
+                                             ctypes.byref(h))
     cb.raise_if_failed()
     from . import _check
     _check(st, "create_block_mask")
@@ -280,7 +287,9 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     Q_LEN, KV_LEN) in blocks of BLOCK_SIZE (an int or (Q_BLOCK, KV_BLOCK));
     B or H None: one mask for every batch row or head. A block is full when
     every pair keeps (pairs past the lengths count as not kept), skipped when
-    none does, else partial. device and _compile are accepted and ignored."""
+    none does, else partial; the partial blocks' pairs are stored with the
+    mask (up to STORED_BYTES, 256 MiB) so that attention calls no Python per
+    tile. device and _compile are accepted and ignored."""
     return _create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, _Numpy)
 
 
@@ -309,6 +318,8 @@ def flex_call(query, key, value, score_mod, block_mask, scale, enable_gqa, backe
         raise TypeError("block_mask must be a BlockMask (create_block_mask), got %s" % type(block_mask).__name__)
     c = _Call(query, key, value, "none", scale, None, None, (-1, -1), 0.0, None, impl, None, math=math)
     mm = block_mask.mask_mod if block_mask is not None else None
+    if mm is not None and lib.attn_block_mask_stored(block_mask._handle):
+        mm = None  # the mask holds its partial blocks' bytes: no Python call per tile
     cb = _Callbacks(score_mod, mm, backend)
     cb.attach(c.desc, block_mask)
     c.kept.append((cb, block_mask))

@@ -307,3 +307,27 @@ def test_torch_helpers_and_errors():
     np.testing.assert_allclose(lse.numpy(), rlse, rtol=1e-5, atol=1e-4)
     with pytest.raises(ValueError, match="enable_gqa"):
         lat.flex_attention(q, q[:, :1], q[:, :1])
+
+
+def test_stored_partial_blocks():
+    """create_block_mask keeps its partial blocks' pairs: attention calls the Python mask_mod no more"""
+    calls = [0]
+
+    def counted(b, h, q_idx, kv_idx):
+        calls[0] += 1
+        return q_idx >= kv_idx
+    q, k, v = rand(1, 2, 100, 16, seed=1), rand(1, 2, 100, 16, seed=2), rand(1, 2, 100, 16, seed=3)
+    bm = libattn.create_block_mask(counted, None, None, 100, 100, BLOCK_SIZE=16)
+    made = calls[0]
+    out = libattn.flex_attention(q, k, v, block_mask=bm)
+    assert calls[0] == made  # no call while attending
+    np.testing.assert_array_equal(out, libattn.sdpa(q, k, v, causal="top-left"))
+    old = libattn._flex.STORED_BYTES
+    libattn._flex.STORED_BYTES = 0  # nothing stored: the mod decides each partial pair at attention time
+    try:
+        bm2 = libattn.create_block_mask(counted, None, None, 100, 100, BLOCK_SIZE=16)
+        made = calls[0]
+        np.testing.assert_array_equal(libattn.flex_attention(q, k, v, block_mask=bm2), out)
+        assert calls[0] > made
+    finally:
+        libattn._flex.STORED_BYTES = old

@@ -10,13 +10,16 @@
 
 #define LL(x) ((long long)(x))
 
-/* a block's state as a call sees it: without mask_mod a partial block lets
- * every pair take part */
-static int seen(const attn_sdpa_desc *d, uint8_t g) { return g == ATTN_FLEX_PARTIAL && !d->mask_mod ? ATTN_FLEX_FULL : g; }
+/* a block's state as a call sees it: without mask_mod (or the mask's stored
+ * bytes) a partial block lets every pair take part */
+static int seen(const attn_sdpa_desc *d, uint8_t g) {
+    return g == ATTN_FLEX_PARTIAL && !d->mask_mod && !d->block_mask->bits ? ATTN_FLEX_FULL : g;
+}
 
 void attn_block_mask_free(attn_block_mask *m) {
     if (!m) return;
     free(m->grid), free(m->kv_num), free(m->kv_idx), free(m->full_num), free(m->full_idx);
+    free(m->slot), free(m->bits);
     free(m);
 }
 
@@ -38,7 +41,7 @@ static attn_status mask_new(int64_t B, int64_t H, int64_t q_len, int64_t kv_len,
                          LL(H), LL(nq), LL(nkv));
     attn_block_mask *m = calloc(1, sizeof *m);
     if (!m) return ATTN_E_NOMEM;
-    *m = (attn_block_mask){B, H, q_len, kv_len, q_block, kv_block, nq, nkv, NULL, NULL, NULL, NULL, NULL};
+    *m = (attn_block_mask){B, H, q_len, kv_len, q_block, kv_block, nq, nkv, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     size_t nr = rows ? rows : 1, nc = cells ? cells : 1;
     m->grid = calloc(nc, 1);
     m->kv_num = calloc(nr, sizeof(int32_t)), m->full_num = calloc(nr, sizeof(int32_t));
@@ -104,8 +107,60 @@ attn_status attn_block_mask_create(const attn_block_mask_arrays *a, attn_block_m
     return ATTN_OK;
 }
 
-attn_status attn_block_mask_from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H, int64_t q_len,
-                                     int64_t kv_len, int64_t q_block, int64_t kv_block, attn_block_mask **out) {
+/* mask_mod over block (qb, kb) of row r = (b, h, qb) of m into keep (nr x
+ * nc bytes, row stride nc); returns how many pairs it keeps */
+static int64_t eval_block(const attn_block_mask *m, attn_mask_mod_fn mask_mod, void *ctx, int64_t r, int64_t kb,
+                          uint8_t *keep, int64_t *nr, int64_t *nc) {
+    int64_t b = r / (m->H * m->nq), h = r / m->nq % m->H, qb = r % m->nq, i0 = qb * m->q_block, j0 = kb * m->kv_block;
+    *nr = m->q_len - i0 < m->q_block ? m->q_len - i0 : m->q_block;
+    *nc = m->kv_len - j0 < m->kv_block ? m->kv_len - j0 : m->kv_block;
+    attn_tile t = {b, h, i0, j0, *nr, *nc};
+    memset(keep, 0, (size_t)(*nr * *nc));
+    mask_mod(ctx, &t, keep, *nc);
+    int64_t kept = 0;
+    for (int64_t c = 0; c < *nr * *nc; c++) kept += keep[c] != 0;
+    return kept;
+}
+
+/* the states of every block (pass 1) and, with m->slot set, the partial
+ * blocks' bytes into m->bits (pass 2); 0 or ATTN_E_NOMEM */
+static attn_status eval_blocks(attn_block_mask *m, attn_mask_mod_fn mask_mod, void *ctx, int store) {
+    int64_t rows = m->B * m->H * m->nq, qk = m->q_block * m->kv_block;
+    int fail = 0;
+#pragma omp parallel
+    {
+        uint8_t *keep = malloc((size_t)qk);
+        if (!keep) {
+#pragma omp atomic write
+            fail = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t kb = 0; keep && kb < m->nkv; kb++) {
+                uint8_t *g = m->grid + r * m->nkv + kb;
+                int64_t nr, nc;
+                if (store) { /* pass 2: the partial blocks' bytes, rows of kv_block */
+                    if (m->slot[r * m->nkv + kb] < 0) continue;
+                    uint8_t *dst = m->bits + (size_t)m->slot[r * m->nkv + kb] * (size_t)qk;
+                    eval_block(m, mask_mod, ctx, r, kb, keep, &nr, &nc);
+                    memset(dst, 0, (size_t)qk);
+                    for (int64_t i = 0; i < nr; i++) memcpy(dst + i * m->kv_block, keep + i * nc, (size_t)nc);
+                    continue;
+                }
+                int64_t kept = eval_block(m, mask_mod, ctx, r, kb, keep, &nr, &nc);
+                /* pairs past q_len / kv_len count as not kept: a ragged last block is never full */
+                *g = kept == 0 ? ATTN_FLEX_EMPTY : kept == qk ? ATTN_FLEX_FULL : ATTN_FLEX_PARTIAL;
+            }
+        }
+        free(keep);
+    }
+    return fail ? ATTN_E_NOMEM : ATTN_OK;
+}
+
+/* create_block_mask's work: the states, the arrays, and with max_bytes > 0
+ * the partial blocks' bytes when they fit in it */
+static attn_status from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H, int64_t q_len, int64_t kv_len,
+                            int64_t q_block, int64_t kv_block, size_t max_bytes, attn_block_mask **out) {
     attn_err_clear();
     if (!mask_mod || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", !mask_mod ? "mask_mod" : "out");
     *out = NULL;
@@ -117,37 +172,22 @@ attn_status attn_block_mask_from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64
         return attn_fail(ATTN_E_SHAPE, "q_block x kv_block = %lld x %lld: at most 2^24 pairs a block expected",
                          LL(q_block), LL(kv_block));
     }
-    int64_t rows = B * H * m->nq;
-    int fail = 0;
-#pragma omp parallel
-    {
-        uint8_t *keep = malloc((size_t)(q_block * kv_block));
-        if (!keep) {
-#pragma omp atomic write
-            fail = 1;
+    int64_t rows = B * H * m->nq, cells = rows * m->nkv, npart = 0;
+    st = eval_blocks(m, mask_mod, ctx, 0);
+    for (int64_t c = 0; !st && c < cells; c++) npart += m->grid[c] == ATTN_FLEX_PARTIAL;
+    size_t qk = (size_t)(q_block * kv_block);
+    if (!st && max_bytes > 0 && npart > 0 && (size_t)npart <= max_bytes / qk) { /* the partial blocks, stored */
+        m->slot = malloc((size_t)cells * sizeof(int64_t)), m->bits = malloc((size_t)npart * qk);
+        if (!m->slot || !m->bits) {
+            free(m->slot), free(m->bits), m->slot = NULL, m->bits = NULL;
+            st = ATTN_E_NOMEM;
         }
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t r = 0; r < rows; r++) {
-            if (!keep) continue;
-            int64_t b = r / (H * m->nq), h = r / m->nq % H, qb = r % m->nq, i0 = qb * q_block;
-            int64_t nr = q_len - i0 < q_block ? q_len - i0 : q_block;
-            uint8_t *g = m->grid + r * m->nkv;
-            for (int64_t kb = 0; kb < m->nkv; kb++) {
-                int64_t j0 = kb * kv_block, nc = kv_len - j0 < kv_block ? kv_len - j0 : kv_block;
-                attn_tile t = {b, h, i0, j0, nr, nc};
-                memset(keep, 0, (size_t)(nr * nc));
-                mask_mod(ctx, &t, keep, nc);
-                int64_t kept = 0;
-                for (int64_t c = 0; c < nr * nc; c++) kept += keep[c] != 0;
-                /* pairs past q_len / kv_len count as not kept: a ragged last block is never full */
-                g[kb] = kept == 0 ? ATTN_FLEX_EMPTY : kept == q_block * kv_block ? ATTN_FLEX_FULL : ATTN_FLEX_PARTIAL;
-            }
-        }
-        free(keep);
+        for (int64_t c = 0, n = 0; !st && c < cells; c++) m->slot[c] = m->grid[c] == ATTN_FLEX_PARTIAL ? n++ : -1;
+        if (!st) st = eval_blocks(m, mask_mod, ctx, 1);
     }
-    if (fail) {
+    if (st) {
         attn_block_mask_free(m);
-        return ATTN_E_NOMEM;
+        return st;
     }
     for (int64_t r = 0; r < rows; r++) { /* the arrays, ascending */
         const uint8_t *g = m->grid + r * m->nkv;
@@ -162,6 +202,19 @@ attn_status attn_block_mask_from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64
     *out = m;
     return ATTN_OK;
 }
+
+attn_status attn_block_mask_from_mod(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H, int64_t q_len,
+                                     int64_t kv_len, int64_t q_block, int64_t kv_block, attn_block_mask **out) {
+    return from_mod(mask_mod, ctx, B, H, q_len, kv_len, q_block, kv_block, 0, out);
+}
+
+attn_status attn_block_mask_from_mod_stored(attn_mask_mod_fn mask_mod, void *ctx, int64_t B, int64_t H, int64_t q_len,
+                                            int64_t kv_len, int64_t q_block, int64_t kv_block, size_t max_bytes,
+                                            attn_block_mask **out) {
+    return from_mod(mask_mod, ctx, B, H, q_len, kv_len, q_block, kv_block, max_bytes, out);
+}
+
+int attn_block_mask_stored(const attn_block_mask *m) { return m && m->bits != NULL; }
 
 attn_status attn_block_mask_arrays_get(const attn_block_mask *m, attn_block_mask_arrays *out) {
     attn_err_clear();
@@ -260,9 +313,15 @@ void attn_flex_keep(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, i
             if (cb > cols) cb = cols;
             int s = kb < m->nkv ? seen(d, g[kb]) : ATTN_FLEX_EMPTY;
             for (int64_t r = ra; r < rb; r++) memset(keep + r * ld + ca, s != ATTN_FLEX_EMPTY, (size_t)(cb - ca));
-            if (s == ATTN_FLEX_PARTIAL) {
+            if (s == ATTN_FLEX_PARTIAL && d->mask_mod) {
                 attn_tile t = {b, h, i0 + ra, j0 + ca, rb - ra, cb - ca};
                 d->mask_mod(d->mask_mod_ctx, &t, keep + ra * ld + ca, ld);
+            } else if (s == ATTN_FLEX_PARTIAL) { /* the mask's stored bytes of the block */
+                int64_t cell = g - m->grid + kb;
+                const uint8_t *src = m->bits + (size_t)m->slot[cell] * (size_t)(m->q_block * m->kv_block) +
+                                     (i0 + ra - qb * m->q_block) * m->kv_block + (j0 + ca - kb * m->kv_block);
+                for (int64_t r = ra; r < rb; r++)
+                    memcpy(keep + r * ld + ca, src + (r - ra) * m->kv_block, (size_t)(cb - ca));
             }
             ca = cb;
         }

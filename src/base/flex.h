@@ -16,6 +16,11 @@ struct attn_block_mask {
     int64_t B, H, q_len, kv_len, q_block, kv_block, nq, nkv;
     uint8_t *grid; /* (B, H, nq, nkv): ATTN_FLEX_EMPTY / _PARTIAL / _FULL */
     int32_t *kv_num, *kv_idx, *full_num, *full_idx;
+    /* stored partial blocks (attn_block_mask_from_mod_stored; else NULL):
+     * slot[cell] = the block's index in bits or -1, bits = q_block x
+     * kv_block keep bytes a block (pairs past the lengths 0) */
+    int64_t *slot;
+    uint8_t *bits;
 };
 
 enum { ATTN_FLEX_EMPTY = 0, ATTN_FLEX_PARTIAL = 1, ATTN_FLEX_FULL = 2 };
