@@ -23,17 +23,17 @@ static int irand(int lo, int hi) { return tu_irand(&lcg, lo, hi); }
 
 /* ---- the mods, written on tiles as a C user would ---- */
 typedef struct ctx {
-    int score;             /* 0 none, 1 relative bias table, 2 tanh cap, 3 ALiBi, 4 NaN at (nan_i, nan_j) */
-    int mask;              /* 0 none, 1 document, 2 causal (top-left), 3 sliding window, 4 nothing kept in row 0 */
-    const int *docq, *dock;     /* document of each query row / key */
-    const float *table;         /* relative bias: table[h * 64 + clamp(i - j + 32)] */
-    const float *slopes;        /* ALiBi slopes per head */
-    int64_t off;                /* ALiBi's offset of the rows on the key axis */
-    int W;                      /* sliding window */
-    float cap;                  /* tanh cap */
-    int64_t nan_i, nan_j;       /* where mod 4 writes NaN */
-    const attn_block_mask *bm;  /* to check which blocks the callbacks see */
-    int bad_mask, bad_score;    /* calls on blocks they must not see */
+    int score;                 /* 0 none, 1 relative bias table, 2 tanh cap, 3 ALiBi, 4 NaN at (nan_i, nan_j) */
+    int mask;                  /* 0 none, 1 document, 2 causal (top-left), 3 sliding window, 4 nothing kept in row 0 */
+    const int *docq, *dock;    /* document of each query row / key */
+    const float *table;        /* relative bias: table[h * 64 + clamp(i - j + 32)] */
+    const float *slopes;       /* ALiBi slopes per head */
+    int64_t off;               /* ALiBi's offset of the rows on the key axis */
+    int W;                     /* sliding window */
+    float cap;                 /* tanh cap */
+    int64_t nan_i, nan_j;      /* where mod 4 writes NaN */
+    const attn_block_mask *bm; /* to check which blocks the callbacks see */
+    int bad_mask, bad_score;   /* calls on blocks they must not see */
 } ctx;
 
 static int rel(int64_t d) { return d < -32 ? 0 : d > 31 ? 63 : (int)(d + 32); }
@@ -298,8 +298,7 @@ static void states(void) {
                       (long long)h, got, want);
                 int64_t row = h * nq + i;
                 if (want == 1) CHECK(a.kv_indices[row * nk + np++] == j, "partial list of row %lld", (long long)row);
-                if (want == 2)
-                    CHECK(a.full_kv_indices[row * nk + nf++] == j, "full list of row %lld", (long long)row);
+                if (want == 2) CHECK(a.full_kv_indices[row * nk + nf++] == j, "full list of row %lld", (long long)row);
             }
             CHECK(a.kv_num_blocks[h * nq + i] == np && a.full_kv_num_blocks[h * nq + i] == nf, "counts of row %lld",
                   (long long)i);
@@ -384,8 +383,8 @@ static void refusals(void) {
     attn_sdpa_desc_init(&d, 1, 2, S, S, D, D);
     d.score_mod = score_fn, d.score_mod_ctx = &cx;
     CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, vo, NULL));
-    attn_status st = attn_sdpa_backward(&d, vq, vk, vv, vo, vo, NULL, bhsd(g[0], 2, S, D), bhsd(g[1], 2, S, D),
-                                        bhsd(g[2], 2, S, D));
+    attn_status st =
+        attn_sdpa_backward(&d, vq, vk, vv, vo, vo, NULL, bhsd(g[0], 2, S, D), bhsd(g[1], 2, S, D), bhsd(g[2], 2, S, D));
     CHECK(st == ATTN_E_UNSUPPORTED, "backward without score_mod_grad: %s", attn_status_string(st));
     CHECK(strstr(attn_last_error(), "score_mod_grad") != NULL, "detail: %s", attn_last_error());
     for (int t = 0; t < 2 * 20 * 8; t++) CHECK(g[0][t] == 42.0f && g[1][t] == 42.0f, "gradients written on a refusal");
@@ -443,7 +442,8 @@ static void cache_case(attn_dtype dt, int64_t Sq) {
     int doc[100];
     for (int j = 0; j < 100; j++) doc[j] = j / 23;
     ctx cx = {1, 1, doc, doc, table, NULL, 0, 0, 0.0f, -1, -1, NULL, 0, 0};
-    attn_kv_cache_config cfg = {.batch = 1, .kv_heads = Hkv, .capacity = cap, .head_dim = D, .v_head_dim = D, .dtype = dt};
+    attn_kv_cache_config cfg = {
+        .batch = 1, .kv_heads = Hkv, .capacity = cap, .head_dim = D, .v_head_dim = D, .dtype = dt};
     attn_kv_cache *c = NULL;
     CHECK_OK(attn_kv_cache_create(&cfg, &c));
     int64_t n = T;
@@ -456,7 +456,8 @@ static void cache_case(attn_dtype dt, int64_t Sq) {
     d.score_mod = score_fn, d.score_mod_ctx = &cx, d.mask_mod = mask_fn, d.mask_mod_ctx = &cx, d.block_mask = bm;
     CHECK_OK(attn_kv_cache_attend(c, &d, bhsd(q, H, Sq, D), bhsd(o1, H, Sq, D), NULL));
     d.Sk = T;
-    CHECK_OK(attn_sdpa_forward(&d, bhsd(q, H, Sq, D), bhsd(k, Hkv, T, D), bhsd(v, Hkv, T, D), bhsd(o2, H, Sq, D), NULL));
+    CHECK_OK(
+        attn_sdpa_forward(&d, bhsd(q, H, Sq, D), bhsd(k, Hkv, T, D), bhsd(v, Hkv, T, D), bhsd(o2, H, Sq, D), NULL));
     char lb[80];
     snprintf(lb, sizeof lb, "kv cache %s Sq%lld with mods and a block mask", dt == ATTN_DTYPE_BF16 ? "bf16" : "f32",
              (long long)Sq);
@@ -504,7 +505,8 @@ static void keep_out(void) {
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, bhsd(o1, H, Sq, D), NULL)); /* everything readable */
         mprotect((char *)k + pg, (size_t)pg, PROT_NONE), mprotect((char *)v + pg, (size_t)pg, PROT_NONE);
         CHECK_OK(attn_sdpa_forward(&d, vq, vk, vv, bhsd(o2, H, Sq, D), NULL)); /* a read of block 1 faults */
-        mprotect((char *)k + pg, (size_t)pg, PROT_READ | PROT_WRITE), mprotect((char *)v + pg, (size_t)pg, PROT_READ | PROT_WRITE);
+        mprotect((char *)k + pg, (size_t)pg, PROT_READ | PROT_WRITE),
+            mprotect((char *)v + pg, (size_t)pg, PROT_READ | PROT_WRITE);
         char lb[64];
         snprintf(lb, sizeof lb, "a key block no row sees, Sq %lld: not read", (long long)Sq);
         tu_equal(lb, o2, o1, (size_t)(H * Sq * D));

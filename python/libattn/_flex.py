@@ -174,26 +174,27 @@ class BlockMask:
         self.full_kv_num_blocks = arr(a.full_kv_num_blocks, (a.B, a.H, nq))
         self.full_kv_indices = arr(a.full_kv_indices, (a.B, a.H, nq, nkv))
         # the transposed lists (FlexAttention's q_* fields: per key block, the query blocks that see it)
-        self.q_num_blocks, self.q_indices = self._transpose(self.kv_num_blocks, self.kv_indices, nq)
-        self.full_q_num_blocks, self.full_q_indices = self._transpose(self.full_kv_num_blocks,
-                                                                      self.full_kv_indices, nq)
+        st = self._states()
+        self.q_num_blocks, self.q_indices = self._transpose(st == 1)
+        self.full_q_num_blocks, self.full_q_indices = self._transpose(st == 2)
+
+    def _states(self):
+        """(B, H, nq, nkv) int8 from the lists: 0 skipped, 1 partial, 2 full."""
+        idx = np.asarray(self.kv_indices)
+        st = np.zeros(idx.shape, np.int8)
+        for num, ind, v in ((self.kv_num_blocks, idx, 1), (self.full_kv_num_blocks, self.full_kv_indices, 2)):
+            ind = np.asarray(ind)
+            b, h, i, t = np.nonzero(np.arange(ind.shape[-1]) < np.asarray(num)[..., None])
+            st[b, h, i, ind[b, h, i, t]] = v
+        return st
 
     @staticmethod
-    def _transpose(num, idx, nq):
-        B, H, _, nkv = idx.shape
-        grid = np.zeros((B, H, nkv, nq), bool)
-        for b in range(B):
-            for h in range(H):
-                for i in range(nq):
-                    grid[b, h, idx[b, h, i, :num[b, h, i]], i] = True
-        qnum = grid.sum(-1).astype(np.int32)
-        qidx = np.zeros((B, H, nkv, nq), np.int32)
-        for b in range(B):
-            for h in range(H):
-                for j in range(nkv):
-                    sel = np.flatnonzero(grid[b, h, j])
-                    qidx[b, h, j, :sel.size] = sel
-        return qnum, qidx
+    def _transpose(kept):
+        """Per key block of kept (B, H, nq, nkv) the query blocks that keep it: counts, ascending lists."""
+        kt = np.swapaxes(kept, 2, 3)
+        qnum = kt.sum(-1).astype(np.int32)
+        order = np.argsort(~kt, axis=-1, kind="stable").astype(np.int32)  # kept ones first, ascending
+        return qnum, np.where(np.arange(kt.shape[-1]) < qnum[..., None], order, 0).astype(np.int32)
 
     @classmethod
     def from_kv_blocks(cls, kv_num_blocks, kv_indices, full_kv_num_blocks=None, full_kv_indices=None,
@@ -237,19 +238,12 @@ class BlockMask:
 
     def to_dense(self):
         """(B, H, nq, nkv) int32: 1 where a block is partial or full, 0 where skipped."""
-        B, H, nq, nkv = self.kv_indices.shape
-        out = np.zeros((B, H, nq, nkv), np.int32)
-        for num, idx in ((self.kv_num_blocks, self.kv_indices), (self.full_kv_num_blocks, self.full_kv_indices)):
-            for b in range(B):
-                for h in range(H):
-                    for i in range(nq):
-                        out[b, h, i, idx[b, h, i, :num[b, h, i]]] = 1
-        return out
+        return (self._states() > 0).astype(np.int32)
 
     def sparsity(self):
         """Percent of blocks skipped."""
-        d = self.to_dense()
-        return 100.0 * (1.0 - d.mean()) if d.size else 0.0
+        st = self._states()
+        return 100.0 * (1.0 - (st > 0).mean()) if st.size else 0.0
 
     def __repr__(self):
         return "BlockMask(shape=%s, BLOCK_SIZE=%s, sparsity=%.2f%%, mask_mod=%s)" % (
@@ -268,7 +262,7 @@ class BlockMask:
 STORED_BYTES = 256 << 20
 
 
-def _create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, backend):
+def _create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, backend, cls=BlockMask):
     qb, kb = _block_size(BLOCK_SIZE)
     B = 1 if B is None else int(B)
     H = 1 if H is None else int(H)
@@ -279,7 +273,7 @@ def _create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, backend):
     cb.raise_if_failed()
     from . import _check
     _check(st, "create_block_mask")
-    return BlockMask(h.value, mask_mod, cb)
+    return cls(h.value, mask_mod, cb)
 
 
 def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128, _compile=False):
@@ -326,6 +320,19 @@ def flex_call(query, key, value, score_mod, block_mask, scale, enable_gqa, backe
     return c, cb
 
 
+def flex_forward(c, cb, return_lse):
+    """Run flex_call's descriptor: out (B, H, Sq, Dv) and lse (B, H, Sq) or
+    None, float32; a mod's exception, then the library's status, raised."""
+    from . import _check, _view, _fptr
+    B, H, Sq, Sk, D, Dv = c.shape
+    out = np.empty((B, H, Sq, Dv), np.float32)
+    lse = np.empty((B, H, Sq), np.float32) if return_lse else None
+    st = lib.attn_sdpa_forward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), _view(out), _fptr(lse))
+    cb.raise_if_failed()
+    _check(st, "flex_attention")
+    return out, lse
+
+
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                    return_lse=False, kernel_options=None, *, math="strict", impl="auto"):
     """FlexAttention on numpy arrays: softmax(score_mod(scale q k^T)) v over
@@ -336,12 +343,6 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     (B, H, Sq, Dv) float32, and the natural-log lse (B, H, Sq) if
     return_lse. kernel_options is accepted and ignored; math and impl as
     libattn.sdpa's."""
-    c, cb = flex_call(query, key, value, score_mod, block_mask, scale, enable_gqa, _Numpy, math, impl)
-    B, H, Sq, Sk, D, Dv = c.shape
-    out = np.empty((B, H, Sq, Dv), np.float32)
-    lse = np.empty((B, H, Sq), np.float32) if return_lse else None
-    from . import _check, _view, _fptr
-    st = lib.attn_sdpa_forward(ctypes.byref(c.desc), _view(c.q), _view(c.k), _view(c.v), _view(out), _fptr(lse))
-    cb.raise_if_failed()
-    _check(st, "flex_attention")
+    out, lse = flex_forward(*flex_call(query, key, value, score_mod, block_mask, scale, enable_gqa, _Numpy, math, impl),
+                            return_lse)
     return (out, lse) if return_lse else out

@@ -339,8 +339,9 @@ def _captured(score_mod):
     return out
 
 
-def _keep_rows(block_mask, b, h, i0, i1, Sk):
-    """(i1 - i0, Sk) bool: which keys rows i0 .. i1 - 1 of (b, h) keep under block_mask."""
+def _keep_rows(block_mask, states, b, h, i0, i1, Sk):
+    """(i1 - i0, Sk) bool: which keys rows i0 .. i1 - 1 of (b, h) keep under
+    block_mask (states: its _states())."""
     keep = torch.ones((i1 - i0, Sk), dtype=torch.bool)
     if block_mask is None:
         return keep
@@ -348,13 +349,8 @@ def _keep_rows(block_mask, b, h, i0, i1, Sk):
     bb, hh = (0 if block_mask.B == 1 else b), (0 if block_mask.H == 1 else h)
     for qi in range(i0 // qb, (i1 - 1) // qb + 1):
         r0, r1 = max(qi * qb, i0), min((qi + 1) * qb, i1)
-        state = np.zeros(-(-Sk // kb), np.int32)  # 0 empty, 1 partial, 2 full
-        for num, idx, v in ((block_mask.kv_num_blocks, block_mask.kv_indices, 1),
-                            (block_mask.full_kv_num_blocks, block_mask.full_kv_indices, 2)):
-            num, idx = np.asarray(num), np.asarray(idx)
-            sel = idx[bb, hh, qi, :num[bb, hh, qi]]
-            state[sel[sel < state.size]] = v
-        for kj in range(state.size):
+        state = states[bb, hh, qi]  # 0 empty, 1 partial, 2 full
+        for kj in range(-(-Sk // kb)):
             c0, c1 = kj * kb, min((kj + 1) * kb, Sk)
             if state[kj] == 0:
                 keep[r0 - i0:r1 - i0, c0:c1] = False
@@ -373,12 +369,13 @@ def _captured_grads(q, k, v, dout, lse, score_mod, block_mask, scale, captured, 
     Hkv, Sk = k.shape[1], k.shape[2]
     grads = [torch.zeros_like(c) for c in captured]
     qi_all, ki = torch.arange(Sq), torch.arange(Sk)[None, :]
+    states = block_mask._states() if block_mask is not None else None
     for b in range(B):
         for h in range(H):
             hk = h // (H // Hkv)
             for i0 in range(0, Sq, rows):
                 i1 = min(i0 + rows, Sq)
-                keep = _keep_rows(block_mask, b, h, i0, i1, Sk)
+                keep = _keep_rows(block_mask, states, b, h, i0, i1, Sk)
                 if not keep.any():
                     continue
                 s = (q[b, h, i0:i1] @ k[b, hk].T) * scale
@@ -403,12 +400,7 @@ class _Flex(torch.autograd.Function):
         score_mod, block_mask, scale, enable_gqa, math = opts
         qn, kn, vn = (t.detach().to(torch.float32).contiguous().numpy() for t in (q, k, v))
         c, cb = _lat._flex.flex_call(qn, kn, vn, score_mod, block_mask, scale, enable_gqa, _TorchTiles, math)
-        B, H, Sq, Sk, D, Dv = c.shape
-        out, lse = np.empty((B, H, Sq, Dv), np.float32), np.empty((B, H, Sq), np.float32)
-        st = _lat.lib.attn_sdpa_forward(_lat.ctypes.byref(c.desc), _lat._view(c.q), _lat._view(c.k),
-                                        _lat._view(c.v), _lat._view(out), _lat._fptr(lse))
-        cb.raise_if_failed()
-        _lat._check(st, "flex_attention")
+        out, lse = _lat._flex.flex_forward(c, cb, True)
         o, l = torch.from_numpy(out), torch.from_numpy(lse)
         ctx.save_for_backward(q, k, v, l)
         ctx.opts, ctx.scale = opts, c.desc.scale
@@ -466,33 +458,19 @@ _BM_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indi
 class _TorchBlockMask(_lat.BlockMask):
     """libattn.BlockMask whose arrays are int32 tensors (BlockMask's fields)."""
 
+    def __init__(self, handle, mask_mod, callbacks=None):
+        super().__init__(handle, mask_mod, callbacks)
+        for f in _BM_FIELDS:
+            setattr(self, f, torch.from_numpy(getattr(self, f)))
+
     def to_dense(self):
-        return torch.from_numpy(_lat.BlockMask.to_dense(self._arrays()))
-
-    def _arrays(self):
-        a = object.__new__(_lat.BlockMask)
-        for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
-            setattr(a, f, getattr(self, f).numpy())
-        return a
-
-    def sparsity(self):
-        d = self.to_dense()
-        return 100.0 * (1.0 - d.float().mean().item()) if d.numel() else 0.0
-
-    def __del__(self):
-        _lat.BlockMask.__del__(self)
+        return torch.from_numpy(super().to_dense())
 
 
 def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cpu", BLOCK_SIZE=128, _compile=False):
     """torch.nn.attention.flex_attention.create_block_mask on libattn: the
     mask_mod (torch code on index tensors) evaluated block by block."""
-    bm = _lat._flex._create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, _TorchTiles)
-    out = object.__new__(_TorchBlockMask)
-    out.__dict__.update(bm.__dict__)
-    bm._handle = None  # owned by out now
-    for f in _BM_FIELDS:
-        setattr(out, f, torch.from_numpy(getattr(out, f)))
-    return out
+    return _lat._flex._create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE, _TorchTiles, _TorchBlockMask)
 
 
 def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device="cpu"):

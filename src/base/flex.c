@@ -27,8 +27,9 @@ void attn_block_mask_free(attn_block_mask *m) {
 static attn_status mask_new(int64_t B, int64_t H, int64_t q_len, int64_t kv_len, int64_t q_block, int64_t kv_block,
                             attn_block_mask **out) {
     if (B < 1 || H < 1 || q_len < 0 || kv_len < 0)
-        return attn_fail(ATTN_E_SHAPE, "block mask B = %lld, H = %lld, q_len = %lld, kv_len = %lld: B, H >= 1 and "
-                                       "lengths >= 0 expected",
+        return attn_fail(ATTN_E_SHAPE,
+                         "block mask B = %lld, H = %lld, q_len = %lld, kv_len = %lld: B, H >= 1 and "
+                         "lengths >= 0 expected",
                          LL(B), LL(H), LL(q_len), LL(kv_len));
     if (q_block < 1 || kv_block < 1)
         return attn_fail(ATTN_E_SHAPE, "block mask q_block = %lld, kv_block = %lld: block sizes >= 1 expected",
@@ -219,7 +220,7 @@ int attn_block_mask_stored(const attn_block_mask *m) { return m && m->bits != NU
 attn_status attn_block_mask_arrays_get(const attn_block_mask *m, attn_block_mask_arrays *out) {
     attn_err_clear();
     if (!m || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", !m ? "the block mask" : "out");
-    *out = (attn_block_mask_arrays){m->B,      m->H,      m->q_len,    m->kv_len,  m->q_block,
+    *out = (attn_block_mask_arrays){m->B,        m->H,      m->q_len,  m->kv_len,   m->q_block,
                                     m->kv_block, m->kv_num, m->kv_idx, m->full_num, m->full_idx};
     return ATTN_OK;
 }
@@ -236,8 +237,9 @@ attn_status attn_flex_check(const attn_sdpa_desc *d) {
     const attn_block_mask *m = d->block_mask;
     if (!m) return ATTN_OK;
     if (m->q_len != d->Sq || m->kv_len < d->Sk)
-        return attn_fail(ATTN_E_SHAPE, "block_mask q_len = %lld, kv_len = %lld: q_len = Sq = %lld and kv_len >= Sk = "
-                                       "%lld expected",
+        return attn_fail(ATTN_E_SHAPE,
+                         "block_mask q_len = %lld, kv_len = %lld: q_len = Sq = %lld and kv_len >= Sk = "
+                         "%lld expected",
                          LL(m->q_len), LL(m->kv_len), LL(d->Sq), LL(d->Sk));
     if ((m->B != 1 && m->B != d->B) || (m->H != 1 && m->H != d->H))
         return attn_fail(ATTN_E_SHAPE, "block_mask B = %lld, H = %lld: 1 or the call's B = %lld, H = %lld expected",
@@ -263,8 +265,7 @@ int attn_flex_tile_state(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t 
     return !any ? ATTN_FLEX_EMPTY : all ? ATTN_FLEX_FULL : ATTN_FLEX_PARTIAL;
 }
 
-void attn_flex_keys(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t *lo,
-                    int64_t *hi) {
+void attn_flex_keys(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi) {
     const attn_block_mask *m = d->block_mask;
     if (!m || rows <= 0 || *hi <= *lo) return;
     int64_t e = *hi < m->kv_len ? *hi : m->kv_len, first = -1, last = -1;

@@ -55,8 +55,7 @@ int attn_flex_tile_state(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t 
 /* Keys [*lo, *hi) outside which every block of rows i0 .. i0 + rows - 1 of
  * (b, h) is empty, within [lo, hi) given (the whole [*lo, *hi) without a
  * block mask); *hi <= *lo when none. */
-void attn_flex_keys(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t *lo,
-                    int64_t *hi);
+void attn_flex_keys(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t *lo, int64_t *hi);
 
 /* live[kb] = 1 if key block kb of the block mask is not empty for some
  * query block of some head h0 .. h1 - 1 of batch row b, else 0 (the keys no

@@ -144,8 +144,8 @@ static inline int attn_score_tile_hidden(const attn_sdpa_desc *d, const attn_seq
 #define ATTN_FLEX_PIECE 4096
 
 /* the pairs the block mask and mask_mod hide (the tile's nk keys that exist) to -inf */
-static inline void attn_score_flex_mask(const attn_sdpa_desc *d, int64_t b, int64_t h, float *S, int64_t ld,
-                                        int64_t nk, int64_t rows, int64_t i0, int64_t j0) {
+static inline void attn_score_flex_mask(const attn_sdpa_desc *d, int64_t b, int64_t h, float *S, int64_t ld, int64_t nk,
+                                        int64_t rows, int64_t i0, int64_t j0) {
     uint8_t keep[ATTN_FLEX_PIECE];
     int64_t cp = nk < ATTN_FLEX_PIECE ? nk : ATTN_FLEX_PIECE, rp = cp > 0 ? ATTN_FLEX_PIECE / cp : 1;
     for (int64_t r0 = 0; r0 < rows; r0 += rp)
@@ -161,8 +161,8 @@ static inline void attn_score_flex_mask(const attn_sdpa_desc *d, int64_t b, int6
 /* score_mod on the tile's nk keys that exist; with G (the backward), G *=
  * d new / d old, piece by piece (the piece's scores and derivatives in
  * scratch of the piece's width: the callback's ds shares its s's layout) */
-static inline void attn_score_flex_mod(const attn_sdpa_desc *d, int64_t b, int64_t h, float *S, int64_t ld,
-                                       int64_t nk, int64_t rows, int64_t i0, int64_t j0, float *G) {
+static inline void attn_score_flex_mod(const attn_sdpa_desc *d, int64_t b, int64_t h, float *S, int64_t ld, int64_t nk,
+                                       int64_t rows, int64_t i0, int64_t j0, float *G) {
     if (!G) {
         attn_flex_score(d, b, h, i0, rows, j0, nk, S, ld, NULL);
         return;
@@ -243,8 +243,8 @@ static inline void attn_score_tile(const attn_kernel_table *kt, const attn_sdpa_
         }
     }
     int64_t nk = attn_score_cols(d, j0, bc);
-    int fs = attn_flex_tile_state(d, k->sq.b, h, i0, rows, j0, nk);
-    if (fs == ATTN_FLEX_EMPTY && attn_flex_masks(d)) { /* the block mask hides the tile: no callback */
+    int fs = attn_flex_masks(d) ? attn_flex_tile_state(d, k->sq.b, h, i0, rows, j0, nk) : ATTN_FLEX_FULL;
+    if (fs == ATTN_FLEX_EMPTY) { /* the block mask hides the tile: no callback */
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < bc; c++) S[r * ld + c] = -INFINITY;
         if (G)

@@ -248,7 +248,8 @@ attn_status attn_shard_decode(attn_kv_shard *s, const attn_sdpa_desc *d, attn_vi
     if (d) attn_mpi_fields(d, f);
     attn_status st = !d ? ATTN_E_INVALID : ATTN_OK;
     if (!st && (d->B != s->B || d->Sq < 1 || d->H < 1 || d->Dv < 1)) st = ATTN_E_SHAPE;
-    if (!st && (d->score_mod || d->mask_mod || d->block_mask)) st = ATTN_E_UNSUPPORTED; /* programmable rules: not over shards */
+    if (!st && (d->score_mod || d->mask_mod || d->block_mask)) /* programmable rules: not over shards */
+        st = ATTN_E_UNSUPPORTED;
     int64_t nq = st ? 0 : d->B * d->H * d->Sq, Dv = st ? 0 : d->Dv, per = nq * (Dv + 1);
     if (!st && (double)per * s->n * sizeof(float) > (double)INT_MAX) st = ATTN_E_OVERFLOW;
     float *mine = NULL, *all = NULL, *acc = NULL, *la = NULL;
@@ -373,7 +374,8 @@ attn_status attn_shard_prefill(attn_kv_shard *s, const attn_sdpa_desc *d, attn_r
     for (int64_t b = 0; !st && b < s->B; b++)
         if (s->glen[b] != 0) st = ATTN_E_INVALID; /* a prompt fills empty sequences */
     if (!st && (d->qkv_dtype != ATTN_DTYPE_INVALID && d->qkv_dtype != ATTN_DTYPE_F32)) st = ATTN_E_UNSUPPORTED;
-    if (!st && (d->score_mod || d->mask_mod || d->block_mask)) st = ATTN_E_UNSUPPORTED; /* programmable rules: not over shards */
+    if (!st && (d->score_mod || d->mask_mod || d->block_mask)) /* programmable rules: not over shards */
+        st = ATTN_E_UNSUPPORTED;
     if (!st && (d->B != s->B || attn_kv_cache_get_config(s->local)->kv_heads != (d->Hkv ? d->Hkv : d->H) ||
                 d->D != s->D || d->Dv != s->Dv || d->Sq != d->Sk))
         st = ATTN_E_SHAPE;

@@ -32,18 +32,19 @@ static const float *row_rounded(attn_view t, const attn_sdpa_desc *d, int64_t b,
 
 /* Programmable attention on row i's scores (base/flex.h): score_mod on the
  * row as a 1 x Sk tile of float32 (its derivative into dcap), then the
- * block mask and mask_mod hide keys. fx: flex_scratch's 2 Sk floats and Sk
- * bytes. Returns the visible keys left. */
+ * block mask and mask_mod hide keys. fx: flex_scratch's 2 Sk floats, then
+ * Sk keep bytes and the Sk bytes row_scores marked visible. Returns the
+ * visible keys left. */
 static int64_t row_flex(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i, double *sc, double *dcap,
                         int64_t nvis, float *fx) {
     int64_t n = d->Sk;
     float *f = fx, *ds = fx + n;
-    uint8_t *keep = (uint8_t *)(fx + 2 * n);
+    uint8_t *keep = (uint8_t *)(fx + 2 * n), *vis = keep + n;
     if (d->score_mod) {
         for (int64_t j = 0; j < n; j++) f[j] = (float)sc[j], ds[j] = 0.0f;
         attn_flex_score(d, b, h, i, 1, 0, n, f, n, dcap ? ds : NULL);
         for (int64_t j = 0; j < n; j++) {
-            if (sc[j] == -INFINITY && !attn_sem_visible(d, b, h, i, j)) continue; /* hidden: stays so */
+            if (!vis[j]) continue; /* hidden: stays so */
             sc[j] = (double)f[j];
             if (dcap) dcap[j] = sc[j] == -INFINITY ? 0.0 : dcap[j] * (double)ds[j];
         }
@@ -51,7 +52,7 @@ static int64_t row_flex(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i
     if (!attn_flex_masks(d)) return nvis;
     attn_flex_keep(d, b, h, i, 1, 0, n, keep, n);
     for (int64_t j = 0; j < n; j++)
-        if (!keep[j] && attn_sem_visible(d, b, h, i, j)) {
+        if (!keep[j] && vis[j]) {
             sc[j] = -INFINITY, nvis--;
             if (dcap) dcap[j] = 0.0;
         }
@@ -61,7 +62,7 @@ static int64_t row_flex(const attn_sdpa_desc *d, int64_t b, int64_t h, int64_t i
 /* row_flex's scratch (NULL without programmable rules; *fail on no memory) */
 static float *flex_scratch(const attn_sdpa_desc *d, int *fail) {
     if (!attn_flex_on(d)) return NULL;
-    float *fx = malloc((size_t)(d->Sk ? d->Sk : 1) * (2 * sizeof(float) + 1));
+    float *fx = malloc((size_t)(d->Sk ? d->Sk : 1) * (2 * sizeof(float) + 2));
     *fail |= !fx;
     return fx;
 }
@@ -72,8 +73,11 @@ static int64_t row_scores(const attn_sdpa_desc *d, attn_view q, attn_view k, int
     const float *qi = row_rounded(q, d, b, h, i, d->D, attn_sem_q_type(d, vt), tmp);
     int64_t hk = attn_sem_kvh(d, h), skb = attn_sem_sk(d, b), off = attn_sem_off(d, b), lo, hi, nvis = 0;
     attn_sem_range(d, skb, off, i, &lo, &hi);
+    uint8_t *vis = fx ? (uint8_t *)(fx + 2 * d->Sk) + d->Sk : NULL; /* row_flex's record of the built-in rule */
     for (int64_t j = 0; j < d->Sk; j++) {
-        if (j < lo || j >= hi || attn_sem_padded(d, b, j) || !attn_sem_dense(d, b, h, i, j)) {
+        int shown = j >= lo && j < hi && !attn_sem_padded(d, b, j) && attn_sem_dense(d, b, h, i, j);
+        if (vis) vis[j] = (uint8_t)shown;
+        if (!shown) {
             sc[j] = -INFINITY;
             if (dcap) dcap[j] = 0.0;
             continue;

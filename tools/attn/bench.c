@@ -141,7 +141,7 @@ static int time_pair(int (*fa)(void *), void *a, double work_a, int (*fb)(void *
     return 0;
 }
 
-static float *frand_buf(size_t n, uint32_t seed) {
+float *cli_frand_buf(size_t n, uint32_t seed) {
     float *p = malloc((n ? n : 1) * sizeof *p);
     if (!p) return NULL;
     uint32_t x = seed * 2654435761u + 1u;
@@ -284,14 +284,14 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     }
     /* fill every sequence to T tokens, 1024 at a time */
     int64_t chunk = T < 1024 ? T : 1024;
-    float *kk = frand_buf((size_t)(B * Hkv * chunk * D), 5), *vv = frand_buf((size_t)(B * Hkv * chunk * D), 6);
-    float *q = frand_buf((size_t)(B * H * Sq * D), 4), *o = frand_buf((size_t)(B * H * Sq * D), 7);
+    float *kk = cli_frand_buf((size_t)(B * Hkv * chunk * D), 5), *vv = cli_frand_buf((size_t)(B * Hkv * chunk * D), 6);
+    float *q = cli_frand_buf((size_t)(B * H * Sq * D), 4), *o = cli_frand_buf((size_t)(B * H * Sq * D), 7);
     uint8_t *tm = tree ? tree_mask(Sq, T) : NULL;
     int64_t *n = calloc((size_t)B, sizeof *n), *len = calloc((size_t)B, sizeof *len), tokens = 0;
     for (int64_t b = 0; len && b < B; b++) tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
     size_t bytes = (size_t)(2 * Hkv * tokens) * kv_row_bytes(dt, D);
-    rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
+    rd_ctx rd = {cli_frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
     if (!kk || !vv || !q || !o || !n || !len || !rd.p || (tree && !tm)) {
         cli_error("bench: out of memory");
         return 1;
@@ -323,7 +323,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
             return 1;
         }
         pg.d = c.d, pg.d.Hkv = Hkv, pg.q = vq,
-        pg.o = (attn_view){frand_buf((size_t)(B * H * Sq * D), 9), H * Sq * D, Sq * D, D};
+        pg.o = (attn_view){cli_frand_buf((size_t)(B * H * Sq * D), 9), H * Sq * D, Sq * D, D};
         if (time_pair(run_paged, &pg, (double)bytes, run_decode, &c, (double)bytes, min_time, &r)) return 1;
         double g_pages = (double)bytes / r.ta * 1e-9, g_cache = (double)bytes / r.tb * 1e-9;
         if (json)
@@ -392,11 +392,11 @@ static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int
     c.kv.k_pages = attn_big_alloc((size_t)P * attn_storage_bytes(dt, ps * D));
     if (attn_storage_of(dt)->params == ATTN_ST_ROWPAR) c.kv.k_params = attn_big_alloc((size_t)(P * ps) * 8);
     int32_t *ip = malloc((size_t)(B + 1) * 4), *ind = malloc((size_t)P * 4), *last = malloc((size_t)B * 4);
-    float *rows = frand_buf((size_t)(chunk * D), 5), *q = frand_buf((size_t)(B * H * D), 4);
+    float *rows = cli_frand_buf((size_t)(chunk * D), 5), *q = cli_frand_buf((size_t)(B * H * D), 4);
     int64_t *slots = malloc((size_t)chunk * sizeof *slots);
     size_t bytes = (size_t)(B * T) * kv_row_bytes(dt, D);
-    rd_ctx rd = {frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
-    c.o = (attn_view){frand_buf((size_t)(B * H * Dv), 7), H * Dv, Dv, Dv};
+    rd_ctx rd = {cli_frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
+    c.o = (attn_view){cli_frand_buf((size_t)(B * H * Dv), 7), H * Dv, Dv, Dv};
     if (!c.kv.k_pages || !ip || !ind || !last || !rows || !q || !slots || !rd.p || !c.o.data ||
         (attn_storage_of(dt)->params == ATTN_ST_ROWPAR && !c.kv.k_params)) {
         cli_error("bench: out of memory");
@@ -496,10 +496,10 @@ static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U
             *ind_suf = malloc((size_t)(B * ns) * 4);
     int32_t *last = malloc((size_t)B * 4), ip_pre[2] = {0, (int32_t)np}, last_pre = (int32_t)ps;
     size_t nq = (size_t)(B * H * D);
-    float *q = frand_buf(nq, 4), *of = malloc(nq * 4), *opre = malloc(nq * 4), *osuf = malloc(nq * 4);
+    float *q = cli_frand_buf(nq, 4), *of = malloc(nq * 4), *opre = malloc(nq * 4), *osuf = malloc(nq * 4);
     c.lse_prefix = malloc((size_t)(B * H) * 4), c.lse_suffix = malloc((size_t)(B * H) * 4);
     c.lse_t = malloc((size_t)(B * H) * 4), c.o_merged = malloc(nq * 4), c.lse_merged = malloc((size_t)(B * H) * 4);
-    float *rows = frand_buf((size_t)(ps * Hkv * D), 5);
+    float *rows = cli_frand_buf((size_t)(ps * Hkv * D), 5);
     int64_t *slots = malloc((size_t)ps * sizeof *slots);
     if (!kp || !vp || !ind_full || !ip_full || !ind_pre || !ip_suf || !ind_suf || !last || !q || !of || !opre ||
         !osuf || !c.lse_prefix || !c.lse_suffix || !c.lse_t || !c.o_merged || !c.lse_merged || !rows || !slots) {
@@ -787,7 +787,7 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
         c->d.dropout = drop;
     }
     size_t ns[8] = {nq, nk, nk, nq, nq, nq, nk, nk};
-    for (int t = 0; t < 8; t++) bufs[t] = t < 4 || o->backward ? frand_buf(ns[t], (uint32_t)(4 + t)) : NULL;
+    for (int t = 0; t < 8; t++) bufs[t] = t < 4 || o->backward ? cli_frand_buf(ns[t], (uint32_t)(4 + t)) : NULL;
     c->lse = malloc(nl * sizeof(float));
     for (int t = 0; t < 8; t++)
         if (!bufs[t] && (t < 4 || o->backward)) return 0;
@@ -959,7 +959,7 @@ int cmd_bench(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     if (o.sgemm_n > 0) {
         size_t n2 = (size_t)(o.sgemm_n * o.sgemm_n);
-        sg.a = frand_buf(n2, 1), sg.b = frand_buf(n2, 2), sg.c = frand_buf(n2, 3);
+        sg.a = cli_frand_buf(n2, 1), sg.b = cli_frand_buf(n2, 2), sg.c = cli_frand_buf(n2, 3);
     }
     if (!slopes || (o.sgemm_n > 0 && (!sg.a || !sg.b || !sg.c)) || !prefill_setup(&o, &c, bufs, slopes, &drop)) {
         cli_error("bench: out of memory for B=%lld H=%lld S=%lld D=%lld", (long long)o.B, (long long)o.H,

@@ -89,18 +89,12 @@ static void softcap_lib(void *p, const attn_tile *t, float *s, int64_t ld, float
 
 int cli_bench_flex(int64_t H, int64_t S, int64_t D, double min_time, int json) {
     size_t n = (size_t)(H * S * D);
-    float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4);
+    float *q = cli_frand_buf(n, 1), *k = cli_frand_buf(n, 2), *v = cli_frand_buf(n, 3), *o = malloc(n * 4);
     float *slopes = malloc((size_t)H * sizeof(float));
     if (!q || !k || !v || !o || !slopes) {
         free(q), free(k), free(v), free(o), free(slopes);
         cli_error("bench --flex: out of memory for H=%lld S=%lld D=%lld", (long long)H, (long long)S, (long long)D);
         return 1;
-    }
-    uint32_t st = 7u;
-    for (size_t i = 0; i < n; i++) {
-        st = st * 1664525u + 1013904223u, q[i] = (float)(st >> 8) / 16777216.0f - 0.5f;
-        st = st * 1664525u + 1013904223u, k[i] = (float)(st >> 8) / 16777216.0f - 0.5f;
-        st = st * 1664525u + 1013904223u, v[i] = (float)(st >> 8) / 16777216.0f - 0.5f;
     }
     for (int64_t h = 0; h < H; h++) slopes[h] = exp2f(-8.0f * (float)(h + 1) / (float)H);
     flex_ctx cx = {S / 8 > 0 ? S / 8 : 1, 512, slopes, 20.0f};
@@ -109,9 +103,9 @@ int cli_bench_flex(int64_t H, int64_t S, int64_t D, double min_time, int json) {
               attn_block_mask_from_mod(window_mask, &cx, 1, 1, S, S, 128, 128, &bm_win) != ATTN_OK ||
               attn_block_mask_from_mod(causal_mask, &cx, 1, 1, S, S, 128, 128, &bm_causal) != ATTN_OK;
     /* the variants: [2p] is the baseline of pair p, [2p + 1] what is compared with it */
-    static const char *names[NV] = {"dense",    "document mask (8 docs)", "dense",   "sliding window 512",
-                                    "causal",   "causal mask_mod",        "ALiBi",   "ALiBi score_mod",
-                                    "softcap",  "softcap score_mod", "softcap",  "softcap (attn_tile_softcap)"};
+    static const char *names[NV] = {"dense",   "document mask (8 docs)", "dense",   "sliding window 512",
+                                    "causal",  "causal mask_mod",        "ALiBi",   "ALiBi score_mod",
+                                    "softcap", "softcap score_mod",      "softcap", "softcap (attn_tile_softcap)"};
     attn_sdpa_desc d[NV];
     for (int i = 0; i < NV; i++) attn_sdpa_desc_init(&d[i], 1, H, S, S, D, D);
     d[1].mask_mod = doc_mask, d[1].mask_mod_ctx = &cx, d[1].block_mask = bm_doc;
@@ -150,15 +144,16 @@ int cli_bench_flex(int64_t H, int64_t S, int64_t D, double min_time, int json) {
         for (int p = 0; p < NV / 2; p++) {
             double tb[ROUNDS], tv[ROUNDS], r[ROUNDS];
             memcpy(tb, t[2 * p], sizeof tb), memcpy(tv, t[2 * p + 1], sizeof tv), memcpy(r, ratio[p], sizeof r);
-            qsort(tb, (size_t)rounds, sizeof *tb, cli_cmp_double), qsort(tv, (size_t)rounds, sizeof *tv, cli_cmp_double);
+            qsort(tb, (size_t)rounds, sizeof *tb, cli_cmp_double),
+                qsort(tv, (size_t)rounds, sizeof *tv, cli_cmp_double);
             qsort(r, (size_t)rounds, sizeof *r, cli_cmp_double);
             if (json)
                 printf("{\"bench\": \"flex\", \"variant\": \"%s\", \"baseline\": \"%s\", \"H\": %lld, \"S\": %lld, "
                        "\"D\": %lld, \"threads\": %d, \"rounds\": %d, \"ms\": %.3f, \"baseline_ms\": %.3f, "
                        "\"speedup\": %.3f, \"speedup_min\": %.3f, \"speedup_max\": %.3f, \"kernels\": \"%s\"}\n",
-                       names[2 * p + 1], names[2 * p], (long long)H, (long long)S, (long long)D,
-                       omp_get_max_threads(), rounds, tv[rounds / 2] * 1e3, tb[rounds / 2] * 1e3, r[rounds / 2], r[0],
-                       r[rounds - 1], attn_kernel_name());
+                       names[2 * p + 1], names[2 * p], (long long)H, (long long)S, (long long)D, omp_get_max_threads(),
+                       rounds, tv[rounds / 2] * 1e3, tb[rounds / 2] * 1e3, r[rounds / 2], r[0], r[rounds - 1],
+                       attn_kernel_name());
             else
                 printf("%-24s %10.2f %-14s %10.2f %.2fx (%.2f-%.2f)\n", names[2 * p + 1], tv[rounds / 2] * 1e3,
                        names[2 * p], tb[rounds / 2] * 1e3, r[rounds / 2], r[0], r[rounds - 1]);

@@ -31,6 +31,8 @@ int cli_output_is_input(const char *cmd, const char *out, const char *opt, const
 /* A monotonic clock in seconds; qsort's comparison of doubles (ascending). */
 double cli_now(void);
 int cli_cmp_double(const void *a, const void *b);
+/* n floats uniform in [-0.5, 0.5) from an LCG seeded with seed (malloc'ed; NULL without memory) */
+float *cli_frand_buf(size_t n, uint32_t seed);
 /* Set OpenMP and OpenBLAS thread counts (n >= 1). */
 void cli_set_threads(int n);
 
