@@ -317,7 +317,10 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     float *x = malloc((size_t)D * sizeof *x), S[NR * 8], par[2];
     for (int r = 0; r < NR; r++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
-        attn_q8_quantize(x, D, Q + r * qr);
+        if (ktype == ATTN_DTYPE_KV_INT8 || ktype == ATTN_DTYPE_KV_INT4) /* one scale a row (Q8_ROW) */
+            attn_q8_quantize_row(x, D, Q + r * qr);
+        else
+            attn_q8_quantize(x, D, Q + r * qr);
     }
     for (int j = 0; j < NK; j++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
@@ -357,6 +360,60 @@ static void test_qk_q8(const attn_kernel_table *kt) {
         test_qk_q8_d(kt, 128, types[t]);
         test_qk_q8_d(kt, types[t] == ATTN_DTYPE_KV_INT4 ? 1152 : 1088, types[t]);
     }
+}
+
+/* pv_rows_x on the formats decode reads as codes or block values (fp8 and
+ * int8 / int4 codes, q4_0 values): O += P V against float64 sums of the
+ * values attn_st_load_row gives (scale 1, zero 0: the codes), at 1..9 rows,
+ * Dv 32 .. 288 (int4: the high nibbles from Dv / 2 on), every column
+ * written and nothing past round_up(Dv, 8) */
+static void test_pv_codes(const attn_kernel_table *kt) {
+    static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8,
+                                       ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0};
+    static const int dvs[3] = {32, 128, 288};
+    enum { N = 37, RM = 9, DM = 288 };
+    uint32_t st = 21u;
+    unsigned char *V = malloc((size_t)N * DM * 2);
+    float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float)), row[DM],
+          par[2] = {1.0f, 0.0f};
+    for (int f = 0; f < 5; f++)
+        for (int di = 0; di < 3; di++)
+            for (int R = 1; R <= RM; R += 4) {
+                attn_dtype t = fmts[f];
+                int Dv = dvs[di], ldv = Dv + 32;
+                size_t rb = attn_storage_bytes(t, ldv);
+                for (size_t i = 0; i < (size_t)N * rb; i++) V[i] = (unsigned char)tu_irand(&st, 0, 255);
+                for (int j = 0; j < N; j++) /* finite values: no NaN codes, f16 scales in [0.5, 1) */
+                    for (int c = 0; c < Dv; c++) {
+                        unsigned char *r = V + j * rb;
+                        if (t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2) r[c] &= 0xbf;
+                        if (t == ATTN_DTYPE_Q4_0 && c % 32 == 0) {
+                            uint16_t dh = attn_f32_to_f16(0.5f + 0.5f * (float)tu_irand(&st, 0, 99) / 100.0f);
+                            memcpy(r + (c / 32) * ATTN_Q4_BYTES, &dh, 2);
+                        }
+                    }
+                for (int i = 0; i < R * N; i++) P[i] = tu_frand(&st);
+                for (int i = 0; i < RM * (DM + 8); i++) O[i] = 0.5f;
+                int ldo = (Dv + 7) / 8 * 8;
+                kt->pv_rows_x(P, N, R, V, ldv, N, Dv, O, ldo, NULL, 0, 0, t);
+                int bad = 0;
+                for (int r = 0; r < R; r++) {
+                    double want[DM] = {0}, mag[DM] = {0};
+                    for (int j = 0; j < N; j++) {
+                        attn_st_load_row(t, V + j * rb, Dv, par, row);
+                        for (int c = 0; c < Dv; c++)
+                            want[c] += (double)P[r * N + j] * row[c], mag[c] += fabs((double)P[r * N + j] * row[c]);
+                    }
+                    for (int c = 0; c < ldo; c++) {
+                        float got = O[r * ldo + c];
+                        bad += c < Dv ? !(fabs(got - 0.5 - want[c]) <= 1e-5 * (mag[c] + 1.0)) : got != 0.5f;
+                    }
+                }
+                for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != 0.5f;
+                CHECK(!bad, "%s pv_rows_x %s Dv=%d R=%d: %d values wrong", kt->name, attn_storage_of(t)->name, Dv, R,
+                      bad);
+            }
+    free(V), free(P), free(O);
 }
 
 /* kv_rows: every serving format's rows as float32, bit for bit as the
@@ -464,6 +521,7 @@ int main(int argc, char **argv) {
         test_round_row(kt);
         test_store_rows(kt);
         test_qk_q8(kt);
+        test_pv_codes(kt);
         test_kv_rows(kt);
         test_gemm(kt);
     }

@@ -1,10 +1,10 @@
 /* libattn's decode next to ggml's CPU flash attention (ggml_flash_attn_ext,
  * what llama.cpp runs for a new token) on the same keys and values: one
  * query per head (Hq heads over Hkv kv heads) against T cached tokens stored
- * as f32, f16 or q8_0 in each library's own format, same thread count,
+ * as f32, f16, q8_0 or q4_0 in each library's own format, same thread count,
  * alternating rounds in one process. Built by bench/ggml/decode.sh against
  * a ggml checkout the user provides. Not part of `make test`.
- * usage: ggml_decode HQ HKV T D KV(f32|f16|q8_0) THREADS ROUNDS
+ * usage: ggml_decode HQ HKV T D KV(f32|f16|q8_0|q4_0) THREADS ROUNDS [MATH(strict|data)]
  * Prints the max |difference| of the two outputs, then one JSON line per
  * round: GB/s of K and V as each stores them. */
 #define _POSIX_C_SOURCE 200809L
@@ -36,14 +36,21 @@ static void attn_run_call(void *p) {
 
 int main(int argc, char **argv) {
     if (argc < 8) {
-        fprintf(stderr, "usage: ggml_decode HQ HKV T D KV(f32|f16|q8_0) THREADS ROUNDS\n");
+        fprintf(stderr, "usage: ggml_decode HQ HKV T D KV(f32|f16|q8_0|q4_0) THREADS ROUNDS [MATH(strict|data)]\n");
         return 2;
     }
     int Hq = atoi(argv[1]), Hkv = atoi(argv[2]), T = atoi(argv[3]), D = atoi(argv[4]);
     const char *kvn = argv[5];
     int threads = atoi(argv[6]), rounds = atoi(argv[7]);
-    enum ggml_type gt = !strcmp(kvn, "f16") ? GGML_TYPE_F16 : !strcmp(kvn, "q8_0") ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
-    attn_dtype at = !strcmp(kvn, "f16") ? ATTN_DTYPE_F16 : !strcmp(kvn, "q8_0") ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
+    int q4 = !strcmp(kvn, "q4_0"), data = argc > 8 && !strcmp(argv[8], "data");
+    enum ggml_type gt = !strcmp(kvn, "f16")    ? GGML_TYPE_F16
+                        : !strcmp(kvn, "q8_0") ? GGML_TYPE_Q8_0
+                        : q4                   ? GGML_TYPE_Q4_0
+                                               : GGML_TYPE_F32;
+    attn_dtype at = !strcmp(kvn, "f16")    ? ATTN_DTYPE_F16
+                    : !strcmp(kvn, "q8_0") ? ATTN_DTYPE_Q8_0
+                    : q4                   ? ATTN_DTYPE_Q4_0
+                                           : ATTN_DTYPE_F32;
     if (Hq < 1 || Hkv < 1 || Hq % Hkv || T < 1 || D < 1 || threads < 1 || rounds < 1) return 2;
     size_t nkv = (size_t)Hkv * T * D, rowb = ggml_row_size(gt, D);
     float *k32 = malloc(nkv * sizeof(float)), *v32 = malloc(nkv * sizeof(float));
@@ -80,6 +87,7 @@ int main(int argc, char **argv) {
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, Hq, 1, 0, D, D);
     d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (data) d.math = ATTN_MATH_DATA; /* q rounded as ggml rounds it (q8_0 blocks for q8_0 / q4_0 keys) */
     attn_view Q = {q->data, (int64_t)Hq * D, D, D}, O = {mine, (int64_t)Hq * D, D, D};
     if (attn_kv_cache_create(&cfg, &cache) != ATTN_OK || attn_kv_cache_append(cache, &n1, K, V) != ATTN_OK ||
         ggml_graph_compute_with_ctx(ctx, gf, threads) != GGML_STATUS_SUCCESS ||
@@ -92,18 +100,22 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)Hq * D; i++) err = fmax(err, fabs((double)mine[i] - res[i]));
     fprintf(stderr, "check: ggml vs libattn decode (%s cache), max |diff| %.2e\n", kvn, err);
     /* ggml rounds q to the keys' type for its dot products (f16, q8_0): a looser check there */
-    if (!(err < (gt == GGML_TYPE_Q8_0 ? 2e-2 : gt == GGML_TYPE_F16 ? 2e-3 : 1e-4))) return 1;
+    if (!(err < (gt == GGML_TYPE_Q8_0 || q4 ? 2e-2 : gt == GGML_TYPE_F16 ? 2e-3 : 1e-4))) return 1;
     double bytes_g = 2.0 * Hkv * T * (double)rowb;
-    double bytes_a = 2.0 * Hkv * T * (at == ATTN_DTYPE_F32 ? 4.0 * D : at == ATTN_DTYPE_F16 ? 2.0 * D : 34.0 * D / 32);
+    double bytes_a = 2.0 * Hkv * T *
+                     (at == ATTN_DTYPE_F32   ? 4.0 * D
+                      : at == ATTN_DTYPE_F16 ? 2.0 * D
+                      : q4                   ? 18.0 * D / 32
+                                             : 34.0 * D / 32);
     ggml_run gr = {ctx, gf, threads};
     attn_run ar = {cache, &d, Q, O};
     for (int r = 0; r < rounds; r++) {
         double tg = median_seconds(ggml_run_graph, &gr), ta = median_seconds(attn_run_call, &ar);
         printf("{\"op\": \"decode\", \"Hq\": %d, \"Hkv\": %d, \"T\": %d, \"D\": %d, \"kv_dtype\": \"%s\", "
                "\"threads\": %d, \"round\": %d, \"ggml_ms\": %.4f, \"libattn_ms\": %.4f, \"ggml_gbps\": %.2f, "
-               "\"libattn_gbps\": %.2f, \"libattn_kernels\": \"%s\"}\n",
+               "\"libattn_gbps\": %.2f, \"libattn_kernels\": \"%s\", \"math\": \"%s\"}\n",
                Hq, Hkv, T, D, kvn, threads, r + 1, tg * 1e3, ta * 1e3, bytes_g / tg * 1e-9, bytes_a / ta * 1e-9,
-               attn_kernel_name());
+               attn_kernel_name(), data ? "data" : "strict");
         fflush(stdout);
     }
     attn_kv_cache_free(cache);

@@ -59,29 +59,48 @@ static inline uint16_t attn_f32_to_bf16(float f) {
 
 static inline size_t attn_q8_row_bytes(int64_t n) { return (size_t)(n / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES; }
 
-/* n (a multiple of 32) floats into n / 32 blocks. A block holding a NaN, an
- * infinity, or a value too large for its f16 scale (|x| > 65504 * 127) is
- * stored with a NaN scale: all 32 of its values read back as NaN. */
-static inline void attn_q8_quantize(const float *x, int64_t n, void *dst) {
-    unsigned char *o = dst;
+/* n (a multiple of 32) floats x into n / 32 q8_0 blocks at o that share
+ * one scale d = amax / 127 (stored as f16; the codes round x / d with d
+ * unrounded, as llama.cpp). bad (a NaN, an infinity, or amax too large for
+ * an f16 scale: |x| > 65504 * 127): every block gets a NaN scale, so its
+ * values read back as NaN. */
+static inline void attn_q8_put(const float *x, int64_t n, float amax, int bad, unsigned char *o) {
+    float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    uint16_t dh = bad ? (uint16_t)0x7e00 : attn_f32_to_f16(d);
     for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK, o += ATTN_Q8_BYTES) {
-        float amax = 0.0f;
-        int nan = 0;
-        for (int i = 0; i < ATTN_Q8_BLOCK; i++) amax = fmaxf(amax, fabsf(x[b0 + i])), nan |= x[b0 + i] != x[b0 + i];
-        if (nan || !(amax <= 65504.0f * 127.0f)) {
-            uint16_t qnan = 0x7e00;
-            memcpy(o, &qnan, 2);
-            memset(o + 2, 0, ATTN_Q8_BLOCK);
-            continue;
-        }
-        float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
-        uint16_t dh = attn_f32_to_f16(d);
         memcpy(o, &dh, 2);
         for (int i = 0; i < ATTN_Q8_BLOCK; i++) {
-            float r = roundf(x[b0 + i] * id);
+            float r = bad ? 0.0f : roundf(x[b0 + i] * id);
             o[2 + i] = (unsigned char)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
         }
     }
+}
+static inline int attn_q8_amax(const float *x, int64_t n, float *amax) {
+    float m = 0.0f;
+    int nan = 0;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i])), nan |= x[i] != x[i];
+    *amax = m;
+    return nan || !(m <= 65504.0f * 127.0f);
+}
+
+/* n (a multiple of 32) floats into n / 32 blocks, each with its own scale
+ * (a block holding a NaN or an infinity, or too large: a NaN scale) */
+static inline void attn_q8_quantize(const float *x, int64_t n, void *dst) {
+    unsigned char *o = dst;
+    for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK, o += ATTN_Q8_BYTES) {
+        float amax;
+        int bad = attn_q8_amax(x + b0, ATTN_Q8_BLOCK, &amax);
+        attn_q8_put(x + b0, ATTN_Q8_BLOCK, amax, bad, o);
+    }
+}
+
+/* the same blocks with one scale for the whole row (amax over the n
+ * values): the math modes' q against int8 / int4 keys, whose dot products
+ * then sum in integers over the whole row (base/sem.h) */
+static inline void attn_q8_quantize_row(const float *x, int64_t n, void *dst) {
+    float amax;
+    int bad = attn_q8_amax(x, n, &amax);
+    attn_q8_put(x, n, amax, bad, dst);
 }
 
 /* element idx of a q8_0 row, as float32 (d * q with d as stored) */

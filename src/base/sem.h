@@ -6,6 +6,7 @@
 #define ATTN_SEM_H
 
 #include "attn.h"
+#include "storage.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -182,16 +183,20 @@ static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) { return 
  * means "not rounded". ---- */
 
 /* the type q is rounded to for Q K^T: K's 16-bit type; q8_0 blocks (32
- * values, an f16 scale) for the integer caches (q8_0, q4_0, int8; int4 with
- * D a multiple of 64: Q K^T then runs in their integers), when D is a
- * multiple of 32 */
+ * values, an f16 scale) for the block-scaled caches (q8_0, q4_0), and q8_0
+ * blocks sharing one scale for the row (Q8_ROW) for the per-token caches
+ * (int8; int4 with D a multiple of 64), when D is a multiple of 32: Q K^T
+ * then runs in their integers */
 static inline attn_dtype attn_sem_q_type(const attn_sdpa_desc *d, attn_dtype kdt) {
     if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
     if (kdt == ATTN_DTYPE_F16 || kdt == ATTN_DTYPE_BF16 || kdt == ATTN_DTYPE_Q8_0) return kdt;
-    if ((kdt == ATTN_DTYPE_Q4_0 || kdt == ATTN_DTYPE_KV_INT8) && d->D % 32 == 0) return ATTN_DTYPE_Q8_0;
-    if (kdt == ATTN_DTYPE_KV_INT4 && d->D % 64 == 0) return ATTN_DTYPE_Q8_0;
+    if (kdt == ATTN_DTYPE_Q4_0 && d->D % 32 == 0) return ATTN_DTYPE_Q8_0;
+    if ((kdt == ATTN_DTYPE_KV_INT8 && d->D % 32 == 0) || (kdt == ATTN_DTYPE_KV_INT4 && d->D % 64 == 0))
+        return ATTN_DTYPE_Q8_ROW; /* per-token scales on K: one scale on q too, the dot one integer sum */
     return d->math == ATTN_MATH_BF16 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
+/* does q go to the products as int8 blocks (q8_0 blocks, or one scale a row)? */
+static inline int attn_sem_q_int8(attn_dtype qt) { return qt == ATTN_DTYPE_Q8_0 || qt == ATTN_DTYPE_Q8_ROW; }
 
 /* the type K and V rows are rounded to as they enter the products (their
  * storage already is their type; only float32 data in BF16 mode rounds) */

@@ -161,9 +161,15 @@ static inline size_t attn_storage_bytes(attn_dtype t, int64_t n) {
 /* is t a 16-bit floating type (a q/k/v view of half or bfloat16 elements)? */
 static inline int attn_is16(attn_dtype t) { return t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16; }
 
+/* not a storage type (attn_storage_of gives NULL): the math modes'
+ * rounding of q against int8 / int4 keys, q8_0 blocks that share one scale
+ * for the whole row (half.h attn_q8_quantize_row) */
+#define ATTN_DTYPE_Q8_ROW ((attn_dtype)(ATTN_DTYPE_Q4_0 + 1))
+
 /* x[0..n) rounded in place to type t as a store and a load would round it
  * (f16, bf16: nearest even; q8_0: quantized per 32-value block, n a multiple
- * of 32, then read back; F32 or any other type: unchanged). The math modes'
+ * of 32, then read back; Q8_ROW: as q8_0 with the row's one scale; F32 or
+ * any other type: unchanged). The math modes'
  * operand rounding (base/sem.h), one definition for every path. */
 static inline void attn_st_round(attn_dtype t, float *x, int64_t n) {
     if (t == ATTN_DTYPE_F16)
@@ -176,6 +182,15 @@ static inline void attn_st_round(attn_dtype t, float *x, int64_t n) {
             attn_q8_quantize(x + i, ATTN_Q8_BLOCK, blk);
             attn_st_load_q8(blk, ATTN_Q8_BLOCK, x + i);
         }
+    else if (t == ATTN_DTYPE_Q8_ROW && n % ATTN_Q8_BLOCK == 0) {
+        float amax;
+        int bad = attn_q8_amax(x, n, &amax);
+        for (int64_t i = 0; i < n; i += ATTN_Q8_BLOCK) { /* one scale for the row, block by block */
+            unsigned char blk[ATTN_Q8_BYTES];
+            attn_q8_put(x + i, ATTN_Q8_BLOCK, amax, bad, blk);
+            attn_st_load_q8(blk, ATTN_Q8_BLOCK, x + i);
+        }
+    }
 }
 
 #endif

@@ -51,11 +51,6 @@
  * MLA's 128 rows over bf16 latents in DATA mode 1.3x, the same in f32) */
 #define DEC_GEMM_ROWS 32
 #define DEC_GB 256 /* keys per block of the block products (DEC_SPLIT a multiple) */
-/* rows a kv head up to which Q K^T runs in integers on int8 / int4 / q4_0 keys
- * (q8_0: always). Zen 3, one thread, T = 65536, DATA: R = 1 1.17-1.29x the
- * float32 products on converted rows, R = 2 1.1-1.3x; R = 4 0.8-1.1x (AVX2's
- * VPMADDUBSW + VPMADDWD per 32 values and row cost about the FMAs they save) */
-#define DEC_IQK_ROWS 2
 
 typedef struct dec_item {
     int64_t b, hk, j0, j1; /* keys [j0, j1) */
@@ -129,7 +124,7 @@ typedef struct dec_call {
     float escale;
     attn_dtype qt, kt_k, kt_v, pt; /* the math mode's rounding of Q, of K, of V, of P (base/sem.h) */
     int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
-    int iqk;                       /* Q K^T in integers: q8_0 query blocks against K's codes (qk_rows_q8) */
+    int iqk;                       /* Q K^T in integers: int8 query blocks against K's codes (qk_rows_q8) */
     int gemm;                      /* the block products (R >= DEC_GEMM_ROWS) */
     int64_t LR;                    /* the partials' rows a group: R, or R rounded up to the kernels' gemm_mr */
     attn_dtype mt;                 /* the block products' operand type through oneDNN, Q8_0: the kernels' gemm */
@@ -154,18 +149,32 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * (wr, after the products). par: key j0's pair, pld pairs from key to key
  * (0: one pair for all). Another rounding of the same float32 products than
  * the stored values' (attn_st_load_row), as q8_0's block scales. */
+static void dec_par_split(const float *par, int64_t pld, int64_t nb, float *sc, float *z) {
+    for (int64_t j = 0; j < nb; j++) sc[j] = par[2 * j * pld], z[j] = par[2 * j * pld + 1];
+}
+/* (contiguous scales and zeros first: the loops below then run in vectors;
+ * a product and a sum, each rounded, in every build) */
 static void dec_scores_rowpar(const float *par, int64_t pld, int64_t R, int64_t nb, const float *qs, float off,
                               float *S) {
-    for (int64_t j = 0; j < nb; j++) {
-        float sc = par[2 * j * pld], z = par[2 * j * pld + 1] + off * sc; /* off: the codes' offset in the dot */
-        for (int64_t r = 0; r < R; r++) S[r * DEC_NB + j] = fmaf(S[r * DEC_NB + j], sc, z * qs[r]);
+    float sc[DEC_NB], z[DEC_NB];
+    dec_par_split(par, pld, nb, sc, z);
+    for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j]; /* off: the codes' offset in the dot */
+    for (int64_t r = 0; r < R; r++) {
+        float *s = S + r * DEC_NB, q = qs[r];
+        for (int64_t j = 0; j < nb; j++) s[j] = s[j] * sc[j] + z[j] * q;
     }
 }
 static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, float *S, float *wr) {
+    float sc[DEC_NB], z[DEC_NB];
+    dec_par_split(par, pld, nb, sc, z);
     for (int64_t r = 0; r < R; r++) {
-        float w = 0.0f, *p = S + r * DEC_NB;
-        for (int64_t j = 0; j < nb; j++) w += p[j] * par[2 * j * pld + 1], p[j] *= par[2 * j * pld];
-        wr[r] = w;
+        float w[8] = {0}, *p = S + r * DEC_NB; /* eight partial sums, added pairwise */
+        int64_t j = 0;
+        for (; j + 8 <= nb; j += 8)
+            for (int u = 0; u < 8; u++) w[u] += p[j + u] * z[j + u];
+        for (; j < nb; j++) w[0] += p[j] * z[j];
+        for (j = 0; j < nb; j++) p[j] *= sc[j];
+        wr[r] = ((w[0] + w[4]) + (w[1] + w[5])) + ((w[2] + w[6]) + (w[3] + w[7]));
     }
 }
 
@@ -180,11 +189,10 @@ static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, f
  * and V nb 2^11 A (P <= 2^11, online.h) under 1e30. qmax: the largest |q| of
  * the group's rows (NaN fails), n: the row's width. */
 static int dec_fold_ok(const float *par, int64_t pld, int64_t nb, float lim) {
-    for (int64_t j = 0; j < nb; j++) {
-        float a = 255.0f * fabsf(par[2 * j * pld]) + fabsf(par[2 * j * pld + 1]);
-        if (!(a <= lim)) return 0;
-    }
-    return 1;
+    int ok = 1;
+    for (int64_t j = 0; j < nb; j++) /* no early exit: the common case reads them all, in vectors */
+        ok &= 255.0f * fabsf(par[2 * j * pld]) + fabsf(par[2 * j * pld + 1]) <= lim;
+    return ok;
 }
 
 /* A shard's block of keys (local j0 .. at global positions from g0) as a
@@ -202,12 +210,15 @@ static const attn_sdpa_desc *dec_frame(const attn_sdpa_desc *d, int64_t ks, attn
 
 /* Rows of type t with R query rows a kv head converted to float32 a block
  * at a time (kv_rows) rather than read by the products: the formats the
- * products do not read, and the one-byte formats from DEC_CONV_ROWS rows on
- * (the products convert a key once per 4 rows: MLA's 128 rows over fp8
- * latents ran 3x slower than bf16's) */
+ * products do not read (int4 and q4_0 keys; their values with Dv not a
+ * multiple of 32), and the one- and half-byte formats from DEC_CONV_ROWS
+ * rows on (the products convert a key once per 4 rows: MLA's 128 rows over
+ * fp8 latents ran 3x slower than bf16's). is_v: V's rows, n values each. */
 #define DEC_CONV_ROWS 8
-static int dec_converts(attn_dtype t, int64_t R) {
+static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
     const attn_storage *s = attn_storage_of(t);
+    int four = t == ATTN_DTYPE_KV_INT4 || t == ATTN_DTYPE_Q4_0; /* P V reads them (pv_rows_x), Q K^T does not */
+    if (four) return !is_v || n % 32 || R >= DEC_CONV_ROWS;
     return !s->kernels || (s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS);
 }
 
@@ -293,7 +304,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         dec_round_rows(c, V, ldv, nb, Dv, c->kt_v, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL;
     }
-    if (iqk) /* a math mode on an integer K: Qq holds q8_0 blocks (dec_pack_q) */
+    if (iqk) /* a math mode on an integer K: Qq holds int8 blocks (dec_pack_q) */
         kt->qk_rows_q8(Qq, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else if (kk != ATTN_DTYPE_F32)
         kt->qk_rows_x(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
@@ -321,8 +332,11 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else
         kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
-    for (int64_t r = 0; vscaled && r < R; r++) /* int8 V: the zero points' share (fp8: 0) */
-        for (int64_t cc = 0; wr[r] != 0.0f && cc < Dv; cc++) O[r * DvP + cc] += wr[r];
+    for (int64_t r = 0; vscaled && r < R; r++) { /* int8 V: the zero points' share (fp8: 0) */
+        float w = wr[r], *o = O + r * DvP;
+        if (w != 0.0f)
+            for (int64_t cc = 0; cc < Dv; cc++) o[cc] += w;
+    }
     return nb;
 }
 
@@ -472,8 +486,13 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
         float *row = Qg + r * D;
         const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
         for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
-        if (Qq) /* the q8_0 blocks the integer Q K^T reads; the rounded row as floats for every product */
-            attn_q8_quantize(row, D, (char *)Qq + (size_t)r * attn_q8_row_bytes(D));
+        if (Qq) { /* the int8 blocks the integer Q K^T reads; the rounded row as floats for every product */
+            char *qq = (char *)Qq + (size_t)r * attn_q8_row_bytes(D);
+            if (qt == ATTN_DTYPE_Q8_ROW)
+                attn_q8_quantize_row(row, D, qq);
+            else
+                attn_q8_quantize(row, D, qq);
+        }
         attn_st_round(qt, row, D);
         qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
         for (int64_t c = 0; c < D; c++) qs[r] += row[c];
@@ -587,9 +606,15 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                   .kt_k = attn_sem_kv_type(d, attn_kv_type(kv, 0)),
                   .kt_v = attn_sem_kv_type(d, attn_kv_type(kv, 1)),
                   .pt = attn_sem_p_type(d, attn_kv_type(kv, 1)),
-                  .conv_k = dec_converts(attn_kv_type(kv, 0), G * Sq),
-                  .conv_v = dec_converts(attn_kv_type(kv, 1), G * Sq)};
-    c.iqk = c.qt == ATTN_DTYPE_Q8_0 && (attn_kv_type(kv, 0) == ATTN_DTYPE_Q8_0 || c.R <= DEC_IQK_ROWS);
+                  .conv_k = dec_converts(attn_kv_type(kv, 0), G * Sq, 0, d->D),
+                  .conv_v = dec_converts(attn_kv_type(kv, 1), G * Sq, 1, Dv)};
+    /* Q K^T in integers wherever the mode quantizes q (q8_0 keys always; the
+     * others below the block products' rows, where K's values go to a GEMM).
+     * Zen 3, the kernel alone on 64 keys in L1, D = 128: int8 keys 8.7-9.5 ns
+     * a key at R = 1 against 15-26 for the float32 products on their codes,
+     * 16-22 against 18-21 at R = 4 (AVX2 has no wider int8 dot; VNNI's
+     * VPDPBUSD does a (row, key, block) in one instruction) */
+    c.iqk = attn_sem_q_int8(c.qt) && (attn_kv_type(kv, 0) == ATTN_DTYPE_Q8_0 || c.R < DEC_GEMM_ROWS);
     if (c.iqk) c.conv_k = 0; /* the integer Q K^T reads K's codes */
     dec_gemm_plan(&c);
     int64_t R = c.R, LR = c.LR, DvP = c.DvP;

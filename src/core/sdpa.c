@@ -31,7 +31,8 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
     attn_dtype kt = attn_kv_type(kv, 0), vt = attn_kv_type(kv, 1);
     /* the tiles' views share one type: 16-bit kept only when K and V are of one 16-bit type */
     int keep16 = d->math != ATTN_MATH_STRICT && attn_is16(kt) && vt == kt;
-    int q8 = attn_sem_q_type(d, kt) == ATTN_DTYPE_Q8_0; /* the queries rounded as q8_0 blocks (integer caches) */
+    attn_dtype qt = attn_sem_q_type(d, kt);
+    int q8 = attn_sem_q_int8(qt); /* the queries rounded to int8 blocks (integer caches) */
     attn_dtype gt = keep16 ? kt : ATTN_DTYPE_F32;
     size_t nk, nv, nq, es = keep16 ? 2 : 4;
     if (attn_mul3_size((size_t)(B * Hkv), (size_t)(Sk ? Sk : 1), (size_t)D, &nk) ||
@@ -66,9 +67,9 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
                     const float *src = attn_row_f32(q, d->qkv_dtype, b, h, i, D, row);
                     if (keep16) {
                         gs->store(src, D, (uint16_t *)gq + at);
-                    } else { /* q8_0 queries: K's values are the rows' values, P stays float32 */
+                    } else { /* int8 queries: K's values are the rows' values, P stays float32 */
                         memcpy((float *)gq + at, src, (size_t)D * sizeof(float));
-                        attn_st_round(ATTN_DTYPE_Q8_0, (float *)gq + at, D);
+                        attn_st_round(qt, (float *)gq + at, D);
                     }
                 }
         vq = (attn_view){gq, H * d->Sq * D, d->Sq * D, D};

@@ -87,7 +87,10 @@ typedef struct attn_kernel_table {
      * blocks; D, Dv and every ld a multiple of 32). A q8_0 block's scale may
      * instead multiply the block's partial dot product (qk) or the P value
      * (pv): another rounding of the same float32 product, fixed per table
-     * and row count. Strides in elements, bytes as base/storage.h says. */
+     * and row count. Strides in elements, bytes as base/storage.h says.
+     * pv_rows_x also reads int4 codes and q4_0 values (Dv a multiple of
+     * 32); qk_rows_x does not (decode converts those keys, or runs Q K^T in
+     * integers). */
     void (*qk_rows_x)(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
     void (*pv_rows_x)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
@@ -121,10 +124,13 @@ typedef struct attn_kernel_table {
      * type kt, each block's exact int32 dot scaled and summed in float32:
      *   Q8_0        S = sum_b d_q d_k (q . k)
      *   Q4_0        S = sum_b d_q d_k (q . (code - 8))
-     *   KV_INT8     S = sum_b d_q (q . (code - 128))  (the caller applies the
-     *   KV_INT4     S = sum_b d_q (q . code)           row's scale and zero:
-     *                                                  D a multiple of 64)
-     * (K rows ldk elements apart); prefetch as qk_rows */
+     *   KV_INT8     S = d_q (q . (code - 128))  (the caller applies the
+     *   KV_INT4     S = d_q (q . code)           row's scale and zero;
+     *                                            int4: D a multiple of 64)
+     * where for int8 / int4 every block of a query row carries the row's
+     * one scale d_q (Q8_ROW, base/storage.h: the dot is one int32 sum over
+     * the row, converted to float once); K rows ldk elements apart;
+     * prefetch as qk_rows */
     void (*qk_rows_q8)(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
     /* nb stored rows of n values of a type the products do not read (fp8,

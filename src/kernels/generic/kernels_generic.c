@@ -261,7 +261,10 @@ static inline void pv_body_x(const float *P, int64_t ldp, int64_t R, const void 
         for (int64_t j = 0; j < n; j++) {
             float p = P[r * ldp + j];
             const void *v = (const char *)V + attn_storage_bytes(dt, j * ldv);
-            for (int64_t c = 0; c < Dv; c++) o[c] += p * st->get(v, c);
+            if (dt == ATTN_DTYPE_KV_INT4) /* codes (base/quant.h: their order depends on the row's length) */
+                for (int64_t c = 0; c < Dv; c++) o[c] += p * (float)attn_q4a_code(v, Dv, c);
+            else
+                for (int64_t c = 0; c < Dv; c++) o[c] += p * st->get(v, c);
         }
     }
 }

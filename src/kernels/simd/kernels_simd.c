@@ -413,9 +413,11 @@ INLINE __m256 e4m3x8(const uint8_t *p) {
     memcpy(&w, p, 8);
     __m128i c = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(w)), m = _mm_and_si128(c, _mm_set1_epi16(0x7f));
     __m128i h = _mm_or_si128(_mm_slli_epi16(m, 7), _mm_and_si128(_mm_slli_epi16(c, 8), _mm_set1_epi16((short)0x8000)));
-    __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
-    __m256i nan = _mm256_cvtepi16_epi32(_mm_cmpeq_epi16(m, _mm_set1_epi16(0x7f)));
-    return _mm256_or_ps(f, _mm256_castsi256_ps(nan));
+    /* NaN made a half NaN before the conversion (S.1111.111 << 7 | 0x7e00 has
+     * every exponent bit): three 128-bit operations where widening the mask
+     * to 32-bit lanes took a lane-crossing shuffle */
+    h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(m, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7e00)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
 /* e5m2: the high byte of an IEEE half */
@@ -447,17 +449,18 @@ INLINE __m256 nib8(const uint8_t *p, int hi) {
 #define KV_U4 ATTN_DTYPE_KV_INT4
 #define KV_Q4 ATTN_DTYPE_Q4_0
 
-/* VL codes of a one-byte format from p, as floats */
-INLINE __m256 byte8(const uint8_t *p, int t) {
+/* VL codes of a one-byte format from p (int4: the low or high nibbles, hi), as floats */
+INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
     if (t == KV_E4M3) return e4m3x8(p);
     if (t == KV_E5M2) return e5m2x8(p);
+    if (t == KV_U4) return nib8(p, hi);
     return _mm256_cvtepi32_ps(u8x8(p));
 }
-INLINE vf byte_ld(const uint8_t *p, int t) {
+INLINE vf byte_ld(const uint8_t *p, int t, int hi) {
 #if VL == 16
-    return vf_join(byte8(p, t), byte8(p + 8, t));
+    return vf_join(byte8(p, t, hi), byte8(p + 8, t, hi));
 #else
-    return byte8(p, t);
+    return byte8(p, t, hi);
 #endif
 }
 
@@ -482,7 +485,7 @@ INLINE vf kv_ld(const void *row, int64_t idx, int t) {
     if (t == KV_F32) return vf_load((const float *)row + idx);
     if (t == KV_Q8) return vf_mul(q8_raw(row, idx), q8_scale(row, idx));
     if (t == KV_F16) return vf_load_f16((const uint16_t *)row + idx);
-    if (t == KV_E4M3 || t == KV_E5M2 || t == KV_U8) return byte_ld((const uint8_t *)row + idx, t);
+    if (t == KV_E4M3 || t == KV_E5M2 || t == KV_U8) return byte_ld((const uint8_t *)row + idx, t, 0);
     return vf_load_bf16((const uint16_t *)row + idx);
 }
 
@@ -696,6 +699,24 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
     }
 }
 
+/* VL values of a V row from column col as pv_rows_x reads them: kv_ld's,
+ * and the 4-bit formats' (int4: codes, column c in byte c % half, the high
+ * nibble from half = Dv / 2 on; q4_0: (code - 8) d per 32-value block, low
+ * nibbles first), whose vectors never straddle a half or a block (pv_rows_x:
+ * Dv a multiple of 32) */
+INLINE vf nib_ld(const uint8_t *p, int hi) { return byte_ld(p, KV_U4, hi); }
+INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
+    if (t == KV_U4) return nib_ld((const uint8_t *)row + (col < half ? col : col - half), col >= half);
+    if (t == KV_Q4) {
+        const uint8_t *blk = (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES;
+        int64_t o = col % ATTN_Q4_BLOCK;
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        return vf_mul(vf_sub(nib_ld(blk + 2 + o % 16, o >= 16), vf_set1(8.0f)), vf_set1(half_to_float(dh)));
+    }
+    return kv_ld(row, col, t);
+}
+
 /* PW: vectors per pass for 4 rows (4 at most with AVX-512's 32 registers:
  * 16 accumulators + 4 V vectors; 2 with AVX2's 16: 8 + 2, more would
  * spill): 4 for converted rows at 16 lanes, else 2 (f32 rows at 16 lanes: a
@@ -708,7 +729,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
  * of columns from cc: O rows (from O, ldo apart) += P V, prefetching the
  * pass's bytes of the pre rows (pp, ps bytes apart) as it goes. */
 INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_t vs, int64_t n, float *O, int64_t ldo,
-                    int64_t cc, const char *pp, size_t ps, int t) {
+                    int64_t cc, const char *pp, size_t ps, int64_t half, int t) {
     vf c[4][8];
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) c[u][w] = vf_load(O + u * ldo + cc + w * VL);
@@ -737,7 +758,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
                 x[w] = vf_mul(q8_raw(vp, cc + w * VL), d);
             }
         } else {
-            for (int w = 0; w < NW; w++) x[w] = kv_ld(vp, cc + w * VL, t);
+            for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
         }
         for (int u = 0; u < NR; u++) {
             vf p = vf_set1(pr[u][j]);
@@ -772,17 +793,17 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
             /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
             const char *pp = pre && r0 == 0 && c0 < wpre ? (const char *)kv_elem(pre, c0, t) : NULL;
             if (nr == 4)
-                pv_pass(pr, 4, PW(t), V, vs, n, o, ldo, c0, pp, ps, t);
+                pv_pass(pr, 4, PW(t), V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
             else if (nr == 3)
-                pv_pass(pr, 3, VL == 16 ? 4 : 2, V, vs, n, o, ldo, c0, pp, ps, t);
+                pv_pass(pr, 3, VL == 16 ? 4 : 2, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
             else if (nr == 2 && w == 8)
-                pv_pass(pr, 2, 8, V, vs, n, o, ldo, c0, pp, ps, t);
+                pv_pass(pr, 2, 8, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
             else if (nr == 2)
-                pv_pass(pr, 2, 4, V, vs, n, o, ldo, c0, pp, ps, t);
+                pv_pass(pr, 2, 4, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
             else if (w == 8)
-                pv_pass(pr, 1, 8, V, vs, n, o, ldo, c0, pp, ps, t);
+                pv_pass(pr, 1, 8, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
             else
-                pv_pass(pr, 1, 4, V, vs, n, o, ldo, c0, pp, ps, t);
+                pv_pass(pr, 1, 4, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
             c0 += w * VL;
         }
         for (; c0 < Dv; c0 += 4 * VL) { /* edges: the columns left, fewer than a pass */
@@ -803,7 +824,7 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
                 for (int64_t w = 0; w < 4; w++) {
                     int64_t left = Dv - c0 - VL * w;
                     x[w] = w >= nv      ? vf_zero()
-                           : left >= VL ? kv_ld(v, c0 + VL * w, t)
+                           : left >= VL ? pv_ld(v, c0 + VL * w, t, Dv / 2)
                                         : kv_ld_tail(v, c0 + VL * w, left, t);
                 }
                 for (int64_t u = 0; u < nr; u++) {
@@ -881,35 +902,189 @@ INLINE __m256i key_block(const unsigned char *k, int64_t D, int64_t b, int t, __
     return x;
 }
 
-/* NR (1..4) query rows against the keys [0, n), blocks [b0, b1) of D, K of
- * type t: one key a step in address order, one accumulator per row; the
- * rows' block scales come as 8-lane vectors (dqv[u * QB + b - b0]), so each
- * (key, block) costs one K operand for all rows and per row a VPMADDUBSW
- * (with a sign for the signed formats), a VPMADDWD, a conversion and an FMA
- * (times the key block's scale for q8_0 / q4_0). first: store the sums, else
- * add them to S (blocks past the first chunk). */
+/* NR (1..4) query rows against NK (2 or 4; NR NK <= 8) keys a step of
+ * [0, n), blocks [b0, b1) of D, K of type t, in address order: one
+ * accumulator per (row, key), so that NR NK independent chains of block
+ * products run at once (one key a step left one chain per row, bound by
+ * its latency: Zen 3, R = 4, 1.9x slower); the rows' block scales come as
+ * 8-lane vectors (dqv[u * QB + b - b0]); each (key, block) costs one K
+ * operand for all rows and per row a VPMADDUBSW (with a sign for the signed
+ * formats), a VPMADDWD, a conversion and an FMA (times the key block's
+ * scale for q8_0 / q4_0). first: store the sums, else add them to S (blocks
+ * past the first chunk). Keys past n are computed on key 0 and not stored. */
+/* the NK key rows of a step from key j (keys past n: key j again, not
+ * stored), their prefetch rows too */
+INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, const void *pre, size_t pr, int64_t pb,
+                    const unsigned char **k) {
+    for (int e = 0; e < NK; e++) {
+        k[e] = (const unsigned char *)K + (size_t)(j + e < n ? j + e : j) * kr;
+        if (pre && j + e < n) prefetch_bytes((const char *)pre + (size_t)(j + e) * pr, pb);
+    }
+}
 #define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
 INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0, int64_t b1, int64_t D, const void *K,
                     size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int first,
-                    int NR, int t) {
-    for (int64_t j = 0; j < n; j++) {
-        const unsigned char *k = (const unsigned char *)K + (size_t)j * kr;
-        if (pre) prefetch_bytes((const char *)pre + (size_t)j * pr, pb);
-        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+                    int NR, int NK, int t) {
+    for (int64_t j = 0; j < n; j += NK) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
+        __m256 a[8];
+        for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
         for (int64_t b = b0; b < b1; b++) {
-            __m256i ax = _mm256_setzero_si256();
-            __m256 dk = _mm256_set1_ps(1.0f);
-            __m256i x = key_block(k, D, b, t, &ax, &dk);
+            __m256i x[4], ax[4];
+            __m256 dk[4];
+            for (int e = 0; e < NK; e++) {
+                ax[e] = _mm256_setzero_si256(), dk[e] = _mm256_set1_ps(1.0f);
+                x[e] = key_block(k[e], D, b, t, &ax[e], &dk[e]);
+            }
             for (int u = 0; u < NR; u++) {
                 __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
-                __m256 dot = t == KV_U4 ? _mm256_cvtepi32_ps(q8_quads(x, y)) : q8_dot8(ax, x, y);
-                __m256 sc = t == KV_Q8 || t == KV_Q4 ? _mm256_mul_ps(dqv[u * QB + b - b0], dk) : dqv[u * QB + b - b0];
-                a[u] = _mm256_fmadd_ps(dot, sc, a[u]);
+                __m256 dq = dqv[u * QB + b - b0];
+                for (int e = 0; e < NK; e++) {
+                    __m256 dot = t == KV_U4 ? _mm256_cvtepi32_ps(q8_quads(x[e], y)) : q8_dot8(ax[e], x[e], y);
+                    __m256 sc = t == KV_Q8 || t == KV_Q4 ? _mm256_mul_ps(dq, dk[e]) : dq;
+                    a[u * NK + e] = _mm256_fmadd_ps(dot, sc, a[u * NK + e]);
+                }
             }
         }
-        float s4[4];
-        _mm_storeu_ps(s4, vh_sum4(a[0], a[1], a[2], a[3]));
-        for (int u = 0; u < NR; u++) S[u * lds + j] = first ? s4[u] : S[u * lds + j] + s4[u];
+        float s8[8];
+        if (NR * NK > 4) /* NR 3: the last row's accumulators are zeros */
+            _mm256_storeu_ps(s8, vh_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+        else
+            _mm_storeu_ps(s8, vh_sum4(a[0], a[1], a[2], a[3]));
+        for (int u = 0; u < NR; u++)
+            for (int e = 0; e < NK && j + e < n; e++) {
+                float *o = S + u * lds + j + e;
+                *o = first ? s8[u * NK + e] : *o + s8[u * NK + e];
+            }
+    }
+}
+
+/* the eight sums of int32 lanes a[0..7], as vh_sum8's tree */
+INLINE __m256i vi_sum8(const __m256i *a) {
+    __m256i t0 = _mm256_hadd_epi32(a[0], a[1]), t1 = _mm256_hadd_epi32(a[2], a[3]);
+    __m256i t2 = _mm256_hadd_epi32(a[4], a[5]), t3 = _mm256_hadd_epi32(a[6], a[7]);
+    __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* int8 / int4 keys (one (scale, zero) a token, applied by the caller)
+ * against NR (1..4) query rows with one scale each (Q8_ROW: every block's
+ * scale the row's, dq[u]), NK keys a step (NR NK <= 8): each (row, key) dot
+ * is one int32 sum over the whole row, S = dq (q . (code - 128)) for int8,
+ * dq (q . code) for int4. Per (row, key, block) AVX2 spends VPSIGNB,
+ * VPMADDUBSW, VPMADDWD and an add on int8 codes (|code - 128| times q's
+ * signs: exact pairs), VPMADDUBSW and an int16 add on int4 codes (pairs
+ * <= 2 * 15 * 127, eight blocks <= 30480: VPMADDWD once per 8 blocks); VNNI
+ * one VPDPBUSD on the unsigned codes (int8: minus 128 sum(q), qsum[u]).
+ * The same exact sums on every table; one conversion and one product per
+ * (row, key). */
+INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
+                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
+                        int NK, int t) {
+    const __m256i lo4 = _mm256_set1_epi8(15);
+#ifndef ATTN_Q8_DPBUSD
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    int64_t nb = D / ATTN_Q8_BLOCK, half = D / 2;
+    float dl[8] = {0}; /* lane i = u NK + e: row u's scale */
+    for (int u = 0; u < NR; u++)
+        for (int e = 0; e < NK; e++) dl[u * NK + e] = dq[u];
+    const __m256 dqv = _mm256_loadu_ps(dl);
+    for (int64_t j = 0; j < n; j += NK) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
+        __m256i acc[8];
+        for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+        for (int64_t b0 = 0; b0 < nb; b0 += 8) { /* int4 on AVX2: int16 sums over 8 blocks at most */
+            int64_t b1 = nb - b0 < 8 ? nb : b0 + 8;
+            __m256i a16[8];
+            for (int i = 0; i < 8; i++) a16[i] = _mm256_setzero_si256();
+            for (int64_t b = b0; b < b1; b++) {
+                __m256i x[4];
+#ifndef ATTN_Q8_DPBUSD
+                __m256i ax[4];
+#endif
+                for (int e = 0; e < NK; e++) {
+                    if (t == KV_U4) { /* value c in byte c % (D / 2): low nibbles below D / 2 */
+                        int64_t c = b * 32, hi = c >= half;
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + (hi ? c - half : c)));
+                        x[e] = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, lo4);
+                    } else {
+                        x[e] = _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + b * 32));
+#ifndef ATTN_Q8_DPBUSD
+                        x[e] = _mm256_xor_si256(x[e], _mm256_set1_epi8(-128)); /* code - 128 */
+                        ax[e] = _mm256_sign_epi8(x[e], x[e]);
+#endif
+                    }
+                }
+                for (int u = 0; u < NR; u++) {
+                    __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
+                    for (int e = 0; e < NK; e++) {
+                        int i = u * NK + e;
+#ifdef ATTN_Q8_DPBUSD
+                        a16[i] = ATTN_Q8_DPBUSD(a16[i], x[e], y); /* int32 lanes here */
+#else
+                        if (t == KV_U4)
+                            a16[i] = _mm256_add_epi16(a16[i], _mm256_maddubs_epi16(x[e], y));
+                        else
+                            a16[i] = _mm256_add_epi32(
+                                a16[i], _mm256_madd_epi16(_mm256_maddubs_epi16(ax[e], _mm256_sign_epi8(y, x[e])), ones));
+#endif
+                    }
+                }
+            }
+            for (int i = 0; i < NR * NK; i++)
+#ifndef ATTN_Q8_DPBUSD
+                acc[i] = _mm256_add_epi32(acc[i], t == KV_U4 ? _mm256_madd_epi16(a16[i], ones) : a16[i]);
+#else
+                acc[i] = _mm256_add_epi32(acc[i], a16[i]);
+#endif
+        }
+        __m256i sum = vi_sum8(acc);
+#ifdef ATTN_Q8_DPBUSD
+        if (t == KV_U8) { /* the unsigned codes' dot: minus 128 sum(q) */
+            int32_t qs[8] = {0};
+            for (int u = 0; u < NR; u++)
+                for (int e = 0; e < NK; e++) qs[u * NK + e] = 128 * qsum[u];
+            sum = _mm256_sub_epi32(sum, _mm256_loadu_si256((const __m256i *)(const void *)qs));
+        }
+#else
+        (void)qsum;
+#endif
+        float s8[8];
+        _mm256_storeu_ps(s8, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), dqv));
+        for (int u = 0; u < NR; u++)
+            for (int e = 0; e < NK && j + e < n; e++) S[u * lds + j + e] = s8[u * NK + e];
+    }
+}
+
+INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
+    size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
+    int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int nr = R - r0 < 4 ? (int)(R - r0) : 4;
+        const unsigned char *q[4];
+        float dq[4];
+        int32_t qsum[4] = {0, 0, 0, 0};
+        for (int u = 0; u < 4; u++) {
+            q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
+            dq[u] = q8_d(q[u]);
+            for (int64_t b = 0; b < D / ATTN_Q8_BLOCK; b++)
+                for (int c = 0; c < ATTN_Q8_BLOCK; c++) qsum[u] += (int8_t)q[u][b * ATTN_Q8_BYTES + 2 + c];
+        }
+        const void *pf = pre && r0 == 0 ? pre : NULL;
+        float *Sr = S + r0 * lds;
+        if (nr == 4)
+            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 4, 2, t);
+        else if (nr == 3)
+            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 3, 2, t);
+        else if (nr == 2)
+            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 2, 4, t);
+        else
+            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 1, 4, t);
     }
 }
 
@@ -930,13 +1105,13 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
             float *Sr = S + r0 * lds;
             if (nr == 4)
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, t);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
             else if (nr == 3)
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, t);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, 2, t);
             else if (nr == 2)
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, t);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, 4, t);
             else
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, t);
+                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 4, t);
         }
     }
 }
@@ -944,8 +1119,8 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
     switch (kt) {
-    case ATTN_DTYPE_KV_INT8: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8); break;
-    case ATTN_DTYPE_KV_INT4: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4); break;
+    case ATTN_DTYPE_KV_INT8: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8); break;
+    case ATTN_DTYPE_KV_INT4: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4); break;
     case ATTN_DTYPE_Q4_0: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4); break;
     default: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8); break;
     }
@@ -979,6 +1154,10 @@ static void pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_E5M2);
     else if (kind == KV_U8)
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U8);
+    else if (kind == KV_U4)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U4);
+    else if (kind == KV_Q4)
+        pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q4);
     else
         pv_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
 }
