@@ -376,6 +376,25 @@ static void dec_prefetch_row(const dec_call *c, int is_v, int64_t b, int64_t hk,
     for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
+/* Row j of K (is_v 0) or V (1) of (b, hk) as its dim float32 values, as
+ * attn_kv_load reads it: the formats the kernel table converts in vectors
+ * (kv_rows: fp8, int8, int4, q4_0, bit for bit attn_st_load_row) through
+ * it (MLA's 576-value fp8 latents read element by element ran 4x slower
+ * than bf16's), the others through the storage's loads */
+static void dec_load_row(const dec_call *c, int is_v, int64_t b, int64_t hk, int64_t j, int64_t dim, float *dst) {
+    attn_dtype t = attn_kv_type(c->kv, is_v);
+    if (t != ATTN_DTYPE_FP8_E4M3 && t != ATTN_DTYPE_FP8_E5M2 && t != ATTN_DTYPE_KV_INT8 && t != ATTN_DTYPE_KV_INT4 &&
+        t != ATTN_DTYPE_Q4_0) {
+        attn_kv_load(c->kv, is_v, b, hk, j, dst);
+        return;
+    }
+    int64_t run, ld;
+    float par[2];
+    const void *src = attn_kv_rows(c->kv, is_v, b, hk, j, &run, &ld);
+    attn_kv_par(c->kv, is_v, b, hk, j, par);
+    c->kt->kv_rows(src, ld, 1, dim, t, par, 0, dst);
+}
+
 static void dec_gather(const dec_call *c, int is_v, int64_t b, int64_t hk, int64_t j0, int64_t n, int64_t np,
                        int64_t lim, int64_t w, char *dst, float *row) {
     int64_t dim = is_v ? c->d->Dv : c->d->D;
@@ -390,7 +409,7 @@ static void dec_gather(const dec_call *c, int is_v, int64_t b, int64_t hk, int64
         }
         if (j0 + j + DEC_GPF < lim) dec_prefetch_row(c, is_v, b, hk, j0 + j + DEC_GPF);
         float *f = st == ATTN_DTYPE_F32 && t == ATTN_DTYPE_F32 ? (float *)(void *)to : row; /* loaded in place */
-        attn_kv_load(c->kv, is_v, b, hk, j0 + j, f);
+        dec_load_row(c, is_v, b, hk, j0 + j, dim, f);
         if (f != (float *)(void *)to) c->kt->store_row(f, dim, t, st, to); /* rounded to t, written as st */
         memset(to + used, 0, rb - used);
     }

@@ -407,17 +407,17 @@ INLINE __m256i u8x8(const uint8_t *p) {
  * exponent (4 of its 5 bits) and mantissa (3 of its 10) give the value
  * times 2^-8 exactly, normals and subnormals alike (no denormal
  * arithmetic: the half's subnormal is converted exactly), so one product by
- * 256 restores it; S.1111.111 is NaN (all bits set); the sign */
+ * 256 restores it. The byte sign-extended and shifted by 7 puts the sign in
+ * bit 15 and the magnitude below bit 14 (bit 14, set by the extension,
+ * cleared); S.1111.111 (NaN, the one magnitude 0x3f80) is the one value
+ * that adding 0x80 carries into bit 14, and that bit joined to it makes
+ * every exponent bit set: a half NaN. Six 128-bit operations. */
 INLINE __m256 e4m3x8(const uint8_t *p) {
     int64_t w;
     memcpy(&w, p, 8);
-    __m128i c = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(w)), m = _mm_and_si128(c, _mm_set1_epi16(0x7f));
-    __m128i h = _mm_or_si128(_mm_slli_epi16(m, 7), _mm_and_si128(_mm_slli_epi16(c, 8), _mm_set1_epi16((short)0x8000)));
-    /* NaN made a half NaN before the conversion (S.1111.111 << 7 | 0x7e00 has
-     * every exponent bit): three 128-bit operations where widening the mask
-     * to 32-bit lanes took a lane-crossing shuffle */
-    h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(m, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7e00)));
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(w)), 7), _mm_set1_epi16((short)0xbfff));
+    __m128i nan = _mm_and_si128(_mm_add_epi16(h, _mm_set1_epi16(0x80)), _mm_set1_epi16(0x4000));
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_or_si128(h, nan)), _mm256_set1_ps(256.0f));
 }
 
 /* e5m2: the high byte of an IEEE half */
