@@ -198,9 +198,10 @@ typedef enum attn_impl {
  *   STRICT  float32 products of the stored values (every bitwise rule kept).
  *   DATA    each product takes its operands in the data's storage type and
  *           accumulates in float32: q rounded (nearest even) to K's type
- *           (f16, bf16; an integer K, q8_0 / q4_0 / int8 / int4: q
- *           quantized per 32-value block to int8 as q8_0 and Q K^T in K's
- *           integers, llama.cpp's q8_0 dots), the scale applied to the float32
+ *           (f16, bf16; an integer K: q quantized to int8, per 32-value
+ *           block as q8_0 against q8_0 / q4_0 keys, with one scale a row
+ *           against int8 / int4 keys, and Q K^T in K's integers, llama.cpp's
+ *           q8_0 dots), the scale applied to the float32
  *           score; the unnormalized P (2^(s - m), m a running row max)
  *           rounded to V's type (f16, bf16; other V types: P stays float32) and
  *           the row sum taken over the rounded P. Scores, maxima,
