@@ -40,7 +40,8 @@ typedef struct attn_storage {
     int params;
     /* the kernel tables' qk_rows_x / pv_rows_x read it (kernels.h: fp8 and
      * int8 as their codes, decode applying the scales around the products);
-     * the others are loaded to float32 rows first (kv_rows) */
+     * the others (int4, q4_0) only pv_rows_x reads, and K rows of them are
+     * loaded to float32 rows first (kv_rows) */
     int kernels;
 } attn_storage;
 

@@ -217,9 +217,8 @@ static const attn_sdpa_desc *dec_frame(const attn_sdpa_desc *d, int64_t ks, attn
 #define DEC_CONV_ROWS 8
 static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
     const attn_storage *s = attn_storage_of(t);
-    int four = t == ATTN_DTYPE_KV_INT4 || t == ATTN_DTYPE_Q4_0; /* P V reads them (pv_rows_x), Q K^T does not */
-    if (four) return !is_v || n % 32 || R >= DEC_CONV_ROWS;
-    return !s->kernels || (s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS);
+    if (!s->kernels) return !is_v || n % 32 || R >= DEC_CONV_ROWS; /* int4, q4_0: P V reads them, Q K^T does not */
+    return s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS;
 }
 
 /* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
@@ -383,8 +382,8 @@ static void dec_prefetch_row(const dec_call *c, int is_v, int64_t b, int64_t hk,
  * than bf16's), the others through the storage's loads */
 static void dec_load_row(const dec_call *c, int is_v, int64_t b, int64_t hk, int64_t j, int64_t dim, float *dst) {
     attn_dtype t = attn_kv_type(c->kv, is_v);
-    if (t != ATTN_DTYPE_FP8_E4M3 && t != ATTN_DTYPE_FP8_E5M2 && t != ATTN_DTYPE_KV_INT8 && t != ATTN_DTYPE_KV_INT4 &&
-        t != ATTN_DTYPE_Q4_0) {
+    const attn_storage *s = attn_storage_of(t);
+    if (s->kernels && s->params == ATTN_ST_PLAIN) { /* f32, f16, bf16, q8_0: not kv_rows' */
         attn_kv_load(c->kv, is_v, b, hk, j, dst);
         return;
     }
