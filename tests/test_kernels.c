@@ -416,6 +416,68 @@ static void test_pv_codes(const attn_kernel_table *kt) {
     free(V), free(P), free(O);
 }
 
+/* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says,
+ * each column's integer sum exact, O += u sum as one fmaf: bit for bit on
+ * every table. Keys 1, 37 (odd: the last pair half empty), 64 and 130
+ * (three chunks); rows 1..9 (4-row groups and their tails); int8 Dv 16 ..
+ * 144 (a 16-column tail after 32-column passes), int4 Dv 32 .. 288; rows of
+ * zeros (u 0), of tiny weights (below 2^-100: the prescale), negative
+ * weights, a NaN (the row NaN) */
+static void test_pv_i16(const attn_kernel_table *kt) {
+    static const int ns[4] = {1, 37, 64, 130}, dv8[3] = {16, 48, 144}, dv4[3] = {32, 96, 288};
+    enum { N = 130, RM = 9, DM = 288 };
+    uint32_t st = 33u;
+    unsigned char *V = malloc((size_t)N * (DM + 32));
+    float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float));
+    int16_t q[64];
+    for (int f = 0; f < 2; f++)
+        for (int di = 0; di < 3; di++)
+            for (int ni = 0; ni < 4; ni++)
+                for (int R = 1; R <= RM; R += 2) {
+                    attn_dtype t = f ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
+                    int Dv = f ? dv4[di] : dv8[di], ldv = Dv + 32, n = ns[ni];
+                    size_t rb = attn_storage_bytes(t, ldv);
+                    for (size_t i = 0; i < (size_t)n * rb; i++) V[i] = (unsigned char)tu_irand(&st, 0, 255);
+                    for (int r = 0; r < R; r++)
+                        for (int j = 0; j < n; j++) {
+                            float x = tu_frand(&st) * 2048.0f;
+                            P[r * N + j] = r == 1 ? 0.0f : r == 2 ? x * 1e-33f : r == 3 ? x - 1024.0f : x;
+                        }
+                    if (R > 4) P[4 * N + n / 2] = NAN;
+                    int ldo = Dv + 8;
+                    for (int i = 0; i < RM * (DM + 8); i++) O[i] = i / ldo == 2 ? 0.0f : 0.5f; /* row 2: tiny sums */
+                    kt->pv_rows_i16(P, N, R, V, ldv, n, Dv, O, ldo, NULL, 0, 0, t);
+                    int bad = 0;
+                    for (int r = 0; r < R; r++) {
+                        float want[DM];
+                        float o0 = r == 2 ? 0.0f : 0.5f;
+                        for (int c = 0; c < Dv; c++) want[c] = o0;
+                        for (int j0 = 0; j0 < n; j0 += 64) {
+                            int nb = n - j0 < 64 ? n - j0 : 64;
+                            float u = attn_p16_quantize(P + r * N + j0, nb, q);
+                            for (int c = 0; c < Dv; c++) {
+                                int64_t sum = 0;
+                                for (int j = 0; j < nb; j++) {
+                                    const unsigned char *v = V + (size_t)(j0 + j) * rb;
+                                    sum += (int64_t)q[j] * (f ? attn_q4a_code(v, Dv, c) : v[c]);
+                                }
+                                want[c] = fmaf(u, (float)sum, want[c]);
+                            }
+                        }
+                        for (int c = 0; c < ldo; c++) {
+                            float got = O[r * ldo + c], w = c < Dv ? want[c] : o0;
+                            bad += !(got == w || (got != got && w != w));
+                        }
+                        if (r == 4 && R > 4) bad += !isnan(O[r * ldo]); /* the NaN row */
+                        if (r == 2) bad += O[r * ldo] == 0.0f && O[r * ldo + 1] == 0.0f; /* tiny weights count */
+                    }
+                    for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != (i / ldo == 2 ? 0.0f : 0.5f);
+                    CHECK(!bad, "%s pv_rows_i16 %s Dv=%d n=%d R=%d: %d values wrong", kt->name,
+                          attn_storage_of(t)->name, Dv, n, R, bad);
+                }
+    free(V), free(P), free(O);
+}
+
 /* kv_rows: every serving format's rows as float32, bit for bit as the
  * storage's own attn_st_load_row (NaN as NaN), on codes of every value,
  * rows of lengths with vector tails (int4's halves not multiples of 8),
@@ -522,6 +584,7 @@ int main(int argc, char **argv) {
         test_store_rows(kt);
         test_qk_q8(kt);
         test_pv_codes(kt);
+        test_pv_i16(kt);
         test_kv_rows(kt);
         test_gemm(kt);
     }

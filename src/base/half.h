@@ -103,6 +103,34 @@ static inline void attn_q8_quantize_row(const float *x, int64_t n, void *dst) {
     attn_q8_put(x, n, amax, bad, dst);
 }
 
+/* The math modes' P for P V on int8 / int4 V codes (base/sem.h
+ * attn_sem_p_int16): a row of n weights p (P times V's row scales) as
+ * 16-bit integers q_j = nearbyint(p_j s * (32767 / (a s))), a the largest
+ * |p_j| and s = 2^100 where a < 2^-100 (else 1: 32767 / a stays finite),
+ * each standing for u q_j with u = a / 32767 (returned): P V is then
+ * u (q . codes), the dot an exact int32 sum over up to 64 keys. a = 0: every
+ * q is 0 and u 0; a NaN or infinite weight: every q 0 and u NaN (the row's
+ * products are NaN, as its float32 ones would be). The SIMD kernels round
+ * the same products (the same bits). */
+#define ATTN_P16_MAX 32767.0f
+#define ATTN_P16_TINY 0x1p-100f
+static inline float attn_p16_quantize(const float *p, int64_t n, int16_t *q) {
+    float a = 0.0f;
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float x = fabsf(p[i]);
+        bad |= !(x <= 3.40282347e38f);
+        a = x > a ? x : a;
+    }
+    if (bad || a == 0.0f) {
+        memset(q, 0, (size_t)n * sizeof *q);
+        return bad ? NAN : 0.0f;
+    }
+    float s = a < ATTN_P16_TINY ? 0x1p100f : 1.0f, inv = ATTN_P16_MAX / (a * s);
+    for (int64_t i = 0; i < n; i++) q[i] = (int16_t)nearbyintf(p[i] * s * inv);
+    return a / ATTN_P16_MAX;
+}
+
 /* element idx of a q8_0 row, as float32 (d * q with d as stored) */
 static inline float attn_q8_get(const void *row, int64_t idx) {
     const unsigned char *blk = (const unsigned char *)row + (size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES;

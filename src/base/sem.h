@@ -211,6 +211,15 @@ static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt
     return d->math == ATTN_MATH_BF16 && vdt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
+/* does P V take V's int8 / int4 codes in integers: P times the rows'
+ * scales rounded to 16 bits per row and block of keys (attn_p16_quantize),
+ * the dot an exact int32 sum (Dv a multiple of 16, int4 of 32)? Decode
+ * below the block products' rows; elsewhere P stays float32 on these caches. */
+static inline int attn_sem_p_int16(const attn_sdpa_desc *d, attn_dtype vdt) {
+    if (d->math == ATTN_MATH_STRICT) return 0;
+    return (vdt == ATTN_DTYPE_KV_INT8 && d->Dv % 16 == 0) || (vdt == ATTN_DTYPE_KV_INT4 && d->Dv % 32 == 0);
+}
+
 /* the backward's 16-bit operands (attn.h, attn_sdpa_backward): dO (for
  * dP = dO V^T and dV += P^T dO), the normalized P (dV) and dS = d loss /
  * d(q.k) with the scale and softcap derivative in it (dQ += dS K, dK +=

@@ -125,6 +125,7 @@ typedef struct dec_call {
     attn_dtype qt, kt_k, kt_v, pt; /* the math mode's rounding of Q, of K, of V, of P (base/sem.h) */
     int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
     int iqk;                       /* Q K^T in integers: int8 query blocks against K's codes (qk_rows_q8) */
+    int ipv;                       /* P V in integers: 16-bit P against V's int8 / int4 codes (pv_rows_i16) */
     int gemm;                      /* the block products (R >= DEC_GEMM_ROWS) */
     int64_t LR;                    /* the partials' rows a group: R, or R rounded up to the kernels' gemm_mr */
     attn_dtype mt;                 /* the block products' operand type through oneDNN, Q8_0: the kernels' gemm */
@@ -327,7 +328,9 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
         dec_p_scaled(par, pld, R, nb, S, wr);
     }
-    if (kvv != ATTN_DTYPE_F32)
+    if (kvv != ATTN_DTYPE_F32 && c->ipv) /* V's codes not converted: the mode's integer P V */
+        kt->pv_rows_i16(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
+    else if (kvv != ATTN_DTYPE_F32)
         kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else
         kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
@@ -634,6 +637,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
      * VPDPBUSD does a (row, key, block) in one instruction) */
     c.iqk = attn_sem_q_int8(c.qt) && (attn_kv_type(kv, 0) == ATTN_DTYPE_Q8_0 || c.R < DEC_GEMM_ROWS);
     if (c.iqk) c.conv_k = 0; /* the integer Q K^T reads K's codes */
+    /* P V in integers likewise (Zen 3, decode at R = 4 over int8: the float32
+     * FMAs on converted codes and VPMADDWD share two ports; VPMADDWD takes two
+     * keys a product) */
+    c.ipv = attn_sem_p_int16(d, attn_kv_type(kv, 1)) && c.R < DEC_GEMM_ROWS;
+    if (c.ipv) c.conv_v = 0;
     dec_gemm_plan(&c);
     int64_t R = c.R, LR = c.LR, DvP = c.DvP;
     size_t nitems = dec_items(d, kv, NULL, NULL); /* every (b, hk) key range cut into splits */

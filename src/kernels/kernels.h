@@ -133,6 +133,17 @@ typedef struct attn_kernel_table {
      * prefetch as qk_rows */
     void (*qk_rows_q8)(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
+    /* the math modes' P V in integers (base/sem.h attn_sem_p_int16): O rows
+     * (ldo apart) += u_r (q_r . codes), each of the R rows of P (n values,
+     * ldp apart: the weights times V's row scales) rounded to 16-bit q_r
+     * with step u_r per 64 keys as attn_p16_quantize rounds them, V's rows
+     * of vt (KV_INT8: codes 0..255, Dv a multiple of 16; KV_INT4: codes
+     * 0..15, column c in byte c % (Dv / 2), the high nibble from Dv / 2 on,
+     * Dv a multiple of 32) ldv elements apart; each (row, column) one exact
+     * int32 sum over the keys converted to float and added as
+     * fmaf(u, sum, O) (the same bits on every table); prefetch as pv_rows */
+    void (*pv_rows_i16)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                        float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype vt);
     /* nb stored rows of n values of a type the products do not read (fp8,
      * int8, int4, q4_0: base/storage.h kernels 0), ld elements apart from
      * src, as float32 rows of n at dst, each exactly as attn_st_load_row
@@ -168,8 +179,8 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_TYPES_ALL                                                                                            \
     ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | ATTN_MATH_TYPES_Q8)
 #define ATTN_MATH_PRODUCTS_Q8                                                                                          \
-    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block); f16, bf16, float32: strict (no "        \
-    "16-bit product kernels here)"
+    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
+    "integers (P 16-bit); f16, bf16, float32: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 

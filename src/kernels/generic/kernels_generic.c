@@ -393,6 +393,29 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
         }
 }
 
+/* P V in integers (kernels.h pv_rows_i16): per 64 keys each row's P
+ * rounded (attn_p16_quantize), each column's exact int32 sum, one fmaf */
+static void pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                        float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype vt) {
+    (void)pre, (void)ldpre, (void)wpre;
+    size_t vs = attn_storage_bytes(vt, ldv);
+    int16_t q[64];
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int64_t nb = n - j0 < 64 ? n - j0 : 64;
+        for (int64_t r = 0; r < R; r++) {
+            float u = attn_p16_quantize(P + r * ldp + j0, nb, q);
+            for (int64_t c = 0; c < Dv; c++) {
+                int32_t acc = 0;
+                for (int64_t j = 0; j < nb; j++) {
+                    const unsigned char *v = (const unsigned char *)V + (size_t)(j0 + j) * vs;
+                    acc += (int32_t)q[j] * (vt == ATTN_DTYPE_KV_INT8 ? (int32_t)v[c] : attn_q4a_code(v, Dv, c));
+                }
+                O[r * ldo + c] = fmaf(u, (float)acc, O[r * ldo + c]);
+            }
+        }
+    }
+}
+
 /* the serving formats' rows as float32: the storage's own definition */
 static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dtype t, const float *par, int64_t pld,
                     float *dst) {
@@ -424,6 +447,7 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 softmax_grad_store_row,
                                                 store_row,
                                                 qk_rows_q8,
+                                                pv_rows_i16,
                                                 kv_rows,
                                                 ATTN_MATH_TYPES_Q8,
                                                 ATTN_MATH_PRODUCTS_Q8,

@@ -1126,6 +1126,135 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
     }
 }
 
+/* ---- P V in integers (the math modes on int8 / int4 V, kernels.h pv_rows_i16) ---- */
+
+/* attn_p16_quantize in vectors, the same bits (the same products, rounded
+ * to nearest even; the largest |p| is exact in any order): n <= 64 weights
+ * into q, with a 0 at q[n] for an odd n (keys go in pairs); returns u */
+INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(3.40282347e38f);
+    __m256 a8 = _mm256_setzero_ps(), bad8 = a8;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_and_ps(_mm256_loadu_ps(p + i), absm);
+        bad8 = _mm256_or_ps(bad8, _mm256_cmp_ps(x, big, _CMP_NLE_UQ)), a8 = _mm256_max_ps(a8, x);
+    }
+    float a8s[8], a = 0.0f;
+    _mm256_storeu_ps(a8s, a8);
+    int bad = _mm256_movemask_ps(bad8) != 0;
+    for (int e = 0; e < 8; e++) a = a8s[e] > a ? a8s[e] : a;
+    for (; i < n; i++) {
+        float x = fabsf(p[i]);
+        bad |= !(x <= 3.40282347e38f);
+        a = x > a ? x : a;
+    }
+    q[n] = 0;
+    if (bad || a == 0.0f) {
+        memset(q, 0, (size_t)n * sizeof *q);
+        return bad ? NAN : 0.0f;
+    }
+    float sc = a < ATTN_P16_TINY ? 0x1p100f : 1.0f, inv = ATTN_P16_MAX / (a * sc);
+    __m256 sv = _mm256_set1_ps(sc), iv = _mm256_set1_ps(inv);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), sv), iv));
+        __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i + 8), sv), iv));
+        _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
+    }
+    for (; i < n; i++) q[i] = (int16_t)nearbyintf(p[i] * sc * inv);
+    return a / ATTN_P16_MAX;
+}
+
+/* acc + the 8 int32 sums of int16 pairs v x p: VNNI's VPDPWSSD where the
+ * table defines ATTN_I16_DPWSSD, else VPMADDWD and an add (exact: |pair| <=
+ * 2 * 32767 * 255) */
+#ifdef ATTN_I16_DPWSSD
+INLINE __m256i pv_dot2(__m256i acc, __m256i v, __m256i p) { return ATTN_I16_DPWSSD(acc, v, p); }
+#else
+INLINE __m256i pv_dot2(__m256i acc, __m256i v, __m256i p) { return _mm256_add_epi32(acc, _mm256_madd_epi16(v, p)); }
+#endif
+
+/* 16 codes of a V row from column c as bytes (int4: byte c % half, the high nibble from half on) */
+INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
+    if (t == KV_U8) return _mm_loadu_si128((const __m128i *)(const void *)(v + c));
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(v + (c < half ? c : c - half)));
+    return _mm_and_si128(c < half ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(15));
+}
+
+/* One pass over n keys (two a step: their codes interleaved column by
+ * column to int16 pairs, each pair's P in one 32-bit lane) for NR rows of
+ * q and G groups of 16 columns from c0: 2 G int32 accumulators a row, then
+ * O += u sum (fmaf's bits); pp: rows to prefetch (pb bytes, ps apart) */
+INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint8_t *V, size_t vs, int64_t n, float *O,
+                     int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb, int t) {
+    __m256i a[4][8];
+    for (int r = 0; r < NR; r++)
+        for (int w = 0; w < 2 * G; w++) a[r][w] = _mm256_setzero_si256();
+    for (int64_t j = 0; j < n; j += 2) {
+        const uint8_t *v0 = V + (size_t)j * vs, *v1 = j + 1 < n ? v0 + vs : v0;
+        if (pp) prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
+        for (int g = 0; g < G; g++) {
+            __m128i x0 = code16(v0, c0 + 16 * g, half, t), x1 = code16(v1, c0 + 16 * g, half, t);
+            __m256i lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x0, x1));
+            __m256i hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x0, x1));
+            for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
+                __m256i pr = _mm256_set1_epi32(*(const int32_t *)(const void *)(q[r] + j));
+                a[r][2 * g] = pv_dot2(a[r][2 * g], lo, pr), a[r][2 * g + 1] = pv_dot2(a[r][2 * g + 1], hi, pr);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        __m256 s = _mm256_set1_ps(u[r]);
+        for (int w = 0; w < 2 * G; w++) {
+            float *o = O + r * ldo + c0 + 8 * w;
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(a[r][w]), _mm256_loadu_ps(o)));
+        }
+    }
+}
+
+/* Per 64 keys, per 4 rows: the rows' P rounded (p16_row), then column
+ * passes of 16 G columns (G = 4 / rows: 8 accumulators), the V rows read
+ * from L1 after the first */
+INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                     float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    size_t vs = attn_storage_bytes((attn_dtype)t, ldv), ps = attn_storage_bytes((attn_dtype)t, ldpre);
+    int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre), half = Dv / 2;
+    int16_t q[4][66];
+    float u[4];
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int64_t nb = n - j0 < 64 ? n - j0 : 64;
+        const uint8_t *Vb = (const uint8_t *)V + (size_t)j0 * vs;
+        for (int64_t r0 = 0; r0 < R; r0 += 4) {
+            int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 : nr == 2 ? 2 : 1, c0 = 0;
+            for (int64_t r = 0; r < nr; r++) u[r] = p16_row(P + (r0 + r) * ldp + j0, nb, q[r]);
+            float *o = O + r0 * ldo;
+            for (; c0 < Dv; c0 += 16 * G) {
+                if (c0 + 16 * G > Dv) G = 1;
+                const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
+                if (nr == 4)
+                    pvi_pass(q, u, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (nr == 3)
+                    pvi_pass(q, u, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (nr == 2 && G == 2)
+                    pvi_pass(q, u, 2, 2, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (nr == 2)
+                    pvi_pass(q, u, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (G == 4)
+                    pvi_pass(q, u, 1, 4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else
+                    pvi_pass(q, u, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+            }
+        }
+    }
+}
+
+static void pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                        float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype vt) {
+    if (vt == KV_U8)
+        pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U8);
+    else
+        pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U4);
+}
+
 static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
     if (kind == KV_F16)
@@ -1249,6 +1378,7 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            softmax_grad_store_row,
                                            store_row,
                                            qk_rows_q8,
+                                           pv_rows_i16,
                                            kv_rows,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,
                                            ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : ATTN_MATH_PRODUCTS_Q8,
