@@ -1197,7 +1197,9 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint
             __m256i lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x0, x1));
             __m256i hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x0, x1));
             for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
-                __m256i pr = _mm256_set1_epi32(*(const int32_t *)(const void *)(q[r] + j));
+                int32_t w;
+                memcpy(&w, q[r] + j, 4);
+                __m256i pr = _mm256_set1_epi32(w);
                 a[r][2 * g] = pv_dot2(a[r][2 * g], lo, pr), a[r][2 * g + 1] = pv_dot2(a[r][2 * g + 1], hi, pr);
             }
         }
