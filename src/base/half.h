@@ -5,6 +5,7 @@
 #ifndef ATTN_HALF_H
 #define ATTN_HALF_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -119,7 +120,7 @@ static inline float attn_p16_quantize(const float *p, int64_t n, int16_t *q) {
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         float x = fabsf(p[i]);
-        bad |= !(x <= 3.40282347e38f);
+        bad |= !(x <= FLT_MAX);
         a = x > a ? x : a;
     }
     if (bad || a == 0.0f) {

@@ -699,6 +699,17 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
     }
 }
 
+/* int4 rows (attn.h KV_INT4): column c's code in byte c % half (half: the
+ * row's width / 2), the high nibble from half on. The byte of column c, and
+ * 32 codes from column c (within one half) as bytes. */
+INLINE const uint8_t *int4_at(const void *row, int64_t c, int64_t half) {
+    return (const uint8_t *)row + (c < half ? c : c - half);
+}
+INLINE __m256i int4_codes32(const void *row, int64_t c, int64_t half) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)int4_at(row, c, half));
+    return _mm256_and_si256(c < half ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+}
+
 /* VL values of a V row from column col as pv_rows_x reads them: kv_ld's,
  * and the 4-bit formats' (int4: codes, column c in byte c % half, the high
  * nibble from half = Dv / 2 on; q4_0: (code - 8) d per 32-value block, low
@@ -706,7 +717,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
  * Dv a multiple of 32) */
 INLINE vf nib_ld(const uint8_t *p, int hi) { return byte_ld(p, KV_U4, hi); }
 INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
-    if (t == KV_U4) return nib_ld((const uint8_t *)row + (col < half ? col : col - half), col >= half);
+    if (t == KV_U4) return nib_ld(int4_at(row, col, half), col >= half);
     if (t == KV_Q4) {
         const uint8_t *blk = (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES;
         int64_t o = col % ATTN_Q4_BLOCK;
@@ -893,10 +904,8 @@ INLINE __m256i key_block(const unsigned char *k, int64_t D, int64_t b, int t, __
         *dk = _mm256_set1_ps(q8_d(blk));
     } else if (t == KV_U8) {
         x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(k + b * 32)), _mm256_set1_epi8(-128));
-    } else { /* int4: value e in byte e % (D / 2), low nibble below D / 2 */
-        int64_t e = b * 32, half = D / 2;
-        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k + e % half));
-        return _mm256_and_si256(e < half ? v : _mm256_srli_epi16(v, 4), lo4);
+    } else { /* int4: the unsigned codes */
+        return int4_codes32(k, b * 32, D / 2);
     }
     *ax = _mm256_sign_epi8(x, x);
     return x;
@@ -982,7 +991,6 @@ INLINE __m256i vi_sum8(const __m256i *a) {
 INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
                         size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
                         int NK, int t) {
-    const __m256i lo4 = _mm256_set1_epi8(15);
 #ifndef ATTN_Q8_DPBUSD
     const __m256i ones = _mm256_set1_epi16(1);
 #endif
@@ -1006,10 +1014,8 @@ INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const in
                 __m256i ax[4];
 #endif
                 for (int e = 0; e < NK; e++) {
-                    if (t == KV_U4) { /* value c in byte c % (D / 2): low nibbles below D / 2 */
-                        int64_t c = b * 32, hi = c >= half;
-                        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + (hi ? c - half : c)));
-                        x[e] = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, lo4);
+                    if (t == KV_U4) {
+                        x[e] = int4_codes32(k[e], b * 32, half);
                     } else {
                         x[e] = _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + b * 32));
 #ifndef ATTN_Q8_DPBUSD
@@ -1132,7 +1138,7 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
  * to nearest even; the largest |p| is exact in any order): n <= 64 weights
  * into q, with a 0 at q[n] for an odd n (keys go in pairs); returns u */
 INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(3.40282347e38f);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(FLT_MAX);
     __m256 a8 = _mm256_setzero_ps(), bad8 = a8;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -1145,7 +1151,7 @@ INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
     for (int e = 0; e < 8; e++) a = a8s[e] > a ? a8s[e] : a;
     for (; i < n; i++) {
         float x = fabsf(p[i]);
-        bad |= !(x <= 3.40282347e38f);
+        bad |= !(x <= FLT_MAX);
         a = x > a ? x : a;
     }
     q[n] = 0;
@@ -1176,7 +1182,7 @@ INLINE __m256i pv_dot2(__m256i acc, __m256i v, __m256i p) { return _mm256_add_ep
 /* 16 codes of a V row from column c as bytes (int4: byte c % half, the high nibble from half on) */
 INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm_loadu_si128((const __m128i *)(const void *)(v + c));
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(v + (c < half ? c : c - half)));
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)int4_at(v, c, half));
     return _mm_and_si128(c < half ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(15));
 }
 
