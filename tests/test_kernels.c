@@ -433,7 +433,7 @@ static void test_pv_i16(const attn_kernel_table *kt) {
     for (int f = 0; f < 2; f++)
         for (int di = 0; di < 3; di++)
             for (int ni = 0; ni < 4; ni++)
-                for (int R = 1; R <= RM; R += 2) {
+                for (int R = 1; R <= RM; R++) { /* every remainder of 4 rows */
                     attn_dtype t = f ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
                     int Dv = f ? dv4[di] : dv8[di], ldv = Dv + 32, n = ns[ni];
                     size_t rb = attn_storage_bytes(t, ldv);

@@ -1170,13 +1170,26 @@ INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
     return a / ATTN_P16_MAX;
 }
 
-/* acc + the 8 int32 sums of int16 pairs v x p: VNNI's VPDPWSSD where the
- * table defines ATTN_I16_DPWSSD, else VPMADDWD and an add (exact: |pair| <=
- * 2 * 32767 * 255) */
-#ifdef ATTN_I16_DPWSSD
-INLINE __m256i pv_dot2(__m256i acc, __m256i v, __m256i p) { return ATTN_I16_DPWSSD(acc, v, p); }
+/* acc + the int32 sums of int16 pairs v x p, one sum a 32-bit lane:
+ * VNNI's VPDPWSSD where the table defines ATTN_I16_DPWSSD, else VPMADDWD
+ * and an add (exact: |pair| <= 2 * 32767 * 255). The 16-lane tables take 16
+ * columns of a key pair in one 512-bit register (pvi_t), AVX2 in two
+ * 256-bit ones (PVI_N). */
+#if VL == 16
+typedef __m512i pvi_t;
+#define PVI_N 1
+#define PVI(op) _mm512_##op
+#define PVI_DPWSSD _mm512_dpwssd_epi32
 #else
-INLINE __m256i pv_dot2(__m256i acc, __m256i v, __m256i p) { return _mm256_add_epi32(acc, _mm256_madd_epi16(v, p)); }
+typedef __m256i pvi_t;
+#define PVI_N 2
+#define PVI(op) _mm256_##op
+#define PVI_DPWSSD ATTN_I16_DPWSSD
+#endif
+#ifdef ATTN_I16_DPWSSD
+INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI_DPWSSD(acc, v, p); }
+#else
+INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI(add_epi32)(acc, PVI(madd_epi16)(v, p)); }
 #endif
 
 /* 16 codes of a V row from column c as bytes (int4: byte c % half, the high nibble from half on) */
@@ -1186,42 +1199,69 @@ INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
     return _mm_and_si128(c < half ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(15));
 }
 
-/* One pass over n keys (two a step: their codes interleaved column by
- * column to int16 pairs, each pair's P in one 32-bit lane) for NR rows of
- * q and G groups of 16 columns from c0: 2 G int32 accumulators a row, then
- * O += u sum (fmaf's bits); pp: rows to prefetch (pb bytes, ps apart) */
+/* The codes of two keys' rows (v0, v1) at 16 columns from c interleaved
+ * column by column to int16 pairs, in column order: x[0] (and on AVX2 x[1],
+ * the upper 8 columns) */
+INLINE void pvi_codes(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
+    __m128i c0 = code16(v0, c, half, t), c1 = code16(v1, c, half, t);
+    __m128i lo = _mm_unpacklo_epi8(c0, c1), hi = _mm_unpackhi_epi8(c0, c1);
+#if VL == 16 && defined(ATTN_VEC_SIMDE) /* SIMDe has no VPMOVZXBW zmm: the same values in two halves */
+    x[0] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(lo)), _mm256_cvtepu8_epi16(hi), 1);
+#elif VL == 16
+    x[0] = _mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo));
+#else
+    x[0] = _mm256_cvtepu8_epi16(lo), x[1] = _mm256_cvtepu8_epi16(hi);
+#endif
+}
+
+/* O[0..16) += u times the 16 columns' int32 sums a (fmaf's bits) */
+INLINE void pvi_store(float *o, float u, const pvi_t *a) {
+#if VL == 16 && defined(ATTN_VEC_SIMDE)
+    vf x = vf_join(_mm256_cvtepi32_ps(_mm512_castsi512_si256(a[0])),
+                   _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a[0], 1)));
+    vf_store(o, vf_fma(vf_set1(u), x, vf_load(o)));
+#elif VL == 16
+    _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_set1_ps(u), _mm512_cvtepi32_ps(a[0]), _mm512_loadu_ps(o)));
+#else
+    for (int w = 0; w < 2; w++) {
+        __m256 x = _mm256_cvtepi32_ps(a[w]);
+        _mm256_storeu_ps(o + 8 * w, _mm256_fmadd_ps(_mm256_set1_ps(u), x, _mm256_loadu_ps(o + 8 * w)));
+    }
+#endif
+}
+
+/* One pass over n keys (two a step, each pair's P in one 32-bit lane) for
+ * NR rows of q and G groups of 16 columns from c0: G PVI_N int32
+ * accumulators a row, then O += u sum; pp: rows to prefetch (pb bytes, ps
+ * apart) */
 INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint8_t *V, size_t vs, int64_t n, float *O,
                      int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb, int t) {
-    __m256i a[4][8];
+    pvi_t a[4][8];
     for (int r = 0; r < NR; r++)
-        for (int w = 0; w < 2 * G; w++) a[r][w] = _mm256_setzero_si256();
+        for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
     for (int64_t j = 0; j < n; j += 2) {
         const uint8_t *v0 = V + (size_t)j * vs, *v1 = j + 1 < n ? v0 + vs : v0;
         if (pp) prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
         for (int g = 0; g < G; g++) {
-            __m128i x0 = code16(v0, c0 + 16 * g, half, t), x1 = code16(v1, c0 + 16 * g, half, t);
-            __m256i lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x0, x1));
-            __m256i hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x0, x1));
+            pvi_t x[PVI_N];
+            pvi_codes(v0, v1, c0 + 16 * g, half, t, x);
             for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
                 int32_t w;
                 memcpy(&w, q[r] + j, 4);
-                __m256i pr = _mm256_set1_epi32(w);
-                a[r][2 * g] = pv_dot2(a[r][2 * g], lo, pr), a[r][2 * g + 1] = pv_dot2(a[r][2 * g + 1], hi, pr);
+                pvi_t pr = PVI(set1_epi32)(w);
+                for (int e = 0; e < PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
             }
         }
     }
-    for (int r = 0; r < NR; r++) {
-        __m256 s = _mm256_set1_ps(u[r]);
-        for (int w = 0; w < 2 * G; w++) {
-            float *o = O + r * ldo + c0 + 8 * w;
-            _mm256_storeu_ps(o, _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(a[r][w]), _mm256_loadu_ps(o)));
-        }
-    }
+    for (int r = 0; r < NR; r++)
+        for (int g = 0; g < G; g++) pvi_store(O + r * ldo + c0 + 16 * g, u[r], a[r] + PVI_N * g);
 }
 
 /* Per 64 keys, per 4 rows: the rows' P rounded (p16_row), then column
- * passes of 16 G columns (G = 4 / rows: 8 accumulators), the V rows read
- * from L1 after the first */
+ * passes of 16 G columns (G = 4 / rows, 3 rows 1, on AVX2: 8 accumulators;
+ * twice that on the 16-lane tables, one register a group: 8 of 32), the V
+ * rows read from L1 after the first */
+#define PVI_G (VL / 8)
 INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     size_t vs = attn_storage_bytes((attn_dtype)t, ldv), ps = attn_storage_bytes((attn_dtype)t, ldpre);
@@ -1232,24 +1272,24 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
         int64_t nb = n - j0 < 64 ? n - j0 : 64;
         const uint8_t *Vb = (const uint8_t *)V + (size_t)j0 * vs;
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
-            int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 : nr == 2 ? 2 : 1, c0 = 0;
+            int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 * PVI_G : nr == 2 ? 2 * PVI_G : nr == 4 ? PVI_G : 1;
+            int64_t c0 = 0;
             for (int64_t r = 0; r < nr; r++) u[r] = p16_row(P + (r0 + r) * ldp + j0, nb, q[r]);
             float *o = O + r0 * ldo;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
                 const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
                 if (nr == 4)
-                    pvi_pass(q, u, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    G == 1 ? pvi_pass(q, u, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t)
+                           : pvi_pass(q, u, 4, PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 3)
                     pvi_pass(q, u, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
-                else if (nr == 2 && G == 2)
-                    pvi_pass(q, u, 2, 2, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 2)
-                    pvi_pass(q, u, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
-                else if (G == 4)
-                    pvi_pass(q, u, 1, 4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    G == 1 ? pvi_pass(q, u, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t)
+                           : pvi_pass(q, u, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else
-                    pvi_pass(q, u, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    G == 1 ? pvi_pass(q, u, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t)
+                           : pvi_pass(q, u, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
             }
         }
     }
