@@ -359,6 +359,9 @@ static void test_qk_q8(const attn_kernel_table *kt) {
     for (int t = 0; t < 4; t++) {
         test_qk_q8_d(kt, 128, types[t]);
         test_qk_q8_d(kt, types[t] == ATTN_DTYPE_KV_INT4 ? 1152 : 1088, types[t]);
+        /* an odd block count (the 512-bit pairs' tail); int4's halves of 96:
+         * a pair of blocks across them */
+        test_qk_q8_d(kt, types[t] == ATTN_DTYPE_KV_INT4 ? 192 : 96, types[t]);
     }
 }
 

@@ -977,6 +977,27 @@ INLINE __m256i vi_sum8(const __m256i *a) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
+/* The int32 sums acc[i] of (row u0 + i / NK, key j + i % NK), i < NR NK
+ * <= 8, as scores: minus 128 sum(q) for int8 codes under VPDPBUSD (which
+ * took the unsigned codes), times the row's scale dq, into S (keys before n) */
+INLINE void tok_store8(const __m256i *acc, int NR, int NK, int u0, const float *dq, const int32_t *qsum, int t,
+                       float *S, int64_t lds, int64_t j, int64_t n) {
+    __m256i a[8];
+    int32_t s8[8];
+    for (int i = 0; i < 8; i++) a[i] = i < NR * NK ? acc[i] : _mm256_setzero_si256();
+    _mm256_storeu_si256((__m256i *)(void *)s8, vi_sum8(a));
+    for (int u = u0; u < u0 + NR; u++)
+        for (int e = 0; e < NK && j + e < n; e++) {
+            int32_t v = s8[(u - u0) * NK + e];
+#ifdef ATTN_Q8_DPBUSD
+            if (t == KV_U8) v -= 128 * qsum[u];
+#else
+            (void)qsum, (void)t;
+#endif
+            S[u * lds + j + e] = (float)v * dq[u];
+        }
+}
+
 /* int8 / int4 keys (one (scale, zero) a token, applied by the caller)
  * against NR (1..4) query rows with one scale each (Q8_ROW: every block's
  * scale the row's, dq[u]), NK keys a step (NR NK <= 8): each (row, key) dot
@@ -995,10 +1016,6 @@ INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const in
     const __m256i ones = _mm256_set1_epi16(1);
 #endif
     int64_t nb = D / ATTN_Q8_BLOCK, half = D / 2;
-    float dl[8] = {0}; /* lane i = u NK + e: row u's scale */
-    for (int u = 0; u < NR; u++)
-        for (int e = 0; e < NK; e++) dl[u * NK + e] = dq[u];
-    const __m256 dqv = _mm256_loadu_ps(dl);
     for (int64_t j = 0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
@@ -1047,23 +1064,65 @@ INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const in
                 acc[i] = _mm256_add_epi32(acc[i], a16[i]);
 #endif
         }
-        __m256i sum = vi_sum8(acc);
-#ifdef ATTN_Q8_DPBUSD
-        if (t == KV_U8) { /* the unsigned codes' dot: minus 128 sum(q) */
-            int32_t qs[8] = {0};
-            for (int u = 0; u < NR; u++)
-                for (int e = 0; e < NK; e++) qs[u * NK + e] = 128 * qsum[u];
-            sum = _mm256_sub_epi32(sum, _mm256_loadu_si256((const __m256i *)(const void *)qs));
-        }
-#else
-        (void)qsum;
-#endif
-        float s8[8];
-        _mm256_storeu_ps(s8, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), dqv));
-        for (int u = 0; u < NR; u++)
-            for (int e = 0; e < NK && j + e < n; e++) S[u * lds + j + e] = s8[u * NK + e];
+        tok_store8(acc, NR, NK, 0, dq, qsum, t, S, lds, j, n);
     }
 }
+
+#if VL == 16 && defined(ATTN_Q8_DPBUSD)
+/* The 16-lane VNNI tables: two blocks (64 values) a VPDPBUSD zmm, q8_rows_tok's
+ * sums otherwise (NR NK <= 16). join: two 256-bit halves; 64 codes of key
+ * row k from column c (int4: one 64-byte load where they lie in one half),
+ * and the query row's blocks b, b + 1 (zeros past the row). */
+INLINE __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+INLINE __m512i tok_codes64(const unsigned char *k, int64_t c, int64_t D, int t) {
+    const __m256i z = _mm256_setzero_si256();
+    int64_t half = D / 2;
+    if (t == KV_U4) {
+        if (c + 64 <= D && (c + 64 <= half || c >= half)) {
+            __m512i v = _mm512_loadu_si512((const void *)int4_at(k, c, half));
+            return _mm512_and_si512(c < half ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+        }
+        return join256(int4_codes32(k, c, half), c + 32 < D ? int4_codes32(k, c + 32, half) : z);
+    }
+    if (c + 64 <= D) return _mm512_loadu_si512((const void *)(k + c));
+    return join256(_mm256_loadu_si256((const __m256i *)(const void *)(k + c)), z);
+}
+INLINE __m512i tok_q64(const unsigned char *q, int64_t b, int64_t nb) {
+    const unsigned char *y = q + (size_t)b * ATTN_Q8_BYTES + 2;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)y);
+    return join256(lo, b + 1 < nb ? _mm256_loadu_si256((const __m256i *)(const void *)(y + ATTN_Q8_BYTES))
+                                  : _mm256_setzero_si256());
+}
+INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D,
+                           const void *K, size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr,
+                           int64_t pb, int NR, int NK, int t) {
+    int64_t nb = D / ATTN_Q8_BLOCK;
+    for (int64_t j = 0; j < n; j += NK) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
+        __m512i acc[16];
+        for (int i = 0; i < NR * NK; i++) acc[i] = _mm512_setzero_si512();
+        for (int64_t b = 0; b < nb; b += 2) {
+            __m512i x[4];
+            for (int e = 0; e < NK; e++) x[e] = tok_codes64(k[e], b * 32, D, t);
+            for (int u = 0; u < NR; u++) {
+                __m512i y = tok_q64(q[u], b, nb);
+                for (int e = 0; e < NK; e++) acc[u * NK + e] = _mm512_dpbusd_epi32(acc[u * NK + e], x[e], y);
+            }
+        }
+        __m256i a[16]; /* each folded to 8 lanes; two rows of NK = 4 a store */
+        for (int i = 0; i < NR * NK; i++)
+            a[i] = _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
+        for (int u0 = 0; u0 < NR; u0 += 2)
+            tok_store8(a + u0 * NK, NR - u0 < 2 ? NR - u0 : 2, NK, u0, dq, qsum, t, S, lds, j, n);
+    }
+}
+#define TOK_ROWS q8_rows_tok512 /* 4 keys a step for every row count: 32 registers */
+#define TOK_NK 4
+#else
+#define TOK_ROWS q8_rows_tok
+#define TOK_NK 2 /* with 3 or 4 rows (AVX2: 16 registers) */
+#endif
 
 INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                         int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
@@ -1084,13 +1143,13 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
         const void *pf = pre && r0 == 0 ? pre : NULL;
         float *Sr = S + r0 * lds;
         if (nr == 4)
-            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 4, 2, t);
+            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 4, TOK_NK, t);
         else if (nr == 3)
-            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 3, 2, t);
+            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 3, TOK_NK, t);
         else if (nr == 2)
-            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 2, 4, t);
+            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 2, 4, t);
         else
-            q8_rows_tok(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 1, 4, t);
+            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 1, 4, t);
     }
 }
 
