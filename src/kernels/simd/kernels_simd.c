@@ -1068,12 +1068,16 @@ INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const in
     }
 }
 
+#if VL == 16
+/* a 512-bit register of two 256-bit halves */
+INLINE __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+#endif
+
 #if VL == 16 && defined(ATTN_Q8_DPBUSD)
 /* The 16-lane VNNI tables: two blocks (64 values) a VPDPBUSD zmm, q8_rows_tok's
- * sums otherwise (NR NK <= 16). join: two 256-bit halves; 64 codes of key
- * row k from column c (int4: one 64-byte load where they lie in one half),
- * and the query row's blocks b, b + 1 (zeros past the row). */
-INLINE __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+ * sums otherwise (NR NK <= 16): 64 codes of key row k from column c (int4:
+ * one 64-byte load where they lie in one half), and the query row's blocks
+ * b, b + 1 (zeros past the row). */
 INLINE __m512i tok_codes64(const unsigned char *k, int64_t c, int64_t D, int t) {
     const __m256i z = _mm256_setzero_si256();
     int64_t half = D / 2;
@@ -1265,7 +1269,7 @@ INLINE void pvi_codes(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t h
     __m128i c0 = code16(v0, c, half, t), c1 = code16(v1, c, half, t);
     __m128i lo = _mm_unpacklo_epi8(c0, c1), hi = _mm_unpackhi_epi8(c0, c1);
 #if VL == 16 && defined(ATTN_VEC_SIMDE) /* SIMDe has no VPMOVZXBW zmm: the same values in two halves */
-    x[0] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(lo)), _mm256_cvtepu8_epi16(hi), 1);
+    x[0] = join256(_mm256_cvtepu8_epi16(lo), _mm256_cvtepu8_epi16(hi));
 #elif VL == 16
     x[0] = _mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo));
 #else
@@ -1338,17 +1342,20 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
                 const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
-                if (nr == 4)
-                    G == 1 ? pvi_pass(q, u, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t)
-                           : pvi_pass(q, u, 4, PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                if (G == 1 && nr == 4) /* the columns left; 3 rows */
+                    pvi_pass(q, u, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (G == 1 && nr == 2)
+                    pvi_pass(q, u, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (G == 1 && nr == 1)
+                    pvi_pass(q, u, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 3)
                     pvi_pass(q, u, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (nr == 4)
+                    pvi_pass(q, u, 4, PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 2)
-                    G == 1 ? pvi_pass(q, u, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t)
-                           : pvi_pass(q, u, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else
-                    G == 1 ? pvi_pass(q, u, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t)
-                           : pvi_pass(q, u, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
             }
         }
     }
