@@ -1081,12 +1081,12 @@ INLINE __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm51
 INLINE __m512i tok_codes64(const unsigned char *k, int64_t c, int64_t D, int t) {
     const __m256i z = _mm256_setzero_si256();
     int64_t half = D / 2;
-    if (t == KV_U4) {
-        if (c + 64 <= D && (c + 64 <= half || c >= half)) {
+    if (t == KV_U4) { /* D a multiple of 64 (attn_sem): the blocks come in pairs */
+        if (c + 64 <= half || c >= half) {
             __m512i v = _mm512_loadu_si512((const void *)int4_at(k, c, half));
             return _mm512_and_si512(c < half ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
         }
-        return join256(int4_codes32(k, c, half), c + 32 < D ? int4_codes32(k, c + 32, half) : z);
+        return join256(int4_codes32(k, c, half), int4_codes32(k, c + 32, half));
     }
     if (c + 64 <= D) return _mm512_loadu_si512((const void *)(k + c));
     return join256(_mm256_loadu_si256((const __m256i *)(const void *)(k + c)), z);
