@@ -861,6 +861,16 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
 
 /* ---- int8 Q K^T of q8_0 blocks (the math modes, kernels.h qk_rows_q8) -------------- */
 
+/* Keeps x in a register at the end of a loop step. With an array of 8 or
+ * more accumulators GCC spilled one (its loop-carried chain then ran
+ * through memory) and copied the others between registers every step;
+ * SIMDe's vector types are not register operands */
+#ifdef ATTN_VEC_SIMDE
+#define KEEP_REG(x) ((void)0)
+#else
+#define KEEP_REG(x) __asm__("" : "+v"(x))
+#endif
+
 /* Unsigned bytes u times signed bytes s, summed in quads to 8 int32 lanes.
  * With VNNI (the table defines ATTN_Q8_DPBUSD: VPDPBUSD, AVX512-VNNI or
  * AVX-VNNI) one instruction; else VPMADDUBSW to pairs (int16: exact here,
@@ -978,93 +988,125 @@ INLINE __m256i vi_sum8(const __m256i *a) {
 }
 
 /* The int32 sums acc[i] of (row u0 + i / NK, key j + i % NK), i < NR NK
- * <= 8, as scores: minus 128 sum(q) for int8 codes under VPDPBUSD (which
- * took the unsigned codes), times the row's scale dq, into S (keys before n) */
-INLINE void tok_store8(const __m256i *acc, int NR, int NK, int u0, const float *dq, const int32_t *qsum, int t,
+ * <= 8, as scores: minus 128 sum(q) for int8's unsigned codes (uc: the
+ * dot took them as they are, VPDPBUSD or VPMADDWD on widened codes), times
+ * the row's scale dq, into S (keys before n) */
+INLINE void tok_store8(const __m256i *acc, int NR, int NK, int u0, const float *dq, const int32_t *qsum, int uc,
                        float *S, int64_t lds, int64_t j, int64_t n) {
     __m256i a[8];
-    int32_t s8[8];
-    for (int i = 0; i < 8; i++) a[i] = i < NR * NK ? acc[i] : _mm256_setzero_si256();
-    _mm256_storeu_si256((__m256i *)(void *)s8, vi_sum8(a));
-    for (int u = u0; u < u0 + NR; u++)
-        for (int e = 0; e < NK && j + e < n; e++) {
-            int32_t v = s8[(u - u0) * NK + e];
-#ifdef ATTN_Q8_DPBUSD
-            if (t == KV_U8) v -= 128 * qsum[u];
-#else
-            (void)qsum, (void)t;
-#endif
-            S[u * lds + j + e] = (float)v * dq[u];
-        }
+    int32_t z8[8];
+    float d8[8], s8[8];
+    for (int i = 0; i < 8; i++) {
+        int u = u0 + (i / NK < NR ? i / NK : 0);
+        a[i] = i < NR * NK ? acc[i] : _mm256_setzero_si256();
+        z8[i] = uc ? 128 * qsum[u] : 0, d8[i] = dq[u];
+    }
+    __m256i v = _mm256_sub_epi32(vi_sum8(a), _mm256_loadu_si256((const __m256i *)(void *)z8));
+    _mm256_storeu_ps(s8, _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(d8)));
+    for (int u = 0; u < NR; u++) {
+        float *o = S + (u0 + u) * lds + j;
+        if (j + NK <= n)
+            memcpy(o, s8 + u * NK, (size_t)NK * sizeof(float));
+        else
+            for (int e = 0; j + e < n; e++) o[e] = s8[u * NK + e];
+    }
 }
 
-/* int8 / int4 keys (one (scale, zero) a token, applied by the caller)
- * against NR (1..4) query rows with one scale each (Q8_ROW: every block's
- * scale the row's, dq[u]), NK keys a step (NR NK <= 8): each (row, key) dot
- * is one int32 sum over the whole row, S = dq (q . (code - 128)) for int8,
- * dq (q . code) for int4. Per (row, key, block) AVX2 spends VPSIGNB,
- * VPMADDUBSW, VPMADDWD and an add on int8 codes (|code - 128| times q's
- * signs: exact pairs), VPMADDUBSW and an int16 add on int4 codes (pairs
- * <= 2 * 15 * 127, eight blocks <= 30480: VPMADDWD once per 8 blocks); VNNI
- * one VPDPBUSD on the unsigned codes (int8: minus 128 sum(q), qsum[u]).
- * The same exact sums on every table; one conversion and one product per
- * (row, key). */
-INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
-                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
-                        int NK, int t) {
 #ifndef ATTN_Q8_DPBUSD
-    const __m256i ones = _mm256_set1_epi16(1);
-#endif
-    int64_t nb = D / ATTN_Q8_BLOCK, half = D / 2;
+/* int8 keys without VNNI: the unsigned codes widened to int16 (VPMOVZXBW)
+ * against the query's int8 values widened (VPMOVSXBW), VPMADDWD to int32
+ * lanes: the exact sums of code q (minus 128 sum(q) at the store, as under
+ * VPDPBUSD), 16 columns a step; per (row, key) and 16 products one
+ * VPMADDWD and an add (the sign trick took VPSIGNB, VPMADDUBSW and
+ * VPMADDWD per 32, on the same multiply pipes on Zen 3), each key's
+ * widening shared by the rows and each row's by the keys */
+INLINE void q8_rows_u8w(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
+                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
+                        int NK) {
+    const unsigned char *qb = q[0] + 2; /* the rows qr apart (qk_tok_body) */
+    size_t qr = attn_q8_row_bytes(D);
     for (int64_t j = 0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
         __m256i acc[8];
         for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
-        for (int64_t b0 = 0; b0 < nb; b0 += 8) { /* int4 on AVX2: int16 sums over 8 blocks at most */
-            int64_t b1 = nb - b0 < 8 ? nb : b0 + 8;
+        for (int64_t c = 0; c < D; c += 32) /* a block a step: its scale skipped */
+            for (int h = 0; h < 32; h += 16) {
+                __m256i x[4];
+                const unsigned char *yc = qb + (c / ATTN_Q8_BLOCK) * 2 + c + h;
+                for (int e = 0; e < NK; e++)
+                    x[e] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(k[e] + c + h)));
+                for (int u = 0; u < NR; u++) {
+                    __m256i y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(yc + u * qr)));
+                    for (int e = 0; e < NK; e++)
+                        acc[u * NK + e] = _mm256_add_epi32(acc[u * NK + e], _mm256_madd_epi16(x[e], y));
+                }
+                for (int i = 0; i < NR * NK; i++) KEEP_REG(acc[i]);
+            }
+        tok_store8(acc, NR, NK, 0, dq, qsum, 1, S, lds, j, n);
+    }
+}
+#endif
+
+/* int8 / int4 keys (one (scale, zero) a token, applied by the caller)
+ * against NR (1..4) query rows with one scale each (Q8_ROW: every block's
+ * scale the row's, dq[u]), NK keys a step (NR NK <= 8): each (row, key) dot
+ * is one int32 sum over the whole row, S = dq (q . (code - 128)) for int8,
+ * dq (q . code) for int4. VNNI: one VPDPBUSD per (row, key, block) on the
+ * unsigned codes (int8: minus 128 sum(q), qsum[u]). AVX2: int8 codes
+ * widened (q8_rows_u8w); int4 codes VPMADDUBSW and an int16 add (pairs <=
+ * 2 * 15 * 127, eight blocks <= 30480: VPMADDWD once per 8 blocks). The
+ * same exact sums on every table; one conversion and one product per
+ * (row, key). */
+INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
+                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
+                        int NK, int t) {
+    int64_t nb = D / ATTN_Q8_BLOCK, half = D / 2;
+#ifndef ATTN_Q8_DPBUSD
+    if (t == KV_U8) {
+        q8_rows_u8w(q, dq, qsum, D, K, kr, n, S, lds, pre, pr, pb, NR, NK);
+        return;
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nb16 = 8; /* int4: int16 sums over 8 blocks at most */
+#else
+    const int64_t nb16 = nb;
+#endif
+    for (int64_t j = 0; j < n; j += NK) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
+        __m256i acc[8];
+        for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+        for (int64_t b0 = 0; b0 < nb; b0 += nb16) {
+            int64_t b1 = nb - b0 < nb16 ? nb : b0 + nb16;
             __m256i a16[8];
             for (int i = 0; i < 8; i++) a16[i] = _mm256_setzero_si256();
             for (int64_t b = b0; b < b1; b++) {
                 __m256i x[4];
-#ifndef ATTN_Q8_DPBUSD
-                __m256i ax[4];
-#endif
-                for (int e = 0; e < NK; e++) {
-                    if (t == KV_U4) {
-                        x[e] = int4_codes32(k[e], b * 32, half);
-                    } else {
-                        x[e] = _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + b * 32));
-#ifndef ATTN_Q8_DPBUSD
-                        x[e] = _mm256_xor_si256(x[e], _mm256_set1_epi8(-128)); /* code - 128 */
-                        ax[e] = _mm256_sign_epi8(x[e], x[e]);
-#endif
-                    }
-                }
+                for (int e = 0; e < NK; e++)
+                    x[e] = t == KV_U4 ? int4_codes32(k[e], b * 32, half)
+                                      : _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + b * 32));
                 for (int u = 0; u < NR; u++) {
-                    __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
+                    const unsigned char *yb = q[u] + (size_t)b * ATTN_Q8_BYTES + 2;
+                    __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)yb);
                     for (int e = 0; e < NK; e++) {
                         int i = u * NK + e;
 #ifdef ATTN_Q8_DPBUSD
                         a16[i] = ATTN_Q8_DPBUSD(a16[i], x[e], y); /* int32 lanes here */
 #else
-                        if (t == KV_U4)
-                            a16[i] = _mm256_add_epi16(a16[i], _mm256_maddubs_epi16(x[e], y));
-                        else
-                            a16[i] = _mm256_add_epi32(
-                                a16[i], _mm256_madd_epi16(_mm256_maddubs_epi16(ax[e], _mm256_sign_epi8(y, x[e])), ones));
+                        a16[i] = _mm256_add_epi16(a16[i], _mm256_maddubs_epi16(x[e], y));
 #endif
                     }
                 }
             }
             for (int i = 0; i < NR * NK; i++)
 #ifndef ATTN_Q8_DPBUSD
-                acc[i] = _mm256_add_epi32(acc[i], t == KV_U4 ? _mm256_madd_epi16(a16[i], ones) : a16[i]);
+                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(a16[i], ones));
 #else
                 acc[i] = _mm256_add_epi32(acc[i], a16[i]);
 #endif
         }
-        tok_store8(acc, NR, NK, 0, dq, qsum, t, S, lds, j, n);
+        tok_store8(acc, NR, NK, 0, dq, qsum, t == KV_U8, S, lds, j, n);
     }
 }
 
@@ -1118,7 +1160,7 @@ INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const
         for (int i = 0; i < NR * NK; i++)
             a[i] = _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
         for (int u0 = 0; u0 < NR; u0 += 2)
-            tok_store8(a + u0 * NK, NR - u0 < 2 ? NR - u0 : 2, NK, u0, dq, qsum, t, S, lds, j, n);
+            tok_store8(a + u0 * NK, NR - u0 < 2 ? NR - u0 : 2, NK, u0, dq, qsum, t == KV_U8, S, lds, j, n);
     }
 }
 #define TOK_ROWS q8_rows_tok512 /* 4 keys a step for every row count: 32 registers */
@@ -1293,29 +1335,42 @@ INLINE void pvi_store(float *o, float u, const pvi_t *a) {
 #endif
 }
 
-/* One pass over n keys (two a step, each pair's P in one 32-bit lane) for
- * NR rows of q and G groups of 16 columns from c0: G PVI_N int32
- * accumulators a row, then O += u sum; pp: rows to prefetch (pb bytes, ps
- * apart) */
+/* One key pair (v0, v1; P at q[r][j], q[r][j + 1]) into the NR x G PVI_N
+ * accumulators a of the 16 G columns from c0 */
+INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *v0, const uint8_t *v1, int64_t c0,
+                     int64_t half, int t, pvi_t (*a)[8]) {
+    for (int g = 0; g < G; g++) {
+        pvi_t x[PVI_N];
+        pvi_codes(v0, v1, c0 + 16 * g, half, t, x);
+        for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
+            int32_t w;
+            memcpy(&w, q[r] + j, 4);
+            pvi_t pr = PVI(set1_epi32)(w);
+            for (int e = 0; e < PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int w = 0; w < G * PVI_N; w++) KEEP_REG(a[r][w]);
+}
+
+/* One pass over n keys (two a step, each pair's P in one 32-bit lane; an
+ * odd last key against itself with P 0) for NR rows of q and G groups of 16
+ * columns from c0: G PVI_N int32 accumulators a row, then O += u sum; pp:
+ * rows to prefetch (pb bytes, ps apart), two a step (the other passes' loop
+ * has nothing but its products and loads: it is bound by dispatch) */
 INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint8_t *V, size_t vs, int64_t n, float *O,
                      int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb, int t) {
     pvi_t a[4][8];
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
-    for (int64_t j = 0; j < n; j += 2) {
-        const uint8_t *v0 = V + (size_t)j * vs, *v1 = j + 1 < n ? v0 + vs : v0;
-        if (pp) prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
-        for (int g = 0; g < G; g++) {
-            pvi_t x[PVI_N];
-            pvi_codes(v0, v1, c0 + 16 * g, half, t, x);
-            for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
-                int32_t w;
-                memcpy(&w, q[r] + j, 4);
-                pvi_t pr = PVI(set1_epi32)(w);
-                for (int e = 0; e < PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
-            }
+    int64_t j = 0;
+    if (pp) /* the first pass: the prefetches spread over it (all at its start ran slower) */
+        for (; j + 2 <= n; j += 2) {
+            prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
+            pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
         }
-    }
+    for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
+    if (j < n) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)j * vs, c0, half, t, a);
     for (int r = 0; r < NR; r++)
         for (int g = 0; g < G; g++) pvi_store(O + r * ldo + c0 + 16 * g, u[r], a[r] + PVI_N * g);
 }
