@@ -895,28 +895,21 @@ INLINE float q8_d(const unsigned char *blk) {
     return half_to_float(h);
 }
 
-/* Block b (32 values) of key row k of type t as the dot's K operand:
- * signed values x (q8_0; int8 codes - 128 by flipping the top bit; q4_0
- * codes - 8) with |x| in *ax, or (int4) the unsigned codes themselves (no
- * sign trick: |code| <= 15). *dk: the block's scale (q8_0, q4_0) */
-INLINE __m256i key_block(const unsigned char *k, int64_t D, int64_t b, int t, __m256i *ax, __m256 *dk) {
-    const __m256i lo4 = _mm256_set1_epi8(15);
+/* Block b (32 values) of key row k of type t (q8_0, q4_0) as the dot's K
+ * operand: q8_0's signed values x with |x| in *ax (the sign trick), q4_0's
+ * unsigned codes 0..15 (the dot takes them as they are, 8 sum(q) taken off
+ * after: q8_rows). *dk: the block's scale */
+INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax, __m256 *dk) {
     __m256i x;
-    if (t == KV_Q8) {
-        const unsigned char *blk = k + (size_t)b * ATTN_Q8_BYTES;
-        x = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-        *dk = _mm256_set1_ps(q8_d(blk));
-    } else if (t == KV_Q4) { /* 16 bytes: values 0..15 in the low nibbles, 16..31 in the high */
+    if (t == KV_Q4) { /* 16 bytes: values 0..15 in the low nibbles, 16..31 in the high */
         const unsigned char *blk = k + (size_t)b * ATTN_Q4_BYTES;
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
-        x = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
-        x = _mm256_sub_epi8(_mm256_and_si256(x, lo4), _mm256_set1_epi8(8));
         *dk = _mm256_set1_ps(q8_d(blk));
-    } else if (t == KV_U8) {
-        x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(k + b * 32)), _mm256_set1_epi8(-128));
-    } else { /* int4: the unsigned codes */
-        return int4_codes32(k, b * 32, D / 2);
+        return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15));
     }
+    const unsigned char *blk = k + (size_t)b * ATTN_Q8_BYTES;
+    x = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+    *dk = _mm256_set1_ps(q8_d(blk));
     *ax = _mm256_sign_epi8(x, x);
     return x;
 }
@@ -941,9 +934,9 @@ INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, cons
     }
 }
 #define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
-INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0, int64_t b1, int64_t D, const void *K,
-                    size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int first,
-                    int NR, int NK, int t) {
+INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m256i *zq, int64_t b0, int64_t b1,
+                    const void *K, size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb,
+                    int first, int NR, int NK, int t) {
     for (int64_t j = 0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
@@ -954,15 +947,16 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, int64_t b0
             __m256 dk[4];
             for (int e = 0; e < NK; e++) {
                 ax[e] = _mm256_setzero_si256(), dk[e] = _mm256_set1_ps(1.0f);
-                x[e] = key_block(k[e], D, b, t, &ax[e], &dk[e]);
+                x[e] = key_block(k[e], b, t, &ax[e], &dk[e]);
             }
             for (int u = 0; u < NR; u++) {
                 __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
                 __m256 dq = dqv[u * QB + b - b0];
                 for (int e = 0; e < NK; e++) {
-                    __m256 dot = t == KV_U4 ? _mm256_cvtepi32_ps(q8_quads(x[e], y)) : q8_dot8(ax[e], x[e], y);
-                    __m256 sc = t == KV_Q8 || t == KV_Q4 ? _mm256_mul_ps(dq, dk[e]) : dq;
-                    a[u * NK + e] = _mm256_fmadd_ps(dot, sc, a[u * NK + e]);
+                    __m256i z = t == KV_Q4 ? zq[u * QB + b - b0] : _mm256_setzero_si256(); /* sum (code - 8) q */
+                    __m256 dot = t == KV_Q4 ? _mm256_cvtepi32_ps(_mm256_sub_epi32(q8_quads(x[e], y), z))
+                                            : q8_dot8(ax[e], x[e], y);
+                    a[u * NK + e] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dq, dk[e]), a[u * NK + e]);
                 }
             }
         }
@@ -1205,6 +1199,7 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
     size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
     int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
     __m256 dqv[4 * QB];
+    __m256i zq[4 * QB]; /* q4_0: 8 times the rows' quad sums, the codes' offset (key_block) */
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int nr = R - r0 < 4 ? (int)(R - r0) : 4;
         const unsigned char *q[4];
@@ -1212,17 +1207,23 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
         for (int64_t b0 = 0; b0 < nb; b0 += QB) {
             int64_t b1 = nb - b0 < QB ? nb : b0 + QB;
             for (int u = 0; u < nr; u++)
-                for (int64_t b = b0; b < b1; b++) dqv[u * QB + b - b0] = _mm256_set1_ps(q8_d(q[u] + b * ATTN_Q8_BYTES));
+                for (int64_t b = b0; b < b1; b++) {
+                    const unsigned char *y = q[u] + b * ATTN_Q8_BYTES;
+                    dqv[u * QB + b - b0] = _mm256_set1_ps(q8_d(y));
+                    if (t == KV_Q4)
+                        zq[u * QB + b - b0] =
+                            q8_quads(_mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)(const void *)(y + 2)));
+                }
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
             float *Sr = S + r0 * lds;
             if (nr == 4)
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
+                q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
             else if (nr == 3)
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, 2, t);
+                q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, 2, t);
             else if (nr == 2)
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, 4, t);
+                q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, 4, t);
             else
-                q8_rows(q, dqv, b0, b1, D, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 4, t);
+                q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 4, t);
         }
     }
 }
