@@ -920,10 +920,11 @@ INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax, 
  * products run at once (one key a step left one chain per row, bound by
  * its latency: Zen 3, R = 4, 1.9x slower); the rows' block scales come as
  * 8-lane vectors (dqv[u * QB + b - b0]); each (key, block) costs one K
- * operand for all rows and per row a VPMADDUBSW (with a sign for the signed
- * formats), a VPMADDWD, a conversion and an FMA (times the key block's
- * scale for q8_0 / q4_0). first: store the sums, else add them to S (blocks
- * past the first chunk). Keys past n are computed on key 0 and not stored. */
+ * operand for all rows and per row a VPMADDUBSW (q8_0: with a sign; q4_0:
+ * minus the row's zq, 8 times its quad sums), a VPMADDWD (or one VPDPBUSD),
+ * a conversion and an FMA (times the two blocks' scales). first: store the
+ * sums, else add them to S (blocks past the first chunk). Keys past n are
+ * computed on key 0 and not stored. */
 /* the NK key rows of a step from key j (keys past n: key j again, not
  * stored), their prefetch rows too */
 INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, const void *pre, size_t pr, int64_t pb,
