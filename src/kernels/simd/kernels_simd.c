@@ -889,6 +889,11 @@ INLINE __m256i q8_quads(__m256i u, __m256i s) {
 INLINE __m256 q8_dot8(__m256i ax, __m256i x, __m256i y) {
     return _mm256_cvtepi32_ps(q8_quads(ax, _mm256_sign_epi8(y, x)));
 }
+/* q4_0: the unsigned codes u (0..15) times y, minus z (8 times y's quad
+ * sums): the int32 lanes of (code - 8) y, as float */
+INLINE __m256 q4_dot8(__m256i u, __m256i y, __m256i z) {
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(q8_quads(u, y), z));
+}
 INLINE float q8_d(const unsigned char *blk) {
     uint16_t h;
     memcpy(&h, blk, 2);
@@ -900,7 +905,6 @@ INLINE float q8_d(const unsigned char *blk) {
  * unsigned codes 0..15 (the dot takes them as they are, 8 sum(q) taken off
  * after: q8_rows). *dk: the block's scale */
 INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax, __m256 *dk) {
-    __m256i x;
     if (t == KV_Q4) { /* 16 bytes: values 0..15 in the low nibbles, 16..31 in the high */
         const unsigned char *blk = k + (size_t)b * ATTN_Q4_BYTES;
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
@@ -908,7 +912,7 @@ INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax, 
         return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15));
     }
     const unsigned char *blk = k + (size_t)b * ATTN_Q8_BYTES;
-    x = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
     *dk = _mm256_set1_ps(q8_d(blk));
     *ax = _mm256_sign_epi8(x, x);
     return x;
@@ -954,9 +958,7 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
                 __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
                 __m256 dq = dqv[u * QB + b - b0];
                 for (int e = 0; e < NK; e++) {
-                    __m256i z = t == KV_Q4 ? zq[u * QB + b - b0] : _mm256_setzero_si256(); /* sum (code - 8) q */
-                    __m256 dot = t == KV_Q4 ? _mm256_cvtepi32_ps(_mm256_sub_epi32(q8_quads(x[e], y), z))
-                                            : q8_dot8(ax[e], x[e], y);
+                    __m256 dot = t == KV_Q4 ? q4_dot8(x[e], y, zq[u * QB + b - b0]) : q8_dot8(ax[e], x[e], y);
                     a[u * NK + e] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dq, dk[e]), a[u * NK + e]);
                 }
             }
