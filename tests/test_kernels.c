@@ -111,7 +111,7 @@ static void store_rows(attn_dtype dt, const float *x, int64_t rows, int64_t n, v
     for (int64_t r = 0; r < rows; r++) attn_storage_of(dt)->store(x + r * n, n, (unsigned char *)dst + (size_t)r * rb);
 }
 
-/* decode's qk_rows / pv_rows (every element kind) against the portable
+/* decode's qk_rows / pv_rows (every element kind, fp8 as codes) against the portable
  * kernels: the same sums to float32 rounding, nothing written outside S's
  * n columns or O's Dv columns (O rows are round_up(Dv, 8) apart) */
 static void test_decode_rows(const attn_kernel_table *kt) {
@@ -122,8 +122,9 @@ static void test_decode_rows(const attn_kernel_table *kt) {
     static unsigned char Kx[NMAX * DMAX * 4];
     uint32_t seed = 11;
     int bad = 0, cases = 0;
-    static const attn_dtype kinds[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
-    for (size_t ki = 0; ki < 4; ki++)
+    static const attn_dtype kinds[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                       ATTN_DTYPE_Q8_0, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
             attn_dtype kind = kinds[ki];
             int64_t D = dims[di];

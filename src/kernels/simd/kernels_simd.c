@@ -411,13 +411,18 @@ INLINE __m256i u8x8(const uint8_t *p) {
  * bit 15 and the magnitude below bit 14 (bit 14, set by the extension,
  * cleared); S.1111.111 (NaN, the one magnitude 0x3f80) is the one value
  * that adding 0x80 carries into bit 14, and that bit joined to it makes
- * every exponent bit set: a half NaN. Six 128-bit operations. */
+ * every exponent bit set: a half NaN. e4m3_halves: those steps on the
+ * bytes sign-extended to 16 bits, 16 at a time (e4m3x8 uses the low 8). */
+INLINE __m256i e4m3_halves(__m256i w) {
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16((short)0xbfff));
+    return _mm256_or_si256(h,
+                           _mm256_and_si256(_mm256_add_epi16(h, _mm256_set1_epi16(0x80)), _mm256_set1_epi16(0x4000)));
+}
 INLINE __m256 e4m3x8(const uint8_t *p) {
     int64_t w;
     memcpy(&w, p, 8);
-    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(w)), 7), _mm_set1_epi16((short)0xbfff));
-    __m128i nan = _mm_and_si128(_mm_add_epi16(h, _mm_set1_epi16(0x80)), _mm_set1_epi16(0x4000));
-    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_or_si128(h, nan)), _mm256_set1_ps(256.0f));
+    __m256i h = e4m3_halves(_mm256_castsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(w))));
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_set1_ps(256.0f));
 }
 
 /* e5m2: the high byte of an IEEE half */
@@ -449,6 +454,23 @@ INLINE __m256 nib8(const uint8_t *p, int hi) {
 #define KV_U4 ATTN_DTYPE_KV_INT4
 #define KV_Q4 ATTN_DTYPE_Q4_0
 
+/* 16 fp8 codes from p as IEEE halves (e4m3: of the value times 2^-8), in
+ * 256-bit integer operations: half the count per value of 8 at a time */
+INLINE __m256i fp8_halves16(const uint8_t *p, int t) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (t == KV_E4M3) return e4m3_halves(_mm256_cvtepi8_epi16(b));
+    return _mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8);
+}
+#if VL == 8
+/* 16 fp8 values from p: the first 8 in x[0], the next in x[1] (as e4m3x8, e5m2x8) */
+INLINE void fp8_pair(const uint8_t *p, int t, __m256 *x) {
+    __m256i h = fp8_halves16(p, t);
+    x[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h)), x[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    if (t == KV_E4M3)
+        x[0] = _mm256_mul_ps(x[0], _mm256_set1_ps(256.0f)), x[1] = _mm256_mul_ps(x[1], _mm256_set1_ps(256.0f));
+}
+#endif
+
 /* VL codes of a one-byte format from p (int4: the low or high nibbles, hi), as floats */
 INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
     if (t == KV_E4M3) return e4m3x8(p);
@@ -458,6 +480,8 @@ INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
 }
 INLINE vf byte_ld(const uint8_t *p, int t, int hi) {
 #if VL == 16
+    if (t == KV_E4M3) return vf_mul(vf_cvt_h16(fp8_halves16(p, t)), vf_set1(256.0f));
+    if (t == KV_E5M2) return vf_cvt_h16(fp8_halves16(p, t));
     return vf_join(byte8(p, t, hi), byte8(p + 8, t, hi));
 #else
     return byte8(p, t, hi);
@@ -636,8 +660,10 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             else
                 for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, 4, t);
         }
-        if (t != KV_Q8 && DV == D) /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8,
-                                    * which bounded the loop by the load ports) */
+        /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8, which bounded the loop by
+         * the load ports); e4m3 on 8 lanes takes 2 keys and 16 columns a step below (its conversion's
+         * constants beside 12 accumulators spilled one, a store and a load in its chain every step) */
+        if (t != KV_Q8 && !(t == KV_E4M3 && VL == 8) && DV == D)
             for (; j + 3 <= n; j += 3) {
                 const void *k0 = kv_row(K, j, ldk, t), *k1 = kv_row(K, j + 1, ldk, t), *k2 = kv_row(K, j + 2, ldk, t);
                 if (pre && r0 == 0)
@@ -660,6 +686,19 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             vf a00 = vf_zero(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
             int64_t c = 0;
             vf s0 = vf_zero(), s1 = s0; /* q8_0: the current block's scales */
+#if VL == 8
+            if (t == KV_E4M3) /* 16 codes a conversion (fp8_pair) */
+                for (; c + 2 * VL <= DV; c += 2 * VL) {
+                    vf x0[2], x1[2], y;
+                    fp8_pair((const uint8_t *)k0 + c, t, x0), fp8_pair((const uint8_t *)k1 + c, t, x1);
+                    for (int h = 0; h < 2; h++) {
+                        y = vf_load(q[0] + c + h * VL), a00 = vf_fma(y, x0[h], a00), a01 = vf_fma(y, x1[h], a01);
+                        y = vf_load(q[1] + c + h * VL), a10 = vf_fma(y, x0[h], a10), a11 = vf_fma(y, x1[h], a11);
+                        y = vf_load(q[2] + c + h * VL), a20 = vf_fma(y, x0[h], a20), a21 = vf_fma(y, x1[h], a21);
+                        y = vf_load(q[3] + c + h * VL), a30 = vf_fma(y, x0[h], a30), a31 = vf_fma(y, x1[h], a31);
+                    }
+                }
+#endif
             for (; c < DV; c += VL) {
                 vf x0, x1, y;
                 if (t == KV_Q8) {
@@ -716,15 +755,20 @@ INLINE __m256i int4_codes32(const void *row, int64_t c, int64_t half) {
  * nibbles first), whose vectors never straddle a half or a block (pv_rows_x:
  * Dv a multiple of 32) */
 INLINE vf nib_ld(const uint8_t *p, int hi) { return byte_ld(p, KV_U4, hi); }
+/* q4_0 pieces: the scale d of the block holding col, and VL values code - 8 from col */
+INLINE float q4_scale_f(const void *row, int64_t col) {
+    uint16_t dh;
+    memcpy(&dh, (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES, 2);
+    return half_to_float(dh);
+}
+INLINE vf q4_raw(const void *row, int64_t col) {
+    const uint8_t *blk = (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES;
+    int64_t o = col % ATTN_Q4_BLOCK;
+    return vf_sub(nib_ld(blk + 2 + o % 16, o >= 16), vf_set1(8.0f));
+}
 INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
     if (t == KV_U4) return nib_ld(int4_at(row, col, half), col >= half);
-    if (t == KV_Q4) {
-        const uint8_t *blk = (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES;
-        int64_t o = col % ATTN_Q4_BLOCK;
-        uint16_t dh;
-        memcpy(&dh, blk, 2);
-        return vf_mul(vf_sub(nib_ld(blk + 2 + o % 16, o >= 16), vf_set1(8.0f)), vf_set1(half_to_float(dh)));
-    }
+    if (t == KV_Q4) return vf_mul(q4_raw(row, col), vf_set1(q4_scale_f(row, col)));
     return kv_ld(row, col, t);
 }
 
@@ -750,26 +794,30 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
         if (pp)
             for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
         vf x[8];
-        if (t == KV_Q8 && NR == 1) { /* the block's scale folded into P: one product per row and block */
-            vf pd[2] = {vf_zero(), vf_zero()};
+        if ((t == KV_Q8 || t == KV_Q4) && NR == 1) { /* the block's scale folded into P: one product a block */
+            vf pd = vf_zero();
             for (int w = 0; w < NW; w++) {
-                if (w == 0 || (cc + w * VL) % 32 == 0) {
-                    float d = q8_scale_f(vp, cc + w * VL);
-                    for (int u = 0; u < NR; u++) pd[u] = vf_set1(pr[u][j] * d);
-                }
-                vf r = q8_raw(vp, cc + w * VL);
-                for (int u = 0; u < NR; u++) c[u][w] = vf_fma(pd[u], r, c[u][w]);
+                int64_t col = cc + w * VL;
+                if (w == 0 || col % 32 == 0)
+                    pd = vf_set1(pr[0][j] * (t == KV_Q8 ? q8_scale_f(vp, col) : q4_scale_f(vp, col)));
+                c[0][w] = vf_fma(pd, t == KV_Q8 ? q8_raw(vp, col) : q4_raw(vp, col), c[0][w]);
             }
             continue;
         }
-        if (t == KV_Q8) { /* one scale per 32-value block */
+        if (t == KV_Q8 || t == KV_Q4) { /* one scale per 32-value block, read once */
             vf d = vf_zero();
             for (int w = 0; w < NW; w++) {
-                if (w == 0 || (cc + w * VL) % 32 == 0) d = q8_scale(vp, cc + w * VL);
-                x[w] = vf_mul(q8_raw(vp, cc + w * VL), d);
+                int64_t col = cc + w * VL;
+                if (w == 0 || col % 32 == 0) d = vf_set1(t == KV_Q8 ? q8_scale_f(vp, col) : q4_scale_f(vp, col));
+                x[w] = vf_mul(t == KV_Q8 ? q8_raw(vp, col) : q4_raw(vp, col), d);
             }
         } else {
-            for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
+#if VL == 8
+            if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion (NW even) */
+                for (int w = 0; w < NW; w += 2) fp8_pair((const uint8_t *)vp + cc + w * VL, t, x + w);
+            else
+#endif
+                for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
         }
         for (int u = 0; u < NR; u++) {
             vf p = vf_set1(pr[u][j]);

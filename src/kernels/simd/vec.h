@@ -140,15 +140,14 @@ VEC_INLINE __m256 bf16x8(const void *p) {
 VEC_INLINE __m256 i8x8(const void *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
-VEC_INLINE vf vf_load_f16(const void *p) {
-    const char *c = p;
-    return vf_join(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)c)),
-                   _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + 16))));
+/* 16 IEEE halves as floats */
+VEC_INLINE vf vf_cvt_h16(__m256i h) {
+    return vf_join(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
 }
 VEC_INLINE vf vf_load_bf16(const void *p) { return vf_join(bf16x8(p), bf16x8((const char *)p + 16)); }
 VEC_INLINE vf vf_load_i8(const void *p) { return vf_join(i8x8(p), i8x8((const char *)p + 8)); }
 #else
-VEC_INLINE vf vf_load_f16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+VEC_INLINE vf vf_cvt_h16(__m256i h) { return _mm512_cvtph_ps(h); }
 VEC_INLINE vf vf_load_bf16(const void *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
@@ -156,6 +155,8 @@ VEC_INLINE vf vf_load_i8(const void *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 #endif
+
+VEC_INLINE vf vf_load_f16(const void *p) { return vf_cvt_h16(_mm256_loadu_si256((const __m256i *)p)); }
 
 /* MCG31 dropout stream: VL/2 64-bit lanes of x * c mod (2^31 - 1) */
 VEC_INLINE vi vi64_load(const uint64_t *p) { return _mm512_loadu_si512((const void *)p); }
