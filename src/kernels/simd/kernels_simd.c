@@ -461,15 +461,17 @@ INLINE __m256i fp8_halves16(const uint8_t *p, int t) {
     if (t == KV_E4M3) return e4m3_halves(_mm256_cvtepi8_epi16(b));
     return _mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8);
 }
-#if VL == 8
-/* 16 fp8 values from p: the first 8 in x[0], the next in x[1] (as e4m3x8, e5m2x8) */
-INLINE void fp8_pair(const uint8_t *p, int t, __m256 *x) {
+/* 16 fp8 values from p: the first 8 in x[0], the next in x[1] (as e4m3x8,
+ * e5m2x8; raw: e4m3's times 2^-8, as converted) */
+INLINE void fp8_pair_raw(const uint8_t *p, int t, __m256 *x) {
     __m256i h = fp8_halves16(p, t);
     x[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h)), x[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+INLINE void fp8_pair(const uint8_t *p, int t, __m256 *x) {
+    fp8_pair_raw(p, t, x);
     if (t == KV_E4M3)
         x[0] = _mm256_mul_ps(x[0], _mm256_set1_ps(256.0f)), x[1] = _mm256_mul_ps(x[1], _mm256_set1_ps(256.0f));
 }
-#endif
 
 /* VL codes of a one-byte format from p (int4: the low or high nibbles, hi), as floats */
 INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
@@ -628,9 +630,17 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
     } else {
         int64_t c = 0;
         for (; c + 2 * VL <= D; c += 2 * VL) {
-            vf x0 = kv_ld(k, c, t), x1 = kv_ld(k, c + VL, t);
-            for (int u = 0; u < NR; u++)
-                a[u][0] = vf_fma(vf_load(q[u] + c), x0, a[u][0]), a[u][1] = vf_fma(vf_load(q[u] + c + VL), x1, a[u][1]);
+            vf x[2];
+#if VL == 8
+            if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
+                fp8_pair((const uint8_t *)k + c, t, x);
+            else
+#endif
+                x[0] = kv_ld(k, c, t), x[1] = kv_ld(k, c + VL, t);
+            for (int u = 0; u < NR; u++) {
+                a[u][0] = vf_fma(vf_load(q[u] + c), x[0], a[u][0]);
+                a[u][1] = vf_fma(vf_load(q[u] + c + VL), x[1], a[u][1]);
+            }
         }
         if (c < D) {
             vf x0 = kv_ld(k, c, t);
@@ -789,6 +799,9 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) c[u][w] = vf_load(O + u * ldo + cc + w * VL);
     const char *vp = (const char *)V;
+    /* e4m3 with fewer rows than half the vectors: P times 256 (one product a row) against the values times
+     * 2^-8 (none a vector): exact powers of two, the same products (P <= 2^11, online.h) */
+    const int P256 = t == KV_E4M3 && 2 * NR <= NW;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
     for (int64_t j = 0; j < n; j++, vp += vs) {
         if (pp)
@@ -811,16 +824,24 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
                 if (w == 0 || col % 32 == 0) d = vf_set1(t == KV_Q8 ? q8_scale_f(vp, col) : q4_scale_f(vp, col));
                 x[w] = vf_mul(t == KV_Q8 ? q8_raw(vp, col) : q4_raw(vp, col), d);
             }
-        } else {
+        } else if (t == KV_E4M3 || t == KV_E5M2) { /* 16 codes a conversion (NW even at 8 lanes) */
+            for (int w = 0; w < NW; w += 16 / VL) {
+                const uint8_t *b = (const uint8_t *)vp + cc + w * VL;
 #if VL == 8
-            if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion (NW even) */
-                for (int w = 0; w < NW; w += 2) fp8_pair((const uint8_t *)vp + cc + w * VL, t, x + w);
-            else
+                if (P256)
+                    fp8_pair_raw(b, t, x + w);
+                else
+                    fp8_pair(b, t, x + w);
+#else
+                x[w] = vf_cvt_h16(fp8_halves16(b, t));
+                if (t == KV_E4M3 && !P256) x[w] = vf_mul(x[w], vf_set1(256.0f));
 #endif
-                for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
+            }
+        } else {
+            for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
         }
         for (int u = 0; u < NR; u++) {
-            vf p = vf_set1(pr[u][j]);
+            vf p = vf_set1(P256 ? pr[u][j] * 256.0f : pr[u][j]);
             for (int w = 0; w < NW; w++) c[u][w] = vf_fma(p, x[w], c[u][w]);
         }
     }
@@ -1549,6 +1570,11 @@ INLINE void kv_row_f32(const void *row, int64_t n, attn_dtype t, const float *pa
     __m256 s = _mm256_set1_ps(par[0]), z = _mm256_set1_ps(par[1]);
     /* int4: element i in byte i's low nibble for i < n / 2, else in byte i - n / 2's high one */
     int64_t h = t == ATTN_DTYPE_KV_INT4 ? n / 2 : n, i = 0;
+    for (; (t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2) && i + 16 <= h; i += 16) {
+        __m256 x[2];
+        fp8_pair(r + i, t, x);
+        _mm256_storeu_ps(d + i, _mm256_mul_ps(x[0], s)), _mm256_storeu_ps(d + i + 8, _mm256_mul_ps(x[1], s));
+    }
     for (; i + 8 <= h; i += 8) _mm256_storeu_ps(d + i, kv_x8(r + i, t, 0, s, z));
     for (; i < h; i++) d[i] = kv_elem_f32(row, n, i, t, par);
     for (; t == ATTN_DTYPE_KV_INT4 && i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, kv_x8(r + i - h, t, 1, s, z));
