@@ -472,6 +472,18 @@ INLINE void fp8_pair(const uint8_t *p, int t, __m256 *x) {
     if (t == KV_E4M3)
         x[0] = _mm256_mul_ps(x[0], _mm256_set1_ps(256.0f)), x[1] = _mm256_mul_ps(x[1], _mm256_set1_ps(256.0f));
 }
+/* 16 fp8 values from p as 16 / VL vectors x (raw: e4m3's times 2^-8) */
+INLINE void fp8_ld16(const uint8_t *p, int t, int raw, vf *x) {
+#if VL == 8
+    if (raw)
+        fp8_pair_raw(p, t, x);
+    else
+        fp8_pair(p, t, x);
+#else
+    x[0] = vf_cvt_h16(fp8_halves16(p, t));
+    if (t == KV_E4M3 && !raw) x[0] = vf_mul(x[0], vf_set1(256.0f));
+#endif
+}
 
 /* VL codes of a one-byte format from p (int4: the low or high nibbles, hi), as floats */
 INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
@@ -482,8 +494,11 @@ INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
 }
 INLINE vf byte_ld(const uint8_t *p, int t, int hi) {
 #if VL == 16
-    if (t == KV_E4M3) return vf_mul(vf_cvt_h16(fp8_halves16(p, t)), vf_set1(256.0f));
-    if (t == KV_E5M2) return vf_cvt_h16(fp8_halves16(p, t));
+    if (t == KV_E4M3 || t == KV_E5M2) {
+        vf x;
+        fp8_ld16(p, t, 0, &x);
+        return x;
+    }
     return vf_join(byte8(p, t, hi), byte8(p + 8, t, hi));
 #else
     return byte8(p, t, hi);
@@ -631,11 +646,9 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
         int64_t c = 0;
         for (; c + 2 * VL <= D; c += 2 * VL) {
             vf x[2];
-#if VL == 8
             if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
-                fp8_pair((const uint8_t *)k + c, t, x);
+                for (int o = 0; o < 2 * VL; o += 16) fp8_ld16((const uint8_t *)k + c + o, t, 0, x + o / VL);
             else
-#endif
                 x[0] = kv_ld(k, c, t), x[1] = kv_ld(k, c + VL, t);
             for (int u = 0; u < NR; u++) {
                 a[u][0] = vf_fma(vf_load(q[u] + c), x[0], a[u][0]);
@@ -825,18 +838,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
                 x[w] = vf_mul(t == KV_Q8 ? q8_raw(vp, col) : q4_raw(vp, col), d);
             }
         } else if (t == KV_E4M3 || t == KV_E5M2) { /* 16 codes a conversion (NW even at 8 lanes) */
-            for (int w = 0; w < NW; w += 16 / VL) {
-                const uint8_t *b = (const uint8_t *)vp + cc + w * VL;
-#if VL == 8
-                if (P256)
-                    fp8_pair_raw(b, t, x + w);
-                else
-                    fp8_pair(b, t, x + w);
-#else
-                x[w] = vf_cvt_h16(fp8_halves16(b, t));
-                if (t == KV_E4M3 && !P256) x[w] = vf_mul(x[w], vf_set1(256.0f));
-#endif
-            }
+            for (int w = 0; w < NW; w += 16 / VL) fp8_ld16((const uint8_t *)vp + cc + w * VL, t, P256, x + w);
         } else {
             for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
         }
