@@ -150,24 +150,49 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * (wr, after the products). par: key j0's pair, pld pairs from key to key
  * (0: one pair for all). Another rounding of the same float32 products than
  * the stored values' (attn_st_load_row), as q8_0's block scales. */
-static void dec_par_split(const float *par, int64_t pld, int64_t nb, float *sc, float *z) {
-    for (int64_t j = 0; j < nb; j++) sc[j] = par[2 * j * pld], z[j] = par[2 * j * pld + 1];
+/* May the block's int8 / int4 rows keep their folded products (K: scale
+ * (q . codes) + zero sum(q); V: P scale times the codes, plus sum P zero),
+ * or must they be converted to their values first, as the reference reads
+ * them? The folded forms meet an infinity or a cancellation of huge terms
+ * where the stored values' products may not (q = inf against code 0 gives
+ * inf 0 = NaN, the value's q zero does not), so they stand only while every
+ * query value is finite and no term can come near float's range: with A =
+ * 255 |scale| + |zero| a row's bound on its values' terms, K needs D qmax A
+ * and V nb 2^11 A (P <= 2^11, online.h) under 1e30: the fold rule.
+ * qmax: the largest |q| of the group's rows (NaN fails). */
+/* The block's pairs split into contiguous scales and zeros (the loops
+ * below then run in vectors), read once, pld 1 (the cache's own rows,
+ * pairs adjacent) in a loop of its own; off times the scale added to each
+ * zero (K: the codes' offset in the dot, a product and a sum, each
+ * rounded). Returns whether the folded products may stand (the fold rule:
+ * every 255 |scale| + |zero| <= lim, before off; NaN fails). */
+static inline int dec_par_split_at(const float *restrict par, int64_t pld, int64_t nb, float lim, float *restrict sc,
+                                   float *restrict z) {
+    int ok = 1;
+    for (int64_t j = 0; j < nb; j++) {
+        float a = par[2 * j * pld], c = par[2 * j * pld + 1];
+        ok &= 255.0f * fabsf(a) + fabsf(c) <= lim;
+        sc[j] = a, z[j] = c;
+    }
+    return ok;
 }
-/* (contiguous scales and zeros first: the loops below then run in vectors;
- * a product and a sum, each rounded, in every build) */
-static void dec_scores_rowpar(const float *par, int64_t pld, int64_t R, int64_t nb, const float *qs, float off,
-                              float *S) {
-    float sc[DEC_NB], z[DEC_NB];
-    dec_par_split(par, pld, nb, sc, z);
-    for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j]; /* off: the codes' offset in the dot */
+static int dec_par_split(const float *par, int64_t pld, int64_t nb, float lim, float off, float *restrict sc,
+                         float *restrict z) {
+    int ok = pld == 1 ? dec_par_split_at(par, 1, nb, lim, sc, z) : dec_par_split_at(par, pld, nb, lim, sc, z);
+    if (off != 0.0f)
+        for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j];
+    return ok;
+}
+/* (a product and a sum, each rounded, in every build) */
+static void dec_scores_rowpar(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb, const float *qs,
+                              float *restrict S) {
     for (int64_t r = 0; r < R; r++) {
-        float *s = S + r * DEC_NB, q = qs[r];
+        float *restrict s = S + r * DEC_NB, q = qs[r];
         for (int64_t j = 0; j < nb; j++) s[j] = s[j] * sc[j] + z[j] * q;
     }
 }
-static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, float *S, float *wr) {
-    float sc[DEC_NB], z[DEC_NB];
-    dec_par_split(par, pld, nb, sc, z);
+static void dec_p_scaled(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb, float *restrict S,
+                         float *restrict wr) {
     for (int64_t r = 0; r < R; r++) {
         float w[8] = {0}, *p = S + r * DEC_NB; /* eight partial sums, added pairwise */
         int64_t j = 0;
@@ -177,23 +202,6 @@ static void dec_p_scaled(const float *par, int64_t pld, int64_t R, int64_t nb, f
         for (j = 0; j < nb; j++) p[j] *= sc[j];
         wr[r] = ((w[0] + w[4]) + (w[1] + w[5])) + ((w[2] + w[6]) + (w[3] + w[7]));
     }
-}
-
-/* May the block's int8 / int4 rows keep their folded products (K: scale
- * (q . codes) + zero sum(q); V: P scale times the codes, plus sum P zero),
- * or must they be converted to their values first, as the reference reads
- * them? The folded forms meet an infinity or a cancellation of huge terms
- * where the stored values' products may not (q = inf against code 0 gives
- * inf 0 = NaN, the value's q zero does not), so they stand only while every
- * query value is finite and no term can come near float's range: with A =
- * 255 |scale| + |zero| a row's bound on its values' terms, K needs D qmax A
- * and V nb 2^11 A (P <= 2^11, online.h) under 1e30. qmax: the largest |q| of
- * the group's rows (NaN fails), n: the row's width. */
-static int dec_fold_ok(const float *par, int64_t pld, int64_t nb, float lim) {
-    int ok = 1;
-    for (int64_t j = 0; j < nb; j++) /* no early exit: the common case reads them all, in vectors */
-        ok &= 255.0f * fabsf(par[2 * j * pld]) + fabsf(par[2 * j * pld + 1]) <= lim;
-    return ok;
 }
 
 /* A shard's block of keys (local j0 .. at global positions from g0) as a
@@ -222,12 +230,6 @@ static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
     return s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS;
 }
 
-/* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
- * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
- * modifiers and masks, the online softmax and O += P V into the item's
- * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
- * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
- * DEC_PF rows ahead in their own stream. */
 /* Does the block mask leave no pair of keys [j0, j0 + nb) to any query row of
  * kv head hk's group? (the block is then skipped: no load, no product) */
 static int dec_flex_empty(const attn_sdpa_desc *d, int64_t b, int64_t hk, int64_t j0, int64_t nb) {
@@ -238,6 +240,27 @@ static int dec_flex_empty(const attn_sdpa_desc *d, int64_t b, int64_t hk, int64_
     return 1;
 }
 
+/* Prefetch the (scale, zero) pairs of K's and V's rows j .. j + n - 1 of
+ * (b, hk) where the storage keeps them (int8, int4: arrays beside the
+ * codes, which the kernels' prefetches do not reach; the split's loads
+ * stalled on them). Contiguous rows' pairs are adjacent, a caller's
+ * page's pld pairs apart. */
+static void dec_prefetch_par(const attn_kv_src *kv, int64_t b, int64_t hk, int64_t j, int64_t n) {
+    for (int is_v = 0; is_v < 2; is_v++) {
+        if (attn_storage_of(attn_kv_type(kv, is_v))->params != ATTN_ST_ROWPAR) continue;
+        float tmp[2];
+        int64_t pld;
+        const float *par = attn_kv_par_run(kv, is_v, b, hk, j, tmp, &pld);
+        for (int64_t e = 0; e < n; e += pld == 1 ? 8 : 1) __builtin_prefetch(par + 2 * e * pld);
+    }
+}
+
+/* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
+ * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
+ * modifiers and masks, the online softmax and O += P V into the item's
+ * (m, l, O) at pm. Returns the keys taken. The kernels prefetch the rows of
+ * key pf_j of kv head pf_hk (paged: the block that runs next) or, contiguous,
+ * DEC_PF rows ahead in their own stream. */
 static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf, const void *Qq, const float *qs,
                          float qmax, float *S, float *pm, int64_t j0, int64_t pf_hk, int64_t pf_j, float *kvb) {
     const attn_sdpa_desc *d = c->d;
@@ -275,16 +298,24 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
     }
-    float tmp[2];
+    if (!attn_kv_src_paged(kv)) /* the int8 / int4 rows' (scale, zero) pairs: a stream of their own */
+        dec_prefetch_par(kv, b, hk, j0 + DEC_PF, nb);
+    else if (pf_j < skb)
+        dec_prefetch_par(kv, b, pf_hk, pf_j, nb);
+    float tmp[2], ksc[DEC_NB], kz[DEC_NB], vsc[DEC_NB], vz[DEC_NB]; /* the rows' scales and zeros */
     int64_t pld;
-    int conv_k = c->conv_k, conv_v = c->conv_v, iqk = c->iqk; /* dec_fold_ok: special values read as values */
+    int conv_k = c->conv_k, conv_v = c->conv_v, iqk = c->iqk; /* the fold rule: special values read as values */
     if (!conv_k && attn_storage_of(kk)->params == ATTN_ST_ROWPAR) {
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
-        if (!dec_fold_ok(par, pld, nb, 1e30f / ((float)D * qmax))) conv_k = 1, iqk = 0;
+        /* int8 codes in integers: the dot was taken with code - 128 (qk_rows_q8) */
+        float off = iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f;
+        if (!dec_par_split(par, pld, nb, 1e30f / ((float)D * qmax), off, ksc, kz)) conv_k = 1, iqk = 0;
     }
-    if (!conv_v && attn_storage_of(kvv)->params == ATTN_ST_ROWPAR) {
+    if (!conv_v && attn_storage_of(kvv)->params != ATTN_ST_PLAIN) { /* fp8: its one scale, zero 0 */
         const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
-        if (!dec_fold_ok(par, pld, nb, 1e30f / (2048.0f * (float)nb))) conv_v = 1;
+        if (!dec_par_split(par, pld, nb, 1e30f / (2048.0f * (float)nb), 0.0f, vsc, vz) &&
+            attn_storage_of(kvv)->params == ATTN_ST_ROWPAR)
+            conv_v = 1;
     }
     if (conv_k) { /* converted a block at a time (dec_converts): the rows' values */
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
@@ -310,11 +341,8 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         kt->qk_rows_x(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
         kt->qk_rows(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
-    if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) { /* int8 codes: the rows' (scale, zero) */
-        const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
-        /* int8 codes in integers: the dot was taken with code - 128 (qk_rows_q8) */
-        dec_scores_rowpar(par, pld, R, nb, qs, iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f, S);
-    }
+    if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) /* int8 codes: the rows' (scale, zero) */
+        dec_scores_rowpar(ksc, kz, R, nb, qs, S);
     attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
         int64_t h = hk * G + r / Sq, i = r % Sq;
@@ -324,10 +352,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     }
     int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN;
     float *wr = S + R * DEC_NB; /* R more floats */
-    if (vscaled) {
-        const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
-        dec_p_scaled(par, pld, R, nb, S, wr);
-    }
+    if (vscaled) dec_p_scaled(vsc, vz, R, nb, S, wr);
     if (kvv != ATTN_DTYPE_F32 && c->ipv) /* V's codes not converted: the mode's integer P V */
         kt->pv_rows_i16(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else if (kvv != ATTN_DTYPE_F32)
@@ -517,7 +542,7 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
         attn_st_round(qt, row, D);
         qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
         for (int64_t c = 0; c < D; c++) qs[r] += row[c];
-        for (int64_t c = 0; c < D; c++) { /* the rows' largest |q|, NaN once any is (dec_fold_ok) */
+        for (int64_t c = 0; c < D; c++) { /* the rows' largest |q|, NaN once any is (the fold rule) */
             float a = fabsf(row[c]);
             *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
         }
