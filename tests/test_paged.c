@@ -209,7 +209,7 @@ static void decode(attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, i
                   (double)lse[r]);
         }
     /* libattn's own cache holding the same rows (contiguous): the same answer,
-     * bit for bit where the pages hold a whole number of decode blocks (64) */
+     * bit for bit where the pages hold a whole number of decode blocks (128) */
     if (variant != 3) {
         attn_kv_cache_config cfg = {.batch = B,
                                     .kv_heads = Hkv,
@@ -229,7 +229,7 @@ static void decode(attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, i
         attn_sdpa_desc dc = d;
         dc.Hkv = 0;
         CHECK_OK(attn_kv_cache_attend(c, &dc, vq, vo1, NULL));
-        if (ps == 64)
+        if (ps == 128)
             CHECK(!memcmp(out, o1, nq * 4), "%s: the cache's bits (whole decode blocks per page)", what);
         else
             CHECK(tu_allclose(what, out, o1, nq, 1e-5, 1e-6), "%s: the cache's answer", what);
@@ -480,7 +480,7 @@ int main(int argc, char **argv) {
     attn_dtype types[NT] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
                             ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
                             ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
-    int pages[4] = {1, 3, 16, 64};
+    int pages[4] = {1, 3, 16, 128};
     for (int ti = 0; ti < NT; ti++)
         for (int layout = 0; layout < 2; layout++)
             for (int pi = 0; pi < 4; pi++) {
