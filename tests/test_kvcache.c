@@ -338,8 +338,8 @@ static void folded_special(void) {
     for (int i = 0; i < T * D; i++) k[i] = tu_frand(&s) * 1.5f, v[i] = tu_frand(&s);
     for (int t = 0; t < 2; t++) {
         attn_dtype dt = t ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
-        attn_kv_cache_config c = {.batch = 1, .kv_heads = 1, .capacity = T, .head_dim = D, .dtype = dt,
-                                  .v_dtype = ATTN_DTYPE_F32};
+        attn_kv_cache_config c = {
+            .batch = 1, .kv_heads = 1, .capacity = T, .head_dim = D, .dtype = dt, .v_dtype = ATTN_DTYPE_F32};
         attn_kv_cache *kc = NULL;
         CHECK_OK(attn_kv_cache_create(&c, &kc));
         if (!kc) continue;
@@ -362,8 +362,8 @@ static void folded_special(void) {
                     int nan_out = 0, nan_ref = 0;
                     for (int i = 0; i < G * D; i++) nan_out += isnan(out[i]), nan_ref += isnan(ref[i]);
                     char what[96];
-                    snprintf(what, sizeof what, "%s keys, q[3] = %cinf, %d rows, softcap %d",
-                             t ? "int4" : "int8", sign > 0 ? '+' : '-', G, cap ? 20 : 0);
+                    snprintf(what, sizeof what, "%s keys, q[3] = %cinf, %d rows, softcap %d", t ? "int4" : "int8",
+                             sign > 0 ? '+' : '-', G, cap ? 20 : 0);
                     CHECK(nan_out == nan_ref && nan_ref == (cap ? 0 : G * D), "%s: %d NaN, the reference %d", what,
                           nan_out, nan_ref);
                     if (cap) tu_allclose(what, out, ref, (size_t)G * D, 1e-5, 1e-6);

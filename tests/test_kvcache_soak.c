@@ -95,7 +95,7 @@ static int soak(int64_t ps, attn_dtype dt, long ops, uint32_t seed) {
         int n = B * H * (int)Sq * D, diff = 0;
         for (int i = 0; i < n; i++)
             diff += ps % 128 == 0 ? memcmp(&o1[i], &o2[i], sizeof(float)) != 0
-                                 : !(fabsf(o1[i] - o2[i]) <= 1e-5f * (1.0f + fabsf(o2[i])));
+                                  : !(fabsf(o1[i] - o2[i]) <= 1e-5f * (1.0f + fabsf(o2[i])));
         if (diff && bad++ < 5) fprintf(stderr, "op %ld: page %lld: %d outputs differ\n", op, (long long)ps, diff);
     }
     for (int b = 0; b < B; b++) CHECK_OK(attn_kv_cache_reset(paged, b));
