@@ -159,11 +159,12 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * query value is finite and no term can come near float's range: with A =
  * 255 |scale| + |zero| a row's bound on its values' terms, K needs D qmax A
  * and V nb 2^11 A (P <= 2^11, online.h) under 1e30: the fold rule.
- * qmax: the largest |q| of the group's rows (NaN fails). */
-/* The block's pairs split into contiguous scales and zeros (the loops
- * below then run in vectors), read once, pld 1 (the cache's own rows,
- * pairs adjacent) in a loop of its own; off times the scale added to each
- * zero (K: the codes' offset in the dot, a product and a sum, each
+ * qmax: the largest |q| of the group's rows (NaN fails).
+ *
+ * dec_par_split: the block's pairs split into contiguous scales and zeros
+ * (the loops below then run in vectors), read once, pld 1 (the cache's own
+ * rows, pairs adjacent) in a loop of its own; off times the scale added to
+ * each zero (K: the codes' offset in the dot, a product and a sum, each
  * rounded). Returns whether the folded products may stand (the fold rule:
  * every 255 |scale| + |zero| <= lim, before off; NaN fails). */
 static inline int dec_par_split_at(const float *restrict par, int64_t pld, int64_t nb, float lim, float *restrict sc,
