@@ -363,6 +363,8 @@ static void test_qk_q8(const attn_kernel_table *kt) {
         /* an odd block count (the 512-bit pairs' tail); int4's halves of 96:
          * a pair of blocks across them */
         test_qk_q8_d(kt, types[t] == ATTN_DTYPE_KV_INT4 ? 192 : 96, types[t]);
+        if (types[t] == ATTN_DTYPE_Q8_0 || types[t] == ATTN_DTYPE_Q4_0) /* 33 blocks: a chunk of one */
+            test_qk_q8_d(kt, 1056, types[t]);
     }
 }
 

@@ -789,6 +789,38 @@ INLINE vf q4_raw(const void *row, int64_t col) {
     int64_t o = col % ATTN_Q4_BLOCK;
     return vf_sub(nib_ld(blk + 2 + o % 16, o >= 16), vf_set1(8.0f));
 }
+#if VL == 16
+/* a q4_0 block's 32 values code - 8 from col (a multiple of 32) as two
+ * vectors, low nibbles then high, from one 16-byte load (q4_raw's values:
+ * two of its loads and joins) */
+INLINE void q4_raw2(const void *row, int64_t col, vf *x) {
+#if defined(ATTN_VEC_SIMDE) /* no 512-bit widening or conversion in SIMDe 0.7.4: q4_raw's steps */
+    x[0] = q4_raw(row, col), x[1] = q4_raw(row, col + 16);
+#else
+    const uint8_t *blk = (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES + 2;
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)blk)), e = _mm512_set1_epi32(8);
+    x[0] = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, _mm512_set1_epi32(15)), e));
+    x[1] = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 4), e));
+#endif
+}
+#endif
+/* NW vectors of a q8_0 / q4_0 row's values from column cc (a multiple of
+ * VL) as they are stored (q8_raw, q4_raw: the block's scale not applied),
+ * d[w] the scale of vector w's block; a 16-lane q4_0 block from one load */
+INLINE void qblk_raw(const void *row, int64_t cc, int NW, int t, vf *x, float *d) {
+    for (int w = 0; w < NW; w++) {
+        int64_t col = cc + w * VL;
+        d[w] = w > 0 && col % 32 ? d[w - 1] : t == KV_Q8 ? q8_scale_f(row, col) : q4_scale_f(row, col);
+#if VL == 16
+        if (t == KV_Q4 && col % 32 == 0 && w + 1 < NW) {
+            q4_raw2(row, col, x + w);
+            d[w + 1] = d[w], w++;
+            continue;
+        }
+#endif
+        x[w] = t == KV_Q8 ? q8_raw(row, col) : q4_raw(row, col);
+    }
+}
 INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
     if (t == KV_U4) return nib_ld(int4_at(row, col, half), col >= half);
     if (t == KV_Q4) return vf_mul(q4_raw(row, col), vf_set1(q4_scale_f(row, col)));
@@ -820,23 +852,14 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
         if (pp)
             for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
         vf x[8];
-        if ((t == KV_Q8 || t == KV_Q4) && NR == 1) { /* the block's scale folded into P: one product a block */
-            vf pd = vf_zero();
-            for (int w = 0; w < NW; w++) {
-                int64_t col = cc + w * VL;
-                if (w == 0 || col % 32 == 0)
-                    pd = vf_set1(pr[0][j] * (t == KV_Q8 ? q8_scale_f(vp, col) : q4_scale_f(vp, col)));
-                c[0][w] = vf_fma(pd, t == KV_Q8 ? q8_raw(vp, col) : q4_raw(vp, col), c[0][w]);
-            }
-            continue;
-        }
         if (t == KV_Q8 || t == KV_Q4) { /* one scale per 32-value block, read once */
-            vf d = vf_zero();
-            for (int w = 0; w < NW; w++) {
-                int64_t col = cc + w * VL;
-                if (w == 0 || col % 32 == 0) d = vf_set1(t == KV_Q8 ? q8_scale_f(vp, col) : q4_scale_f(vp, col));
-                x[w] = vf_mul(t == KV_Q8 ? q8_raw(vp, col) : q4_raw(vp, col), d);
+            float d[8];
+            qblk_raw(vp, cc, NW, t, x, d);
+            if (NR == 1) { /* the block's scale folded into P: one product a block */
+                for (int w = 0; w < NW; w++) c[0][w] = vf_fma(vf_set1(pr[0][j] * d[w]), x[w], c[0][w]);
+                continue;
             }
+            for (int w = 0; w < NW; w++) x[w] = vf_mul(x[w], vf_set1(d[w]));
         } else if (t == KV_E4M3 || t == KV_E5M2) { /* 16 codes a conversion (NW even at 8 lanes) */
             for (int w = 0; w < NW; w += 16 / VL) fp8_ld16((const uint8_t *)vp + cc + w * VL, t, P256, x + w);
         } else {
@@ -1302,13 +1325,130 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
     }
 }
 
+#if VL == 16 && defined(ATTN_Q8_DPBUSD)
+/* q8_0 / q4_0 keys on the 16-lane VNNI tables: two blocks (64 values) a
+ * VPDPBUSD zmm, so that each (row, key) pays one subtraction, conversion,
+ * product and FMA per two blocks (q8_rows: per block, and a sign). The
+ * codes go unsigned: q8_0's x + 128 (x ^ 0x80), q4_0's 0..15, and each
+ * query pair's zq2 (128 or 8 times its quad sums) is taken off, the same
+ * exact int32 quad sums. Lanes: q8_0 [block b | b + 1], q4_0 [b's low
+ * nibbles | b + 1's | b's high | b + 1's] (two loads a key), the query
+ * pairs y2 and the scales laid out alike (pair_scale). */
+INLINE __m512 pair_scale(float d0, float d1, int t) {
+    if (t == KV_Q8) return vf_join(_mm256_set1_ps(d0), _mm256_set1_ps(d1));
+    __m256 h = _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(d0));
+    return vf_join(h, h);
+}
+/* key pair (b, b + 1) of row k; b + 1 == nb (an odd count): zeros, scale 0 */
+INLINE __m512i key_pair(const unsigned char *k, int64_t b, int64_t nb, int t, __m512 *dk) {
+    int two = b + 1 < nb;
+    if (t == KV_Q4) {
+        const unsigned char *blk = k + (size_t)b * ATTN_Q4_BYTES;
+        __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2)), v1 = _mm_setzero_si128();
+        if (two) v1 = _mm_loadu_si128((const __m128i *)(const void *)(blk + ATTN_Q4_BYTES + 2));
+        *dk = pair_scale(q8_d(blk), two ? q8_d(blk + ATTN_Q4_BYTES) : 0.0f, t);
+        __m256i w = _mm256_set_m128i(v1, v0);
+        return _mm512_and_si512(join256(w, _mm256_srli_epi16(w, 4)), _mm512_set1_epi8(15));
+    }
+    const unsigned char *blk = k + (size_t)b * ATTN_Q8_BYTES;
+    __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)), x1 = _mm256_set1_epi8(-128);
+    if (two) x1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + ATTN_Q8_BYTES + 2));
+    *dk = pair_scale(q8_d(blk), two ? q8_d(blk + ATTN_Q8_BYTES) : 0.0f, t);
+    return _mm512_xor_si512(join256(x0, x1), _mm512_set1_epi8(-128));
+}
+/* query row q's block pair (b, b + 1) in key_pair's lanes, zeros past nb */
+INLINE __m512i query_pair(const unsigned char *q, int64_t b, int64_t nb, int t) {
+    const unsigned char *y = q + (size_t)b * ATTN_Q8_BYTES + 2;
+    __m256i y0 = _mm256_loadu_si256((const __m256i *)(const void *)y), y1 = _mm256_setzero_si256();
+    if (b + 1 < nb) y1 = _mm256_loadu_si256((const __m256i *)(const void *)(y + ATTN_Q8_BYTES));
+    if (t == KV_Q8) return join256(y0, y1);
+    return join256(_mm256_permute2x128_si256(y0, y1, 0x20), _mm256_permute2x128_si256(y0, y1, 0x31));
+}
+INLINE vf vf_cvt_i32(__m512i v) {
+#if defined(ATTN_VEC_SIMDE)
+    return vf_join(_mm256_cvtepi32_ps(_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1)));
+#else
+    return _mm512_cvtepi32_ps(v);
+#endif
+}
+#define QP (QB / 2) /* block pairs per chunk */
+INLINE void q8_rows512(const __m512i *y2, const __m512 *dq2, const __m512i *zq2, int64_t b0, int64_t b1, int64_t nb,
+                       const void *K, size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr,
+                       int64_t pb, int first, int NR, int NK, int t) {
+    for (int64_t j = 0; j < n; j += NK) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
+        __m512 a[8];
+        for (int i = 0; i < 8; i++) a[i] = _mm512_setzero_ps();
+        for (int64_t b = b0; b < b1; b += 2) {
+            __m512i x[4];
+            __m512 dk[4];
+            for (int e = 0; e < NK; e++) x[e] = key_pair(k[e], b, nb, t, &dk[e]);
+            for (int u = 0; u < NR; u++) {
+                int64_t i2 = u * QP + (b - b0) / 2;
+                for (int e = 0; e < NK; e++) {
+                    __m512i d = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x[e], y2[i2]), zq2[i2]);
+                    a[u * NK + e] = vf_fma(vf_cvt_i32(d), vf_mul(dq2[i2], dk[e]), a[u * NK + e]);
+                }
+            }
+        }
+        float s8[8];
+        _mm256_storeu_ps(s8, vh_sum8(vf_fold(a[0]), vf_fold(a[1]), vf_fold(a[2]), vf_fold(a[3]), vf_fold(a[4]),
+                                     vf_fold(a[5]), vf_fold(a[6]), vf_fold(a[7])));
+        for (int u = 0; u < NR; u++)
+            for (int e = 0; e < NK && j + e < n; e++) {
+                float *o = S + u * lds + j + e;
+                *o = first ? s8[u * NK + e] : *o + s8[u * NK + e];
+            }
+    }
+}
+INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                          int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+    size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
+    size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
+    int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
+    __m512i y2[4 * QP], zq2[4 * QP];
+    __m512 dq2[4 * QP];
+    const __m512i off = _mm512_set1_epi8(t == KV_Q4 ? 8 : -128);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int nr = R - r0 < 4 ? (int)(R - r0) : 4;
+        for (int64_t b0 = 0; b0 < nb; b0 += QB) {
+            int64_t b1 = nb - b0 < QB ? nb : b0 + QB;
+            for (int u = 0; u < nr; u++) {
+                const unsigned char *q = (const unsigned char *)Q + (size_t)(r0 + u) * qr;
+                for (int64_t b = b0; b < b1; b += 2) {
+                    int64_t i2 = u * QP + (b - b0) / 2;
+                    y2[i2] = query_pair(q, b, nb, t);
+                    zq2[i2] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, y2[i2]);
+                    dq2[i2] = pair_scale(q8_d(q + b * ATTN_Q8_BYTES),
+                                         b + 1 < nb ? q8_d(q + (b + 1) * ATTN_Q8_BYTES) : 0.0f, t);
+                }
+            }
+            const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
+            float *Sr = S + r0 * lds;
+            if (nr == 4)
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
+            else if (nr == 3)
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, 2, t);
+            else if (nr == 2)
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, 4, t);
+            else
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 4, t);
+        }
+    }
+}
+#define QK_QBLK qk_q8_body512
+#else
+#define QK_QBLK qk_q8_body
+#endif
+
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
     switch (kt) {
     case ATTN_DTYPE_KV_INT8: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8); break;
     case ATTN_DTYPE_KV_INT4: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4); break;
-    case ATTN_DTYPE_Q4_0: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4); break;
-    default: qk_q8_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8); break;
+    case ATTN_DTYPE_Q4_0: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4); break;
+    default: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8); break;
     }
 }
 
