@@ -2,8 +2,8 @@
  * structure that makes them fast, counted, and their answers.
  * ctest runs this under ATTN_PRODUCTS=onednn (float32 matmuls on the
  * rounded operands where oneDNN has no bf16: the same calls and reorders
- * as on an AMX host) and plain (auto: where the host has AMX, the products
- * must run on it).
+ * as on an AMX host) and plain (auto: where the host has AMX or
+ * full-width AVX512-BF16, the products must run on it).
  *   - K and V are reordered once per kv head and key block (a GQA group and
  *     every query block share them), never per query block; each tile is
  *     two products (S = Q K^T, O += P V); hidden blocks cost nothing
@@ -11,8 +11,9 @@
  *   - the answer is the mode's reference's (float64 over the same rounded
  *     operands) within the rounding of P, and equal bit for bit for 1 and 2
  *     threads
- *   - on an AMX host with ATTN_PRODUCTS=auto every product runs on AMX
- *     (oneDNN's implementation names), and never elsewhere. */
+ *   - under ATTN_PRODUCTS=auto on an AMX or full-width AVX512-BF16 host
+ *     every product runs on that engine (oneDNN's implementation names),
+ *     and never elsewhere. */
 #include "testutil.h"
 #include "core/flash_int.h"
 #include "kernels/mm.h"
@@ -318,14 +319,18 @@ static void pack_case(void) {
     free(kv), free(tmp), free(rows), free(got), free(want), free(g2), free(w2);
 }
 
-/* auto on an AMX host: the representative shapes' products run on AMX */
+/* auto where oneDNN multiplies bf16 on the matrix engine: the
+ * representative shapes' products run on it (AMX on an AMX host, the
+ * AVX512-BF16 kernels on a full-width AVX512-BF16 host) */
 static void amx_check(void) {
     attn_mm *m = attn_mm_thread();
     const char *e = getenv("ATTN_PRODUCTS");
     if (!m || attn_mm_type(ATTN_DTYPE_BF16) != ATTN_DTYPE_BF16 || (e && *e && strcmp(e, "auto"))) {
-        printf("products: not bf16 on AMX here (auto needs an AMX host); AMX check not run\n");
+        printf("products: auto takes no bf16 products here (AMX or full-width AVX512-BF16); engine check not run\n");
         return;
     }
+    const char *d = attn_mm_describe(), *want = d && strstr(d, "(AMX") ? "amx" : "avx512_core_bf16";
+    printf("products: auto's products on %s\n", want);
     for (int64_t D = 64; D <= 128; D += 64) {
         attn_mm_shape qk = {ATTN_DTYPE_BF16, MM_BR, MM_BC, D, D, 1, 0, 0, 0};
         attn_mm_shape pv = {ATTN_DTYPE_BF16, MM_BR, D, MM_BC, MM_BC, 1, 0, 0, 1};
@@ -333,12 +338,12 @@ static void amx_check(void) {
         CHECK_OK(attn_mm_prepare(m, &qk, &n));
         CHECK_OK(attn_mm_prepare(m, &pv, &n));
         const char *a = attn_mm_impl(m, &qk), *b = attn_mm_impl(m, &pv);
-        CHECK(a && strstr(a, "amx") && b && strstr(b, "amx"), "D=%lld: Q K^T on %s, P V on %s (want AMX)", (long long)D,
-              a ? a : "none", b ? b : "none");
+        CHECK(a && strstr(a, want) && b && strstr(b, want), "D=%lld: Q K^T on %s, P V on %s (want %s)", (long long)D,
+              a ? a : "none", b ? b : "none", want);
     }
     attn_mm_counts c;
     attn_mm_counts_get(&c);
-    CHECK(c.non_amx == 0, "%lld primitives off AMX", (long long)c.non_amx);
+    CHECK(c.non_amx == 0, "%lld primitives refused (off %s)", (long long)c.non_amx, want);
 }
 
 int main(int argc, char **argv) {

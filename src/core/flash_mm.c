@@ -214,6 +214,6 @@ void attn_flash_mm_impls(char *buf, size_t n) {
                                : i == 2 ? "; "
                                         : ", ",
                                what[i], impl ? impl : "none",
-                               st == ATTN_E_UNSUPPORTED && impl ? " (refused: not AMX)" : "");
+                               st == ATTN_E_UNSUPPORTED && impl ? " (refused: not AMX or AVX512-BF16)" : "");
     }
 }

@@ -77,6 +77,8 @@ static int avx512_half_width(void) {
     return family == 0x19;
 }
 
+int attn_cpu_avx512_half_width(void) { return avx512_half_width(); }
+
 /* avx512-256: the AVX-512 table with the AVX2 source's decode row kernels
  * (faster on 256-bit units); avx512-256-vnni the same over avx512-vnni */
 static attn_kernel_table avx512_256, avx512_256_vnni;
@@ -116,6 +118,10 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
     *ok = 0;
     return NULL;
 }
+
+#ifndef ATTN_HAVE_AVX2_BUILD
+int attn_cpu_avx512_half_width(void) { return 0; }
+#endif
 
 static const attn_kernel_table *best(void) {
 #ifdef ATTN_HAVE_AVX2_BUILD

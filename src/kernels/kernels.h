@@ -278,6 +278,10 @@ extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated o
  * same exact sums), chosen where CPUID reports AVX-VNNI / AVX512-VNNI. */
 const attn_kernel_table *attn_kernels(void);
 
+/* 1 on CPUs whose AVX-512 runs on 256-bit units (AMD Zen 4: the
+ * avx512-256 tables; oneDNN's bf16 matmul there is not taken by auto) */
+int attn_cpu_avx512_half_width(void);
+
 /* The table of that name (attn_kernels' names) if
  * this build has it and this CPU and OS run it, else NULL (tests and
  * benchmarks compare tables side by side through this). */

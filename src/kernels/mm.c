@@ -5,6 +5,7 @@
  * and far slower when oneDNN starts its own threads for each small block:
  * so every thread keeps its own primitives and runs them on itself. */
 #include "mm.h"
+#include "kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@
 /* ATTN_PRODUCTS (read once) and what oneDNN offers here */
 enum { MM_AUTO, MM_ONEDNN, MM_KERNELS };
 static struct {
-    int mode, ok, amx, has_bf16, has_f16; /* ok: ATTN_PRODUCTS valid and an engine exists */
+    int mode, ok, amx, bf16isa, has_bf16, has_f16; /* ok: ATTN_PRODUCTS valid and an engine exists */
     attn_status status;
     char describe[160];
 } g;
@@ -66,12 +67,18 @@ static int probe(dnnl_engine_t eng, attn_dtype t) {
     return pd != NULL;
 }
 
-/* AMX-BF16 and AMX-TILE (CPUID 7.0 EDX bits 22, 24): where auto looks at
- * oneDNN at all (starting it costs every process on other hosts) */
-static int cpu_amx(void) {
+/* Where auto looks at oneDNN at all (starting it costs every process on
+ * other hosts): AMX-BF16 and AMX-TILE (CPUID 7.0 EDX bits 22, 24), or
+ * AVX512-BF16 (7.1 EAX bit 5) on full-width units. Measured on Zen 5
+ * (bench/results/zen5/products-ab.jsonl): oneDNN's bf16 products 1.2-1.7x
+ * the kernels' float32 ones in prefill, backward and MLA; on Zen 4's
+ * 256-bit units they had run below sgemm. */
+static int cpu_matrix(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (d >> 24 & 1u);
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (d >> 24 & 1u)) return 1;
+    return __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u) &&
+           !attn_cpu_avx512_half_width();
 #else
     return 0;
 #endif
@@ -97,14 +104,16 @@ static void probe_all(void) {
     if (g.mode != MM_KERNELS && dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success) {
         g.ok = 1;
         g.amx = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+        g.bf16isa = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16;
         g.has_bf16 = probe(eng, ATTN_DTYPE_BF16), g.has_f16 = probe(eng, ATTN_DTYPE_F16);
         dnnl_engine_destroy(eng);
     } else if (g.mode == MM_ONEDNN) {
         g.status = ATTN_E_UNSUPPORTED; /* asked for, cannot run */
     }
     const dnnl_version_t *v = dnnl_version();
+    const char *engine = g.amx ? "AMX" : g.bf16isa ? "AVX512-BF16, no AMX" : "no AMX";
     snprintf(g.describe, sizeof g.describe, "oneDNN %d.%d.%d matmul (%s%s%s) for the prefill's bf16/f16 products",
-             v->major, v->minor, v->patch, g.amx ? "AMX" : "no AMX", g.has_bf16 ? ", bf16" : ", no bf16",
+             v->major, v->minor, v->patch, engine, g.has_bf16 ? ", bf16" : ", no bf16",
              g.has_f16 ? ", f16" : ", no f16");
 }
 
@@ -127,12 +136,13 @@ attn_status attn_mm_status(void) {
 
 attn_dtype attn_mm_type(attn_dtype t) {
     init_once();
-    if (g.mode == MM_KERNELS || (g.mode == MM_AUTO && !cpu_amx())) return ATTN_DTYPE_Q8_0;
+    if (g.mode == MM_KERNELS || (g.mode == MM_AUTO && !cpu_matrix())) return ATTN_DTYPE_Q8_0;
     probe_once();
     if (!g.ok || (t != ATTN_DTYPE_BF16 && t != ATTN_DTYPE_F16)) return ATTN_DTYPE_Q8_0;
     int has = t == ATTN_DTYPE_BF16 ? g.has_bf16 : g.has_f16;
     if (g.mode == MM_ONEDNN) return has ? t : ATTN_DTYPE_F32;
-    return has && g.amx ? t : ATTN_DTYPE_Q8_0; /* auto: AMX only (AVX512-BF16 alone measured below sgemm) */
+    /* auto: on AMX, or bf16 on full-width AVX512-BF16 (cpu_matrix) */
+    return has && (g.amx || (g.bf16isa && t == ATTN_DTYPE_BF16)) ? t : ATTN_DTYPE_Q8_0;
 }
 
 int attn_mm_has(attn_dtype t) {
@@ -278,8 +288,8 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
     if (!bad) {
         snprintf(x->impl, sizeof x->impl, "%s", impl);
         x->packed = key[10] ? dnnl_memory_desc_get_size(db) : 0;
-        /* auto: on an AMX host the 16-bit products run on AMX or not through oneDNN */
-        x->refused = g.mode == MM_AUTO && g.amx && t != ATTN_DTYPE_F32 && !strstr(impl, "amx");
+        /* auto: the 16-bit products run on AMX (an AVX512-BF16 host: its bf16 kernels) or not through oneDNN */
+        x->refused = g.mode == MM_AUTO && t != ATTN_DTYPE_F32 && !strstr(impl, g.amx ? "amx" : "avx512_core_bf16");
     }
     dnnl_primitive_desc_destroy(pd);
     if (bad) {

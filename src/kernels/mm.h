@@ -1,12 +1,15 @@
 /* Block products through oneDNN's matmul: the math modes' Q K^T and P V
  * of the fused forward and the five products of the fused backward, where
- * oneDNN multiplies the operands' 16-bit type fast (AMX). All oneDNN calls live in mm.c. A build without
+ * oneDNN multiplies the operands' 16-bit type fast (AMX, or AVX512-BF16 on
+ * full-width units). All oneDNN calls live in mm.c. A build without
  * oneDNN (aarch64, or libdnnl-dev missing) has the same functions: nothing
  * is enabled and attn_mm_new returns NULL.
  *
  * Which types go through oneDNN (read once from ATTN_PRODUCTS):
  *   auto (or unset)  operands of type t (BF16, F16) where oneDNN has a
- *                    t x t -> f32 matmul and its effective ISA has AMX
+ *                    t x t -> f32 matmul and its effective ISA has AMX;
+ *                    BF16 where it is AVX512-BF16 on a CPU with full-width
+ *                    AVX-512 (not Zen 4: attn_cpu_avx512_half_width)
  *   onednn           wherever oneDNN is built in: t's own matmul where it
  *                    has one, else float32 matmuls on the rounded values
  *                    (the same exact products and float32 sums; no faster:
@@ -78,8 +81,9 @@ typedef struct attn_mm_shape {
 
 /* Is this product available, and how many bytes a packed B takes (*packed;
  * 0 for a strided B)? ATTN_OK; ATTN_E_UNSUPPORTED when oneDNN has no such
- * primitive, or when ATTN_PRODUCTS is auto on an AMX host and the primitive
- * oneDNN picks does not run on AMX (the caller then keeps the kernels:
+ * primitive, or when ATTN_PRODUCTS is auto and the primitive oneDNN picks
+ * does not run on the engine auto chose it for (AMX, AVX512-BF16: the
+ * caller then keeps the kernels:
  * never a slow oneDNN path by default); ATTN_E_NOMEM. Made once per thread
  * and shape (cached). */
 attn_status attn_mm_prepare(attn_mm *m, const attn_mm_shape *s, size_t *packed);
@@ -98,8 +102,9 @@ const char *attn_mm_impl(attn_mm *m, const attn_mm_shape *s);
 
 /* Process-wide counts since start, every thread: products run, B operands
  * packed (reorders), primitives made, and primitives made whose
- * implementation is not AMX on an AMX host with 16-bit operands (refused
- * by attn_mm_prepare under auto). The tests count reorders and products per
+ * implementation is not the matrix engine's with 16-bit operands (not AMX
+ * on an AMX host, not AVX512-BF16 on one without AMX: refused by
+ * attn_mm_prepare under auto). The tests count reorders and products per
  * block with them; attn bench reports them. */
 typedef struct attn_mm_counts {
     int64_t runs, packs, made, non_amx;
