@@ -163,7 +163,8 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  *
  * dec_par_split: the block's pairs split into contiguous scales and zeros
  * (the loops below then run in vectors), read once, pld 1 (the cache's own
- * rows, pairs adjacent) in a loop of its own; off times the scale added to
+ * rows, pairs adjacent) in a loop of its own, pld 0 (one pair for all)
+ * checked once and copied; off times the scale added to
  * each zero (K: the codes' offset in the dot, a product and a sum, each
  * rounded). Returns whether the folded products may stand (the fold rule:
  * every 255 |scale| + |zero| <= lim, before off; NaN fails). */
@@ -179,7 +180,8 @@ static inline int dec_par_split_at(const float *restrict par, int64_t pld, int64
 }
 static int dec_par_split(const float *par, int64_t pld, int64_t nb, float lim, float off, float *restrict sc,
                          float *restrict z) {
-    int ok = pld == 1 ? dec_par_split_at(par, 1, nb, lim, sc, z) : dec_par_split_at(par, pld, nb, lim, sc, z);
+    int ok = pld == 1 ? dec_par_split_at(par, 1, nb, lim, sc, z) : dec_par_split_at(par, pld, pld ? nb : 1, lim, sc, z);
+    for (int64_t j = 1; !pld && j < nb; j++) sc[j] = sc[0], z[j] = z[0];
     if (off != 0.0f)
         for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j];
     return ok;
@@ -256,6 +258,23 @@ static void dec_prefetch_par(const attn_kv_src *kv, int64_t b, int64_t hk, int64
     }
 }
 
+/* nb keys from j0, clipped at multiples of blk, and of a shard's
+ * map_block (*d then becomes the shard's frame in *frame: the block's keys
+ * as a block of the global problem) and of the block mask's kv_block (a
+ * key block it leaves empty is never read) */
+static inline int64_t dec_clip(int64_t nb, int64_t j0, int64_t blk) {
+    return nb < blk - j0 % blk ? nb : blk - j0 % blk;
+}
+static int64_t dec_block_keys(const attn_kv_src *kv, int64_t j0, int64_t nb, int64_t blk, const attn_sdpa_desc **d,
+                              attn_sdpa_desc *frame) {
+    nb = dec_clip(nb, j0, blk);
+    if (kv->map_len) {
+        nb = dec_clip(nb, j0, kv->map_block);
+        *d = dec_frame(*d, attn_kv_src_global(kv, j0) - j0, frame);
+    }
+    return (*d)->block_mask ? dec_clip(nb, j0, (*d)->block_mask->kv_block) : nb;
+}
+
 /* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
  * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
  * modifiers and masks, the online softmax and O += P V into the item's
@@ -276,19 +295,10 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     const void *V = attn_kv_rows(kv, 1, b, hk, j0, &runv, &ldv);
     /* blocks end at multiples of DEC_NB (and page ends): a paged cache whose
      * page size is a multiple of DEC_NB computes exactly what a contiguous one does */
-    int64_t nb = it->j1 - j0;
-    nb = nb < DEC_NB - j0 % DEC_NB ? nb : DEC_NB - j0 % DEC_NB;
+    attn_sdpa_desc frame;
+    int64_t nb = dec_block_keys(kv, j0, it->j1 - j0, DEC_NB, &d, &frame);
     nb = nb < runk ? nb : runk;
     nb = nb < runv ? nb : runv;
-    attn_sdpa_desc frame; /* a shard: this block's keys as a block of the global problem */
-    if (kv->map_len) {
-        nb = nb < kv->map_block - j0 % kv->map_block ? nb : kv->map_block - j0 % kv->map_block;
-        d = dec_frame(d, attn_kv_src_global(kv, j0) - j0, &frame);
-    }
-    if (d->block_mask) { /* and at the block mask's key-block ends: a block it leaves empty is never read */
-        int64_t kb = d->block_mask->kv_block;
-        nb = nb < kb - j0 % kb ? nb : kb - j0 % kb;
-    }
     if (dec_flex_empty(d, b, hk, j0, nb)) return nb;
     /* contiguous: each kernel prefetches its own stream DEC_PF rows ahead (into the
      * next item's keys too: the same thread often runs it next; prefetches never
@@ -460,16 +470,8 @@ static int64_t dec_block_gemm(const dec_call *c, const dec_item *it, const float
     int64_t b = it->b, hk = it->hk, R = c->R, LR = c->LR, DvP = c->DvP, D = d->D, Sq = d->Sq, GB = DEC_GB;
     int64_t G = d->H / attn_sem_hkv(d), nb = it->j1 - j0;
     int mm = c->mt != ATTN_DTYPE_Q8_0;
-    nb = nb < GB - j0 % GB ? nb : GB - j0 % GB;
     attn_sdpa_desc frame;
-    if (kv->map_len) { /* a shard: this block's keys as a block of the global problem */
-        nb = nb < kv->map_block - j0 % kv->map_block ? nb : kv->map_block - j0 % kv->map_block;
-        d = dec_frame(d, attn_kv_src_global(kv, j0) - j0, &frame);
-    }
-    if (d->block_mask) { /* and at the block mask's key-block ends: a block it leaves empty is never read */
-        int64_t kb = d->block_mask->kv_block;
-        nb = nb < kb - j0 % kb ? nb : kb - j0 % kb;
-    }
+    nb = dec_block_keys(kv, j0, nb, GB, &d, &frame);
     if (dec_flex_empty(d, b, hk, j0, nb)) return nb;
     int64_t np = mm ? GB : attn_round_up(nb, 16); /* the products' columns: oneDNN's fixed shape, the kernels' panels */
     float *m = pm, *l = pm + LR, *O = pm + 2 * LR, *S = gb->S;
