@@ -1081,19 +1081,24 @@ INLINE __m256i vi_sum8(const __m256i *a) {
 /* The int32 sums acc[i] of (row u0 + i / NK, key j + i % NK), i < NR NK
  * <= 8, as scores: minus 128 sum(q) for int8's unsigned codes (uc: the
  * dot took them as they are, VPDPBUSD or VPMADDWD on widened codes), times
- * the row's scale dq, into S (keys before n) */
-INLINE void tok_store8(const __m256i *acc, int NR, int NK, int u0, const float *dq, const int32_t *qsum, int uc,
-                       float *S, int64_t lds, int64_t j, int64_t n) {
-    __m256i a[8];
+ * the row's scale dq, into S (keys before n). tok_consts8: those lanes'
+ * zv = 128 sum(q) (or 0) and dv = dq, the same for every key (made once a
+ * call); tok_store8 the store. */
+INLINE void tok_consts8(int NR, int NK, int u0, const float *dq, const int32_t *qsum, int uc, __m256i *zv, __m256 *dv) {
     int32_t z8[8];
-    float d8[8], s8[8];
+    float d8[8];
     for (int i = 0; i < 8; i++) {
         int u = u0 + (i / NK < NR ? i / NK : 0);
-        a[i] = i < NR * NK ? acc[i] : _mm256_setzero_si256();
         z8[i] = uc ? 128 * qsum[u] : 0, d8[i] = dq[u];
     }
-    __m256i v = _mm256_sub_epi32(vi_sum8(a), _mm256_loadu_si256((const __m256i *)(void *)z8));
-    _mm256_storeu_ps(s8, _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(d8)));
+    *zv = _mm256_loadu_si256((const __m256i *)(void *)z8), *dv = _mm256_loadu_ps(d8);
+}
+INLINE void tok_store8(const __m256i *acc, int NR, int NK, int u0, __m256i zv, __m256 dv, float *S, int64_t lds,
+                       int64_t j, int64_t n) {
+    __m256i a[8];
+    float s8[8];
+    for (int i = 0; i < 8; i++) a[i] = i < NR * NK ? acc[i] : _mm256_setzero_si256();
+    _mm256_storeu_ps(s8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(vi_sum8(a), zv)), dv));
     for (int u = 0; u < NR; u++) {
         float *o = S + (u0 + u) * lds + j;
         if (j + NK <= n)
@@ -1116,6 +1121,9 @@ INLINE void q8_rows_u8w(const unsigned char *const *q, const float *dq, const in
                         int NK) {
     const unsigned char *qb = q[0] + 2; /* the rows qr apart (qk_tok_body) */
     size_t qr = attn_q8_row_bytes(D);
+    __m256i zv;
+    __m256 dv;
+    tok_consts8(NR, NK, 0, dq, qsum, 1, &zv, &dv);
     for (int64_t j = 0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
@@ -1134,7 +1142,7 @@ INLINE void q8_rows_u8w(const unsigned char *const *q, const float *dq, const in
                 }
                 for (int i = 0; i < NR * NK; i++) KEEP_REG(acc[i]);
             }
-        tok_store8(acc, NR, NK, 0, dq, qsum, 1, S, lds, j, n);
+        tok_store8(acc, NR, NK, 0, zv, dv, S, lds, j, n);
     }
 }
 #endif
@@ -1163,6 +1171,9 @@ INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const in
 #else
     const int64_t nb16 = nb;
 #endif
+    __m256i zv;
+    __m256 dv;
+    tok_consts8(NR, NK, 0, dq, qsum, t == KV_U8, &zv, &dv);
     for (int64_t j = 0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
@@ -1197,7 +1208,7 @@ INLINE void q8_rows_tok(const unsigned char *const *q, const float *dq, const in
                 acc[i] = _mm256_add_epi32(acc[i], a16[i]);
 #endif
         }
-        tok_store8(acc, NR, NK, 0, dq, qsum, t == KV_U8, S, lds, j, n);
+        tok_store8(acc, NR, NK, 0, zv, dv, S, lds, j, n);
     }
 }
 
@@ -1234,6 +1245,14 @@ INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const
                            const void *K, size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr,
                            int64_t pb, int NR, int NK, int t) {
     int64_t nb = D / ATTN_Q8_BLOCK;
+    __m512i y[4 * QB / 2]; /* the rows' block pairs, read once a call (D <= 1024; longer rows: per step) */
+    int ypre = nb <= QB;
+    for (int u = 0; ypre && u < NR; u++)
+        for (int64_t b = 0; b < nb; b += 2) y[u * (QB / 2) + b / 2] = tok_q64(q[u], b, nb);
+    __m256i zv[2];
+    __m256 dv[2];
+    for (int u0 = 0; u0 < NR; u0 += 2)
+        tok_consts8(NR - u0 < 2 ? NR - u0 : 2, NK, u0, dq, qsum, t == KV_U8, &zv[u0 / 2], &dv[u0 / 2]);
     for (int64_t j = 0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
@@ -1243,15 +1262,15 @@ INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const
             __m512i x[4];
             for (int e = 0; e < NK; e++) x[e] = tok_codes64(k[e], b * 32, D, t);
             for (int u = 0; u < NR; u++) {
-                __m512i y = tok_q64(q[u], b, nb);
-                for (int e = 0; e < NK; e++) acc[u * NK + e] = _mm512_dpbusd_epi32(acc[u * NK + e], x[e], y);
+                __m512i yu = ypre ? y[u * (QB / 2) + b / 2] : tok_q64(q[u], b, nb);
+                for (int e = 0; e < NK; e++) acc[u * NK + e] = _mm512_dpbusd_epi32(acc[u * NK + e], x[e], yu);
             }
         }
         __m256i a[16]; /* each folded to 8 lanes; two rows of NK = 4 a store */
         for (int i = 0; i < NR * NK; i++)
             a[i] = _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
         for (int u0 = 0; u0 < NR; u0 += 2)
-            tok_store8(a + u0 * NK, NR - u0 < 2 ? NR - u0 : 2, NK, u0, dq, qsum, t == KV_U8, S, lds, j, n);
+            tok_store8(a + u0 * NK, NR - u0 < 2 ? NR - u0 : 2, NK, u0, zv[u0 / 2], dv[u0 / 2], S, lds, j, n);
     }
 }
 #define TOK_ROWS q8_rows_tok512 /* 4 keys a step for every row count: 32 registers */
