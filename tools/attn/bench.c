@@ -291,7 +291,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     for (int64_t b = 0; len && b < B; b++) tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
     size_t bytes = (size_t)(2 * Hkv * tokens) * kv_row_bytes(dt, D);
-    rd_ctx rd = {cli_frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
+    rd_ctx rd = {attn_readbw_buf(bytes / sizeof(float)), bytes / sizeof(float), 0.0f};
     if (!kk || !vv || !q || !o || !n || !len || !rd.p || (tree && !tm)) {
         cli_error("bench: out of memory");
         return 1;
@@ -395,7 +395,7 @@ static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int
     float *rows = cli_frand_buf((size_t)(chunk * D), 5), *q = cli_frand_buf((size_t)(B * H * D), 4);
     int64_t *slots = malloc((size_t)chunk * sizeof *slots);
     size_t bytes = (size_t)(B * T) * kv_row_bytes(dt, D);
-    rd_ctx rd = {cli_frand_buf(bytes / sizeof(float), 8), bytes / sizeof(float), 0.0f};
+    rd_ctx rd = {attn_readbw_buf(bytes / sizeof(float)), bytes / sizeof(float), 0.0f};
     c.o = (attn_view){cli_frand_buf((size_t)(B * H * Dv), 7), H * Dv, Dv, Dv};
     if (!c.kv.k_pages || !ip || !ind || !last || !rows || !q || !slots || !rd.p || !c.o.data ||
         (attn_storage_of(dt)->params == ATTN_ST_ROWPAR && !c.kv.k_params)) {

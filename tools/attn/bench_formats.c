@@ -78,7 +78,7 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
                    (attn_storage_bytes(t, D) + (attn_storage_of(t)->params == ATTN_ST_ROWPAR ? 8 : 0));
         maxb = bytes[f] > maxb ? bytes[f] : maxb;
     }
-    float *rd = bad ? NULL : malloc(maxb), sink = 0.0f;
+    float *rd = bad ? NULL : attn_readbw_buf(maxb / 4), sink = 0.0f;
     if (bad || !rd) {
         cli_error("bench --formats: caches of B=%lld Hkv=%lld T=%lld D=%lld: out of memory or refused", (long long)B,
                   (long long)Hkv, (long long)T, (long long)D);
@@ -86,7 +86,6 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
         free(kk), free(vv), free(q), free(o), free(n), free(rd);
         return 1;
     }
-    for (size_t i = 0; i < maxb / 4; i++) rd[i] = (float)(i & 255);
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, 1, T, D, D);
     d.Hkv = Hkv, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT, d.math = math, d.Sk = 0;

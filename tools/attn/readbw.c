@@ -12,6 +12,10 @@
 #include "readbw.h"
 
 #include <omp.h>
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -77,6 +81,18 @@ const char *attn_readbw_kernel(void) {
     const char *name;
     pick(&name);
     return name;
+}
+
+float *attn_readbw_buf(size_t n) {
+    void *p = NULL;
+    size_t align = (size_t)2 << 20, bytes = ((n ? n : 1) * sizeof(float) + align - 1) / align * align;
+    if (posix_memalign(&p, align, bytes)) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice only, as the library's attn_big_alloc */
+#endif
+    float *f = p;
+    for (size_t i = 0; i < n; i++) f[i] = (float)(i & 255);
+    return f;
 }
 
 float attn_readbw_sum(const float *p, size_t n) {

@@ -288,13 +288,13 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
     size_t row = sto ? attn_storage_bytes((attn_dtype)dtype, D) + (sto->params == ATTN_ST_ROWPAR ? 8 : 0) : 0;
     size_t bytes = (size_t)(B * Hkv * 2) * (size_t)attn_kv_cache_len(attn_kv_shard_local(sh), 0) * row;
     double es = (double)row / (double)D;
-    float *rb = malloc(bytes + 64), *q = malloc((size_t)(B * H * D) * 4), *o = malloc((size_t)(B * H * D) * 4);
+    float *rb = attn_readbw_buf(bytes / 4 + 16), *q = malloc((size_t)(B * H * D) * 4),
+          *o = malloc((size_t)(B * H * D) * 4);
     if (!cli_ring_sync(!st && rb && q && o)) {
         if (rank == 0) cli_error("bench --shard: %s", cli_status(st ? st : ATTN_E_NOMEM));
         free(rb), free(q), free(o), attn_kv_shard_free(sh), attn_kv_cache_free(whole);
         return 1;
     }
-    for (size_t i = 0; i < bytes / 4 + 16; i++) rb[i] = 1.0f;
     for (int64_t i = 0; i < B * H * D; i++) q[i] = 0.01f * (float)(i % 97);
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, B, H, 1, 0, D, D);
