@@ -477,6 +477,7 @@ static void test_bench_smoke(void) {
         {"--decode --cascade --batch 2 --kv-seq 64 --suffix 10 --heads 4 --kv-heads 2", "\"speedup\""},
         {"--decode --caller-pages --batch 2 --kv-seq 100 --heads 4 --kv-heads 2 --page-size 16 --kv-dtype bf16",
          "\"ratio_to_cache\""},
+        {"--decode --formats --heads 2 --kv-heads 1 --head-dim 64 --kv-seq 64 --math data", "\"kv_dtype\": \"q4_0\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], err[1024];
