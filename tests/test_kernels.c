@@ -422,6 +422,50 @@ static void test_pv_codes(const attn_kernel_table *kt) {
     free(V), free(P), free(O);
 }
 
+/* Every fp8 code (NaN included) through the decode kernels' conversions:
+ * qk_rows_x (key j holds code j in column j % D, zeros elsewhere, the query
+ * all ones: S[r][j] is code j's value, NaN for the NaN codes; the bodies
+ * for 1..5 rows, D 128 and 40: whole vectors and a tail), pv_rows_x (one key
+ * holding every code, P 1: O = 0 + the values; rows 1..5, the e4m3 P-times-256
+ * passes and the plain ones) and kv_rows, against attn_st_load_row */
+static int fp8_same(float got, float want) { return isnan(want) ? isnan(got) : got == want; }
+static void test_fp8_codes(const attn_kernel_table *kt) {
+    static const attn_dtype fmts[2] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    static const int dims[2] = {128, 40};
+    enum { N = 256, RM = 5 };
+    static unsigned char K[N * 128];
+    static float Q[RM * 128], S[RM * N], O[RM * N], P[RM], want[N], F[N];
+    const float par[2] = {1.0f, 0.0f};
+    for (int f = 0; f < 2; f++) {
+        attn_dtype t = fmts[f];
+        unsigned char codes[N];
+        for (int j = 0; j < N; j++) codes[j] = (unsigned char)j;
+        attn_st_load_row(t, codes, N, par, want);
+        int bad = 0;
+        for (int di = 0; di < 2; di++) {
+            int D = dims[di];
+            memset(K, 0, sizeof K);
+            for (int j = 0; j < N; j++) K[j * D + j % D] = (unsigned char)j;
+            for (int i = 0; i < RM * D; i++) Q[i] = 1.0f;
+            for (int R = 1; R <= RM; R++) {
+                kt->qk_rows_x(Q, R, D, K, D, N, S, N, NULL, 0, 0, t);
+                for (int r = 0; r < R; r++)
+                    for (int j = 0; j < N; j++) bad += !fp8_same(S[r * N + j], want[j]);
+            }
+        }
+        for (int R = 1; R <= RM; R++) {
+            for (int i = 0; i < RM * N; i++) O[i] = 0.0f;
+            for (int r = 0; r < R; r++) P[r] = 1.0f;
+            kt->pv_rows_x(P, 1, R, codes, N, 1, N, O, N, NULL, 0, 0, t);
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < N; c++) bad += !fp8_same(O[r * N + c], want[c]);
+        }
+        kt->kv_rows(codes, N, 1, N, t, par, 2, F);
+        for (int c = 0; c < N; c++) bad += !fp8_same(F[c], want[c]);
+        CHECK(!bad, "%s %s: %d of the 256 codes' values wrong", kt->name, attn_storage_of(t)->name, bad);
+    }
+}
+
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says,
  * each column's integer sum exact, O += u sum as one fmaf: bit for bit on
  * every table. Keys 1, 37 (odd: the last pair half empty), 64 and 130
@@ -590,6 +634,7 @@ int main(int argc, char **argv) {
         test_store_rows(kt);
         test_qk_q8(kt);
         test_pv_codes(kt);
+        test_fp8_codes(kt);
         test_pv_i16(kt);
         test_kv_rows(kt);
         test_gemm(kt);

@@ -407,23 +407,27 @@ INLINE __m256i u8x8(const uint8_t *p) {
  * exponent (4 of its 5 bits) and mantissa (3 of its 10) give the value
  * times 2^-8 exactly, normals and subnormals alike (no denormal
  * arithmetic: the half's subnormal is converted exactly), so one product by
- * 256 restores it. The byte sign-extended and shifted by 7 puts the sign in
- * bit 15 and the magnitude below bit 14 (bit 14, set by the extension,
- * cleared); S.1111.111 (NaN, the one magnitude 0x3f80) is the one value
- * that adding 0x80 carries into bit 14, and that bit joined to it makes
- * every exponent bit set: a half NaN. e4m3_halves: those steps on the
- * bytes sign-extended to 16 bits, 16 at a time (e4m3x8 uses the low 8). */
+ * 256 restores it (or the scores after Q K^T: qk_rows_x). The byte
+ * sign-extended to 16 bits and shifted by 7 is t: the sign in bits 15 and
+ * 14, the magnitude below. Bit 14 must be 0, except for S.1111.111 (NaN,
+ * the one magnitude 0x3f80), where every exponent bit set makes a half NaN.
+ * t + 0x80 carries into bit 14 exactly for that magnitude, so bit 14 of
+ * t + 0x80 differs from the sign's copy exactly when the result's bit 14
+ * must be set: t ^ ((t + 0x80) & 0x4000) (AND and XOR: one VPTERNLOG under
+ * AVX-512VL). All 256 codes are checked by test_kernels' fp8 case.
+ * e4m3_halves: those steps 16 at a time (e4m3x8 uses the low 8). */
 INLINE __m256i e4m3_halves(__m256i w) {
-    __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16((short)0xbfff));
-    return _mm256_or_si256(h,
-                           _mm256_and_si256(_mm256_add_epi16(h, _mm256_set1_epi16(0x80)), _mm256_set1_epi16(0x4000)));
+    __m256i t = _mm256_slli_epi16(w, 7);
+    return _mm256_xor_si256(t,
+                            _mm256_and_si256(_mm256_add_epi16(t, _mm256_set1_epi16(0x80)), _mm256_set1_epi16(0x4000)));
 }
-INLINE __m256 e4m3x8(const uint8_t *p) {
+INLINE __m256 e4m3x8_raw(const uint8_t *p) {
     int64_t w;
     memcpy(&w, p, 8);
     __m256i h = e4m3_halves(_mm256_castsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(w))));
-    return _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_set1_ps(256.0f));
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(h));
 }
+INLINE __m256 e4m3x8(const uint8_t *p) { return _mm256_mul_ps(e4m3x8_raw(p), _mm256_set1_ps(256.0f)); }
 
 /* e5m2: the high byte of an IEEE half */
 INLINE __m256 e5m2x8(const uint8_t *p) {
@@ -530,13 +534,27 @@ INLINE vf kv_ld(const void *row, int64_t idx, int t) {
     return vf_load_bf16((const uint16_t *)row + idx);
 }
 
-/* the first m < VL elements from idx, the rest 0 (no read past the row) */
-INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t) {
+/* Q K^T's K loads: kv_ld's, but e4m3's values times 2^-8 (no product a
+ * vector: qk_rows_x scales the scores by 256 after, a power of two) */
+INLINE vf kq_ld(const void *row, int64_t idx, int t) {
+    if (t != KV_E4M3) return kv_ld(row, idx, t);
+#if VL == 16
+    vf x;
+    fp8_ld16((const uint8_t *)row + idx, t, 1, &x);
+    return x;
+#else
+    return e4m3x8_raw((const uint8_t *)row + idx);
+#endif
+}
+
+/* the first m < VL elements from idx, the rest 0 (no read past the row);
+ * qk: as kq_ld loads them */
+INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t, int qk) {
     if (t == KV_F32) return vf_maskz_load((const float *)row + idx, vm_tail(m));
     if (t == KV_Q8) return vf_zero(); /* q8_0 rows are whole blocks: no tails */
     uint16_t buf[VL] = {0};
     memcpy(buf, (const char *)row + attn_storage_bytes((attn_dtype)t, idx), attn_storage_bytes((attn_dtype)t, m));
-    return kv_ld(buf, 0, t);
+    return qk ? kq_ld(buf, 0, t) : kv_ld(buf, 0, t);
 }
 
 /* the byte address of element idx of a row (q8_0: of its values) */
@@ -600,7 +618,7 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
                     if ((c & 31) == 0) sc[e] = q8_scale(k[e], c);
                     x[e] = vf_mul(q8_raw(k[e], c), sc[e]);
                 } else {
-                    x[e] = kv_ld(k[e], c, t);
+                    x[e] = kq_ld(k[e], c, t);
                 }
             }
             for (int u = 0; u < NR; u++) {
@@ -647,16 +665,16 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
         for (; c + 2 * VL <= D; c += 2 * VL) {
             vf x[2];
             if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
-                for (int o = 0; o < 2 * VL; o += 16) fp8_ld16((const uint8_t *)k + c + o, t, 0, x + o / VL);
+                for (int o = 0; o < 2 * VL; o += 16) fp8_ld16((const uint8_t *)k + c + o, t, 1, x + o / VL);
             else
-                x[0] = kv_ld(k, c, t), x[1] = kv_ld(k, c + VL, t);
+                x[0] = kq_ld(k, c, t), x[1] = kq_ld(k, c + VL, t);
             for (int u = 0; u < NR; u++) {
                 a[u][0] = vf_fma(vf_load(q[u] + c), x[0], a[u][0]);
                 a[u][1] = vf_fma(vf_load(q[u] + c + VL), x[1], a[u][1]);
             }
         }
         if (c < D) {
-            vf x0 = kv_ld(k, c, t);
+            vf x0 = kq_ld(k, c, t);
             for (int u = 0; u < NR; u++) a[u][0] = vf_fma(vf_load(q[u] + c), x0, a[u][0]);
         }
     }
@@ -694,7 +712,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                 vf a00 = vf_zero(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00, a20 = a00, a21 = a00,
                    a22 = a00, a30 = a00, a31 = a00, a32 = a00;
                 for (int64_t c = 0; c < D; c += VL) {
-                    vf x0 = kv_ld(k0, c, t), x1 = kv_ld(k1, c, t), x2 = kv_ld(k2, c, t), y;
+                    vf x0 = kq_ld(k0, c, t), x1 = kq_ld(k1, c, t), x2 = kq_ld(k2, c, t), y;
                     y = vf_load(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01), a02 = vf_fma(y, x2, a02);
                     y = vf_load(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11), a12 = vf_fma(y, x2, a12);
                     y = vf_load(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21), a22 = vf_fma(y, x2, a22);
@@ -713,7 +731,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             if (t == KV_E4M3) /* 16 codes a conversion (fp8_pair) */
                 for (; c + 2 * VL <= DV; c += 2 * VL) {
                     vf x0[2], x1[2], y;
-                    fp8_pair((const uint8_t *)k0 + c, t, x0), fp8_pair((const uint8_t *)k1 + c, t, x1);
+                    fp8_pair_raw((const uint8_t *)k0 + c, t, x0), fp8_pair_raw((const uint8_t *)k1 + c, t, x1);
                     for (int h = 0; h < 2; h++) {
                         y = vf_load(q[0] + c + h * VL), a00 = vf_fma(y, x0[h], a00), a01 = vf_fma(y, x1[h], a01);
                         y = vf_load(q[1] + c + h * VL), a10 = vf_fma(y, x0[h], a10), a11 = vf_fma(y, x1[h], a11);
@@ -728,7 +746,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                     if ((c & 31) == 0) s0 = q8_scale(k0, c), s1 = q8_scale(k1, c);
                     x0 = vf_mul(q8_raw(k0, c), s0), x1 = vf_mul(q8_raw(k1, c), s1);
                 } else {
-                    x0 = kv_ld(k0, c, t), x1 = kv_ld(k1, c, t);
+                    x0 = kq_ld(k0, c, t), x1 = kq_ld(k1, c, t);
                 }
                 y = vf_load(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
                 y = vf_load(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
@@ -736,7 +754,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                 y = vf_load(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31);
             }
             if (c < D) {
-                vf x0 = kv_ld_tail(k0, c, D - c, t), x1 = kv_ld_tail(k1, c, D - c, t), y;
+                vf x0 = kv_ld_tail(k0, c, D - c, t, 1), x1 = kv_ld_tail(k1, c, D - c, t, 1), y;
                 y = vf_maskz_load(q[0] + c, mk), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
                 y = vf_maskz_load(q[1] + c, mk), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
                 y = vf_maskz_load(q[2] + c, mk), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21);
@@ -753,8 +771,8 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             for (int64_t u = 0; u < nr; u++) {
                 vf a = vf_zero();
                 int64_t c = 0;
-                for (; c < DV; c += VL) a = vf_fma(vf_load(q[u] + c), kv_ld(k0, c, t), a);
-                if (c < D) a = vf_fma(vf_maskz_load(q[u] + c, mk), kv_ld_tail(k0, c, D - c, t), a);
+                for (; c < DV; c += VL) a = vf_fma(vf_load(q[u] + c), kq_ld(k0, c, t), a);
+                if (c < D) a = vf_fma(vf_maskz_load(q[u] + c, mk), kv_ld_tail(k0, c, D - c, t, 1), a);
                 S[(r0 + u) * lds + j] = vf_sum(a);
             }
         }
@@ -930,7 +948,7 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
                     int64_t left = Dv - c0 - VL * w;
                     x[w] = w >= nv      ? vf_zero()
                            : left >= VL ? pv_ld(v, c0 + VL * w, t, Dv / 2)
-                                        : kv_ld_tail(v, c0 + VL * w, left, t);
+                                        : kv_ld_tail(v, c0 + VL * w, left, t, 0);
                 }
                 for (int64_t u = 0; u < nr; u++) {
                     vf p = vf_set1(P[(r0 + u) * ldp + j]);
@@ -1664,9 +1682,11 @@ static void qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_F16);
     else if (kind == KV_BF16)
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_BF16);
-    else if (kind == KV_E4M3)
+    else if (kind == KV_E4M3) { /* the values times 2^-8 (kq_ld): the scores times 256, exact */
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_E4M3);
-    else if (kind == KV_E5M2)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < n; j++) S[r * lds + j] *= 256.0f;
+    } else if (kind == KV_E5M2)
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_E5M2);
     else if (kind == KV_U8)
         qk_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8);
