@@ -1395,10 +1395,9 @@ INLINE __m512i key_pair(const unsigned char *k, int64_t b, int64_t nb, int t, __
 }
 /* query row q's block pair (b, b + 1) in key_pair's lanes, zeros past nb */
 INLINE __m512i query_pair(const unsigned char *q, int64_t b, int64_t nb, int t) {
-    const unsigned char *y = q + (size_t)b * ATTN_Q8_BYTES + 2;
-    __m256i y0 = _mm256_loadu_si256((const __m256i *)(const void *)y), y1 = _mm256_setzero_si256();
-    if (b + 1 < nb) y1 = _mm256_loadu_si256((const __m256i *)(const void *)(y + ATTN_Q8_BYTES));
-    if (t == KV_Q8) return join256(y0, y1);
+    __m512i y = tok_q64(q, b, nb); /* [b | b + 1] */
+    if (t == KV_Q8) return y;
+    __m256i y0 = _mm512_castsi512_si256(y), y1 = _mm512_extracti64x4_epi64(y, 1);
     return join256(_mm256_permute2x128_si256(y0, y1, 0x20), _mm256_permute2x128_si256(y0, y1, 0x31));
 }
 INLINE vf vf_cvt_i32(__m512i v) {
