@@ -207,7 +207,9 @@ typedef enum attn_impl {
  *           the row sum taken over the rounded P. Scores, maxima,
  *           exponentials, sums, lse and the output accumulator stay float32.
  *           For float32 data DATA is STRICT.
- *   BF16    DATA, with float32 data also rounded to bf16 for the products.
+ *   BF16    DATA, with float32 data also rounded to bf16 for the products,
+ *           and over fp8 K / V q and P rounded to bf16 (bf16 holds fp8's
+ *           values exactly: both products' operands bf16).
  * The rounding above is what a kernel table with product kernels for the
  * type computes (bf16 / f16 / int8 instructions); for a type it has none for,
  * a table runs DATA and BF16 as STRICT (the rounding would cost time and buy
@@ -418,8 +420,9 @@ ATTN_API const char *attn_kernel_name(void);
  * per storage type (see attn_math_rounds). */
 ATTN_API const char *attn_math_products(void);
 /* 1 when these kernels compute ATTN_MATH_DATA / BF16's rounded products for
- * K / V stored as kv_type (ATTN_DTYPE_F32 for BF16 mode on float32 data); 0:
- * those modes run as ATTN_MATH_STRICT for that type (see attn_math). */
+ * K / V stored as kv_type (ATTN_DTYPE_F32 and the fp8 types: BF16 mode's,
+ * DATA rounds nothing for them); 0: those modes run as ATTN_MATH_STRICT for
+ * that type (see attn_math). */
 ATTN_API int attn_math_rounds(attn_dtype kv_type);
 /* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it
  * names a kernel set this CPU or build cannot run ("avx2" without AVX2/FMA/

@@ -210,7 +210,8 @@ static void views32(int Sq) {
     unmake(&p);
 }
 
-/* the KV cache of storage t (page 0 or 16), Sq query rows per sequence, DATA mode */
+/* the KV cache of storage t (page 0 or 16), Sq query rows per sequence, DATA
+ * mode; fp8: BF16 mode (q and P rounded to bf16, the values exact in it) */
 static void cache(attn_dtype t, int page, int Sq) {
     enum { B = 2, H = 8, HKV = 2, T = 200, D = 64 };
     prob p;
@@ -228,20 +229,24 @@ static void cache(attn_dtype t, int page, int Sq) {
                 size_t at = (((size_t)b * HKV + hk) * T + j) * D;
                 CHECK_OK(attn_kv_cache_read(c, b, hk, j, p.k + at, p.v + at));
             }
-    int integer = t != ATTN_DTYPE_F16 && t != ATTN_DTYPE_BF16; /* q quantized as q8_0, P float32 */
+    int fp8 = t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
+    int integer = !fp8 && t != ATTN_DTYPE_F16 && t != ATTN_DTYPE_BF16; /* q quantized as q8_0, P float32 */
+    attn_math mode = fp8 ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
+    attn_dtype qt = fp8 ? ATTN_DTYPE_BF16 : integer ? ATTN_DTYPE_Q8_0 : t;
+    attn_dtype pt = fp8 ? ATTN_DTYPE_BF16 : integer ? ATTN_DTYPE_F32 : t;
     size_t nq = (size_t)B * H * Sq * D;
     double *orc = malloc(nq * sizeof *orc), *yard = malloc(nq * sizeof *yard);
-    oracle(&p, orc), yardstick(&p, integer ? ATTN_DTYPE_Q8_0 : t, integer ? ATTN_DTYPE_F32 : t, yard);
+    oracle(&p, orc), yardstick(&p, qt, pt, yard);
     float *out = malloc(nq * 4), *o1 = malloc(nq * 4);
     attn_view vq = {p.q, H * Sq * D, Sq * D, D}, vo = {out, H * Sq * D, Sq * D, D}, vo1 = {o1, H * Sq * D, Sq * D, D};
     for (int impl = 0; impl < 2; impl++) {
         attn_sdpa_desc d;
-        desc_of(&p, &d, ATTN_MATH_DATA, impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF);
+        desc_of(&p, &d, mode, impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF);
         d.Sk = 0;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
         char what[96];
-        snprintf(what, sizeof what, "%s cache page %d Sq=%d %s data", attn_storage_of(t)->name, page, Sq,
-                 impl ? "auto" : "ref");
+        snprintf(what, sizeof what, "%s cache page %d Sq=%d %s %s", attn_storage_of(t)->name, page, Sq,
+                 impl ? "auto" : "ref", fp8 ? "bf16" : "data");
         check_rule(what, out, orc, yard, nq);
         d.math = ATTN_MATH_STRICT;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
@@ -249,7 +254,7 @@ static void cache(attn_dtype t, int page, int Sq) {
             CHECK(memcmp(out, o1, nq * 4) != 0, "%s: the mode changes the answer", what);
         else
             CHECK(!memcmp(out, o1, nq * 4), "%s: a table without product kernels runs the mode as strict", what);
-        d.math = ATTN_MATH_DATA;
+        d.math = mode;
         if (impl) {
             omp_set_num_threads(1);
             CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
@@ -260,6 +265,34 @@ static void cache(attn_dtype t, int page, int Sq) {
     attn_kv_cache_free(c);
     free(orc), free(yard), free(out), free(o1);
     unmake(&p);
+}
+
+/* BF16 mode over an fp8 cache rounds P (docs/SEMANTICS.md): two keys, k0 = v0
+ * = e0, k1 = v1 = 0, q = e0, D = 16 (scale 1/4): the scores 1/4 and 0, so P =
+ * (1, e^-1/4) and out[0] = 1 / (1 + P1), with P1 rounded to bf16 (0.77734375)
+ * where the table rounds for fp8 (attn_math_rounds), e^-1/4 where it runs
+ * the mode as strict; both implementations, contiguous and paged */
+static void fp8_p_rounded(attn_dtype t, int page) {
+    enum { D = 16 };
+    float k[2 * D] = {1.0f}, q[D] = {1.0f}, o[D];
+    attn_kv_cache_config cc = {
+        .batch = 1, .kv_heads = 1, .capacity = 8, .head_dim = D, .v_head_dim = D, .dtype = t, .page_size = page};
+    attn_kv_cache *c = NULL;
+    CHECK_OK(attn_kv_cache_create(&cc, &c));
+    int64_t n[1] = {2};
+    attn_view vk = {k, 2 * D, 2 * D, D};
+    CHECK_OK(attn_kv_cache_append(c, n, vk, vk));
+    double p1 = attn_math_rounds(t) ? (double)attn_bf16_to_f32(attn_f32_to_bf16(expf(-0.25f))) : exp(-0.25);
+    for (int impl = 0; impl < 2; impl++) {
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, 1, 1, 1, 0, D, D);
+        d.math = ATTN_MATH_BF16, d.impl = impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF;
+        attn_view vq = {q, D, D, D}, vo = {o, D, D, D};
+        CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
+        CHECK(fabs(o[0] - 1.0 / (1.0 + p1)) < 1e-6, "%s page %d %s: out %.9g, want 1 / (1 + %.9g) = %.9g",
+              attn_storage_of(t)->name, page, impl ? "auto" : "ref", (double)o[0], p1, 1.0 / (1.0 + p1));
+    }
+    attn_kv_cache_free(c);
 }
 
 /* ---- the backward (base/sem.h, attn_sem_grad_type) ---- */
@@ -475,14 +508,16 @@ int main(int argc, char **argv) {
             views16(t ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F16, 3, c);  /* decode */
         }
     views32(40), views32(2);
-    attn_dtype kinds[6] = {ATTN_DTYPE_F16,  ATTN_DTYPE_BF16,    ATTN_DTYPE_Q8_0,
-                           ATTN_DTYPE_Q4_0, ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4};
-    for (int t = 0; t < 6; t++)
+    attn_dtype kinds[8] = {ATTN_DTYPE_F16,     ATTN_DTYPE_BF16,    ATTN_DTYPE_Q8_0,     ATTN_DTYPE_Q4_0,
+                           ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    for (int t = 0; t < 8; t++)
         for (int page = 0; page <= 16; page += 16) {
             cache(kinds[t], page, 1);
             cache(kinds[t], page, 4);
             cache(kinds[t], page, 20); /* the gathered long-query path */
         }
+    for (int page = 0; page <= 16; page += 16)
+        fp8_p_rounded(ATTN_DTYPE_FP8_E4M3, page), fp8_p_rounded(ATTN_DTYPE_FP8_E5M2, page);
     for (int c = 0; c < 2; c++) {
         grads(ATTN_DTYPE_F16, 37, c), grads(ATTN_DTYPE_BF16, 37, c), grads(ATTN_DTYPE_F32, 37, c);
         grads(ATTN_DTYPE_BF16, 3, c);

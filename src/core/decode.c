@@ -531,18 +531,22 @@ static void dec_gemm_plan(dec_call *c) {
     c->LR = attn_round_up(c->R, c->kt->gemm_mr), c->DvP = attn_round_up(d->Dv, 16);
 }
 
-/* The group's R query rows of (b, hk) into Qg (qmul folded in; 16-bit
- * queries converted; rounded to qt, the math mode's Q operand type) and,
+/* The group's R query rows of (b, hk) into Qg (qmul folded in, and fp8 K's
+ * scale ksc: after the rounding where the mode rounds; 16-bit queries
+ * converted; rounded to qt, the math mode's Q operand type) and,
  * given Qq, quantized into q8_0 blocks there too (rows attn_q8_row_bytes(D)
  * apart: the int8 Q K^T's operand); each row's sum into qs, the largest |q|
  * of the rows into *qmax (from 0) */
-static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul,
+static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul, float ksc,
                        attn_dtype qt, float *Qg, void *Qq, float *qs, float *qmax) {
     int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
     for (int64_t r = 0; r < R; r++) {
         float *row = Qg + r * D;
         const float *src = attn_row_f32(q, d->qkv_dtype, b, hk * G + r / Sq, r % Sq, D, row);
-        for (int64_t c = 0; c < D; c++) row[c] = qmul * src[c];
+        /* fp8 K's scale ksc: folded in after a mode's rounding (the products
+         * are rounded q times the stored values) */
+        float m1 = qt == ATTN_DTYPE_F32 ? qmul * ksc : qmul;
+        for (int64_t c = 0; c < D; c++) row[c] = m1 * src[c];
         if (Qq) { /* the int8 blocks the integer Q K^T reads; the rounded row as floats for every product */
             char *qq = (char *)Qq + (size_t)r * attn_q8_row_bytes(D);
             if (qt == ATTN_DTYPE_Q8_ROW)
@@ -551,6 +555,8 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
                 attn_q8_quantize(row, D, qq);
         }
         attn_st_round(qt, row, D);
+        if (qt != ATTN_DTYPE_F32 && ksc != 1.0f)
+            for (int64_t c = 0; c < D; c++) row[c] *= ksc;
         qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
         for (int64_t c = 0; c < D; c++) qs[r] += row[c];
         for (int64_t c = 0; c < D; c++) { /* the rows' largest |q|, NaN once any is (the fold rule) */
@@ -613,7 +619,7 @@ static attn_status dec_group(const dec_call *c, attn_view q, float qmul, const d
             if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c->conv_k)
                 attn_kv_par(kv, 0, it0->b, it0->hk + h, 0, par);
             t->qmax[h] = 0.0f;
-            dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul * par[0], c->qt, t->Qg + h * LR * D,
+            dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul, par[0], c->qt, t->Qg + h * LR * D,
                        t->Qq ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R, &t->qmax[h]);
             if (c->gemm && c->mt != ATTN_DTYPE_Q8_0) /* the queries as oneDNN's operand */
                 c->kt->store_row(t->Qg + h * LR * D, LR * D, ATTN_DTYPE_F32, c->mt,
