@@ -267,30 +267,44 @@ static void cache(attn_dtype t, int page, int Sq) {
     unmake(&p);
 }
 
-/* BF16 mode over an fp8 cache rounds P (docs/SEMANTICS.md): two keys, k0 = v0
- * = e0, k1 = v1 = 0, q = e0, D = 16 (scale 1/4): the scores 1/4 and 0, so P =
- * (1, e^-1/4) and out[0] = 1 / (1 + P1), with P1 rounded to bf16 (0.77734375)
- * where the table rounds for fp8 (attn_math_rounds), e^-1/4 where it runs
- * the mode as strict; both implementations, contiguous and paged */
-static void fp8_p_rounded(attn_dtype t, int page) {
+/* BF16 mode over an fp8 cache rounds q and P (docs/SEMANTICS.md): two keys,
+ * k0 = v0 = x e0, k1 = v1 = 0, q = q0 e0, D = 16 (scale 1/4): the scores s =
+ * bf16(q0) x / 4 and 0, so P = (1, e^-s) and out[0] = x / (1 + P1), with q0
+ * and P1 rounded to bf16 where the table rounds for fp8 (attn_math_rounds),
+ * not where it runs the mode as strict. fp8 scale 1 (q0 = 1, x = 1) and 3
+ * (q0 = 1.1, x read back: the products are the rounded q times the stored
+ * values); both implementations, contiguous and paged */
+static void fp8_p_rounded(attn_dtype t, int page, float scale) {
     enum { D = 16 };
-    float k[2 * D] = {1.0f}, q[D] = {1.0f}, o[D];
-    attn_kv_cache_config cc = {
-        .batch = 1, .kv_heads = 1, .capacity = 8, .head_dim = D, .v_head_dim = D, .dtype = t, .page_size = page};
+    float q0 = scale == 1.0f ? 1.0f : 1.1f, k[2 * D] = {1.0f}, q[D] = {q0}, o[D], rk[D], rv[D];
+    attn_kv_cache_config cc = {.batch = 1,
+                               .kv_heads = 1,
+                               .capacity = 8,
+                               .head_dim = D,
+                               .v_head_dim = D,
+                               .dtype = t,
+                               .page_size = page,
+                               .k_scale = &scale,
+                               .v_scale = &scale,
+                               .k_scale_len = 1,
+                               .v_scale_len = 1};
     attn_kv_cache *c = NULL;
     CHECK_OK(attn_kv_cache_create(&cc, &c));
     int64_t n[1] = {2};
     attn_view vk = {k, 2 * D, 2 * D, D};
     CHECK_OK(attn_kv_cache_append(c, n, vk, vk));
-    double p1 = attn_math_rounds(t) ? (double)attn_bf16_to_f32(attn_f32_to_bf16(expf(-0.25f))) : exp(-0.25);
+    CHECK_OK(attn_kv_cache_read(c, 0, 0, 0, rk, rv));
+    int r = attn_math_rounds(t);
+    double qr = r ? (double)attn_bf16_to_f32(attn_f32_to_bf16(q0)) : (double)q0, s = qr * rk[0] * 0.25;
+    double p1 = r ? (double)attn_bf16_to_f32(attn_f32_to_bf16((float)exp(-s))) : exp(-s), want = rv[0] / (1.0 + p1);
     for (int impl = 0; impl < 2; impl++) {
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, 1, 1, 1, 0, D, D);
         d.math = ATTN_MATH_BF16, d.impl = impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF;
         attn_view vq = {q, D, D, D}, vo = {o, D, D, D};
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
-        CHECK(fabs(o[0] - 1.0 / (1.0 + p1)) < 1e-6, "%s page %d %s: out %.9g, want 1 / (1 + %.9g) = %.9g",
-              attn_storage_of(t)->name, page, impl ? "auto" : "ref", (double)o[0], p1, 1.0 / (1.0 + p1));
+        CHECK(fabs(o[0] - want) < 2e-6, "%s page %d scale %g %s: out %.9g, want %.9g", attn_storage_of(t)->name, page,
+              (double)scale, impl ? "auto" : "ref", (double)o[0], want);
     }
     attn_kv_cache_free(c);
 }
@@ -517,7 +531,8 @@ int main(int argc, char **argv) {
             cache(kinds[t], page, 20); /* the gathered long-query path */
         }
     for (int page = 0; page <= 16; page += 16)
-        fp8_p_rounded(ATTN_DTYPE_FP8_E4M3, page), fp8_p_rounded(ATTN_DTYPE_FP8_E5M2, page);
+        for (int sc = 1; sc <= 3; sc += 2)
+            fp8_p_rounded(ATTN_DTYPE_FP8_E4M3, page, (float)sc), fp8_p_rounded(ATTN_DTYPE_FP8_E5M2, page, (float)sc);
     for (int c = 0; c < 2; c++) {
         grads(ATTN_DTYPE_F16, 37, c), grads(ATTN_DTYPE_BF16, 37, c), grads(ATTN_DTYPE_F32, 37, c);
         grads(ATTN_DTYPE_BF16, 3, c);
