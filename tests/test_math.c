@@ -272,11 +272,13 @@ static void cache(attn_dtype t, int page, int Sq) {
  * bf16(q0) x / 4 and 0, so P = (1, e^-s) and out[0] = x / (1 + P1), with q0
  * and P1 rounded to bf16 where the table rounds for fp8 (attn_math_rounds),
  * not where it runs the mode as strict. fp8 scale 1 (q0 = 1, x = 1) and 3
- * (q0 = 1.1, x read back: the products are the rounded q times the stored
- * values); both implementations, contiguous and paged */
+ * (q0 = 2.74, x read back: the products are the rounded q times the stored
+ * values; rounding q times 3 instead moves P1 by a bf16 step, and e^-s sits
+ * over a third of a step from a rounding boundary); both implementations,
+ * contiguous and paged */
 static void fp8_p_rounded(attn_dtype t, int page, float scale) {
     enum { D = 16 };
-    float q0 = scale == 1.0f ? 1.0f : 1.1f, k[2 * D] = {1.0f}, q[D] = {q0}, o[D], rk[D], rv[D];
+    float q0 = scale == 1.0f ? 1.0f : 2.74f, k[2 * D] = {1.0f}, q[D] = {q0}, o[D], rk[D], rv[D];
     attn_kv_cache_config cc = {.batch = 1,
                                .kv_heads = 1,
                                .capacity = 8,
