@@ -204,6 +204,12 @@ static inline attn_dtype attn_sem_kv_type(const attn_sdpa_desc *d, attn_dtype dt
     return d->math == ATTN_MATH_BF16 && dt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
+/* the data BF16 mode takes into bf16 products: float32 (rounded) and fp8
+ * (whose values bf16 holds exactly) */
+static inline int attn_sem_bf16_data(attn_dtype t) {
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
+}
+
 /* the type the unnormalized P is rounded to for P V (a q8_0 V: P stays
  * float32). BF16 mode: bf16 for float32 V and for fp8 V (whose values bf16
  * holds exactly: both products' operands then bf16, as over fp8 K, whose q
@@ -211,8 +217,7 @@ static inline attn_dtype attn_sem_kv_type(const attn_sdpa_desc *d, attn_dtype dt
 static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt) {
     if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
     if (vdt == ATTN_DTYPE_F16 || vdt == ATTN_DTYPE_BF16) return vdt;
-    int bf = vdt == ATTN_DTYPE_F32 || vdt == ATTN_DTYPE_FP8_E4M3 || vdt == ATTN_DTYPE_FP8_E5M2;
-    return d->math == ATTN_MATH_BF16 && bf ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+    return d->math == ATTN_MATH_BF16 && attn_sem_bf16_data(vdt) ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
 /* does P V take V's int8 / int4 codes in integers: P times the rows'

@@ -22,6 +22,7 @@
  * entry point returns, rather than a silent fallback. */
 #include "kernels.h"
 #include "mm.h"
+#include "base/sem.h"
 
 #include "attn.h"
 
@@ -181,10 +182,7 @@ const char *attn_kernel_name(void) { return attn_kernels()->name; }
 /* the operand type of the products that oneDNN would take for data of type
  * t in a mode (float32 data: BF16 mode's bf16; fp8: BF16 mode's bf16, which
  * holds its values exactly) */
-static attn_dtype mm_operand(attn_dtype t) {
-    int bf = t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
-    return bf ? ATTN_DTYPE_BF16 : t;
-}
+static attn_dtype mm_operand(attn_dtype t) { return attn_sem_bf16_data(t) ? ATTN_DTYPE_BF16 : t; }
 
 static char products[512];
 static void make_products(void) {
