@@ -202,14 +202,13 @@ typedef enum attn_impl {
  *           block as q8_0 against q8_0 / q4_0 keys, with one scale a row
  *           against int8 / int4 keys, and Q K^T in K's integers, llama.cpp's
  *           q8_0 dots), the scale applied to the float32
- *           score; the unnormalized P (2^(s - m), m a running row max)
- *           rounded to V's type (f16, bf16; other V types: P stays float32) and
+ *           score (fp8 K: q rounded to bf16, which holds fp8's values); the
+ *           unnormalized P (2^(s - m), m a running row max) rounded to V's
+ *           type (f16, bf16; fp8: bf16; other V types: P stays float32) and
  *           the row sum taken over the rounded P. Scores, maxima,
  *           exponentials, sums, lse and the output accumulator stay float32.
  *           For float32 data DATA is STRICT.
- *   BF16    DATA, with float32 data also rounded to bf16 for the products,
- *           and over fp8 K / V q and P rounded to bf16 (bf16 holds fp8's
- *           values exactly: both products' operands bf16).
+ *   BF16    DATA, with float32 data also rounded to bf16 for the products.
  * The rounding above is what a kernel table with product kernels for the
  * type computes (bf16 / f16 / int8 instructions); for a type it has none for,
  * a table runs DATA and BF16 as STRICT (the rounding would cost time and buy
@@ -410,8 +409,9 @@ ATTN_API void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t B, int64_t H, int64
                                   int64_t Dv);
 
 /* Name of the SIMD kernels the fused path uses on this CPU: "avx512",
- * "avx2" or "generic". The environment variable ATTN_ISA (read once) forces
- * a set: "generic", "avx2", "avx512", "avx512-simde" (the AVX-512 source run
+ * "avx2" or "generic", or a variant of them (docs/API.md: "avx512-256",
+ * "-vnni" and "-bf16" forms). The environment variable ATTN_ISA (read once)
+ * forces a set: those names, "avx512-simde" (the AVX-512 source run
  * through SIMD Everywhere's emulation on an AVX2 CPU: for tests, slow; only
  * in builds made with libsimde-dev) or "auto" (the default: the best this
  * CPU runs). */
@@ -420,8 +420,8 @@ ATTN_API const char *attn_kernel_name(void);
  * per storage type (see attn_math_rounds). */
 ATTN_API const char *attn_math_products(void);
 /* 1 when these kernels compute ATTN_MATH_DATA / BF16's rounded products for
- * K / V stored as kv_type (ATTN_DTYPE_F32 and the fp8 types: BF16 mode's,
- * DATA rounds nothing for them); 0: those modes run as ATTN_MATH_STRICT for
+ * K / V stored as kv_type (ATTN_DTYPE_F32: BF16 mode's, DATA rounds nothing
+ * for it); 0: those modes run as ATTN_MATH_STRICT for
  * that type (see attn_math). */
 ATTN_API int attn_math_rounds(attn_dtype kv_type);
 /* ATTN_OK, or why ATTN_ISA cannot be honoured: ATTN_E_UNSUPPORTED when it

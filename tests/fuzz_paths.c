@@ -75,12 +75,13 @@ typedef struct prob {
     attn_dropout drop;
     int has_drop, nonfinite; /* nonfinite: a NaN or inf was injected */
     struct fz_flex {         /* programmable rules (score_mod, mask_mod, block mask), drawn */
-        int score, mask;     /* score: 1 x + a (i - j), 2 c tanh(x / c), 3 a x; mask: 1 documents, 2 j <= i + m, 3 j % m != r */
+        int score,
+            mask; /* score: 1 x + a (i - j), 2 c tanh(x / c), 3 a x; mask: 1 documents, 2 j <= i + m, 3 j % m != r */
         double a;
         int64_t m, r, Sq, Sk;
     } fx;
     attn_block_mask *bm;
-    char what[256];          /* the specials injected, for the report */
+    char what[256]; /* the specials injected, for the report */
 } prob;
 
 static size_t nq(const prob *p) { return (size_t)(p->B * p->H * p->Sq * p->D); }
@@ -641,7 +642,7 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
 
 /* the KV cache's attend, storage type st and page size ps, against the
  * reference on the values the cache stores */
-/* The KV cache of a 16-bit or q8_0 type in DATA mode (a third of the
+/* The KV cache of a 16-bit, q8_0 or fp8 type in DATA mode (a third of the
  * cases): decode on 1 and 2 threads bitwise, against the cache's reference
  * path in the same mode (both round q alike; P to the cache's type where the
  * table rounds it: 3 units of its precision), and, when the stored values
@@ -663,7 +664,8 @@ static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const cha
     if (s1 != s2 || s1 != s3) {
         report(p, where, "statuses differ: attend %d / %d, reference %d", s1, s2, s3);
     } else if (s1 == ATTN_OK && !bitwise(p, where, "out", a, b, no(p))) {
-        double u = st == ATTN_DTYPE_F16 ? 0x1p-11 : st == ATTN_DTYPE_BF16 ? 0x1p-8 : 0.0;
+        int fp8 = st == ATTN_DTYPE_FP8_E4M3 || st == ATTN_DTYPE_FP8_E5M2; /* q and P bf16 */
+        double u = st == ATTN_DTYPE_F16 ? 0x1p-11 : st == ATTN_DTYPE_BF16 || fp8 ? 0x1p-8 : 0.0;
         check_close(p, where, "out", a, r, no(p), 2e-4 + 3 * u, vmax * (1.0 + 3 * u / (64 * 0x1p-24)), smax, 0);
         for (size_t i = 0; i < no(p) && !stored_nf; i++)
             if (!isfinite(a[i]) != !isfinite(r[i])) {
@@ -694,7 +696,8 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
              st == ATTN_DTYPE_F32    ? "f32"
              : st == ATTN_DTYPE_F16  ? "f16"
              : st == ATTN_DTYPE_BF16 ? "bf16"
-                                     : "q8_0",
+             : st == ATTN_DTYPE_Q8_0 ? "q8_0"
+                                     : attn_storage_of(st)->name,
              ps ? " paged" : "");
     if (attn_kv_cache_append(c, n, fview(p->k, p->Hkv, p->Sk, p->D), fview(p->v, p->Hkv, p->Sk, p->Dv)) != ATTN_OK) {
         report(p, path, "append failed");
@@ -1137,9 +1140,10 @@ static void run_case(uint64_t seed, uint64_t cas) {
         }
         free(ob), free(gb);
     }
-    static const attn_dtype sts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
-    if (p.Sq <= 16) { /* every storage type, contiguous and paged, in turn */
-        int t = (int)(cas % 4);
+    static const attn_dtype sts[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                     ATTN_DTYPE_Q8_0, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    if (p.Sq <= 16) { /* these storage types, contiguous and paged, in turn */
+        int t = (int)(cas % 6);
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }

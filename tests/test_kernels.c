@@ -374,8 +374,8 @@ static void test_qk_q8(const attn_kernel_table *kt) {
  * Dv 32 .. 288 (int4: the high nibbles from Dv / 2 on), every column
  * written and nothing past round_up(Dv, 8) */
 static void test_pv_codes(const attn_kernel_table *kt) {
-    static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8,
-                                       ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0};
+    static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,
+                                       ATTN_DTYPE_Q4_0};
     static const int dvs[3] = {32, 128, 288};
     enum { N = 37, RM = 9, DM = 288 };
     uint32_t st = 21u;
@@ -429,6 +429,12 @@ static void test_pv_codes(const attn_kernel_table *kt) {
  * holding every code, P 1: O = 0 + the values; rows 1..5, the e4m3 P-times-256
  * passes and the plain ones) and kv_rows, against attn_st_load_row */
 static int fp8_same(float got, float want) { return isnan(want) ? isnan(got) : got == want; }
+/* the 256 codes of fp8 type t in order and their values (scale 1) */
+static void fp8_all_codes(attn_dtype t, unsigned char codes[256], float want[256]) {
+    const float par[2] = {1.0f, 0.0f};
+    for (int j = 0; j < 256; j++) codes[j] = (unsigned char)j;
+    attn_st_load_row(t, codes, 256, par, want);
+}
 static void test_fp8_codes(const attn_kernel_table *kt) {
     static const attn_dtype fmts[2] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
     static const int dims[2] = {128, 40};
@@ -439,8 +445,7 @@ static void test_fp8_codes(const attn_kernel_table *kt) {
     for (int f = 0; f < 2; f++) {
         attn_dtype t = fmts[f];
         unsigned char codes[N];
-        for (int j = 0; j < N; j++) codes[j] = (unsigned char)j;
-        attn_st_load_row(t, codes, N, par, want);
+        fp8_all_codes(t, codes, want);
         int bad = 0;
         for (int di = 0; di < 2; di++) {
             int D = dims[di];
@@ -463,6 +468,116 @@ static void test_fp8_codes(const attn_kernel_table *kt) {
         kt->kv_rows(codes, N, 1, N, t, par, 2, F);
         for (int c = 0; c < N; c++) bad += !fp8_same(F[c], want[c]);
         CHECK(!bad, "%s %s: %d of the 256 codes' values wrong", kt->name, attn_storage_of(t)->name, bad);
+    }
+}
+
+/* the bf16 bits of a float that is a bf16 value */
+static uint16_t bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_round(float x) { /* nearest even, as the modes round (finite x) */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* qk_rows_bf / pv_rows_bf (the modes' fp8 products, where a table has them:
+ * avx512-bf16 natively, avx512-simde through SIMDe's emulation). Every code
+ * (NaN, e5m2's infinities) exactly: one nonzero code a key against q rows
+ * of 2^r (S = 2^r v s), one key of every code against P = 2^r (O = 2^r v s),
+ * scales 1 and 3; then random bf16 q / P against random finite codes
+ * against float64 sums (R 1..9: the 4-row groups and their 1-3 row tails;
+ * D 32..200 with a partial 64-code block; n 1..130: key steps' tails, an
+ * odd last pair; O accumulated onto, nothing written outside S or O). */
+static void test_fp8_bf(const attn_kernel_table *kt) {
+    int want_it =
+        !strcmp(kt->name, "avx512-bf16") || !strcmp(kt->name, "avx512-256-bf16") || !strcmp(kt->name, "avx512-simde");
+    CHECK(!want_it == !kt->qk_rows_bf && !want_it == !kt->pv_rows_bf, "%s: the fp8 bf16 products %s", kt->name,
+          want_it ? "missing" : "where none was built");
+    if (!kt->qk_rows_bf) return;
+    static const attn_dtype fmts[2] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    enum { N = 256, RM = 9, DM = 200, LD = DM + 16 };
+    static unsigned char K[(N + 2) * LD];
+    static uint16_t Qb[RM * LD];
+    static float Qf[RM * LD], S[RM * (N + 8)], O[RM * LD], P[RM * (N + 8)], want[N];
+    uint32_t st = 71u;
+    for (int f = 0; f < 2; f++) {
+        attn_dtype t = fmts[f];
+        unsigned char codes[N];
+        fp8_all_codes(t, codes, want);
+        int bad = 0;
+        for (int si = 0; si < 2; si++) {
+            float sc = si ? 3.0f : 1.0f;
+            for (int D = 40; D <= 200; D += 80) { /* 40, 120, 200: partial blocks of 64 */
+                memset(K, 0, sizeof K);
+                for (int j = 0; j < N; j++) K[j * D + j % D] = (unsigned char)j;
+                for (int R = 1; R <= 5; R++) {
+                    for (int r = 0; r < R; r++)
+                        for (int c = 0; c < D; c++) Qb[r * D + c] = bf16_bits(ldexpf(1.0f, r));
+                    kt->qk_rows_bf(Qb, D, R, D, K, D, N, S, N + 8, sc, NULL, 0, 0, t);
+                    for (int r = 0; r < R; r++)
+                        for (int j = 0; j < N; j++) bad += !fp8_same(S[r * (N + 8) + j], ldexpf(want[j], r) * sc);
+                }
+            }
+            for (int R = 1; R <= 5; R++) {
+                memset(O, 0, sizeof O);
+                for (int r = 0; r < R; r++) P[r * 2] = ldexpf(1.0f, r), P[r * 2 + 1] = 0.0f;
+                kt->pv_rows_bf(P, 2, R, codes, N, 1, N, O, N + 8, sc, NULL, 0, 0, t);
+                for (int r = 0; r < R; r++)
+                    for (int c = 0; c < N; c++) bad += !fp8_same(O[r * (N + 8) + c], ldexpf(want[c], r) * sc);
+            }
+        }
+        CHECK(!bad, "%s %s: %d of the codes' bf16 products wrong", kt->name, attn_storage_of(t)->name, bad);
+        /* random finite values against float64 */
+        static const int ds[4] = {32, 64, 100, 200}, nsz[5] = {1, 7, 37, 128, 130};
+        int bq = 0, bp = 0, outside = 0;
+        for (int di = 0; di < 4; di++)
+            for (int ni = 0; ni < 5; ni++)
+                for (int R = 1; R <= RM; R++) {
+                    int D = ds[di], n = nsz[ni];
+                    float sc = ni & 1 ? 0.75f : 1.0f;
+                    for (int j = 0; j < n * LD; j++) {
+                        unsigned char c = (unsigned char)tu_irand(&st, 0, 255);
+                        K[j] = isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38;
+                    }
+                    memset(K + n * LD, 0x7f, 2 * LD); /* NaN in the rows after the last: read, they would show */
+                    for (int i = 0; i < R * LD; i++) Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f);
+                    for (int i = 0; i < R * LD; i++) Qb[i] = bf16_bits(Qf[i]);
+                    for (int i = 0; i < RM * (N + 8); i++) S[i] = -7.0f, P[i] = bf16_round(tu_frand(&st) * 4.0f - 1.0f);
+                    kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, N + 8, sc, K, LD, D, t);
+                    for (int r = 0; r < R; r++) {
+                        for (int j = 0; j < n; j++) {
+                            double w = 0.0, a = 0.0;
+                            for (int c = 0; c < D; c++) {
+                                double x = (double)Qf[r * LD + c] * want[K[j * LD + c]];
+                                w += x, a += fabs(x);
+                            }
+                            bq += fabs(S[r * (N + 8) + j] - sc * w) > 1e-6 * sc * a + 1e-30;
+                        }
+                        for (int j = n; j < N + 8; j++) outside += S[r * (N + 8) + j] != -7.0f;
+                    }
+                    for (int i = 0; i < RM * LD; i++) O[i] = (float)(i % 7) - 3.0f;
+                    kt->pv_rows_bf(P, N + 8, R, K, LD, n, D, O, LD, sc, K, LD, D, t);
+                    for (int r = 0; r < R; r++) {
+                        for (int c = 0; c < D; c++) {
+                            double w = 0.0, a = 0.0, o0 = (double)((r * LD + c) % 7) - 3.0;
+                            for (int j = 0; j < n; j++) {
+                                double x = (double)P[r * (N + 8) + j] * want[K[j * LD + c]];
+                                w += x, a += fabs(x);
+                            }
+                            bp += fabs(O[r * LD + c] - (o0 + sc * w)) > 1e-6 * (sc * a + fabs(o0)) + 1e-30;
+                        }
+                        for (int c = D; c < LD; c++) outside += O[r * LD + c] != (float)((r * LD + c) % 7) - 3.0f;
+                    }
+                    for (int r = R; r < RM; r++) /* rows past R untouched */
+                        for (int c = 0; c < LD; c++) outside += O[r * LD + c] != (float)((r * LD + c) % 7) - 3.0f;
+                }
+        CHECK(!bq && !bp && !outside, "%s %s: random fp8 bf16 products: %d Q K^T, %d P V wrong, %d written outside",
+              kt->name, attn_storage_of(t)->name, bq, bp, outside);
     }
 }
 
@@ -518,7 +633,7 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                             float got = O[r * ldo + c], w = c < Dv ? want[c] : o0;
                             bad += !(got == w || (got != got && w != w));
                         }
-                        if (r == 4 && R > 4) bad += !isnan(O[r * ldo]); /* the NaN row */
+                        if (r == 4 && R > 4) bad += !isnan(O[r * ldo]);                  /* the NaN row */
                         if (r == 2) bad += O[r * ldo] == 0.0f && O[r * ldo + 1] == 0.0f; /* tiny weights count */
                     }
                     for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != (i / ldo == 2 ? 0.0f : 0.5f);
@@ -617,8 +732,8 @@ static void test_gemm(const attn_kernel_table *kt) {
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
-    static const char *names[] = {"generic",    "avx2",        "avx2-vnni",       "avx512",
-                                  "avx512-vnni", "avx512-256", "avx512-256-vnni", "avx512-simde"};
+    static const char *names[] = {"generic",     "avx2",       "avx2-vnni",       "avx512",          "avx512-vnni",
+                                  "avx512-bf16", "avx512-256", "avx512-256-vnni", "avx512-256-bf16", "avx512-simde"};
     for (int t = 0; t < (int)(sizeof names / sizeof names[0]); t++) {
         const attn_kernel_table *kt = attn_kernels_lookup(names[t]);
         if (!kt) {
@@ -635,6 +750,7 @@ int main(int argc, char **argv) {
         test_qk_q8(kt);
         test_pv_codes(kt);
         test_fp8_codes(kt);
+        test_fp8_bf(kt);
         test_pv_i16(kt);
         test_kv_rows(kt);
         test_gemm(kt);

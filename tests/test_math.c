@@ -210,9 +210,10 @@ static void views32(int Sq) {
     unmake(&p);
 }
 
-/* the KV cache of storage t (page 0 or 16), Sq query rows per sequence, DATA
- * mode; fp8: BF16 mode (q and P rounded to bf16, the values exact in it) */
-static void cache(attn_dtype t, int page, int Sq) {
+/* the KV cache of storage t (page 0 or 16), Sq query rows per sequence, in
+ * mode (fp8: q and P rounded to bf16, the values exact in it, in DATA and
+ * BF16 alike) */
+static void cache(attn_dtype t, int page, int Sq, attn_math mode) {
     enum { B = 2, H = 8, HKV = 2, T = 200, D = 64 };
     prob p;
     make(&p, B, H, HKV, Sq, T, D, 1, t);
@@ -231,7 +232,6 @@ static void cache(attn_dtype t, int page, int Sq) {
             }
     int fp8 = t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
     int integer = !fp8 && t != ATTN_DTYPE_F16 && t != ATTN_DTYPE_BF16; /* q quantized as q8_0, P float32 */
-    attn_math mode = fp8 ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
     attn_dtype qt = fp8 ? ATTN_DTYPE_BF16 : integer ? ATTN_DTYPE_Q8_0 : t;
     attn_dtype pt = fp8 ? ATTN_DTYPE_BF16 : integer ? ATTN_DTYPE_F32 : t;
     size_t nq = (size_t)B * H * Sq * D;
@@ -246,7 +246,7 @@ static void cache(attn_dtype t, int page, int Sq) {
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
         char what[96];
         snprintf(what, sizeof what, "%s cache page %d Sq=%d %s %s", attn_storage_of(t)->name, page, Sq,
-                 impl ? "auto" : "ref", fp8 ? "bf16" : "data");
+                 impl ? "auto" : "ref", mode == ATTN_MATH_BF16 ? "bf16" : "data");
         check_rule(what, out, orc, yard, nq);
         d.math = ATTN_MATH_STRICT;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo1, NULL));
@@ -267,18 +267,11 @@ static void cache(attn_dtype t, int page, int Sq) {
     unmake(&p);
 }
 
-/* BF16 mode over an fp8 cache rounds q and P (docs/SEMANTICS.md): two keys,
- * k0 = v0 = x e0, k1 = v1 = 0, q = q0 e0, D = 16 (scale 1/4): the scores s =
- * bf16(q0) x / 4 and 0, so P = (1, e^-s) and out[0] = x / (1 + P1), with q0
- * and P1 rounded to bf16 where the table rounds for fp8 (attn_math_rounds),
- * not where it runs the mode as strict. fp8 scale 1 (q0 = 1, x = 1) and 3
- * (q0 = 2.74, x read back: the products are the rounded q times the stored
- * values; rounding q times 3 instead moves P1 by a bf16 step, and e^-s sits
- * over a third of a step from a rounding boundary); both implementations,
- * contiguous and paged */
-static void fp8_p_rounded(attn_dtype t, int page, float scale) {
-    enum { D = 16 };
-    float q0 = scale == 1.0f ? 1.0f : 2.74f, k[2 * D] = {1.0f}, q[D] = {q0}, o[D], rk[D], rv[D];
+/* an fp8 cache (page 0 or 16) of one kv head holding two keys of D = 16
+ * (k, v: 2 x 16 values), K's and V's scale the one given */
+enum { FP8_D = 16 };
+static attn_kv_cache *fp8_two_keys(attn_dtype t, int page, float scale, const float *k, const float *v) {
+    enum { D = FP8_D };
     attn_kv_cache_config cc = {.batch = 1,
                                .kv_heads = 1,
                                .capacity = 8,
@@ -293,8 +286,24 @@ static void fp8_p_rounded(attn_dtype t, int page, float scale) {
     attn_kv_cache *c = NULL;
     CHECK_OK(attn_kv_cache_create(&cc, &c));
     int64_t n[1] = {2};
-    attn_view vk = {k, 2 * D, 2 * D, D};
-    CHECK_OK(attn_kv_cache_append(c, n, vk, vk));
+    attn_view vk = {(void *)k, 2 * D, 2 * D, D}, vv = {(void *)v, 2 * D, 2 * D, D};
+    CHECK_OK(attn_kv_cache_append(c, n, vk, vv));
+    return c;
+}
+
+/* DATA and BF16 over an fp8 cache round q and P (docs/SEMANTICS.md): two keys,
+ * k0 = v0 = x e0, k1 = v1 = 0, q = q0 e0, D = 16 (scale 1/4): the scores s =
+ * bf16(q0) x / 4 and 0, so P = (1, e^-s) and out[0] = x / (1 + P1), with q0
+ * and P1 rounded to bf16 where the table rounds for fp8 (attn_math_rounds),
+ * not where it runs the mode as strict. fp8 scale 1 (q0 = 1, x = 1) and 3
+ * (q0 = 2.74, x read back: the products are the rounded q times the stored
+ * values; rounding q times 3 instead moves P1 by a bf16 step, and e^-s sits
+ * over a third of a step from a rounding boundary); both implementations,
+ * contiguous and paged */
+static void fp8_p_rounded(attn_dtype t, int page, float scale, attn_math mode) {
+    enum { D = FP8_D };
+    float q0 = scale == 1.0f ? 1.0f : 2.74f, k[2 * D] = {1.0f}, q[D] = {q0}, o[D], rk[D], rv[D];
+    attn_kv_cache *c = fp8_two_keys(t, page, scale, k, k);
     CHECK_OK(attn_kv_cache_read(c, 0, 0, 0, rk, rv));
     int r = attn_math_rounds(t);
     double qr = r ? (double)attn_bf16_to_f32(attn_f32_to_bf16(q0)) : (double)q0, s = qr * rk[0] * 0.25;
@@ -302,11 +311,34 @@ static void fp8_p_rounded(attn_dtype t, int page, float scale) {
     for (int impl = 0; impl < 2; impl++) {
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, 1, 1, 1, 0, D, D);
-        d.math = ATTN_MATH_BF16, d.impl = impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF;
+        d.math = mode, d.impl = impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF;
         attn_view vq = {q, D, D, D}, vo = {o, D, D, D};
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
-        CHECK(fabs(o[0] - want) < 2e-6, "%s page %d scale %g %s: out %.9g, want %.9g", attn_storage_of(t)->name, page,
-              (double)scale, impl ? "auto" : "ref", (double)o[0], want);
+        CHECK(fabs(o[0] - want) < 2e-6, "%s page %d scale %g %s %s: out %.9g, want %.9g", attn_storage_of(t)->name,
+              page, (double)scale, mode == ATTN_MATH_BF16 ? "bf16" : "data", impl ? "auto" : "ref", (double)o[0], want);
+    }
+    attn_kv_cache_free(c);
+}
+
+/* A mode over fp8 keys with a small scale (2^-20) and huge queries (q0 =
+ * 1e36): the rounded q times the stored values stays finite (about 1e32),
+ * q times the codes would not (448e36). The products must keep the stored
+ * values' answer: the key with the larger score, out = its value, on both
+ * implementations, contiguous and paged (decode multiplies such rows by
+ * the scale before its products: dec_bqk_fits) */
+static void fp8_huge_q(attn_dtype t, int page, attn_math mode) {
+    enum { D = FP8_D };
+    float sc = 0x1p-20f, k[2 * D] = {0}, v[2 * D] = {0}, q[D] = {1e36f}, o[D];
+    k[0] = 448.0f * sc, k[D] = 2.0f * sc, v[0] = 3.0f * sc, v[D] = 5.0f * sc;
+    attn_kv_cache *c = fp8_two_keys(t, page, sc, k, v);
+    for (int impl = 0; impl < 2; impl++) {
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, 1, 1, 1, 0, D, D);
+        d.math = mode, d.impl = impl ? ATTN_IMPL_AUTO : ATTN_IMPL_REF;
+        attn_view vq = {q, D, D, D}, vo = {o, D, D, D};
+        CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
+        CHECK(o[0] == 3.0f * sc && o[1] == 0.0f, "%s page %d %s %s, q 1e36: out %g, want %g", attn_storage_of(t)->name,
+              page, mode == ATTN_MATH_BF16 ? "bf16" : "data", impl ? "auto" : "ref", (double)o[0], 3.0 * sc);
     }
     attn_kv_cache_free(c);
 }
@@ -527,14 +559,21 @@ int main(int argc, char **argv) {
     attn_dtype kinds[8] = {ATTN_DTYPE_F16,     ATTN_DTYPE_BF16,    ATTN_DTYPE_Q8_0,     ATTN_DTYPE_Q4_0,
                            ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
     for (int t = 0; t < 8; t++)
-        for (int page = 0; page <= 16; page += 16) {
-            cache(kinds[t], page, 1);
-            cache(kinds[t], page, 4);
-            cache(kinds[t], page, 20); /* the gathered long-query path */
-        }
+        for (int m = 0; m < (t >= 6 ? 2 : 1); m++) /* fp8: DATA and BF16 */
+            for (int page = 0; page <= 16; page += 16) {
+                attn_math mode = m ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
+                cache(kinds[t], page, 1, mode);
+                cache(kinds[t], page, 4, mode);
+                cache(kinds[t], page, 20, mode); /* the gathered long-query path */
+            }
     for (int page = 0; page <= 16; page += 16)
         for (int sc = 1; sc <= 3; sc += 2)
-            fp8_p_rounded(ATTN_DTYPE_FP8_E4M3, page, (float)sc), fp8_p_rounded(ATTN_DTYPE_FP8_E5M2, page, (float)sc);
+            for (int m = 0; m < 2; m++) {
+                attn_math mode = m ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
+                fp8_p_rounded(ATTN_DTYPE_FP8_E4M3, page, (float)sc, mode);
+                fp8_p_rounded(ATTN_DTYPE_FP8_E5M2, page, (float)sc, mode);
+                if (sc == 1) fp8_huge_q(ATTN_DTYPE_FP8_E4M3, page, mode), fp8_huge_q(ATTN_DTYPE_FP8_E5M2, page, mode);
+            }
     for (int c = 0; c < 2; c++) {
         grads(ATTN_DTYPE_F16, 37, c), grads(ATTN_DTYPE_BF16, 37, c), grads(ATTN_DTYPE_F32, 37, c);
         grads(ATTN_DTYPE_BF16, 3, c);

@@ -57,8 +57,9 @@ def math_products():
 def math_rounds(kv_dtype):
     """True when those kernels compute math='data' / 'bf16' rounded products
     for K and V stored as kv_dtype (one of KV_DTYPES: 'f32', 'f16', 'bf16',
-    'q8_0', 'fp8_e4m3', 'fp8_e5m2', 'int8', 'int4', 'q4_0'; for 'f32' and the
-    fp8 types only math='bf16' rounds, 'data' leaves them as they are);
+    'q8_0', 'fp8_e4m3', 'fp8_e5m2', 'int8', 'int4', 'q4_0'; for 'f32' only
+    math='bf16' rounds, 'data' leaves it as it is; over the fp8 types both
+    modes round q and P to bf16);
     False: the modes run as 'strict' for that type."""
     if kv_dtype not in KV_DTYPES:
         raise ValueError("kv_dtype must be one of %s, got %r" % (", ".join(repr(t) for t in KV_DTYPES), kv_dtype))

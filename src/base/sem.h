@@ -187,12 +187,16 @@ static inline int64_t attn_sem_kvh(const attn_sdpa_desc *d, int64_t h) { return 
  * blocks sharing one scale for the row (Q8_ROW) for the per-token caches
  * (int8; int4 with D a multiple of 64), when D is a multiple of 32: Q K^T
  * then runs in their integers */
+/* fp8 data, whose values bf16 holds exactly: the modes multiply it as bf16 data (q and P rounded to bf16) */
+static inline int attn_sem_fp8(attn_dtype t) { return t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2; }
+
 static inline attn_dtype attn_sem_q_type(const attn_sdpa_desc *d, attn_dtype kdt) {
     if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
     if (kdt == ATTN_DTYPE_F16 || kdt == ATTN_DTYPE_BF16 || kdt == ATTN_DTYPE_Q8_0) return kdt;
     if (kdt == ATTN_DTYPE_Q4_0 && d->D % 32 == 0) return ATTN_DTYPE_Q8_0;
     if ((kdt == ATTN_DTYPE_KV_INT8 && d->D % 32 == 0) || (kdt == ATTN_DTYPE_KV_INT4 && d->D % 64 == 0))
         return ATTN_DTYPE_Q8_ROW; /* per-token scales on K: one scale on q too, the dot one integer sum */
+    if (attn_sem_fp8(kdt)) return ATTN_DTYPE_BF16; /* fp8's own 16-bit products (DATA and BF16) */
     return d->math == ATTN_MATH_BF16 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 /* does q go to the products as int8 blocks (q8_0 blocks, or one scale a row)? */
@@ -206,9 +210,7 @@ static inline attn_dtype attn_sem_kv_type(const attn_sdpa_desc *d, attn_dtype dt
 
 /* the data BF16 mode takes into bf16 products: float32 (rounded) and fp8
  * (whose values bf16 holds exactly) */
-static inline int attn_sem_bf16_data(attn_dtype t) {
-    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
-}
+static inline int attn_sem_bf16_data(attn_dtype t) { return t == ATTN_DTYPE_F32 || attn_sem_fp8(t); }
 
 /* the type the unnormalized P is rounded to for P V (a q8_0 V: P stays
  * float32). BF16 mode: bf16 for float32 V and for fp8 V (whose values bf16
@@ -217,7 +219,8 @@ static inline int attn_sem_bf16_data(attn_dtype t) {
 static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt) {
     if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
     if (vdt == ATTN_DTYPE_F16 || vdt == ATTN_DTYPE_BF16) return vdt;
-    return d->math == ATTN_MATH_BF16 && attn_sem_bf16_data(vdt) ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+    if (attn_sem_fp8(vdt)) return ATTN_DTYPE_BF16;
+    return d->math == ATTN_MATH_BF16 && vdt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
 /* does P V take V's int8 / int4 codes in integers: P times the rows'

@@ -126,6 +126,7 @@ typedef struct dec_call {
     int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
     int iqk;                       /* Q K^T in integers: int8 query blocks against K's codes (qk_rows_q8) */
     int ipv;                       /* P V in integers: 16-bit P against V's int8 / int4 codes (pv_rows_i16) */
+    int bqk, bpv;                  /* fp8 K / V against the mode's bf16 q / P (qk_rows_bf, pv_rows_bf) */
     int gemm;                      /* the block products (R >= DEC_GEMM_ROWS) */
     int64_t LR;                    /* the partials' rows a group: R, or R rounded up to the kernels' gemm_mr */
     attn_dtype mt;                 /* the block products' operand type through oneDNN, Q8_0: the kernels' gemm */
@@ -231,6 +232,16 @@ static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
     const attn_storage *s = attn_storage_of(t);
     if (!s->kernels) return !is_v || n % 32 || R >= DEC_CONV_ROWS; /* int4, q4_0: P V reads them, Q K^T does not */
     return s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS;
+}
+
+/* fp8 K under a mode: may the group's rows (largest |q| qmax, before K's
+ * scale) go to qk_rows_bf, K's scale then multiplying the scores? Not where
+ * the unscaled products could overflow (qmax D times the format's largest
+ * value past 1e30; NaN): there the rows take the scale first, as the stored
+ * values would (the same special values), and qk_rows_x multiplies them */
+static int dec_bqk_fits(const dec_call *c, float qmax) {
+    float vmax = attn_kv_type(c->kv, 0) == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
+    return c->bqk && qmax * (float)c->d->D * vmax <= 1e30f;
 }
 
 /* Does the block mask leave no pair of keys [j0, j0 + nb) to any query row of
@@ -352,7 +363,10 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     }
     if (iqk) /* a math mode on an integer K: Qq holds int8 blocks (dec_pack_q) */
         kt->qk_rows_q8(Qq, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
-    else if (kk != ATTN_DTYPE_F32)
+    else if (dec_bqk_fits(c, qmax)) { /* fp8 K: Qq holds the rows as bf16, K's scale applied to the scores */
+        attn_kv_par(kv, 0, b, hk, j0, tmp);
+        kt->qk_rows_bf(Qq, D, R, D, K, ldk, nb, S, DEC_NB, tmp[0], pk, lpk, D, kk);
+    } else if (kk != ATTN_DTYPE_F32)
         kt->qk_rows_x(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
         kt->qk_rows(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
@@ -365,10 +379,12 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
         attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
     }
-    int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN;
-    float *wr = S + R * DEC_NB; /* R more floats */
+    int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN && !c->bpv; /* fp8 in pv_rows_bf: its scale */
+    float *wr = S + R * DEC_NB;                                             /* R more floats */
     if (vscaled) dec_p_scaled(vsc, vz, R, nb, S, wr);
-    if (kvv != ATTN_DTYPE_F32 && c->ipv) /* V's codes not converted: the mode's integer P V */
+    if (c->bpv)
+        kt->pv_rows_bf(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, vsc[0], pv, lpv, Dv, kvv);
+    else if (kvv != ATTN_DTYPE_F32 && c->ipv) /* V's codes not converted: the mode's integer P V */
         kt->pv_rows_i16(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else if (kvv != ATTN_DTYPE_F32)
         kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
@@ -583,8 +599,8 @@ static int dec_tbufs_init(dec_tbufs *t, const dec_call *c, int64_t gs) {
     memset(t, 0, sizeof *t);
     t->packed_b = t->packed_hk = -1;
     t->Qg = calloc((size_t)(gs * c->LR * D), sizeof(float));
-    t->qqr = (size_t)R * attn_q8_row_bytes(D);
-    t->Qq = c->iqk ? malloc((size_t)gs * t->qqr) : NULL;
+    t->qqr = c->bqk ? (size_t)(R * D) * 2 : (size_t)R * attn_q8_row_bytes(D); /* bf16 rows, or int8 blocks */
+    t->Qq = c->iqk || c->bqk ? malloc((size_t)gs * t->qqr) : NULL;
     t->S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), t->Qs = malloc((size_t)(gs * R) * sizeof(float));
     t->qmax = malloc((size_t)gs * sizeof(float));
     /* rounded or converted rows; int8 / int4 rows are converted where their folded products may not stand */
@@ -593,7 +609,7 @@ static int dec_tbufs_init(dec_tbufs *t, const dec_call *c, int64_t gs) {
                 attn_storage_of(attn_kv_type(c->kv, 1))->params == ATTN_ST_ROWPAR;
     t->kvb = kvbuf ? malloc((size_t)(DEC_NB * (D + c->d->Dv)) * sizeof(float)) : NULL;
     int gok = !c->gemm || dec_gbufs_init(&t->gb, c, gs);
-    return t->Qg && t->S && t->Qs && t->qmax && (!kvbuf || t->kvb) && (!c->iqk || t->Qq) && gok;
+    return t->Qg && t->S && t->Qs && t->qmax && (!kvbuf || t->kvb) && (!(c->iqk || c->bqk) || t->Qq) && gok;
 }
 
 static void dec_tbufs_free(dec_tbufs *t, const dec_call *c) {
@@ -619,8 +635,13 @@ static attn_status dec_group(const dec_call *c, attn_view q, float qmul, const d
             if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c->conv_k)
                 attn_kv_par(kv, 0, it0->b, it0->hk + h, 0, par);
             t->qmax[h] = 0.0f;
-            dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul, par[0], c->qt, t->Qg + h * LR * D,
-                       t->Qq ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R, &t->qmax[h]);
+            dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul, c->bqk ? 1.0f : par[0], c->qt, t->Qg + h * LR * D,
+                       c->iqk ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R, &t->qmax[h]);
+            float *qg = t->Qg + h * LR * D;
+            if (dec_bqk_fits(c, t->qmax[h])) /* the rounded rows as bf16 (K's scale on the scores) */
+                c->kt->store_row(qg, R * D, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, t->Qq + h * t->qqr);
+            else if (c->bqk && par[0] != 1.0f) /* the float32 products, K's scale folded as dec_pack_q folds it */
+                for (int64_t e = 0; e < R * D; e++) qg[e] *= par[0];
             if (c->gemm && c->mt != ATTN_DTYPE_Q8_0) /* the queries as oneDNN's operand */
                 c->kt->store_row(t->Qg + h * LR * D, LR * D, ATTN_DTYPE_F32, c->mt,
                                  t->gb.Q + attn_storage_bytes(c->mt, h * LR * D));
@@ -684,6 +705,12 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
      * keys a product) */
     c.ipv = attn_sem_p_int16(d, attn_kv_type(kv, 1)) && c.R < DEC_GEMM_ROWS;
     if (c.ipv) c.conv_v = 0;
+    /* fp8 under a mode (q and P bf16): two products an instruction on the
+     * codes' bf16 values, where the table has them (kernels.h qk_rows_bf) */
+    c.bqk = c.kt->qk_rows_bf && attn_sem_fp8(attn_kv_type(kv, 0)) && c.qt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS;
+    c.bpv = c.kt->pv_rows_bf && attn_sem_fp8(attn_kv_type(kv, 1)) && c.pt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS;
+    if (c.bqk) c.conv_k = 0;
+    if (c.bpv) c.conv_v = 0;
     dec_gemm_plan(&c);
     int64_t R = c.R, LR = c.LR, DvP = c.DvP;
     size_t nitems = dec_items(d, kv, NULL, NULL); /* every (b, hk) key range cut into splits */

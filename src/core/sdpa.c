@@ -76,6 +76,12 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
         e.qkv_dtype = gt;
         if (q8) e.math = ATTN_MATH_STRICT; /* every rounding of the mode is done */
     }
+    /* fp8 values (float32 or fp8 beside them) under a mode: its bf16 q and P
+     * (base/sem.h), as BF16 mode takes the gathered float32 values */
+    int fp8 = attn_sem_fp8(kt) || attn_sem_fp8(vt);
+    if (d->math != ATTN_MATH_STRICT && fp8 && (attn_sem_fp8(kt) || kt == ATTN_DTYPE_F32) &&
+        (attn_sem_fp8(vt) || vt == ATTN_DTYPE_F32))
+        e.math = ATTN_MATH_BF16;
     attn_status s = tiles(&e, vq, vk, vv, out, lse);
     free(gk), free(gv), free(gq), free(row);
     return s;
@@ -109,7 +115,8 @@ static attn_status grads_check(const attn_sdpa_desc *d, attn_view dq, attn_view 
 attn_status attn_attend(const attn_sdpa_desc *dd, attn_view q, const attn_kv_src *kv, attn_view out, float *lse) {
     attn_sdpa_desc e = resolve_math(dd, attn_kv_type(kv, 0), attn_kv_type(kv, 1));
     const attn_sdpa_desc *d = &e;
-    if (d->math != ATTN_MATH_STRICT && d->dropout) return mode_dropout_fail(); /* a mode rounds P; dropout rescales it */
+    if (d->math != ATTN_MATH_STRICT && d->dropout)
+        return mode_dropout_fail(); /* a mode rounds P; dropout rescales it */
     if (d->impl != ATTN_IMPL_REF && d->Sq <= ATTN_DECODE_MAX_SQ && !d->dropout)
         return attn_decode_forward(d, q, kv, out, lse);          /* a few queries: memory-bound, flash-decoding */
     if (!kv->pool_k) return tiles(d, q, kv->k, kv->v, out, lse); /* plain tensors of any qkv_dtype */

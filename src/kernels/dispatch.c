@@ -14,7 +14,9 @@
  * at 16 lanes.
  * ATTN_ISA (read once) forces a set: "auto" (the default), "generic", "avx2",
  * "avx512", "avx512-256", their "-vnni" forms (AVX-VNNI / AVX512-VNNI's
- * VPDPBUSD for the int8 dots: best() takes them where CPUID has them), or
+ * VPDPBUSD for the int8 dots: best() takes them where CPUID has them) and
+ * "-bf16" forms (-vnni with AVX512-BF16 and VBMI: the fp8 caches' products
+ * through VDPBF16PS; best() takes them where CPUID has both), or
  * "avx512-simde" (the AVX-512 source through SIMD Everywhere's
  * emulation, where the build has it: for tests on hosts without AVX-512).
  * A set this CPU or build cannot run makes attn_kernel_status() an error
@@ -63,6 +65,12 @@ static int have_avx512_vnni(void) {
     unsigned a, b, c, d;
     return have_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1);
 }
+/* AVX512-BF16 (CPUID 7.1 EAX bit 5) and VBMI (7.0 ECX bit 1): the fp8 products */
+static int have_avx512_bf16(void) {
+    unsigned a, b, c, d;
+    if (!have_avx512_vnni() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(c >> 1 & 1)) return 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+}
 static int have_avx_vnni(void) {
     unsigned a, b, c, d;
     return have_avx2() && __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
@@ -82,7 +90,7 @@ int attn_cpu_avx512_half_width(void) { return avx512_half_width(); }
 
 /* avx512-256: the AVX-512 table with the AVX2 source's decode row kernels
  * (faster on 256-bit units); avx512-256-vnni the same over avx512-vnni */
-static attn_kernel_table avx512_256, avx512_256_vnni;
+static attn_kernel_table avx512_256, avx512_256_vnni, avx512_256_bf16;
 static void make_half(attn_kernel_table *t, const attn_kernel_table *base, const char *name) {
     *t = *base;
     t->name = name;
@@ -93,11 +101,13 @@ static void make_half(attn_kernel_table *t, const attn_kernel_table *base, const
 static void make_avx512_256(void) {
     make_half(&avx512_256, &attn_kernels_avx512, "avx512-256");
     make_half(&avx512_256_vnni, &attn_kernels_avx512_vnni, "avx512-256-vnni");
+    make_half(&avx512_256_bf16, &attn_kernels_avx512_bf16, "avx512-256-bf16");
 }
-static const attn_kernel_table *avx512_256_table(int vnni) {
+/* isa: 0 avx512, 1 -vnni, 2 -bf16 */
+static const attn_kernel_table *avx512_256_table(int isa) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, make_avx512_256);
-    return vnni ? &avx512_256_vnni : &avx512_256;
+    return isa == 2 ? &avx512_256_bf16 : isa ? &avx512_256_vnni : &avx512_256;
 }
 #endif
 
@@ -112,6 +122,8 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
     if (!strcmp(name, "avx512-vnni")) return *ok = have_avx512_vnni(), &attn_kernels_avx512_vnni;
     if (!strcmp(name, "avx512-256")) return *ok = have_avx512(), avx512_256_table(0);
     if (!strcmp(name, "avx512-256-vnni")) return *ok = have_avx512_vnni(), avx512_256_table(1);
+    if (!strcmp(name, "avx512-bf16")) return *ok = have_avx512_bf16(), &attn_kernels_avx512_bf16;
+    if (!strcmp(name, "avx512-256-bf16")) return *ok = have_avx512_bf16(), avx512_256_table(2);
 #ifdef ATTN_HAVE_SIMDE
     if (!strcmp(name, "avx512-simde")) return *ok = have_avx2(), &attn_kernels_avx512_simde;
 #endif
@@ -127,9 +139,9 @@ int attn_cpu_avx512_half_width(void) { return 0; }
 static const attn_kernel_table *best(void) {
 #ifdef ATTN_HAVE_AVX2_BUILD
     if (have_avx512()) {
-        int vnni = have_avx512_vnni();
-        if (avx512_half_width()) return avx512_256_table(vnni);
-        return vnni ? &attn_kernels_avx512_vnni : &attn_kernels_avx512;
+        int isa = have_avx512_bf16() ? 2 : have_avx512_vnni();
+        if (avx512_half_width()) return avx512_256_table(isa);
+        return isa == 2 ? &attn_kernels_avx512_bf16 : isa ? &attn_kernels_avx512_vnni : &attn_kernels_avx512;
     }
     if (have_avx2()) return have_avx_vnni() ? &attn_kernels_avx2_vnni : &attn_kernels_avx2;
 #endif
@@ -150,8 +162,9 @@ static const attn_kernel_table *choose(attn_status *st) {
     const attn_kernel_table *t = lookup(force, &ok);
     if (t && ok) return t;
     /* known names this CPU or build cannot run are unsupported; anything else is invalid */
-    static const char *known_names[] = {"generic",     "avx2",       "avx2-vnni",       "avx512",
-                                        "avx512-vnni", "avx512-256", "avx512-256-vnni", "avx512-simde"};
+    static const char *known_names[] = {"generic",         "avx2",        "avx2-vnni",  "avx512",
+                                        "avx512-vnni",     "avx512-bf16", "avx512-256", "avx512-256-vnni",
+                                        "avx512-256-bf16", "avx512-simde"};
     int known = 0;
     for (size_t i = 0; i < sizeof known_names / sizeof known_names[0]; i++) known |= !strcmp(force, known_names[i]);
     *st = known ? ATTN_E_UNSUPPORTED : ATTN_E_INVALID;

@@ -167,6 +167,20 @@ typedef struct attn_kernel_table {
                    int64_t ldc, int acc);
     void (*gemm32_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
                       int64_t ldc, int acc);
+    /* the math modes' products over fp8 caches (base/sem.h: q and P bf16)
+     * with two products an instruction (VDPBF16PS on the codes' bf16 values;
+     * NULL where the table has none). qk_rows_bf: S = s (q . k) for R rows
+     * of bf16 q (Q's rows ldq values apart, as uint16 bits) against n fp8
+     * rows of kind (codes, ldk apart: their stored values divided by the
+     * scale s); pv_rows_bf: O rows += s (P V), P's R rows of n float32
+     * values that are bf16 values (the mode rounded them), V n fp8 rows of
+     * Dv codes. Each product exact, the sums float32 in the kernel's order
+     * (other bits than qk_rows_x / pv_rows_x: within the modes' rule);
+     * prefetch as qk_rows / pv_rows */
+    void (*qk_rows_bf)(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
+                       float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
+    void (*pv_rows_bf)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                       float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
 } attn_kernel_table;
 
 /* the math_types of the shipped tables: Q K^T in integers for the q8_0,
@@ -181,6 +195,11 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_PRODUCTS_Q8                                                                                          \
     "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
     "integers (P 16-bit); f16, bf16, float32: strict (no 16-bit product kernels here)"
+#define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
+#define ATTN_MATH_PRODUCTS_FP8                                                                                         \
+    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
+    "integers (P 16-bit); fp8 caches: bf16 q and P, two products an instruction (VDPBF16PS); f16, bf16, float32: "     \
+    "strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 
@@ -259,10 +278,11 @@ static inline void attn_tile_gemm(const attn_kernel_table *kt, int64_t M, int64_
 
 extern const attn_kernel_table attn_kernels_generic;
 #if defined(__x86_64__) || defined(__i386__)
-extern const attn_kernel_table attn_kernels_avx2;   /* simd/kernels_simd.c at 8 lanes */
-extern const attn_kernel_table attn_kernels_avx512; /* the same source at 16 lanes */
+extern const attn_kernel_table attn_kernels_avx2;        /* simd/kernels_simd.c at 8 lanes */
+extern const attn_kernel_table attn_kernels_avx512;      /* the same source at 16 lanes */
 extern const attn_kernel_table attn_kernels_avx2_vnni;   /* avx2 with AVX-VNNI's int8 dots */
 extern const attn_kernel_table attn_kernels_avx512_vnni; /* avx512 with AVX512-VNNI's int8 dots */
+extern const attn_kernel_table attn_kernels_avx512_bf16; /* avx512-vnni with AVX512-BF16, VBMI: fp8 products */
 #define ATTN_HAVE_AVX2_BUILD 1
 #ifdef ATTN_HAVE_SIMDE
 extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated on AVX2 (tests) */
@@ -272,8 +292,8 @@ extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated o
 /* The table for this CPU, chosen once: AVX-512 (F/BW/DQ/VL with the OS's
  * ZMM state; "avx512-256" on Zen 4, see dispatch.c) > AVX2+FMA+F16C > the
  * portable C kernels; the environment variable ATTN_ISA forces one
- * ("generic", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-256",
- * "avx512-256-vnni", "avx512-simde" where the build has SIMDe, "auto"). The
+ * ("generic", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16", "avx512-256",
+ * "avx512-256-vnni", "avx512-256-bf16", "avx512-simde" where the build has SIMDe, "auto"). The
  * -vnni tables differ only in the int8 dots of qk_rows_q8 (VPDPBUSD: the
  * same exact sums), chosen where CPUID reports AVX-VNNI / AVX512-VNNI. */
 const attn_kernel_table *attn_kernels(void);

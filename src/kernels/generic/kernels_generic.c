@@ -452,4 +452,6 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 ATTN_MATH_TYPES_Q8,
                                                 ATTN_MATH_PRODUCTS_Q8,
                                                 NULL,
+                                                NULL,
+                                                NULL,
                                                 NULL};

@@ -1781,6 +1781,258 @@ static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dty
     }
 }
 
+/* ---- fp8 codes against bf16 operands (the math modes over fp8 caches:
+ * kernels.h qk_rows_bf, pv_rows_bf). A code's 7 magnitude bits index two
+ * 128-entry byte tables, the high and low bytes of its bf16 value (VPERMT2B,
+ * 64 codes an instruction: VBMI), its sign joins the high byte, and
+ * VDPBF16PS takes two products an instruction against bf16 q or P
+ * (AVX512-BF16). Each product is exact in float32; fp8's values are normal
+ * bf16 numbers (none for the instruction to flush). ------------------------- */
+#if VL == 16 && defined(ATTN_FP8_DPBF16)
+#define FP8_X16(F, b)                                                                                                  \
+    F(b), F(b + 1), F(b + 2), F(b + 3), F(b + 4), F(b + 5), F(b + 6), F(b + 7), F(b + 8), F(b + 9), F(b + 10),         \
+        F(b + 11), F(b + 12), F(b + 13), F(b + 14), F(b + 15)
+#define FP8_X128(F)                                                                                                    \
+    FP8_X16(F, 0), FP8_X16(F, 16), FP8_X16(F, 32), FP8_X16(F, 48), FP8_X16(F, 64), FP8_X16(F, 80), FP8_X16(F, 96),     \
+        FP8_X16(F, 112)
+/* the bf16 bits of magnitude c. e4m3: 2^(e-7) (1 + m/8), exponent field e + 120; subnormals m 2^-9; S.1111.111
+ * NaN. e5m2: 2^(e-15) (1 + m/4), e + 112; subnormals m 2^-16; exponent 31 inf (m 0) or NaN */
+#define E4M3_BF(c)                                                                                                     \
+    ((c) == 0x7f ? 0x7fc0                                                                                              \
+     : (c) >= 8  ? ((c) << 4) + 0x3c00                                                                                 \
+     : (c) >= 4  ? 0x3c00 + 0x20 * ((c)-4)                                                                             \
+     : (c) == 3  ? 0x3bc0                                                                                              \
+     : (c) == 2  ? 0x3b80                                                                                              \
+                 : 0x3b00 * (c))
+#define E5M2_BF(c)                                                                                                     \
+    ((c) > 0x7c    ? 0x7fc0                                                                                            \
+     : (c) == 0x7c ? 0x7f80                                                                                            \
+     : (c) >= 4    ? ((c) << 5) + 0x3800                                                                               \
+     : (c) == 3    ? 0x3840                                                                                            \
+     : (c) == 2    ? 0x3800                                                                                            \
+                   : 0x3780 * (c))
+#define E4M3_HI(c) (uint8_t)(E4M3_BF(c) >> 8)
+#define E4M3_LO(c) (uint8_t)(E4M3_BF(c) & 0xff)
+#define E5M2_HI(c) (uint8_t)(E5M2_BF(c) >> 8)
+#define E5M2_LO(c) (uint8_t)(E5M2_BF(c) & 0xff)
+static const uint8_t fp8_bf_tab[2][2][128] __attribute__((aligned(64))) = {{{FP8_X128(E4M3_HI)}, {FP8_X128(E4M3_LO)}},
+                                                                           {{FP8_X128(E5M2_HI)}, {FP8_X128(E5M2_LO)}}};
+
+typedef struct fp8_lut {
+    __m512i h0, h1, l0, l1, sign;
+} fp8_lut;
+INLINE fp8_lut fp8_lut_of(int t) {
+    const uint8_t(*tb)[128] = fp8_bf_tab[t == KV_E5M2];
+    fp8_lut l = {_mm512_load_si512(tb[0]), _mm512_load_si512(tb[0] + 64), _mm512_load_si512(tb[1]),
+                 _mm512_load_si512(tb[1] + 64), _mm512_set1_epi8((char)0x80)};
+    return l;
+}
+/* 64 codes x as bf16 values: the high and low bytes, in x's order */
+INLINE void fp8_bf_bytes(__m512i x, const fp8_lut *l, __m512i *hi, __m512i *lo) {
+    *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(l->h0, x, l->h1), x, l->sign, 0xf8); /* hi | x & sign */
+    *lo = _mm512_permutex2var_epi8(l->l0, x, l->l1);
+}
+INLINE __m512bh bh_of(__m512i x) {
+    __m512bh r;
+    memcpy(&r, &x, sizeof r);
+    return r;
+}
+/* 64 codes from p, zeros past left (a row's last, partial block) */
+INLINE __m512i bf_load_codes(const uint8_t *p, int64_t left) {
+    if (left >= 64) return _mm512_loadu_si512(p);
+    uint8_t t[64] = {0};
+    memcpy(t, p, (size_t)left);
+    return _mm512_loadu_si512(t);
+}
+/* 128-bit blocks of a and b as bf_shuf128(a, b, imm) picks them (through VPERMT2PS: SIMDe has it) */
+INLINE vf bf_shuf128(vf a, vf b, int imm) {
+    int32_t ix[16];
+    for (int i = 0; i < 16; i++) ix[i] = 4 * ((imm >> (2 * (i / 4))) & 3) + i % 4 + (i >= 8 ? 16 : 0);
+    return _mm512_permutex2var_ps(a, _mm512_loadu_si512(ix), b);
+}
+
+/* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
+INLINE vf bf_reduce16(const vf a[16]) {
+    vf u[4];
+    for (int g = 0; g < 4; g++) {
+        vf s[2];
+        for (int h = 0; h < 2; h++) {
+            vf x = a[4 * g + 2 * h], y = a[4 * g + 2 * h + 1];
+            s[h] = vf_add(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+        }
+        __m512d p = _mm512_castps_pd(s[0]), q = _mm512_castps_pd(s[1]);
+        u[g] = vf_add(_mm512_castpd_ps(_mm512_unpacklo_pd(p, q)), _mm512_castpd_ps(_mm512_unpackhi_pd(p, q)));
+    }
+    vf pq = vf_add(bf_shuf128(u[0], u[1], 0x44), bf_shuf128(u[0], u[1], 0xee));
+    vf rs = vf_add(bf_shuf128(u[2], u[3], 0x44), bf_shuf128(u[2], u[3], 0xee));
+    return vf_add(bf_shuf128(pq, rs, 0x88), bf_shuf128(pq, rs, 0xdd));
+}
+
+/* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) */
+INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int NR, int NK, int64_t D, const uint8_t *k,
+                       size_t ks, int64_t nk, const fp8_lut *l, __m512i ilo, __m512i ihi, float s, float *S,
+                       int64_t lds) {
+    vf a[16];
+    for (int i = 0; i < 16; i++) a[i] = vf_zero();
+    for (int64_t c = 0; c < D; c += 64) {
+        for (int u = 0; u < NK; u++) {
+            __m512i hi, lo, x = u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512();
+            fp8_bf_bytes(x, l, &hi, &lo);
+            __m512bh w0 = bh_of(_mm512_permutex2var_epi8(lo, ilo, hi)),
+                     w1 = bh_of(_mm512_permutex2var_epi8(lo, ihi, hi));
+            for (int r = 0; r < NR; r++) { /* the last, partial block's q from qt (zeros past D) */
+                const uint16_t *q = c + 64 <= D ? Q + r * ldq + c : qt + 64 * r;
+                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_loadu_si512(q)));
+                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w1, bh_of(_mm512_loadu_si512(q + 32)));
+            }
+        }
+    }
+    float t[16];
+    vf_store(t, vf_mul(bf_reduce16(a), vf_set1(s)));
+    for (int r = 0; r < NR; r++)
+        for (int u = 0; u < nk; u++) S[r * lds + u] = t[r * NK + u];
+}
+
+INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
+                       float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
+    const int NK = 16 / NR;
+    fp8_lut l = fp8_lut_of(t);
+    /* the words of codes 0..31 / 32..63 from the low and high bytes in code order */
+    uint8_t ix[2][64];
+    for (int i = 0; i < 64; i++)
+        ix[0][i] = (uint8_t)(i / 2 + (i & 1) * 64), ix[1][i] = (uint8_t)(32 + i / 2 + (i & 1) * 64);
+    __m512i ilo = _mm512_loadu_si512(ix[0]), ihi = _mm512_loadu_si512(ix[1]);
+    uint16_t qt[4 * 64] = {0}; /* the rows' last, partial block of 64, zeros after */
+    for (int r = 0; D % 64 && r < NR; r++) memcpy(qt + 64 * r, Q + r * ldq + D / 64 * 64, (size_t)(D % 64) * 2);
+    for (int64_t j = 0; j < n; j += NK) {
+        for (int64_t u = 0; pre && u < NK; u++)
+            for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
+        qk_bf_step(Q, ldq, qt, NR, NK, D, K + j * ks, ks, n - j < NK ? n - j : NK, &l, ilo, ihi, s, S + j, lds);
+    }
+}
+
+static void qk_rows_bf(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
+                       float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
+    const uint16_t *q = Q;
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const uint8_t *p = r0 == 0 ? pre : NULL;
+        if (nr == 4)
+            qk_bf_rows(q + r0 * ldq, ldq, 4, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
+        else if (nr == 3)
+            qk_bf_rows(q + r0 * ldq, ldq, 3, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
+        else if (nr == 2)
+            qk_bf_rows(q + r0 * ldq, ldq, 2, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
+        else
+            qk_bf_rows(q + r0 * ldq, ldq, 1, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
+    }
+}
+
+/* P rows (n <= 2 PBN keys, bf16 values) as bf16 pairs of keys (2i, 2i + 1): pp rows PBN pairs apart */
+#define PBN 128
+INLINE void pv_bf_pairs(const float *P, int64_t ldp, int64_t nr, int64_t n, uint32_t *pp) {
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(2 * i + 1); /* each float's high half */
+    __m512i idx = _mm512_loadu_si512(ix);
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t j = 0; j < n; j += 32) {
+            __mmask16 m0 = vm_tail(n - j < 16 ? n - j : 16), m1 = vm_tail(n - j - 16 < 0    ? 0
+                                                                          : n - j - 16 < 16 ? n - j - 16
+                                                                                            : 16);
+            __m512i a = _mm512_castps_si512(vf_maskz_load(P + r * ldp + j, m0));
+            __m512i b = _mm512_castps_si512(vf_maskz_load(P + r * ldp + j + 16, m1));
+            _mm512_storeu_si512(pp + r * PBN + j / 2, _mm512_permutex2var_epi16(a, idx, b));
+        }
+}
+
+/* O rows += s P V for NR rows over columns c0 .. c0 + 64 NC (up to Dv), key pairs j = 0, 2, .. < n:
+ * accumulator q of a 64-column block holds, in 128-bit lane L, columns 16 L + 4 q + (0..3) */
+INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, size_t vs, int64_t n, int64_t c0,
+                       int64_t Dv, float *O, int64_t ldo, float s, const fp8_lut *l, const uint8_t *pre, size_t ps) {
+    vf a[4][8];
+    for (int r = 0; r < NR; r++)
+        for (int q = 0; q < 4 * NC; q++) a[r][q] = vf_zero();
+    for (int64_t j = 0; j < n; j += 2) {
+        for (int64_t u = 0; pre && u < 2; u++)
+            for (int h = 0; h < NC; h++) __builtin_prefetch(pre + (size_t)(j + u) * ps + c0 + 64 * h, 0, 2);
+        for (int h = 0; h < NC; h++) {
+            int64_t left = Dv - c0 - 64 * h;
+            const uint8_t *v = V + (size_t)j * vs + c0 + 64 * h;
+            __m512i x0 = bf_load_codes(v, left), x1 = j + 1 < n ? bf_load_codes(v + vs, left) : _mm512_setzero_si512();
+            __m512i w[4];
+            for (int g = 0; g < 2; g++) {
+                __m512i hi, lo;
+                fp8_bf_bytes(g ? _mm512_unpackhi_epi8(x0, x1) : _mm512_unpacklo_epi8(x0, x1), l, &hi, &lo);
+                w[2 * g] = _mm512_unpacklo_epi8(lo, hi), w[2 * g + 1] = _mm512_unpackhi_epi8(lo, hi);
+            }
+            for (int r = 0; r < NR; r++) {
+                __m512bh p = bh_of(_mm512_set1_epi32((int)pp[r * PBN + j / 2]));
+                for (int q = 0; q < 4; q++) a[r][4 * h + q] = _mm512_dpbf16_ps(a[r][4 * h + q], bh_of(w[q]), p);
+            }
+        }
+    }
+    vf sv = vf_set1(s);
+    for (int r = 0; r < NR; r++)
+        for (int h = 0; h < NC; h++) { /* the 128-bit lanes transposed: block L of columns 16 L .. 16 L + 15 */
+            vf *q = a[r] + 4 * h, t[4], out[4];
+            t[0] = bf_shuf128(q[0], q[1], 0x44), t[1] = bf_shuf128(q[2], q[3], 0x44);
+            t[2] = bf_shuf128(q[0], q[1], 0xee), t[3] = bf_shuf128(q[2], q[3], 0xee);
+            out[0] = bf_shuf128(t[0], t[1], 0x88), out[1] = bf_shuf128(t[0], t[1], 0xdd);
+            out[2] = bf_shuf128(t[2], t[3], 0x88), out[3] = bf_shuf128(t[2], t[3], 0xdd);
+            for (int L = 0; L < 4; L++) {
+                int64_t col = c0 + 64 * h + 16 * L, left = Dv - col;
+                if (left <= 0) break;
+                vmask m = vm_tail(left < 16 ? left : 16);
+                float *o = O + r * ldo + col;
+                vf_mask_store(o, m, vf_fma(sv, out[L], vf_maskz_load(o, m)));
+            }
+        }
+}
+
+INLINE void pv_bf_rows(const uint32_t *pp, int NR, const uint8_t *V, size_t vs, int64_t n, int64_t Dv, float *O,
+                       int64_t ldo, float s, const uint8_t *pre, size_t ps, int64_t wpre, int t) {
+    fp8_lut l = fp8_lut_of(t);
+    const int NC = NR <= 2 ? 2 : 1; /* one or two rows: 128 columns a pass (whole rows, as the prefetchers like) */
+    for (int64_t c0 = 0; c0 < Dv; c0 += 64 * NC) {
+        const uint8_t *p = pre && c0 < wpre ? pre : NULL;
+        if (NC == 2 && Dv - c0 <= 64)
+            pv_bf_pass(pp, NR, 1, V, vs, n, c0, Dv, O, ldo, s, &l, p, ps);
+        else
+            pv_bf_pass(pp, NR, NC, V, vs, n, c0, Dv, O, ldo, s, &l, p, ps);
+    }
+}
+
+static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                       float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
+    uint32_t pp[4 * PBN] __attribute__((aligned(64)));
+    const uint8_t *v = V, *p = pre;
+    for (int64_t j0 = 0; j0 < n; j0 += 2 * PBN)
+        for (int64_t r0 = 0; r0 < R; r0 += 4) {
+            int64_t nr = R - r0 < 4 ? R - r0 : 4, nj = n - j0 < 2 * PBN ? n - j0 : 2 * PBN;
+            const uint8_t *vj = v + (size_t)j0 * ldv, *pj = r0 == 0 && p ? p + (size_t)j0 * ldpre : NULL;
+            float *o = O + r0 * ldo;
+            pv_bf_pairs(P + r0 * ldp + j0, ldp, nr, nj, pp);
+            if (nr == 4)
+                pv_bf_rows(pp, 4, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
+            else if (nr == 3)
+                pv_bf_rows(pp, 3, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
+            else if (nr == 2)
+                pv_bf_rows(pp, 2, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
+            else
+                pv_bf_rows(pp, 1, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
+        }
+}
+#define QK_ROWS_BF qk_rows_bf
+#define PV_ROWS_BF pv_rows_bf
+#define FP8_MATH_TYPES ATTN_MATH_TYPES_FP8
+#define FP8_MATH_PRODUCTS ATTN_MATH_PRODUCTS_FP8
+#else
+#define QK_ROWS_BF NULL
+#define PV_ROWS_BF NULL
+#define FP8_MATH_TYPES 0u
+#define FP8_MATH_PRODUCTS ATTN_MATH_PRODUCTS_Q8
+#endif
+
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
                                            VL,
@@ -1807,7 +2059,10 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            qk_rows_q8,
                                            pv_rows_i16,
                                            kv_rows,
-                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8,
-                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : ATTN_MATH_PRODUCTS_Q8,
+                                           (ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_TYPES_ALL : ATTN_MATH_TYPES_Q8) |
+                                               FP8_MATH_TYPES,
+                                           ATTN_SIMD_MATH_ROUNDS ? ATTN_MATH_PRODUCTS_EMULATED : FP8_MATH_PRODUCTS,
                                            GEMM32,
-                                           GEMM32_TN};
+                                           GEMM32_TN,
+                                           QK_ROWS_BF,
+                                           PV_ROWS_BF};

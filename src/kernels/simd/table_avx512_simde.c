@@ -6,8 +6,9 @@
  * rounded path on any host, and the int8 dots through VPDPBUSD as the VNNI
  * tables do. */
 #define ATTN_SIMD_MATH_ROUNDS 1
-#define ATTN_Q8_DPBUSD _mm256_dpbusd_epi32 /* VNNI's int8 dots (SIMDe emulates them): the VNNI tables' code */
+#define ATTN_Q8_DPBUSD _mm256_dpbusd_epi32  /* VNNI's int8 dots (SIMDe emulates them): the VNNI tables' code */
 #define ATTN_I16_DPWSSD _mm256_dpwssd_epi32 /* and their int16 pairs (P V) */
+#define ATTN_FP8_DPBF16 1                   /* and the fp8 products through VDPBF16PS, VPERMT2B (SIMDe emulates them) */
 #define ATTN_VEC_AVX512 1
 #define ATTN_VEC_SIMDE 1
 #define ATTN_SIMD_TABLE attn_kernels_avx512_simde

@@ -1,0 +1,10 @@
+/* The AVX-512 VNNI table with AVX512-BF16 and VBMI: the math modes'
+ * products over fp8 caches two an instruction (qk_rows_bf, pv_rows_bf:
+ * VPERMT2B tables to bf16, VDPBF16PS); the avx512-vnni table otherwise. */
+#define ATTN_Q8_DPBUSD _mm256_dpbusd_epi32
+#define ATTN_I16_DPWSSD _mm256_dpwssd_epi32
+#define ATTN_FP8_DPBF16 1
+#define ATTN_VEC_AVX512 1
+#define ATTN_SIMD_TABLE attn_kernels_avx512_bf16
+#define ATTN_SIMD_NAME "avx512-bf16"
+#include "kernels_simd.c"
