@@ -78,9 +78,8 @@ static attn_status gather(const attn_sdpa_desc *d, attn_view q, const attn_kv_sr
     }
     /* fp8 values (float32 or fp8 beside them) under a mode: its bf16 q and P
      * (base/sem.h), as BF16 mode takes the gathered float32 values */
-    int fp8 = attn_sem_fp8(kt) || attn_sem_fp8(vt);
-    if (d->math != ATTN_MATH_STRICT && fp8 && (attn_sem_fp8(kt) || kt == ATTN_DTYPE_F32) &&
-        (attn_sem_fp8(vt) || vt == ATTN_DTYPE_F32))
+    int f8k = attn_sem_fp8(kt), f8v = attn_sem_fp8(vt);
+    if (d->math != ATTN_MATH_STRICT && (f8k || f8v) && (f8k || kt == ATTN_DTYPE_F32) && (f8v || vt == ATTN_DTYPE_F32))
         e.math = ATTN_MATH_BF16;
     attn_status s = tiles(&e, vq, vk, vv, out, lse);
     free(gk), free(gv), free(gq), free(row);
