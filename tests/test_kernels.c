@@ -485,7 +485,70 @@ static float bf16_round(float x) { /* nearest even, as the modes round (finite x
     return x;
 }
 
-/* qk_rows_bf / pv_rows_bf (the modes' fp8 products, where a table has them:
+/* qk_rows_bf / pv_rows_bf on random finite values of type t (fp8: codes,
+ * want their values; bf16: the values) against float64 sums: R 1..9, D
+ * 32..200 (a partial block of 64), 1..130 keys, the rows after the last
+ * holding NaN (read, they would show), nothing written outside S or O */
+static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *want) {
+    enum { N = 130, RM = 9, LD = 216, LS = N + 8 };
+    static unsigned char K8[(N + 2) * LD];
+    static uint16_t K16[(N + 2) * LD], Qb[RM * LD];
+    static float Qf[RM * LD], S[RM * LS], O[RM * LD], P[RM * LS], val[(N + 2) * LD];
+    static const int ds[4] = {32, 64, 100, 200}, nsz[5] = {1, 7, 37, 128, 130};
+    uint32_t st = 71u + (uint32_t)t;
+    int bf = t == ATTN_DTYPE_BF16, bq = 0, bp = 0, outside = 0;
+    const void *K = bf ? (const void *)K16 : (const void *)K8;
+    for (int di = 0; di < 4; di++)
+        for (int ni = 0; ni < 5; ni++)
+            for (int R = 1; R <= RM; R++) {
+                int D = ds[di], n = nsz[ni];
+                float sc = ni & 1 && !bf ? 0.75f : 1.0f;
+                for (int j = 0; j < n * LD; j++) {
+                    if (bf) {
+                        val[j] = bf16_round(tu_frand(&st) * 8.0f - 4.0f), K16[j] = bf16_bits(val[j]);
+                    } else {
+                        unsigned char c = (unsigned char)tu_irand(&st, 0, 255);
+                        K8[j] = isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38, val[j] = want[K8[j]];
+                    }
+                }
+                memset(K8 + n * LD, 0x7f, 2 * LD); /* NaN in the rows after the last: read, they would show */
+                for (int j = n * LD; j < (n + 2) * LD; j++) K16[j] = 0x7fc0;
+                for (int i = 0; i < R * LD; i++)
+                    Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f), Qb[i] = bf16_bits(Qf[i]);
+                for (int i = 0; i < RM * LS; i++) S[i] = -7.0f, P[i] = bf16_round(tu_frand(&st) * 4.0f - 1.0f);
+                kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, LS, sc, K, LD, D, t);
+                for (int r = 0; r < R; r++) {
+                    for (int j = 0; j < n; j++) {
+                        double w = 0.0, a = 0.0;
+                        for (int c = 0; c < D; c++) {
+                            double x = (double)Qf[r * LD + c] * val[j * LD + c];
+                            w += x, a += fabs(x);
+                        }
+                        bq += fabs(S[r * LS + j] - sc * w) > 1e-6 * sc * a + 1e-30;
+                    }
+                    for (int j = n; j < LS; j++) outside += S[r * LS + j] != -7.0f;
+                }
+                for (int i = 0; i < RM * LD; i++) O[i] = (float)(i % 7) - 3.0f;
+                kt->pv_rows_bf(P, LS, R, K, LD, n, D, O, LD, sc, K, LD, D, t);
+                for (int r = 0; r < RM; r++) /* rows past R and columns past D untouched */
+                    for (int c = 0; c < LD; c++) {
+                        double w = 0.0, a = 0.0, o0 = (double)((r * LD + c) % 7) - 3.0;
+                        if (r >= R || c >= D) {
+                            outside += O[r * LD + c] != (float)o0;
+                            continue;
+                        }
+                        for (int j = 0; j < n; j++) {
+                            double x = (double)P[r * LS + j] * val[j * LD + c];
+                            w += x, a += fabs(x);
+                        }
+                        bp += fabs(O[r * LD + c] - (o0 + sc * w)) > 1e-6 * (sc * a + fabs(o0)) + 1e-30;
+                    }
+            }
+    CHECK(!bq && !bp && !outside, "%s %s: random bf16 products: %d Q K^T, %d P V wrong, %d written outside", kt->name,
+          attn_storage_of(t)->name, bq, bp, outside);
+}
+
+/* qk_rows_bf / pv_rows_bf (the modes' fp8 and bf16 products, where a table has them:
  * avx512-bf16 natively, avx512-simde through SIMDe's emulation). Every code
  * (NaN, e5m2's infinities) exactly: one nonzero code a key against q rows
  * of 2^r (S = 2^r v s), one key of every code against P = 2^r (O = 2^r v s),
@@ -500,11 +563,10 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
           want_it ? "missing" : "where none was built");
     if (!kt->qk_rows_bf) return;
     static const attn_dtype fmts[2] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
-    enum { N = 256, RM = 9, DM = 200, LD = DM + 16 };
-    static unsigned char K[(N + 2) * LD];
+    enum { N = 256, RM = 5, LD = 200 };
+    static unsigned char K[N * LD];
     static uint16_t Qb[RM * LD];
-    static float Qf[RM * LD], S[RM * (N + 8)], O[RM * LD], P[RM * (N + 8)], want[N];
-    uint32_t st = 71u;
+    static float S[RM * (N + 8)], O[RM * (N + 8)], P[RM * 2], want[N];
     for (int f = 0; f < 2; f++) {
         attn_dtype t = fmts[f];
         unsigned char codes[N];
@@ -532,53 +594,9 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
             }
         }
         CHECK(!bad, "%s %s: %d of the codes' bf16 products wrong", kt->name, attn_storage_of(t)->name, bad);
-        /* random finite values against float64 */
-        static const int ds[4] = {32, 64, 100, 200}, nsz[5] = {1, 7, 37, 128, 130};
-        int bq = 0, bp = 0, outside = 0;
-        for (int di = 0; di < 4; di++)
-            for (int ni = 0; ni < 5; ni++)
-                for (int R = 1; R <= RM; R++) {
-                    int D = ds[di], n = nsz[ni];
-                    float sc = ni & 1 ? 0.75f : 1.0f;
-                    for (int j = 0; j < n * LD; j++) {
-                        unsigned char c = (unsigned char)tu_irand(&st, 0, 255);
-                        K[j] = isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38;
-                    }
-                    memset(K + n * LD, 0x7f, 2 * LD); /* NaN in the rows after the last: read, they would show */
-                    for (int i = 0; i < R * LD; i++) Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f);
-                    for (int i = 0; i < R * LD; i++) Qb[i] = bf16_bits(Qf[i]);
-                    for (int i = 0; i < RM * (N + 8); i++) S[i] = -7.0f, P[i] = bf16_round(tu_frand(&st) * 4.0f - 1.0f);
-                    kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, N + 8, sc, K, LD, D, t);
-                    for (int r = 0; r < R; r++) {
-                        for (int j = 0; j < n; j++) {
-                            double w = 0.0, a = 0.0;
-                            for (int c = 0; c < D; c++) {
-                                double x = (double)Qf[r * LD + c] * want[K[j * LD + c]];
-                                w += x, a += fabs(x);
-                            }
-                            bq += fabs(S[r * (N + 8) + j] - sc * w) > 1e-6 * sc * a + 1e-30;
-                        }
-                        for (int j = n; j < N + 8; j++) outside += S[r * (N + 8) + j] != -7.0f;
-                    }
-                    for (int i = 0; i < RM * LD; i++) O[i] = (float)(i % 7) - 3.0f;
-                    kt->pv_rows_bf(P, N + 8, R, K, LD, n, D, O, LD, sc, K, LD, D, t);
-                    for (int r = 0; r < R; r++) {
-                        for (int c = 0; c < D; c++) {
-                            double w = 0.0, a = 0.0, o0 = (double)((r * LD + c) % 7) - 3.0;
-                            for (int j = 0; j < n; j++) {
-                                double x = (double)P[r * (N + 8) + j] * want[K[j * LD + c]];
-                                w += x, a += fabs(x);
-                            }
-                            bp += fabs(O[r * LD + c] - (o0 + sc * w)) > 1e-6 * (sc * a + fabs(o0)) + 1e-30;
-                        }
-                        for (int c = D; c < LD; c++) outside += O[r * LD + c] != (float)((r * LD + c) % 7) - 3.0f;
-                    }
-                    for (int r = R; r < RM; r++) /* rows past R untouched */
-                        for (int c = 0; c < LD; c++) outside += O[r * LD + c] != (float)((r * LD + c) % 7) - 3.0f;
-                }
-        CHECK(!bq && !bp && !outside, "%s %s: random fp8 bf16 products: %d Q K^T, %d P V wrong, %d written outside",
-              kt->name, attn_storage_of(t)->name, bq, bp, outside);
+        bf_random(kt, t, want);
     }
+    bf_random(kt, ATTN_DTYPE_BF16, NULL);
 }
 
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says,

@@ -167,14 +167,14 @@ typedef struct attn_kernel_table {
                    int64_t ldc, int acc);
     void (*gemm32_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
                       int64_t ldc, int acc);
-    /* the math modes' products over fp8 caches (base/sem.h: q and P bf16)
-     * with two products an instruction (VDPBF16PS on the codes' bf16 values;
-     * NULL where the table has none). qk_rows_bf: S = s (q . k) for R rows
-     * of bf16 q (Q's rows ldq values apart, as uint16 bits) against n fp8
-     * rows of kind (codes, ldk apart: their stored values divided by the
-     * scale s); pv_rows_bf: O rows += s (P V), P's R rows of n float32
-     * values that are bf16 values (the mode rounded them), V n fp8 rows of
-     * Dv codes. Each product exact, the sums float32 in the kernel's order
+    /* the math modes' products over fp8 and bf16 caches (base/sem.h: q and
+     * P bf16) with two products an instruction (VDPBF16PS on the values as
+     * bf16; NULL where the table has none). qk_rows_bf: S = s (q . k) for R
+     * rows of bf16 q (Q's rows ldq values apart, as uint16 bits) against n
+     * rows of kind (fp8 codes: their stored values divided by the scale s;
+     * bf16 values, s 1), ldk values apart; pv_rows_bf: O rows += s (P V),
+     * P's R rows of n float32 values that are bf16 values (the mode rounded
+     * them), V n rows of Dv values of kind. Each product exact, the sums float32 in the kernel's order
      * (other bits than qk_rows_x / pv_rows_x: within the modes' rule);
      * prefetch as qk_rows / pv_rows */
     void (*qk_rows_bf)(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
@@ -198,8 +198,8 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \
     "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
-    "integers (P 16-bit); fp8 caches: bf16 q and P, two products an instruction (VDPBF16PS); f16, bf16, float32: "     \
-    "strict (no 16-bit product kernels here)"
+    "integers (P 16-bit); fp8 caches: bf16 q and P, two products an instruction (VDPBF16PS), and bf16 caches' "        \
+    "decode so where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 

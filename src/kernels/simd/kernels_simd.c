@@ -1837,12 +1837,17 @@ INLINE __m512bh bh_of(__m512i x) {
     memcpy(&r, &x, sizeof r);
     return r;
 }
-/* 64 codes from p, zeros past left (a row's last, partial block) */
+/* 64 bytes from p, zeros past left (a row's last, partial block) */
 INLINE __m512i bf_load_codes(const uint8_t *p, int64_t left) {
     if (left >= 64) return _mm512_loadu_si512(p);
+    if (left <= 0) return _mm512_setzero_si512();
+#ifdef ATTN_VEC_SIMDE /* no masked byte loads in SIMDe 0.7.4 */
     uint8_t t[64] = {0};
-    memcpy(t, p, (size_t)left);
+    for (int i = 0; i < (int)left; i++) t[i] = p[i];
     return _mm512_loadu_si512(t);
+#else
+    return _mm512_maskz_loadu_epi8((__mmask64)((1ull << left) - 1), p);
+#endif
 }
 /* 128-bit blocks of a and b as bf_shuf128(a, b, imm) picks them (through VPERMT2PS: SIMDe has it) */
 INLINE vf bf_shuf128(vf a, vf b, int imm) {
@@ -1871,15 +1876,21 @@ INLINE vf bf_reduce16(const vf a[16]) {
 /* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) */
 INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int NR, int NK, int64_t D, const uint8_t *k,
                        size_t ks, int64_t nk, const fp8_lut *l, __m512i ilo, __m512i ihi, float s, float *S,
-                       int64_t lds) {
+                       int64_t lds, int t) {
     vf a[16];
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
     for (int64_t c = 0; c < D; c += 64) {
         for (int u = 0; u < NK; u++) {
-            __m512i hi, lo, x = u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512();
-            fp8_bf_bytes(x, l, &hi, &lo);
-            __m512bh w0 = bh_of(_mm512_permutex2var_epi8(lo, ilo, hi)),
-                     w1 = bh_of(_mm512_permutex2var_epi8(lo, ihi, hi));
+            __m512bh w0, w1;
+            if (t == KV_BF16) { /* the values themselves, two loads of 32 */
+                const uint8_t *kp = k + u * ks + 2 * c;
+                w0 = bh_of(u < nk ? bf_load_codes(kp, 2 * (D - c)) : _mm512_setzero_si512());
+                w1 = bh_of(u < nk ? bf_load_codes(kp + 64, 2 * (D - c) - 64) : _mm512_setzero_si512());
+            } else {
+                __m512i hi, lo, x = u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512();
+                fp8_bf_bytes(x, l, &hi, &lo);
+                w0 = bh_of(_mm512_permutex2var_epi8(lo, ilo, hi)), w1 = bh_of(_mm512_permutex2var_epi8(lo, ihi, hi));
+            }
             for (int r = 0; r < NR; r++) { /* the last, partial block's q from qt (zeros past D) */
                 const uint16_t *q = c + 64 <= D ? Q + r * ldq + c : qt + 64 * r;
                 a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_loadu_si512(q)));
@@ -1887,10 +1898,10 @@ INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int N
             }
         }
     }
-    float t[16];
-    vf_store(t, vf_mul(bf_reduce16(a), vf_set1(s)));
+    float sum[16];
+    vf_store(sum, vf_mul(bf_reduce16(a), vf_set1(s)));
     for (int r = 0; r < NR; r++)
-        for (int u = 0; u < nk; u++) S[r * lds + u] = t[r * NK + u];
+        for (int u = 0; u < nk; u++) S[r * lds + u] = sum[r * NK + u];
 }
 
 INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
@@ -1907,25 +1918,35 @@ INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const 
     for (int64_t j = 0; j < n; j += NK) {
         for (int64_t u = 0; pre && u < NK; u++)
             for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
-        qk_bf_step(Q, ldq, qt, NR, NK, D, K + j * ks, ks, n - j < NK ? n - j : NK, &l, ilo, ihi, s, S + j, lds);
+        qk_bf_step(Q, ldq, qt, NR, NK, D, K + j * ks, ks, n - j < NK ? n - j : NK, &l, ilo, ihi, s, S + j, lds, t);
+    }
+}
+
+/* the rows in groups of 4 (and the 1-3 left), t a constant where it inlines */
+INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, const uint8_t *K, size_t ks, int64_t n,
+                         float *S, int64_t lds, float s, const uint8_t *pre, size_t ps, int64_t pb, int t) {
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const uint8_t *p = r0 == 0 ? pre : NULL;
+        if (nr == 4)
+            qk_bf_rows(q + r0 * ldq, ldq, 4, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+        else if (nr == 3)
+            qk_bf_rows(q + r0 * ldq, ldq, 3, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+        else if (nr == 2)
+            qk_bf_rows(q + r0 * ldq, ldq, 2, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+        else
+            qk_bf_rows(q + r0 * ldq, ldq, 1, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
     }
 }
 
 static void qk_rows_bf(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
-    const uint16_t *q = Q;
-    for (int64_t r0 = 0; r0 < R; r0 += 4) {
-        int64_t nr = R - r0 < 4 ? R - r0 : 4;
-        const uint8_t *p = r0 == 0 ? pre : NULL;
-        if (nr == 4)
-            qk_bf_rows(q + r0 * ldq, ldq, 4, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
-        else if (nr == 3)
-            qk_bf_rows(q + r0 * ldq, ldq, 3, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
-        else if (nr == 2)
-            qk_bf_rows(q + r0 * ldq, ldq, 2, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
-        else
-            qk_bf_rows(q + r0 * ldq, ldq, 1, D, K, ldk, n, s, S + r0 * lds, lds, p, ldpre, wpre, kind);
-    }
+    size_t ks = attn_storage_bytes(kind, ldk), ps = attn_storage_bytes(kind, ldpre);
+    int64_t pb = (int64_t)attn_storage_bytes(kind, wpre);
+    if (kind == KV_BF16)
+        qk_bf_groups(Q, ldq, R, D, K, ks, n, S, lds, s, pre, ps, pb, KV_BF16);
+    else
+        qk_bf_groups(Q, ldq, R, D, K, ks, n, S, lds, s, pre, ps, pb, kind);
 }
 
 /* P rows (n <= 2 PBN keys, bf16 values) as bf16 pairs of keys (2i, 2i + 1): pp rows PBN pairs apart */
@@ -1948,22 +1969,31 @@ INLINE void pv_bf_pairs(const float *P, int64_t ldp, int64_t nr, int64_t n, uint
 /* O rows += s P V for NR rows over columns c0 .. c0 + 64 NC (up to Dv), key pairs j = 0, 2, .. < n:
  * accumulator q of a 64-column block holds, in 128-bit lane L, columns 16 L + 4 q + (0..3) */
 INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, size_t vs, int64_t n, int64_t c0,
-                       int64_t Dv, float *O, int64_t ldo, float s, const fp8_lut *l, const uint8_t *pre, size_t ps) {
+                       int64_t Dv, float *O, int64_t ldo, float s, const fp8_lut *l, const uint8_t *pre, size_t ps,
+                       int t) {
+    const int cb = t == KV_BF16 ? 2 : 1; /* bytes a value */
     vf a[4][8];
     for (int r = 0; r < NR; r++)
         for (int q = 0; q < 4 * NC; q++) a[r][q] = vf_zero();
     for (int64_t j = 0; j < n; j += 2) {
         for (int64_t u = 0; pre && u < 2; u++)
-            for (int h = 0; h < NC; h++) __builtin_prefetch(pre + (size_t)(j + u) * ps + c0 + 64 * h, 0, 2);
+            for (int h = 0; h < NC * cb; h++) __builtin_prefetch(pre + (size_t)(j + u) * ps + cb * c0 + 64 * h, 0, 2);
         for (int h = 0; h < NC; h++) {
-            int64_t left = Dv - c0 - 64 * h;
-            const uint8_t *v = V + (size_t)j * vs + c0 + 64 * h;
+            int64_t left = cb * (Dv - c0 - 64 * h);
+            const uint8_t *v = V + (size_t)j * vs + cb * (c0 + 64 * h);
             __m512i x0 = bf_load_codes(v, left), x1 = j + 1 < n ? bf_load_codes(v + vs, left) : _mm512_setzero_si512();
             __m512i w[4];
-            for (int g = 0; g < 2; g++) {
-                __m512i hi, lo;
-                fp8_bf_bytes(g ? _mm512_unpackhi_epi8(x0, x1) : _mm512_unpacklo_epi8(x0, x1), l, &hi, &lo);
-                w[2 * g] = _mm512_unpacklo_epi8(lo, hi), w[2 * g + 1] = _mm512_unpackhi_epi8(lo, hi);
+            if (t == KV_BF16) { /* columns 0..31 and 32..63 of the two rows, interleaved in lanes */
+                __m512i y0 = bf_load_codes(v + 64, left - 64);
+                __m512i y1 = j + 1 < n ? bf_load_codes(v + vs + 64, left - 64) : _mm512_setzero_si512();
+                w[0] = _mm512_unpacklo_epi16(x0, x1), w[1] = _mm512_unpackhi_epi16(x0, x1);
+                w[2] = _mm512_unpacklo_epi16(y0, y1), w[3] = _mm512_unpackhi_epi16(y0, y1);
+            } else {
+                for (int g = 0; g < 2; g++) {
+                    __m512i hi, lo;
+                    fp8_bf_bytes(g ? _mm512_unpackhi_epi8(x0, x1) : _mm512_unpacklo_epi8(x0, x1), l, &hi, &lo);
+                    w[2 * g] = _mm512_unpacklo_epi8(lo, hi), w[2 * g + 1] = _mm512_unpackhi_epi8(lo, hi);
+                }
             }
             for (int r = 0; r < NR; r++) {
                 __m512bh p = bh_of(_mm512_set1_epi32((int)pp[r * PBN + j / 2]));
@@ -1974,11 +2004,16 @@ INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, siz
     vf sv = vf_set1(s);
     for (int r = 0; r < NR; r++)
         for (int h = 0; h < NC; h++) { /* the 128-bit lanes transposed: block L of columns 16 L .. 16 L + 15 */
-            vf *q = a[r] + 4 * h, t[4], out[4];
-            t[0] = bf_shuf128(q[0], q[1], 0x44), t[1] = bf_shuf128(q[2], q[3], 0x44);
-            t[2] = bf_shuf128(q[0], q[1], 0xee), t[3] = bf_shuf128(q[2], q[3], 0xee);
-            out[0] = bf_shuf128(t[0], t[1], 0x88), out[1] = bf_shuf128(t[0], t[1], 0xdd);
-            out[2] = bf_shuf128(t[2], t[3], 0x88), out[3] = bf_shuf128(t[2], t[3], 0xdd);
+            vf *q = a[r] + 4 * h, u[4], out[4];
+            if (t == KV_BF16) { /* accumulator q, lane L: columns 32 (q / 2) + 8 L + 4 (q % 2) + (0..3) */
+                for (int i = 0; i < 4; i++) u[i] = bf_shuf128(q[i & 2], q[(i & 2) + 1], i & 1 ? 0xee : 0x44);
+                for (int i = 0; i < 4; i++) out[i] = bf_shuf128(u[i], u[i], 0xd8);
+            } else {
+                u[0] = bf_shuf128(q[0], q[1], 0x44), u[1] = bf_shuf128(q[2], q[3], 0x44);
+                u[2] = bf_shuf128(q[0], q[1], 0xee), u[3] = bf_shuf128(q[2], q[3], 0xee);
+                out[0] = bf_shuf128(u[0], u[1], 0x88), out[1] = bf_shuf128(u[0], u[1], 0xdd);
+                out[2] = bf_shuf128(u[2], u[3], 0x88), out[3] = bf_shuf128(u[2], u[3], 0xdd);
+            }
             for (int L = 0; L < 4; L++) {
                 int64_t col = c0 + 64 * h + 16 * L, left = Dv - col;
                 if (left <= 0) break;
@@ -1996,31 +2031,40 @@ INLINE void pv_bf_rows(const uint32_t *pp, int NR, const uint8_t *V, size_t vs, 
     for (int64_t c0 = 0; c0 < Dv; c0 += 64 * NC) {
         const uint8_t *p = pre && c0 < wpre ? pre : NULL;
         if (NC == 2 && Dv - c0 <= 64)
-            pv_bf_pass(pp, NR, 1, V, vs, n, c0, Dv, O, ldo, s, &l, p, ps);
+            pv_bf_pass(pp, NR, 1, V, vs, n, c0, Dv, O, ldo, s, &l, p, ps, t);
         else
-            pv_bf_pass(pp, NR, NC, V, vs, n, c0, Dv, O, ldo, s, &l, p, ps);
+            pv_bf_pass(pp, NR, NC, V, vs, n, c0, Dv, O, ldo, s, &l, p, ps, t);
     }
+}
+
+/* 256 keys at a time (P's pairs on the stack), the rows in groups of 4; t a constant where it inlines */
+INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *V, size_t vs, int64_t n, int64_t Dv,
+                         float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps, int64_t wpre, int t) {
+    uint32_t pp[4 * PBN] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < n; j0 += 2 * PBN)
+        for (int64_t r0 = 0; r0 < R; r0 += 4) {
+            int64_t nr = R - r0 < 4 ? R - r0 : 4, nj = n - j0 < 2 * PBN ? n - j0 : 2 * PBN;
+            const uint8_t *vj = V + (size_t)j0 * vs, *pj = r0 == 0 && pre ? pre + (size_t)j0 * ps : NULL;
+            float *o = O + r0 * ldo;
+            pv_bf_pairs(P + r0 * ldp + j0, ldp, nr, nj, pp);
+            if (nr == 4)
+                pv_bf_rows(pp, 4, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre, t);
+            else if (nr == 3)
+                pv_bf_rows(pp, 3, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre, t);
+            else if (nr == 2)
+                pv_bf_rows(pp, 2, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre, t);
+            else
+                pv_bf_rows(pp, 1, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre, t);
+        }
 }
 
 static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                        float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
-    uint32_t pp[4 * PBN] __attribute__((aligned(64)));
-    const uint8_t *v = V, *p = pre;
-    for (int64_t j0 = 0; j0 < n; j0 += 2 * PBN)
-        for (int64_t r0 = 0; r0 < R; r0 += 4) {
-            int64_t nr = R - r0 < 4 ? R - r0 : 4, nj = n - j0 < 2 * PBN ? n - j0 : 2 * PBN;
-            const uint8_t *vj = v + (size_t)j0 * ldv, *pj = r0 == 0 && p ? p + (size_t)j0 * ldpre : NULL;
-            float *o = O + r0 * ldo;
-            pv_bf_pairs(P + r0 * ldp + j0, ldp, nr, nj, pp);
-            if (nr == 4)
-                pv_bf_rows(pp, 4, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
-            else if (nr == 3)
-                pv_bf_rows(pp, 3, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
-            else if (nr == 2)
-                pv_bf_rows(pp, 2, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
-            else
-                pv_bf_rows(pp, 1, vj, ldv, nj, Dv, o, ldo, s, pj, ldpre, wpre, kind);
-        }
+    size_t vs = attn_storage_bytes(kind, ldv), ps = attn_storage_bytes(kind, ldpre);
+    if (kind == KV_BF16)
+        pv_bf_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre, KV_BF16);
+    else
+        pv_bf_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre, kind);
 }
 #define QK_ROWS_BF qk_rows_bf
 #define PV_ROWS_BF pv_rows_bf
