@@ -485,8 +485,8 @@ static float bf16_round(float x) { /* nearest even, as the modes round (finite x
     return x;
 }
 
-/* qk_rows_bf / pv_rows_bf on random finite values of type t (fp8: codes,
- * want their values; bf16: the values) against float64 sums: R 1..9, D
+/* qk_rows_bf (fp8) / pv_rows_bf on random finite values of type t (fp8:
+ * codes, want their values; bf16: the values) against float64 sums: R 1..9, D
  * 32..200 (a partial block of 64), 1..130 keys, the rows after the last
  * holding NaN (read, they would show), nothing written outside S or O */
 static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *want) {
@@ -516,8 +516,8 @@ static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *wa
                 for (int i = 0; i < R * LD; i++)
                     Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f), Qb[i] = bf16_bits(Qf[i]);
                 for (int i = 0; i < RM * LS; i++) S[i] = -7.0f, P[i] = bf16_round(tu_frand(&st) * 4.0f - 1.0f);
-                kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, LS, sc, K, LD, D, t);
-                for (int r = 0; r < R; r++) {
+                if (!bf) kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, LS, sc, K, LD, D, t); /* fp8 keys only */
+                for (int r = 0; r < R && !bf; r++) {
                     for (int j = 0; j < n; j++) {
                         double w = 0.0, a = 0.0;
                         for (int c = 0; c < D; c++) {

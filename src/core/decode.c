@@ -126,7 +126,7 @@ typedef struct dec_call {
     int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
     int iqk;                       /* Q K^T in integers: int8 query blocks against K's codes (qk_rows_q8) */
     int ipv;                       /* P V in integers: 16-bit P against V's int8 / int4 codes (pv_rows_i16) */
-    int bqk, bpv;                  /* fp8 / bf16 K / V against the mode's bf16 q / P (qk_rows_bf, pv_rows_bf) */
+    int bqk, bpv;                  /* fp8 K / fp8, bf16 V against the mode's bf16 q / P (qk_rows_bf, pv_rows_bf) */
     int gemm;                      /* the block products (R >= DEC_GEMM_ROWS) */
     int64_t LR;                    /* the partials' rows a group: R, or R rounded up to the kernels' gemm_mr */
     attn_dtype mt;                 /* the block products' operand type through oneDNN, Q8_0: the kernels' gemm */
@@ -240,9 +240,7 @@ static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
  * value past 1e30; NaN): there the rows take the scale first, as the stored
  * values would (the same special values), and qk_rows_x multiplies them */
 static int dec_bqk_fits(const dec_call *c, float qmax) {
-    attn_dtype t = attn_kv_type(c->kv, 0);
-    if (!attn_sem_fp8(t)) return c->bqk; /* bf16: the stored values themselves */
-    float vmax = t == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
+    float vmax = attn_kv_type(c->kv, 0) == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
     return c->bqk && qmax * (float)c->d->D * vmax <= 1e30f;
 }
 
@@ -365,7 +363,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     }
     if (iqk) /* a math mode on an integer K: Qq holds int8 blocks (dec_pack_q) */
         kt->qk_rows_q8(Qq, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
-    else if (dec_bqk_fits(c, qmax)) { /* fp8 / bf16 K: Qq holds the rows as bf16, K's scale on the scores */
+    else if (dec_bqk_fits(c, qmax)) { /* fp8 K: Qq holds the rows as bf16, K's scale on the scores */
         attn_kv_par(kv, 0, b, hk, j0, tmp);
         kt->qk_rows_bf(Qq, D, R, D, K, ldk, nb, S, DEC_NB, tmp[0], pk, lpk, D, kk);
     } else if (kk != ATTN_DTYPE_F32)
@@ -707,11 +705,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
      * keys a product) */
     c.ipv = attn_sem_p_int16(d, attn_kv_type(kv, 1)) && c.R < DEC_GEMM_ROWS;
     if (c.ipv) c.conv_v = 0;
-    /* fp8 and bf16 under a mode (q and P bf16): two products an instruction
-     * on the values as bf16, where the table has them (kernels.h qk_rows_bf) */
+    /* fp8 (P V: and bf16) under a mode (q and P bf16): two products an
+     * instruction on the values as bf16, where the table has them (kernels.h
+     * qk_rows_bf; a bf16 K's Q K^T stays on the float32 products, faster) */
     attn_dtype tk = attn_kv_type(kv, 0), tv = attn_kv_type(kv, 1);
-    c.bqk = c.kt->qk_rows_bf && (attn_sem_fp8(tk) || tk == ATTN_DTYPE_BF16) && c.qt == ATTN_DTYPE_BF16 &&
-            c.R < DEC_GEMM_ROWS;
+    c.bqk = c.kt->qk_rows_bf && attn_sem_fp8(tk) && c.qt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS;
     c.bpv = c.kt->pv_rows_bf && (attn_sem_fp8(tv) || tv == ATTN_DTYPE_BF16) && c.pt == ATTN_DTYPE_BF16 &&
             c.R < DEC_GEMM_ROWS;
     if (c.bqk) c.conv_k = 0;

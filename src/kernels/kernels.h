@@ -167,14 +167,14 @@ typedef struct attn_kernel_table {
                    int64_t ldc, int acc);
     void (*gemm32_tn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, int64_t bs, float *C,
                       int64_t ldc, int acc);
-    /* the math modes' products over fp8 and bf16 caches (base/sem.h: q and
-     * P bf16) with two products an instruction (VDPBF16PS on the values as
-     * bf16; NULL where the table has none). qk_rows_bf: S = s (q . k) for R
-     * rows of bf16 q (Q's rows ldq values apart, as uint16 bits) against n
-     * rows of kind (fp8 codes: their stored values divided by the scale s;
-     * bf16 values, s 1), ldk values apart; pv_rows_bf: O rows += s (P V),
-     * P's R rows of n float32 values that are bf16 values (the mode rounded
-     * them), V n rows of Dv values of kind. Each product exact, the sums float32 in the kernel's order
+    /* the math modes' products over fp8 (and bf16) caches (base/sem.h: q
+     * and P bf16) with two products an instruction (VDPBF16PS on the values
+     * as bf16; NULL where the table has none). qk_rows_bf: S = s (q . k) for
+     * R rows of bf16 q (Q's rows ldq values apart, as uint16 bits) against
+     * n fp8 rows of kind (codes, ldk apart: their stored values divided by
+     * the scale s); pv_rows_bf: O rows += s (P V), P's R rows of n float32
+     * values that are bf16 values (the mode rounded them), V n rows of Dv
+     * values of kind (fp8 codes, or bf16 values with s 1). Each product exact, the sums float32 in the kernel's order
      * (other bits than qk_rows_x / pv_rows_x: within the modes' rule);
      * prefetch as qk_rows / pv_rows */
     void (*qk_rows_bf)(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,

@@ -1876,21 +1876,15 @@ INLINE vf bf_reduce16(const vf a[16]) {
 /* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) */
 INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int NR, int NK, int64_t D, const uint8_t *k,
                        size_t ks, int64_t nk, const fp8_lut *l, __m512i ilo, __m512i ihi, float s, float *S,
-                       int64_t lds, int t) {
+                       int64_t lds) {
     vf a[16];
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
     for (int64_t c = 0; c < D; c += 64) {
         for (int u = 0; u < NK; u++) {
-            __m512bh w0, w1;
-            if (t == KV_BF16) { /* the values themselves, two loads of 32 */
-                const uint8_t *kp = k + u * ks + 2 * c;
-                w0 = bh_of(u < nk ? bf_load_codes(kp, 2 * (D - c)) : _mm512_setzero_si512());
-                w1 = bh_of(u < nk ? bf_load_codes(kp + 64, 2 * (D - c) - 64) : _mm512_setzero_si512());
-            } else {
-                __m512i hi, lo, x = u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512();
-                fp8_bf_bytes(x, l, &hi, &lo);
-                w0 = bh_of(_mm512_permutex2var_epi8(lo, ilo, hi)), w1 = bh_of(_mm512_permutex2var_epi8(lo, ihi, hi));
-            }
+            __m512i hi, lo, x = u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512();
+            fp8_bf_bytes(x, l, &hi, &lo);
+            __m512bh w0 = bh_of(_mm512_permutex2var_epi8(lo, ilo, hi)),
+                     w1 = bh_of(_mm512_permutex2var_epi8(lo, ihi, hi));
             for (int r = 0; r < NR; r++) { /* the last, partial block's q from qt (zeros past D) */
                 const uint16_t *q = c + 64 <= D ? Q + r * ldq + c : qt + 64 * r;
                 a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_loadu_si512(q)));
@@ -1918,11 +1912,11 @@ INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const 
     for (int64_t j = 0; j < n; j += NK) {
         for (int64_t u = 0; pre && u < NK; u++)
             for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
-        qk_bf_step(Q, ldq, qt, NR, NK, D, K + j * ks, ks, n - j < NK ? n - j : NK, &l, ilo, ihi, s, S + j, lds, t);
+        qk_bf_step(Q, ldq, qt, NR, NK, D, K + j * ks, ks, n - j < NK ? n - j : NK, &l, ilo, ihi, s, S + j, lds);
     }
 }
 
-/* the rows in groups of 4 (and the 1-3 left), t a constant where it inlines */
+/* the rows in groups of 4 (and the 1-3 left) */
 INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, const uint8_t *K, size_t ks, int64_t n,
                          float *S, int64_t lds, float s, const uint8_t *pre, size_t ps, int64_t pb, int t) {
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
@@ -1939,14 +1933,13 @@ INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, c
     }
 }
 
+/* fp8 rows only: over bf16 rows this Q K^T ran slower than the float32
+ * products on their values (Zen 5, four rows in L1: 14.3 ns a key against
+ * 11.0: a bf16 value's conversion is a shift, and the key steps' reductions
+ * cost more than the halved multiplies save), so decode keeps those there */
 static void qk_rows_bf(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
-    size_t ks = attn_storage_bytes(kind, ldk), ps = attn_storage_bytes(kind, ldpre);
-    int64_t pb = (int64_t)attn_storage_bytes(kind, wpre);
-    if (kind == KV_BF16)
-        qk_bf_groups(Q, ldq, R, D, K, ks, n, S, lds, s, pre, ps, pb, KV_BF16);
-    else
-        qk_bf_groups(Q, ldq, R, D, K, ks, n, S, lds, s, pre, ps, pb, kind);
+    qk_bf_groups(Q, ldq, R, D, K, (size_t)ldk, n, S, lds, s, pre, (size_t)ldpre, wpre, kind);
 }
 
 /* P rows (n <= 2 PBN keys, bf16 values) as bf16 pairs of keys (2i, 2i + 1): pp rows PBN pairs apart */
