@@ -199,7 +199,8 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \
     "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
     "integers (P 16-bit); fp8 caches: bf16 q and P, two products an instruction (VDPBF16PS), and bf16 caches' "        \
-    "decode so where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product kernels here)"
+    "decode P V so where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product kernels "   \
+    "here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 
