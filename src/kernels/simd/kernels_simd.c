@@ -1291,6 +1291,113 @@ INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const
             tok_store8(a + u0 * NK, NR - u0 < 2 ? NR - u0 : 2, NK, u0, zv[u0 / 2], dv[u0 / 2], S, lds, j, n);
     }
 }
+
+INLINE vf vf_cvt_i32(__m512i v) {
+#if defined(ATTN_VEC_SIMDE)
+    return vf_join(_mm256_cvtepi32_ps(_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1)));
+#else
+    return _mm512_cvtepi32_ps(v);
+#endif
+}
+/* Three or four query rows against int8 / int4 keys with no reductions of
+ * (row, key) vectors: the rows' 16-value chunks side by side in one
+ * register, qc[c] = [row 0's values 16c .. 16c + 15 | row 1's | row 2's |
+ * row 3's] (made once a call), and each key's chunk broadcast to the four
+ * 128-bit lanes (a load), so that one VPDPBUSD gives a key's four partial
+ * sums for every row at once, 4 dots a lane (q8_rows_tok512 gave one row's:
+ * 16 lanes of (row, key) to add up after). int4: a 16-byte chunk holds
+ * values 16c .. (low nibbles) and half + 16c .. (high): the high nibbles are
+ * taken in place, x & 0xf0 = 16 code, into sums of their own shifted down
+ * by 4 at the end (exact: every term a multiple of 16). Four keys a step;
+ * their four vectors of (row, 4 partials) fold with two rounds of unpacks
+ * into one of (row, key): row r's keys j .. j + 3 in lane r, as S holds
+ * them. The same exact int32 sums as every other table. */
+INLINE __m512i kb_sum4(const __m512i *a) {
+    __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+INLINE __m512i kb_shift4(__m512i v) { /* an arithmetic shift by 4 (SIMDe has none on 512 bits) */
+#if defined(ATTN_VEC_SIMDE)
+    return join256(_mm256_srai_epi32(_mm512_castsi512_si256(v), 4),
+                   _mm256_srai_epi32(_mm512_extracti64x4_epi64(v, 1), 4));
+#else
+    return _mm512_srai_epi32(v, 4);
+#endif
+}
+INLINE __m128 kb_lane(__m512 s, int u) { /* 128-bit lane u (1..3) */
+    return u == 1 ? _mm512_extractf32x4_ps(s, 1) : u == 2 ? _mm512_extractf32x4_ps(s, 2) : _mm512_extractf32x4_ps(s, 3);
+}
+INLINE __m512i kb_chunk(const unsigned char *k, int64_t c) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(k + 16 * c)));
+}
+#define KB_MAXC 64 /* chunks of 16 values a call keeps (D <= 1024) */
+/* the steps of four keys over nc chunks of qc (a constant for the common
+ * widths, so that the chunks stay in registers) */
+INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, const void *K, size_t kr, int64_t n,
+                        float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+    const __m512i lo4 = _mm512_set1_epi8(15), hi4 = _mm512_set1_epi8(-16);
+    int64_t kc = t == KV_U4 ? nc / 2 : nc; /* a key row's 16-byte chunks */
+    for (int64_t j = 0; j < n; j += 4) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
+        __m512i a[4][4]; /* four chains a key (their latency, not the products, bound one chain a key) */
+        for (int e = 0; e < 4; e++)
+            for (int i = 0; i < 4; i++) a[e][i] = _mm512_setzero_si512();
+        if (t == KV_U4) /* low nibbles into chains 0, 1, high into 2, 3 */
+            for (int64_t c = 0; c < kc; c += 2)
+                for (int i = 0; i < 2 && c + i < kc; i++)
+                    for (int e = 0; e < 4; e++) {
+                        __m512i x = kb_chunk(k[e], c + i);
+                        a[e][i] = _mm512_dpbusd_epi32(a[e][i], _mm512_and_si512(x, lo4), qc[c + i]);
+                        a[e][2 + i] = _mm512_dpbusd_epi32(a[e][2 + i], _mm512_and_si512(x, hi4), qc[c + i + kc]);
+                    }
+        else
+            for (int64_t c = 0; c < kc; c += 4)
+                for (int i = 0; i < 4 && c + i < kc; i++)
+                    for (int e = 0; e < 4; e++)
+                        a[e][i] = _mm512_dpbusd_epi32(a[e][i], kb_chunk(k[e], c + i), qc[c + i]);
+        for (int e = 0; e < 4; e++) {
+            __m512i hi = _mm512_add_epi32(a[e][2], a[e][3]);
+            a[e][0] = _mm512_add_epi32(_mm512_add_epi32(a[e][0], a[e][1]), t == KV_U4 ? kb_shift4(hi) : hi);
+        }
+        __m512i a0[4] = {a[0][0], a[1][0], a[2][0], a[3][0]};
+        __m512 s = _mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(kb_sum4(a0), zv)), dv);
+        if (j + 4 <= n) {
+            _mm_storeu_ps(S + j, _mm512_castps512_ps128(s));
+            for (int u = 1; u < NR; u++) _mm_storeu_ps(S + u * lds + j, kb_lane(s, u));
+        } else {
+            float s16[16];
+            _mm512_storeu_ps(s16, s);
+            for (int u = 0; u < NR; u++)
+                for (int e = 0; j + e < n; e++) S[u * lds + j + e] = s16[4 * u + e];
+        }
+    }
+}
+INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
+                       size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
+                       int t) {
+    __m512i qc[KB_MAXC];
+    int64_t nc = D / 16;
+    for (int64_t c = 0; c < nc; c++) {
+        __m512i v = _mm512_setzero_si512();
+        for (int u = 0; u < 4; u++) {
+            const unsigned char *y = q[u] + (16 * c / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + 16 * c % ATTN_Q8_BLOCK;
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)y), u);
+        }
+        qc[c] = v;
+    }
+    int32_t z16[16];
+    float d16[16];
+    for (int i = 0; i < 16; i++) z16[i] = t == KV_U8 ? 128 * qsum[i / 4] : 0, d16[i] = dq[i / 4];
+    const __m512i zv = _mm512_loadu_si512((const void *)z16);
+    const __m512 dv = _mm512_loadu_ps(d16);
+    if (nc == 8)
+        q8_kb_steps(qc, 8, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+    else
+        q8_kb_steps(qc, nc, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+}
+
 #define TOK_ROWS q8_rows_tok512 /* 4 keys a step for every row count: 32 registers */
 #define TOK_NK 4
 #else
@@ -1316,7 +1423,12 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
         }
         const void *pf = pre && r0 == 0 ? pre : NULL;
         float *Sr = S + r0 * lds;
-        if (nr == 4)
+#ifdef KB_MAXC
+        if (nr >= 3 && D / 16 <= KB_MAXC)
+            q8_rows_kb(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+        else
+#endif
+            if (nr == 4)
             TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 4, TOK_NK, t);
         else if (nr == 3)
             TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 3, TOK_NK, t);
@@ -1399,13 +1511,6 @@ INLINE __m512i query_pair(const unsigned char *q, int64_t b, int64_t nb, int t) 
     if (t == KV_Q8) return y;
     __m256i y0 = _mm512_castsi512_si256(y), y1 = _mm512_extracti64x4_epi64(y, 1);
     return join256(_mm256_permute2x128_si256(y0, y1, 0x20), _mm256_permute2x128_si256(y0, y1, 0x31));
-}
-INLINE vf vf_cvt_i32(__m512i v) {
-#if defined(ATTN_VEC_SIMDE)
-    return vf_join(_mm256_cvtepi32_ps(_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1)));
-#else
-    return _mm512_cvtepi32_ps(v);
-#endif
 }
 #define QP (QB / 2) /* block pairs per chunk */
 INLINE void q8_rows512(const __m512i *y2, const __m512 *dq2, const __m512i *zq2, int64_t b0, int64_t b1, int64_t nb,
