@@ -1328,10 +1328,32 @@ INLINE __m512i kb_shift4(__m512i v) { /* an arithmetic shift by 4 (SIMDe has non
 INLINE __m128 kb_lane(__m512 s, int u) { /* 128-bit lane u (1..3) */
     return u == 1 ? _mm512_extractf32x4_ps(s, 1) : u == 2 ? _mm512_extractf32x4_ps(s, 2) : _mm512_extractf32x4_ps(s, 3);
 }
+INLINE void kb_store(__m512 s, int NR, float *S, int64_t lds, int64_t j, int64_t n) {
+    if (j + 4 <= n) {
+        _mm_storeu_ps(S + j, _mm512_castps512_ps128(s));
+        for (int u = 1; u < NR; u++) _mm_storeu_ps(S + u * lds + j, kb_lane(s, u));
+    } else {
+        float s16[16];
+        _mm512_storeu_ps(s16, s);
+        for (int u = 0; u < NR; u++)
+            for (int e = 0; j + e < n; e++) S[u * lds + j + e] = s16[4 * u + e];
+    }
+}
 INLINE __m512i kb_chunk(const unsigned char *k, int64_t c) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(k + 16 * c)));
 }
 #define KB_MAXC 64 /* chunks of 16 values a call keeps (D <= 1024) */
+/* the four q8_0 rows' 16-value chunks side by side: qc[c], c < nc */
+INLINE void kb_rows(const unsigned char *const *q, int64_t nc, __m512i *qc) {
+    for (int64_t c = 0; c < nc; c++) {
+        __m512i v = _mm512_setzero_si512();
+        for (int u = 0; u < 4; u++) {
+            const unsigned char *y = q[u] + (16 * c / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + 16 * c % ATTN_Q8_BLOCK;
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)y), u);
+        }
+        qc[c] = v;
+    }
+}
 /* the steps of four keys over nc chunks of qc (a constant for the common
  * widths, so that the chunks stay in registers) */
 INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, const void *K, size_t kr, int64_t n,
@@ -1362,16 +1384,7 @@ INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, co
             a[e][0] = _mm512_add_epi32(_mm512_add_epi32(a[e][0], a[e][1]), t == KV_U4 ? kb_shift4(hi) : hi);
         }
         __m512i a0[4] = {a[0][0], a[1][0], a[2][0], a[3][0]};
-        __m512 s = _mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(kb_sum4(a0), zv)), dv);
-        if (j + 4 <= n) {
-            _mm_storeu_ps(S + j, _mm512_castps512_ps128(s));
-            for (int u = 1; u < NR; u++) _mm_storeu_ps(S + u * lds + j, kb_lane(s, u));
-        } else {
-            float s16[16];
-            _mm512_storeu_ps(s16, s);
-            for (int u = 0; u < NR; u++)
-                for (int e = 0; j + e < n; e++) S[u * lds + j + e] = s16[4 * u + e];
-        }
+        kb_store(_mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(kb_sum4(a0), zv)), dv), NR, S, lds, j, n);
     }
 }
 INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
@@ -1379,14 +1392,7 @@ INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int
                        int t) {
     __m512i qc[KB_MAXC];
     int64_t nc = D / 16;
-    for (int64_t c = 0; c < nc; c++) {
-        __m512i v = _mm512_setzero_si512();
-        for (int u = 0; u < 4; u++) {
-            const unsigned char *y = q[u] + (16 * c / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + 16 * c % ATTN_Q8_BLOCK;
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)y), u);
-        }
-        qc[c] = v;
-    }
+    kb_rows(q, nc, qc);
     int32_t z16[16];
     float d16[16];
     for (int i = 0; i < 16; i++) z16[i] = t == KV_U8 ? 128 * qsum[i / 4] : 0, d16[i] = dq[i / 4];
@@ -1543,6 +1549,74 @@ INLINE void q8_rows512(const __m512i *y2, const __m512 *dq2, const __m512i *zq2,
             }
     }
 }
+/* q8_0 / q4_0 keys at three or four rows: q8_rows_kb's layout (the rows'
+ * chunks side by side, each key's chunk broadcast) with a block's two
+ * chunks into one int32 sum a lane, started at minus the codes' offset
+ * (nz[b]: 128 or 8 times the lanes' query sums; q8_0's codes go unsigned
+ * as x ^ 0x80 = x + 128, q4_0's are 0..15: low nibbles values 0..15 of the
+ * block, high 16..31), then converted and added into float32 lanes times
+ * the row's and the key's block scales, dqb[b] dk. Keys' float lanes fold
+ * as q8_rows_kb's (kb_sum4's tree in float32). */
+INLINE __m512 kb_sum4f(const __m512 *a) {
+    __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+    __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23))),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23))));
+}
+INLINE __m512 kb_scale(const unsigned char *blk) {
+#if defined(ATTN_VEC_SIMDE)
+    return _mm512_set1_ps(q8_d(blk));
+#else
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+#endif
+}
+INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb, int64_t nb, const void *K, size_t kr,
+                         int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+    const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
+    size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
+    for (int64_t j = 0; j < n; j += 4) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
+        __m512 f[4];
+        for (int e = 0; e < 4; e++) f[e] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++)
+            for (int e = 0; e < 4; e++) {
+                const unsigned char *blk = k[e] + b * bb;
+                __m512i a = nz[b], x = kb_chunk(blk + 2, 0);
+                if (t == KV_Q4) {
+                    a = _mm512_dpbusd_epi32(a, _mm512_and_si512(x, lo4), qc[2 * b]);
+                    a = _mm512_dpbusd_epi32(a, _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4), qc[2 * b + 1]);
+                } else {
+                    a = _mm512_dpbusd_epi32(a, _mm512_xor_si512(x, sgn), qc[2 * b]);
+                    a = _mm512_dpbusd_epi32(a, _mm512_xor_si512(kb_chunk(blk + 2, 1), sgn), qc[2 * b + 1]);
+                }
+                f[e] = _mm512_fmadd_ps(vf_cvt_i32(a), _mm512_mul_ps(dqb[b], kb_scale(blk)), f[e]);
+            }
+        kb_store(kb_sum4f(f), NR, S, lds, j, n);
+    }
+}
+INLINE void q8_blk_kb(const unsigned char *const *q, int64_t D, const void *K, size_t kr, int64_t n, float *S,
+                      int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+    __m512i qc[KB_MAXC], nz[KB_MAXC / 2];
+    __m512 dqb[KB_MAXC / 2];
+    int64_t nb = D / ATTN_Q8_BLOCK;
+    kb_rows(q, 2 * nb, qc);
+    const __m512i off = _mm512_set1_epi8(t == KV_Q4 ? 8 : -128);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i z =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, qc[2 * b]), off, qc[2 * b + 1]);
+        nz[b] = _mm512_sub_epi32(_mm512_setzero_si512(), z);
+        float d16[16];
+        for (int i = 0; i < 16; i++) d16[i] = q8_d(q[i / 4] + b * ATTN_Q8_BYTES);
+        dqb[b] = _mm512_loadu_ps(d16);
+    }
+    if (nb == 4)
+        q8_blk_steps(qc, nz, dqb, 4, K, kr, n, S, lds, pre, pr, pb, NR, t);
+    else
+        q8_blk_steps(qc, nz, dqb, nb, K, kr, n, S, lds, pre, pr, pb, NR, t);
+}
 INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                           int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
@@ -1567,7 +1641,11 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
             }
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
             float *Sr = S + r0 * lds;
-            if (nr == 4)
+            if (nr >= 3 && nb <= KB_MAXC / 2) {
+                const unsigned char *q[4];
+                for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
+                q8_blk_kb(q, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+            } else if (nr == 4)
                 q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
             else if (nr == 3)
                 q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, 2, t);
