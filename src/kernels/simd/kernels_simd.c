@@ -1769,10 +1769,49 @@ INLINE void pvi_store(float *o, float u, const pvi_t *a) {
 #endif
 }
 
+#if VL == 16 && !defined(ATTN_VEC_SIMDE)
+/* 32 columns of two keys' rows from c at once (pvi_codes took 16): two
+ * 256-bit loads, byte unpacks within 128-bit lanes and two widenings,
+ * x[0] the pairs of columns c + 0..7 and c + 16..23, x[1] of c + 8..15 and
+ * c + 24..31 (pvi_pass's store puts them back in order). int4: the 32
+ * columns lie in one half (PVI_W32) */
+#define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || (half) % 32 == 0))
+INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
+    if (t == KV_U8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + c));
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)int4_at(v, c, half));
+    return _mm256_and_si256(c < half ? x : _mm256_srli_epi16(x, 4), _mm256_set1_epi8(15));
+}
+INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
+    __m256i c0 = code32(v0, c, half, t), c1 = code32(v1, c, half, t);
+    x[0] = _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(c0, c1)),
+    x[1] = _mm512_cvtepu8_epi16(_mm256_unpackhi_epi8(c0, c1));
+}
+#else
+#define PVI_W32(G, half, t) 0
+INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
+    pvi_codes(v0, v1, c, half, t, x), pvi_codes(v0, v1, c + 16, half, t, x + PVI_N);
+}
+#endif
+
 /* One key pair (v0, v1; P at q[r][j], q[r][j + 1]) into the NR x G PVI_N
  * accumulators a of the 16 G columns from c0 */
 INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *v0, const uint8_t *v1, int64_t c0,
                      int64_t half, int t, pvi_t (*a)[8]) {
+    if (PVI_W32(G, half, t)) {
+        for (int g = 0; g < G; g += 2) {
+            pvi_t x[2 * PVI_N];
+            pvi_codes32(v0, v1, c0 + 16 * g, half, t, x);
+            for (int r = 0; r < NR; r++) {
+                int32_t w;
+                memcpy(&w, q[r] + j, 4);
+                pvi_t pr = PVI(set1_epi32)(w);
+                for (int e = 0; e < 2 * PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
+            }
+        }
+        for (int r = 0; r < NR; r++)
+            for (int w = 0; w < G * PVI_N; w++) KEEP_REG(a[r][w]);
+        return;
+    }
     for (int g = 0; g < G; g++) {
         pvi_t x[PVI_N];
         pvi_codes(v0, v1, c0 + 16 * g, half, t, x);
@@ -1805,6 +1844,13 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint
         }
     for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
     if (j < n) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)j * vs, c0, half, t, a);
+#if VL == 16 && !defined(ATTN_VEC_SIMDE)
+    for (int r = 0; PVI_W32(G, half, t) && r < NR; r++)
+        for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order */
+            pvi_t x = a[r][g], y = a[r][g + 1];
+            a[r][g] = _mm512_shuffle_i64x2(x, y, 0x44), a[r][g + 1] = _mm512_shuffle_i64x2(x, y, 0xee);
+        }
+#endif
     for (int r = 0; r < NR; r++)
         for (int g = 0; g < G; g++) pvi_store(O + r * ldo + c0 + 16 * g, u[r], a[r] + PVI_N * g);
 }
