@@ -1429,7 +1429,7 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
         }
         const void *pf = pre && r0 == 0 ? pre : NULL;
         float *Sr = S + r0 * lds;
-#ifdef KB_MAXC
+#if VL == 16 && defined(ATTN_Q8_DPBUSD)
         if (nr >= 3 && D / 16 <= KB_MAXC)
             q8_rows_kb(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
         else
@@ -1769,12 +1769,13 @@ INLINE void pvi_store(float *o, float u, const pvi_t *a) {
 #endif
 }
 
-#if VL == 16 && !defined(ATTN_VEC_SIMDE)
+#if VL == 16
 /* 32 columns of two keys' rows from c at once (pvi_codes took 16): two
  * 256-bit loads, byte unpacks within 128-bit lanes and two widenings,
  * x[0] the pairs of columns c + 0..7 and c + 16..23, x[1] of c + 8..15 and
  * c + 24..31 (pvi_pass's store puts them back in order). int4: the 32
- * columns lie in one half (PVI_W32) */
+ * columns lie in one half (PVI_W32). SIMDe has no VPMOVZXBW zmm: the same
+ * values widened in two halves */
 #define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || (half) % 32 == 0))
 INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + c));
@@ -1783,10 +1784,17 @@ INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
 }
 INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
     __m256i c0 = code32(v0, c, half, t), c1 = code32(v1, c, half, t);
-    x[0] = _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(c0, c1)),
-    x[1] = _mm512_cvtepu8_epi16(_mm256_unpackhi_epi8(c0, c1));
-}
+    __m256i lo = _mm256_unpacklo_epi8(c0, c1), hi = _mm256_unpackhi_epi8(c0, c1);
+#if defined(ATTN_VEC_SIMDE)
+    x[0] = join256(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(lo)),
+                   _mm256_cvtepu8_epi16(_mm256_extracti128_si256(lo, 1)));
+    x[1] = join256(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(hi)),
+                   _mm256_cvtepu8_epi16(_mm256_extracti128_si256(hi, 1)));
 #else
+    x[0] = _mm512_cvtepu8_epi16(lo), x[1] = _mm512_cvtepu8_epi16(hi);
+#endif
+}
+#else /* AVX2: 16 columns a step (PVI_W32 0: this stand-in is never called) */
 #define PVI_W32(G, half, t) 0
 INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
     pvi_codes(v0, v1, c, half, t, x), pvi_codes(v0, v1, c + 16, half, t, x + PVI_N);
@@ -1844,11 +1852,12 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint
         }
     for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
     if (j < n) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)j * vs, c0, half, t, a);
-#if VL == 16 && !defined(ATTN_VEC_SIMDE)
+#if VL == 16
     for (int r = 0; PVI_W32(G, half, t) && r < NR; r++)
         for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order */
             pvi_t x = a[r][g], y = a[r][g + 1];
-            a[r][g] = _mm512_shuffle_i64x2(x, y, 0x44), a[r][g + 1] = _mm512_shuffle_i64x2(x, y, 0xee);
+            a[r][g] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), y);
+            a[r][g + 1] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4), y);
         }
 #endif
     for (int r = 0; r < NR; r++)
