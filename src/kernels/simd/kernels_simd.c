@@ -1346,12 +1346,13 @@ INLINE __m512i kb_chunk(const unsigned char *k, int64_t c) {
 /* the four q8_0 rows' 16-value chunks side by side: qc[c], c < nc */
 INLINE void kb_rows(const unsigned char *const *q, int64_t nc, __m512i *qc) {
     for (int64_t c = 0; c < nc; c++) {
-        __m512i v = _mm512_setzero_si512();
+        __m128i l[4];
         for (int u = 0; u < 4; u++) {
             const unsigned char *y = q[u] + (16 * c / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + 16 * c % ATTN_Q8_BLOCK;
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)y), u);
+            l[u] = _mm_loadu_si128((const __m128i *)(const void *)y);
         }
-        qc[c] = v;
+        qc[c] = _mm512_inserti32x4(
+            _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(l[0]), l[1], 1), l[2], 2), l[3], 3);
     }
 }
 /* the steps of four keys over nc chunks of qc (a constant for the common
