@@ -698,6 +698,49 @@ static void test_kv_rows(const attn_kernel_table *kt) {
     free(src), free(got), free(want);
 }
 
+static int same_bits(const float *a, const float *b, int64_t n) { return !memcmp(a, b, (size_t)n * sizeof(float)); }
+
+/* rowpar_split / rowpar_scores / rowpar_p / add_row: base/quant.h's loops,
+ * bit for bit, over block lengths with and without a tail of keys, pairs
+ * adjacent, apart and one for all, with and without the offset, the fold
+ * rule passing and failing (a large pair, a NaN) */
+static void test_rowpar(const attn_kernel_table *kt) {
+    static const int lens[5] = {1, 7, 8, 13, 64};
+    uint32_t st = 91u;
+    float par[2 * 3 * 64], S[5 * 72], S2[5 * 72], sc[64], z[64], sc2[64], z2[64], qs[5], wr[5], wr2[5];
+    for (int li = 0; li < 5; li++)
+        for (int pld = 0; pld < 3; pld++)
+            for (int v = 0; v < 4; v++) {
+                int nb = lens[li];
+                for (int i = 0; i < 2 * 3 * 64; i++) par[i] = (tu_frand(&st) - 0.5f) * 8.0f;
+                if (v == 2) par[2 * (nb - 1) * pld] = 1e20f; /* the rule fails on the last key */
+                if (v == 3) par[2 * (nb / 2) * pld + 1] = NAN;
+                float off = v & 1 ? 128.0f : 0.0f;
+                int ok = kt->rowpar_split(par, pld, nb, 1e6f, off, sc, z);
+                int ok2 = attn_rowpar_split(par, pld, nb, 1e6f, off, sc2, z2);
+                CHECK(ok == ok2 && same_bits(sc, sc2, nb) && same_bits(z, z2, nb),
+                      "%s rowpar_split nb %d pld %d case %d: rule %d (want %d) or pairs differ", kt->name, nb, pld, v,
+                      ok, ok2);
+                if (v == 3) continue; /* (NaN pairs: the folded products are not taken) */
+                int R = 1 + v + li % 3;
+                for (int i = 0; i < 5 * 72; i++) S[i] = S2[i] = (tu_frand(&st) - 0.3f) * (float)(1 << (i % 12));
+                for (int r = 0; r < R; r++) qs[r] = tu_frand(&st) * 50.0f - 20.0f;
+                kt->rowpar_scores(sc, z, R, nb, qs, S, 72);
+                attn_rowpar_scores(sc2, z2, R, nb, qs, S2, 72);
+                CHECK(same_bits(S, S2, 5 * 72), "%s rowpar_scores nb %d R %d: scores differ", kt->name, nb, R);
+                kt->rowpar_p(sc, z, R, nb, S, 72, wr);
+                attn_rowpar_p(sc2, z2, R, nb, S2, 72, wr2);
+                CHECK(same_bits(S, S2, 5 * 72) && same_bits(wr, wr2, R), "%s rowpar_p nb %d R %d: P or sums differ",
+                      kt->name, nb, R);
+                float a = tu_frand(&st) - 0.5f;
+                memcpy(S2, S, sizeof S);
+                kt->add_row(S + 1, 5 * nb + 3, a);
+                int bad = 0;
+                for (int i = 0; i < 5 * 72; i++) bad += S[i] != (i >= 1 && i < 5 * nb + 4 ? S2[i] + a : S2[i]);
+                CHECK(!bad, "%s add_row n %d: %d values differ", kt->name, 5 * nb + 3, bad);
+            }
+}
+
 /* gemm, gemm_tn and (16-lane tables) gemm32 / gemm32_tn: each element of C
  * the chain fmaf(a_k, b_k, c) over k in order from 0 (acc 0) or from C
  * (acc 1), bit for bit (the portable table: c + a_k b_k, each operation
@@ -771,6 +814,7 @@ int main(int argc, char **argv) {
         test_fp8_bf(kt);
         test_pv_i16(kt);
         test_kv_rows(kt);
+        test_rowpar(kt);
         test_gemm(kt);
     }
     return tu_finish("test_kernels");

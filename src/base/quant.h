@@ -135,4 +135,53 @@ static inline int attn_q4a_code(const void *row, int64_t n, int64_t i) {
     return i < n / 2 ? b[i] & 15 : b[i - n / 2] >> 4;
 }
 
+/* ---- decode's folded products over int8 / int4 rows (core/decode.c),
+ * the loops the kernel tables run in vectors with the same bits (kernels.h
+ * rowpar_*): each a product and a sum, rounded apart.
+ * split: nb rows' (scale, zero) pairs (par: the first row's, 2 pld floats
+ * from row to row; pld 0: one pair for all) into contiguous sc and z, off
+ * times the scale added to each zero (K: the codes' offset in the dot);
+ * returns whether every 255 |scale| + |zero| <= lim (before off; NaN fails).
+ * scores: S's R rows (lds apart) of nb dot products of codes become scores,
+ * S = S sc + z q_r (qs: each query row's sum). p: each of P's R rows times
+ * the scales, and wr_r = sum_j P_rj z_j (before the scaling: the zero
+ * points' share of every column of P V) in eight partial sums, key j in sum
+ * j % 8 (the tail's keys in sum 0), added ((0 + 4) + (2 + 6)) + ((1 + 5) +
+ * (3 + 7)). ---- */
+static inline int attn_rowpar_split(const float *par, int64_t pld, int64_t nb, float lim, float off, float *restrict sc,
+                                    float *restrict z) {
+    int ok = 1;
+    for (int64_t j = 0; j < (pld ? nb : 1); j++) {
+        float a = par[2 * j * pld], c = par[2 * j * pld + 1];
+        ok &= 255.0f * fabsf(a) + fabsf(c) <= lim;
+        sc[j] = a, z[j] = c;
+    }
+    for (int64_t j = 1; !pld && j < nb; j++) sc[j] = sc[0], z[j] = z[0];
+    if (off != 0.0f)
+        for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j];
+    return ok;
+}
+static inline void attn_rowpar_scores(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb,
+                                      const float *qs, float *restrict S, int64_t lds) {
+    for (int64_t r = 0; r < R; r++) {
+        float *restrict s = S + r * lds, q = qs[r];
+        for (int64_t j = 0; j < nb; j++) s[j] = s[j] * sc[j] + z[j] * q;
+    }
+}
+static inline float attn_rowpar_sum8(const float *w) {
+    return ((w[0] + w[4]) + (w[2] + w[6])) + ((w[1] + w[5]) + (w[3] + w[7]));
+}
+static inline void attn_rowpar_p(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb,
+                                 float *restrict S, int64_t lds, float *restrict wr) {
+    for (int64_t r = 0; r < R; r++) {
+        float w[8] = {0}, *p = S + r * lds;
+        int64_t j = 0;
+        for (; j + 8 <= nb; j += 8)
+            for (int u = 0; u < 8; u++) w[u] += p[j + u] * z[j + u];
+        for (; j < nb; j++) w[0] += p[j] * z[j];
+        for (j = 0; j < nb; j++) p[j] *= sc[j];
+        wr[r] = attn_rowpar_sum8(w);
+    }
+}
+
 #endif

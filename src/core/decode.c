@@ -150,8 +150,9 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * P_rj s_j, and an int8 V's zero points add sum_j P_rj z_j to every column
  * (wr, after the products). par: key j0's pair, pld pairs from key to key
  * (0: one pair for all). Another rounding of the same float32 products than
- * the stored values' (attn_st_load_row), as q8_0's block scales. */
-/* May the block's int8 / int4 rows keep their folded products (K: scale
+ * the stored values' (attn_st_load_row), as q8_0's block scales.
+ *
+ * May the block's int8 / int4 rows keep their folded products (K: scale
  * (q . codes) + zero sum(q); V: P scale times the codes, plus sum P zero),
  * or must they be converted to their values first, as the reference reads
  * them? The folded forms meet an infinity or a cancellation of huge terms
@@ -160,53 +161,8 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * query value is finite and no term can come near float's range: with A =
  * 255 |scale| + |zero| a row's bound on its values' terms, K needs D qmax A
  * and V nb 2^11 A (P <= 2^11, online.h) under 1e30: the fold rule.
- * qmax: the largest |q| of the group's rows (NaN fails).
- *
- * dec_par_split: the block's pairs split into contiguous scales and zeros
- * (the loops below then run in vectors), read once, pld 1 (the cache's own
- * rows, pairs adjacent) in a loop of its own, pld 0 (one pair for all)
- * checked once and copied; off times the scale added to
- * each zero (K: the codes' offset in the dot, a product and a sum, each
- * rounded). Returns whether the folded products may stand (the fold rule:
- * every 255 |scale| + |zero| <= lim, before off; NaN fails). */
-static inline int dec_par_split_at(const float *restrict par, int64_t pld, int64_t nb, float lim, float *restrict sc,
-                                   float *restrict z) {
-    int ok = 1;
-    for (int64_t j = 0; j < nb; j++) {
-        float a = par[2 * j * pld], c = par[2 * j * pld + 1];
-        ok &= 255.0f * fabsf(a) + fabsf(c) <= lim;
-        sc[j] = a, z[j] = c;
-    }
-    return ok;
-}
-static int dec_par_split(const float *par, int64_t pld, int64_t nb, float lim, float off, float *restrict sc,
-                         float *restrict z) {
-    int ok = pld == 1 ? dec_par_split_at(par, 1, nb, lim, sc, z) : dec_par_split_at(par, pld, pld ? nb : 1, lim, sc, z);
-    for (int64_t j = 1; !pld && j < nb; j++) sc[j] = sc[0], z[j] = z[0];
-    if (off != 0.0f)
-        for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j];
-    return ok;
-}
-/* (a product and a sum, each rounded, in every build) */
-static void dec_scores_rowpar(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb, const float *qs,
-                              float *restrict S) {
-    for (int64_t r = 0; r < R; r++) {
-        float *restrict s = S + r * DEC_NB, q = qs[r];
-        for (int64_t j = 0; j < nb; j++) s[j] = s[j] * sc[j] + z[j] * q;
-    }
-}
-static void dec_p_scaled(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb, float *restrict S,
-                         float *restrict wr) {
-    for (int64_t r = 0; r < R; r++) {
-        float w[8] = {0}, *p = S + r * DEC_NB; /* eight partial sums, added pairwise */
-        int64_t j = 0;
-        for (; j + 8 <= nb; j += 8)
-            for (int u = 0; u < 8; u++) w[u] += p[j + u] * z[j + u];
-        for (; j < nb; j++) w[0] += p[j] * z[j];
-        for (j = 0; j < nb; j++) p[j] *= sc[j];
-        wr[r] = ((w[0] + w[4]) + (w[1] + w[5])) + ((w[2] + w[6]) + (w[3] + w[7]));
-    }
-}
+ * qmax: the largest |q| of the group's rows (NaN fails); the kernels'
+ * rowpar_split checks the rule as it splits the block's pairs. */
 
 /* A shard's block of keys (local j0 .. at global positions from g0) as a
  * block of the global problem d: local key j is global j + ks (ks = g0 -
@@ -335,11 +291,11 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
         /* int8 codes in integers: the dot was taken with code - 128 (qk_rows_q8) */
         float off = iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f;
-        if (!dec_par_split(par, pld, nb, 1e30f / ((float)D * qmax), off, ksc, kz)) conv_k = 1, iqk = 0;
+        if (!kt->rowpar_split(par, pld, nb, 1e30f / ((float)D * qmax), off, ksc, kz)) conv_k = 1, iqk = 0;
     }
     if (!conv_v && attn_storage_of(kvv)->params != ATTN_ST_PLAIN) { /* fp8: its one scale, zero 0 */
         const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
-        if (!dec_par_split(par, pld, nb, 1e30f / (2048.0f * (float)nb), 0.0f, vsc, vz) &&
+        if (!kt->rowpar_split(par, pld, nb, 1e30f / (2048.0f * (float)nb), 0.0f, vsc, vz) &&
             attn_storage_of(kvv)->params == ATTN_ST_ROWPAR)
             conv_v = 1;
     }
@@ -371,7 +327,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     else
         kt->qk_rows(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
     if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) /* int8 codes: the rows' (scale, zero) */
-        dec_scores_rowpar(ksc, kz, R, nb, qs, S);
+        kt->rowpar_scores(ksc, kz, R, nb, qs, S, DEC_NB);
     attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
         int64_t h = hk * G + r / Sq, i = r % Sq;
@@ -381,7 +337,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     }
     int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN && !c->bpv; /* fp8 in pv_rows_bf: its scale */
     float *wr = S + R * DEC_NB;                                             /* R more floats */
-    if (vscaled) dec_p_scaled(vsc, vz, R, nb, S, wr);
+    if (vscaled) kt->rowpar_p(vsc, vz, R, nb, S, DEC_NB, wr);
     if (c->bpv)
         kt->pv_rows_bf(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, attn_sem_fp8(kvv) ? vsc[0] : 1.0f, pv, lpv, Dv, kvv);
     else if (kvv != ATTN_DTYPE_F32 && c->ipv) /* V's codes not converted: the mode's integer P V */
@@ -390,11 +346,8 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else
         kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
-    for (int64_t r = 0; vscaled && r < R; r++) { /* int8 V: the zero points' share (fp8: 0) */
-        float w = wr[r], *o = O + r * DvP;
-        if (w != 0.0f)
-            for (int64_t cc = 0; cc < Dv; cc++) o[cc] += w;
-    }
+    for (int64_t r = 0; vscaled && r < R; r++) /* int8 V: the zero points' share (fp8: 0) */
+        if (wr[r] != 0.0f) kt->add_row(O + r * DvP, Dv, wr[r]);
     return nb;
 }
 

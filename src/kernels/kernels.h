@@ -181,6 +181,13 @@ typedef struct attn_kernel_table {
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
     void (*pv_rows_bf)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                        float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
+    /* decode's folded products over int8 / int4 rows: base/quant.h's
+     * attn_rowpar_split / _scores / _p, the same bits; add_row: x += a */
+    int (*rowpar_split)(const float *par, int64_t pld, int64_t nb, float lim, float off, float *sc, float *z);
+    void (*rowpar_scores)(const float *sc, const float *z, int64_t R, int64_t nb, const float *qs, float *S,
+                          int64_t lds);
+    void (*rowpar_p)(const float *sc, const float *z, int64_t R, int64_t nb, float *S, int64_t lds, float *wr);
+    void (*add_row)(float *x, int64_t n, float a);
 } attn_kernel_table;
 
 /* the math_types of the shipped tables: Q K^T in integers for the q8_0,

@@ -423,6 +423,10 @@ static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dty
         attn_st_load_row(t, (const char *)src + attn_storage_bytes(t, j * ld), n, par + 2 * j * pld, dst + j * n);
 }
 
+static void add_row(float *x, int64_t n, float a) {
+    for (int64_t i = 0; i < n; i++) x[i] += a;
+}
+
 const attn_kernel_table attn_kernels_generic = {"generic",
                                                 6,
                                                 4,
@@ -454,4 +458,8 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 NULL,
                                                 NULL,
                                                 NULL,
-                                                NULL};
+                                                NULL,
+                                                attn_rowpar_split,
+                                                attn_rowpar_scores,
+                                                attn_rowpar_p,
+                                                add_row};

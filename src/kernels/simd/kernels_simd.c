@@ -2309,6 +2309,68 @@ static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, in
 #define FP8_MATH_PRODUCTS ATTN_MATH_PRODUCTS_Q8
 #endif
 
+/* ---- decode's int8 / int4 rows' (scale, zero) (kernels.h rowpar_*):
+ * base/quant.h's loops, eight keys a step in 256 bits on every table (the
+ * same products and sums in the same order: the same bits); split's pairs
+ * apart (pld != 1) and the tails in quant.h's own loops ---- */
+static int rowpar_split(const float *par, int64_t pld, int64_t nb, float lim, float off, float *restrict sc,
+                        float *restrict z) {
+    if (pld != 1) return attn_rowpar_split(par, pld, nb, lim, off, sc, z);
+    const __m256 k255 = _mm256_set1_ps(255.0f), L = _mm256_set1_ps(lim), o = _mm256_set1_ps(off);
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 bad = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= nb; j += 8) {
+        __m256 a = _mm256_loadu_ps(par + 2 * j), b = _mm256_loadu_ps(par + 2 * j + 8);
+        /* (s0 s1 s4 s5 | s2 s3 s6 s7), the 64-bit pairs then in order */
+        __m256d sd = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)),
+                zd = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd));
+        __m256 sv = _mm256_castpd_ps(_mm256_permute4x64_pd(sd, 0xd8));
+        __m256 zv = _mm256_castpd_ps(_mm256_permute4x64_pd(zd, 0xd8));
+        __m256 t = _mm256_add_ps(_mm256_mul_ps(k255, _mm256_and_ps(sv, abs)), _mm256_and_ps(zv, abs));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(t, L, _CMP_NLE_UQ)); /* not t <= lim: NaN too */
+        if (off != 0.0f) zv = _mm256_add_ps(zv, _mm256_mul_ps(o, sv));
+        _mm256_storeu_ps(sc + j, sv), _mm256_storeu_ps(z + j, zv);
+    }
+    int ok = _mm256_movemask_ps(bad) == 0;
+    return j < nb ? attn_rowpar_split(par + 2 * j, 1, nb - j, lim, off, sc + j, z + j) && ok : ok;
+}
+static void rowpar_scores(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb, const float *qs,
+                          float *restrict S, int64_t lds) {
+    int64_t n8 = nb & ~(int64_t)7;
+    for (int64_t r = 0; r < R; r++) {
+        float *s = S + r * lds;
+        __m256 q = _mm256_set1_ps(qs[r]);
+        for (int64_t j = 0; j < n8; j += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_loadu_ps(sc + j));
+            _mm256_storeu_ps(s + j, _mm256_add_ps(v, _mm256_mul_ps(_mm256_loadu_ps(z + j), q)));
+        }
+    }
+    if (n8 < nb) attn_rowpar_scores(sc + n8, z + n8, R, nb - n8, qs, S + n8, lds);
+}
+static void rowpar_p(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb, float *restrict S,
+                     int64_t lds, float *restrict wr) {
+    for (int64_t r = 0; r < R; r++) {
+        float *p = S + r * lds, w[8];
+        __m256 acc = _mm256_setzero_ps();
+        int64_t j = 0;
+        for (; j + 8 <= nb; j += 8) {
+            __m256 v = _mm256_loadu_ps(p + j);
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(v, _mm256_loadu_ps(z + j)));
+            _mm256_storeu_ps(p + j, _mm256_mul_ps(v, _mm256_loadu_ps(sc + j)));
+        }
+        _mm256_storeu_ps(w, acc);
+        for (; j < nb; j++) w[0] += p[j] * z[j], p[j] *= sc[j];
+        wr[r] = attn_rowpar_sum8(w);
+    }
+}
+static void add_row(float *x, int64_t n, float a) {
+    vf av = vf_set1(a);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) vf_store(x + i, vf_add(vf_load(x + i), av));
+    for (; i < n; i++) x[i] += a;
+}
+
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
                                            VL,
@@ -2341,4 +2403,8 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            GEMM32,
                                            GEMM32_TN,
                                            QK_ROWS_BF,
-                                           PV_ROWS_BF};
+                                           PV_ROWS_BF,
+                                           rowpar_split,
+                                           rowpar_scores,
+                                           rowpar_p,
+                                           add_row};
