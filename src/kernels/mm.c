@@ -25,6 +25,7 @@
 enum { MM_AUTO, MM_ONEDNN, MM_KERNELS };
 static struct {
     int mode, ok, amx, bf16isa, has_bf16, has_f16; /* ok: ATTN_PRODUCTS valid and an engine exists */
+    int matrix; /* cpu_matrix(), asked once (CPUID traps to the hypervisor in a VM) */
     attn_status status;
     char describe[160];
 } g;
@@ -87,7 +88,7 @@ static int cpu_matrix(void) {
 /* ATTN_PRODUCTS, read once */
 static void init(void) {
     const char *e = getenv("ATTN_PRODUCTS");
-    g.status = ATTN_OK;
+    g.status = ATTN_OK, g.matrix = cpu_matrix();
     if (!e || !*e || !strcmp(e, "auto"))
         g.mode = MM_AUTO;
     else if (!strcmp(e, "onednn"))
@@ -136,7 +137,7 @@ attn_status attn_mm_status(void) {
 
 attn_dtype attn_mm_type(attn_dtype t) {
     init_once();
-    if (g.mode == MM_KERNELS || (g.mode == MM_AUTO && !cpu_matrix())) return ATTN_DTYPE_Q8_0;
+    if (g.mode == MM_KERNELS || (g.mode == MM_AUTO && !g.matrix)) return ATTN_DTYPE_Q8_0;
     probe_once();
     if (!g.ok || (t != ATTN_DTYPE_BF16 && t != ATTN_DTYPE_F16)) return ATTN_DTYPE_Q8_0;
     int has = t == ATTN_DTYPE_BF16 ? g.has_bf16 : g.has_f16;
