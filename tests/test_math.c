@@ -547,8 +547,30 @@ static void refused(void) {
     attn_dropout_end(&drop);
 }
 
+/* the query quantization's rounding and largest |x| without libm's calls
+ * (base/half.h attn_round_away, attn_q8_amax): roundf's and fmaxf's values */
+static void q8_rounding(void) {
+    int bad = 0;
+    for (int k = -1000; k <= 1000 && !bad; k++) { /* ties, their neighbours and random fractions */
+        float t = (float)k + 0.5f, x[5] = {t, nextafterf(t, 0.0f), nextafterf(t, 2e9f), (float)k, 0.0f};
+        lcg = lcg * 1664525u + 1013904223u, x[4] = (float)k + (float)(lcg >> 22) / 1024.0f - 0.5f;
+        for (int e = 0; e < 5; e++)
+            bad |= attn_round_away(x[e]) != roundf(x[e]) || attn_round_away(-x[e]) != roundf(-x[e]);
+    }
+    float big[6] = {0x1p22f, nextafterf(0x1p22f, 0.0f), 0x1p22f + 0.5f * 3, 3e9f, INFINITY, 0x1.fffffep21f};
+    for (int e = 0; e < 6; e++)
+        bad |= attn_round_away(big[e]) != roundf(big[e]) || attn_round_away(-big[e]) != roundf(-big[e]);
+    bad |= attn_round_away(NAN) == attn_round_away(NAN);
+    CHECK(!bad, "attn_round_away is roundf (ties away from zero) on ties, their neighbours, 2^22 and past it");
+    float x[8] = {0.5f, -3.0f, NAN, 2.0f, -0.0f, -7.5f, 1.0f, 7.0f}, m;
+    CHECK(attn_q8_amax(x, 8, &m) && m == 7.5f, "attn_q8_amax: a NaN flagged, the largest |x| of the others");
+    x[2] = 0.25f;
+    CHECK(!attn_q8_amax(x, 8, &m) && m == 7.5f, "attn_q8_amax: no NaN, the largest |x|");
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
+    q8_rounding();
     omp_set_num_threads(2);
     for (int t = 0; t < 2; t++)
         for (int c = 0; c < 2; c++) {

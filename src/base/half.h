@@ -60,6 +60,15 @@ static inline uint16_t attn_f32_to_bf16(float f) {
 
 static inline size_t attn_q8_row_bytes(int64_t n) { return (size_t)(n / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES; }
 
+/* roundf's value (ties away from zero; the sign of a zero aside) without
+ * libm's call where |r| < 2^22 (the integer part exact, r minus it the exact
+ * fraction): the decode step rounds every query value it quantizes */
+static inline float attn_round_away(float r) {
+    if (!(fabsf(r) < 0x1p22f)) return roundf(r); /* large, infinite, NaN */
+    float t = (float)(int32_t)r, f = r - t;
+    return fabsf(f) >= 0.5f ? t + (r < 0.0f ? -1.0f : 1.0f) : t;
+}
+
 /* n (a multiple of 32) floats x into n / 32 q8_0 blocks at o that share
  * one scale d = amax / 127 (stored as f16; the codes round x / d with d
  * unrounded, as llama.cpp). bad (a NaN, an infinity, or amax too large for
@@ -71,7 +80,7 @@ static inline void attn_q8_put(const float *x, int64_t n, float amax, int bad, u
     for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK, o += ATTN_Q8_BYTES) {
         memcpy(o, &dh, 2);
         for (int i = 0; i < ATTN_Q8_BLOCK; i++) {
-            float r = bad ? 0.0f : roundf(x[b0 + i] * id);
+            float r = bad ? 0.0f : attn_round_away(x[b0 + i] * id);
             o[2 + i] = (unsigned char)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
         }
     }
@@ -79,7 +88,10 @@ static inline void attn_q8_put(const float *x, int64_t n, float amax, int bad, u
 static inline int attn_q8_amax(const float *x, int64_t n, float *amax) {
     float m = 0.0f;
     int nan = 0;
-    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i])), nan |= x[i] != x[i];
+    for (int64_t i = 0; i < n; i++) { /* fmaxf's value (a NaN leaves m), without libm's call */
+        float a = fabsf(x[i]);
+        m = a > m ? a : m, nan |= x[i] != x[i];
+    }
     *amax = m;
     return nan || !(m <= 65504.0f * 127.0f);
 }
