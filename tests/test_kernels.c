@@ -311,11 +311,11 @@ static int key_int(const unsigned char *k, int D, int e, attn_dtype kt, double *
  * scales, summed in double, to float32 rounding; a NaN block scale gives
  * NaN (q8_0, q4_0) */
 static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
-    enum { NK = 7, NR = 6 };
+    enum { NK = 37, NR = 6, LDS = 40 }; /* keys: 4-key steps and 16-key groups with tails */
     uint32_t seed = 9u;
     size_t qr = attn_q8_row_bytes(D), kr = attn_storage_bytes(ktype, D);
     unsigned char *Q = malloc(NR * qr), *K = malloc(NK * kr);
-    float *x = malloc((size_t)D * sizeof *x), S[NR * 8], par[2];
+    float *x = malloc((size_t)D * sizeof *x), S[NR * LDS], par[2];
     for (int r = 0; r < NR; r++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
         if (ktype == ATTN_DTYPE_KV_INT8 || ktype == ATTN_DTYPE_KV_INT4) /* one scale a row (Q8_ROW) */
@@ -333,7 +333,7 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     }
     for (int R = 1; R <= NR; R++)
         for (int n = 1; n <= NK; n += 6) {
-            kt->qk_rows_q8(Q, R, D, K, D, n, S, 8, NULL, 0, 0, ktype);
+            kt->qk_rows_q8(Q, R, D, K, D, n, S, LDS, NULL, 0, 0, ktype);
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < n; j++) {
                     double want = 0.0, mag = 0.0;
@@ -346,7 +346,7 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
                         double t = (double)dot * (double)attn_f16_to_f32((uint16_t)(qb[0] | qb[1] << 8)) * dk;
                         want += t, mag += fabs(t);
                     }
-                    float got = S[r * 8 + j];
+                    float got = S[r * LDS + j];
                     CHECK(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-6 * mag + 1e-6,
                           "%s qk_rows_q8 %s D=%d R=%d n=%d [%d][%d]: %g, want %g", kt->name,
                           attn_storage_of(ktype)->name, D, R, n, r, j, (double)got, want);
@@ -363,8 +363,10 @@ static void test_qk_q8(const attn_kernel_table *kt) {
         /* an odd block count (the 512-bit pairs' tail); int4's halves of 96:
          * a pair of blocks across them */
         test_qk_q8_d(kt, types[t] == ATTN_DTYPE_KV_INT4 ? 192 : 96, types[t]);
-        if (types[t] == ATTN_DTYPE_Q8_0 || types[t] == ATTN_DTYPE_Q4_0) /* 33 blocks: a chunk of one */
+        if (types[t] == ATTN_DTYPE_Q8_0 || types[t] == ATTN_DTYPE_Q4_0) { /* 33 blocks: a chunk of one */
             test_qk_q8_d(kt, 1056, types[t]);
+            test_qk_q8_d(kt, 288, types[t]); /* 9 blocks: two groups of four and one */
+        }
     }
 }
 

@@ -1618,6 +1618,134 @@ INLINE void q8_blk_kb(const unsigned char *const *q, int64_t D, const void *K, s
     else
         q8_blk_steps(qc, nz, dqb, nb, K, kr, n, S, lds, pre, pr, pb, NR, t);
 }
+/* q8_0 / q4_0 keys at one or two rows: four keys side by side, key e's
+ * 16-byte chunk in 128-bit lane e against each query chunk broadcast, so
+ * that one VPDPBUSD gives four keys' partial sums (q8_rows512 gives one
+ * key's, and converts two block scales a key and block pair from scalars:
+ * 0.55-0.85x the time here, zen5/qk-keys-lanes-ab). A group
+ * of four blocks folds to lanes (key, block) with kb_sum4 (from the offset
+ * terms nz, as q8_blk_steps), then one conversion and one product with the
+ * four keys' block scales (one gather) times the row's (dqg); four steps
+ * fold to sixteen keys' scores (kb_sum4f, then a permutation to key order). */
+INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
+    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(k[0] + off)));
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[1] + off)), 1);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[2] + off)), 2);
+    return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[3] + off)), 3);
+}
+/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b (idx:
+ * their byte offsets from k[0]; lanes off m: 0) */
+INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __m512i idx, __mmask16 m) {
+#if defined(ATTN_VEC_SIMDE) /* no 512-bit gather or conversion in SIMDe 0.7.4 */
+    (void)idx;
+    float d16[16];
+    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
+    return _mm512_loadu_ps(d16);
+#else
+    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* the four scales within 64 bytes of each key: words 0, 9, 18, 27 */
+        const __m512i w01 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
+                                             50, 41, 32, 27, 18, 9, 0);
+        __m512i l[4];
+        for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + (size_t)b0 * bb));
+        __m512i p01 = _mm512_permutex2var_epi16(l[0], w01, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w01, l[3]);
+        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+    }
+    if (bb == ATTN_Q8_BYTES && m == 0xffff) { /* words 0, 17 of each key's first 64 bytes, 2, 19 of the next */
+        const __m512i lo = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 49, 32, 0, 0, 17, 0);
+        const __m512i hi = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51,
+                                            34, 0, 0, 19, 2, 0, 0);
+        __m512i p[2];
+        for (int h = 0; h < 2; h++) {
+            const unsigned char *a = k[2 * h] + (size_t)b0 * bb, *c = k[2 * h + 1] + (size_t)b0 * bb;
+            __m512i x =
+                _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)a), lo, _mm512_loadu_si512((const void *)c));
+            __m512i y = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(a + 64)), hi,
+                                                  _mm512_loadu_si512((const void *)(c + 64)));
+            p[h] = _mm512_mask_blend_epi16(0xcccc, x, y);
+        }
+        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p[1]), _mm512_castsi512_si128(p[0])));
+    }
+    __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, k[0] + (size_t)b0 * bb, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
+#endif
+}
+INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const __m512 *dqg, int64_t nb, const void *K,
+                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
+                        int t) {
+    const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
+    const __m512i perm = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
+    int32_t o16[16];
+    for (int i = 0; i < 16; i++) o16[i] = (int32_t)((size_t)(i / 4) * kr + (size_t)(i % 4) * bb);
+    const __m512i idx4 = _mm512_loadu_si512((const void *)o16); /* four keys kr apart */
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        __m512 f[2][4];
+        for (int s = 0; s < 4; s++) {
+            f[0][s] = f[1][s] = _mm512_setzero_ps();
+            int64_t j = j0 + 4 * s;
+            if (j >= n) continue;
+            const unsigned char *k[4];
+            q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
+            __m512i idx = idx4;
+            if (j + 4 > n) { /* keys past n: key j again (q8_keys) */
+                for (int i = 0; i < 16; i++) o16[i] = (int32_t)((k[i / 4] - k[0]) + (ptrdiff_t)((size_t)(i % 4) * bb));
+                idx = _mm512_loadu_si512((const void *)o16);
+            }
+            for (int64_t g = 0; g < nb; g += 4) {
+                __m512i a[2][4];
+                for (int b = 0; b < 4; b++) {
+                    if (g + b >= nb) {
+                        a[0][b] = a[1][b] = _mm512_setzero_si512();
+                        continue;
+                    }
+                    __m512i x0, x1;
+                    size_t o = (size_t)(g + b) * bb + 2;
+                    if (t == KV_Q4) {
+                        __m512i x = kl_keys(k, o);
+                        x0 = _mm512_and_si512(x, lo4), x1 = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+                    } else {
+                        x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
+                    }
+                    for (int u = 0; u < NR; u++) {
+                        const unsigned char *y = q[u] + (size_t)(g + b) * ATTN_Q8_BYTES + 2;
+                        a[u][b] = _mm512_dpbusd_epi32(
+                            _mm512_dpbusd_epi32(nz[u * (KB_MAXC / 2) + g + b], x0, kb_chunk(y, 0)), x1, kb_chunk(y, 1));
+                    }
+                }
+                __mmask16 m = (__mmask16)(nb - g >= 4 ? 0xffff : 0x1111 * ((1u << (nb - g)) - 1));
+                __m512 sc = kl_scales(k, g, bb, idx, m);
+                for (int u = 0; u < NR; u++)
+                    f[u][s] = _mm512_fmadd_ps(vf_cvt_i32(kb_sum4(a[u])),
+                                              _mm512_mul_ps(sc, dqg[u * (KB_MAXC / 8) + g / 4]), f[u][s]);
+            }
+        }
+        __mmask16 keep = (__mmask16)(n - j0 >= 16 ? 0xffff : (1u << (n - j0)) - 1);
+        for (int u = 0; u < NR; u++) vf_mask_store(S + u * lds + j0, keep, _mm512_permutexvar_ps(perm, kb_sum4f(f[u])));
+    }
+}
+INLINE void q8_kl(const unsigned char *const *q, int64_t D, const void *K, size_t kr, int64_t n, float *S, int64_t lds,
+                  const void *pre, size_t pr, int64_t pb, int NR, int t) {
+    __m512i nz[2 * (KB_MAXC / 2)];
+    __m512 dqg[2 * (KB_MAXC / 8)];
+    int64_t nb = D / ATTN_Q8_BLOCK;
+    const __m512i off = _mm512_set1_epi8(t == KV_Q4 ? 8 : -128);
+    for (int u = 0; u < NR; u++)
+        for (int64_t b = 0; b < nb; b++) {
+            const unsigned char *y = q[u] + (size_t)b * ATTN_Q8_BYTES + 2;
+            __m512i z = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, kb_chunk(y, 0)), off,
+                                            kb_chunk(y, 1));
+            nz[u * (KB_MAXC / 2) + b] = _mm512_sub_epi32(_mm512_setzero_si512(), z);
+            if (b % 4) continue;
+            float d16[16];
+            for (int i = 0; i < 16; i++) d16[i] = b + i % 4 < nb ? q8_d(q[u] + (size_t)(b + i % 4) * ATTN_Q8_BYTES) : 0;
+            dqg[u * (KB_MAXC / 8) + b / 4] = _mm512_loadu_ps(d16);
+        }
+    if (nb == 4)
+        q8_kl_steps(q, nz, dqg, 4, K, kr, n, S, lds, pre, pr, pb, NR, t);
+    else
+        q8_kl_steps(q, nz, dqg, nb, K, kr, n, S, lds, pre, pr, pb, NR, t);
+}
 INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                           int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
@@ -1642,10 +1770,15 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
             }
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
             float *Sr = S + r0 * lds;
-            if (nr >= 3 && nb <= KB_MAXC / 2) {
+            if (nb <= KB_MAXC / 2) {
                 const unsigned char *q[4];
                 for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
-                q8_blk_kb(q, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+                if (nr >= 3)
+                    q8_blk_kb(q, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+                else if (nr == 2)
+                    q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 2, t);
+                else
+                    q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 1, t);
             } else if (nr == 4)
                 q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
             else if (nr == 3)
