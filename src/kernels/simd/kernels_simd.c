@@ -812,7 +812,7 @@ INLINE vf q4_raw(const void *row, int64_t col) {
  * vectors, low nibbles then high, from one 16-byte load (q4_raw's values:
  * two of its loads and joins), each a lookup of the code (the index's low
  * 4 bits) among the 16 values: a mask, a subtraction and a conversion a
- * vector before (P V alone 0.77x the time at one row, 0.91x at four:
+ * vector before (P V alone 0.78x the time at one row, 0.91x at four:
  * zen5/q4-lookup-ab; with the block's scale folded into the 16 values
  * four rows ran 0.97x, the scale's product then ahead of the lookups) */
 INLINE void q4_raw2(const void *row, int64_t col, vf *x) {
@@ -1629,7 +1629,7 @@ INLINE void q8_blk_kb(const unsigned char *const *q, int64_t D, const void *K, s
  * 0.55-0.85x the time here, zen5/qk-keys-lanes-ab). A group
  * of four blocks folds to lanes (key, block) with kb_sum4 (from the offset
  * terms nz, as q8_blk_steps), then one conversion and one product with the
- * four keys' block scales (one gather) times the row's (dqg); four steps
+ * four keys' block scales (kl_scales) times the row's (dqg); four steps
  * fold to sixteen keys' scores (kb_sum4f, then a permutation to key order). */
 INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
     __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(k[0] + off)));
@@ -1637,8 +1637,10 @@ INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
     x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[2] + off)), 2);
     return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[3] + off)), 3);
 }
-/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b (idx:
- * their byte offsets from k[0]; lanes off m: 0) */
+/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b:
+ * a whole group by two word permutations of 64-byte loads (a gather took
+ * 0.6 ns a key more at one row), a partial one (lanes off m: 0) gathered
+ * (idx: their byte offsets from k[0]) */
 INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __m512i idx, __mmask16 m) {
 #if defined(ATTN_VEC_SIMDE) /* no 512-bit gather or conversion in SIMDe 0.7.4 */
     (void)idx;
