@@ -1639,15 +1639,10 @@ INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
 }
 /* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b:
  * a whole group by two word permutations of 64-byte loads (a gather took
- * 0.6 ns a key more at one row), a partial one (lanes off m: 0) gathered
- * (idx: their byte offsets from k[0]) */
-INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __m512i idx, __mmask16 m) {
-#if defined(ATTN_VEC_SIMDE) /* no 512-bit gather or conversion in SIMDe 0.7.4 */
-    (void)idx;
-    float d16[16];
-    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
-    return _mm512_loadu_ps(d16);
-#else
+ * 0.6 ns a key more at one row), a partial one (lanes off m: 0; D not a
+ * multiple of 128) one by one */
+INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __mmask16 m) {
+#if !defined(ATTN_VEC_SIMDE)                  /* SIMDe 0.7.4: no 512-bit conversion of f16 */
     if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* the four scales within 64 bytes of each key: words 0, 9, 18, 27 */
         const __m512i w01 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
                                              50, 41, 32, 27, 18, 9, 0);
@@ -1672,9 +1667,10 @@ INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __
         }
         return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p[1]), _mm512_castsi512_si128(p[0])));
     }
-    __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, k[0] + (size_t)b0 * bb, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
 #endif
+    float d16[16];
+    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
+    return _mm512_loadu_ps(d16);
 }
 INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const __m512 *dqg, int64_t nb, const void *K,
                         size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
@@ -1682,9 +1678,6 @@ INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const 
     const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
     const __m512i perm = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
-    int32_t o16[16];
-    for (int i = 0; i < 16; i++) o16[i] = (int32_t)((size_t)(i / 4) * kr + (size_t)(i % 4) * bb);
-    const __m512i idx4 = _mm512_loadu_si512((const void *)o16); /* four keys kr apart */
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         __m512 f[2][4];
         for (int s = 0; s < 4; s++) {
@@ -1693,11 +1686,6 @@ INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const 
             if (j >= n) continue;
             const unsigned char *k[4];
             q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
-            __m512i idx = idx4;
-            if (j + 4 > n) { /* keys past n: key j again (q8_keys) */
-                for (int i = 0; i < 16; i++) o16[i] = (int32_t)((k[i / 4] - k[0]) + (ptrdiff_t)((size_t)(i % 4) * bb));
-                idx = _mm512_loadu_si512((const void *)o16);
-            }
             for (int64_t g = 0; g < nb; g += 4) {
                 __m512i a[2][4];
                 for (int b = 0; b < 4; b++) {
@@ -1720,7 +1708,7 @@ INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const 
                     }
                 }
                 __mmask16 m = (__mmask16)(nb - g >= 4 ? 0xffff : 0x1111 * ((1u << (nb - g)) - 1));
-                __m512 sc = kl_scales(k, g, bb, idx, m);
+                __m512 sc = kl_scales(k, g, bb, m);
                 for (int u = 0; u < NR; u++)
                     f[u][s] = _mm512_fmadd_ps(vf_cvt_i32(kb_sum4(a[u])),
                                               _mm512_mul_ps(sc, dqg[u * (KB_MAXC / 8) + g / 4]), f[u][s]);
