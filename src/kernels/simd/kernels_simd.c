@@ -2105,6 +2105,20 @@ INLINE __m256 kv_x8(const uint8_t *p, attn_dtype t, int hi, __m256 s, __m256 z) 
  * t a constant where it inlines */
 INLINE void kv_row_f32(const void *row, int64_t n, attn_dtype t, const float *par, float *d) {
     const uint8_t *r = row;
+#if VL == 16 && !defined(ATTN_VEC_SIMDE)
+    if (t == ATTN_DTYPE_Q4_0) { /* a block's codes looked up among its 16 values (q - 8) d (q4_raw2) */
+        const __m512 v = _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8);
+        for (int64_t i = 0; i < n; i += ATTN_Q4_BLOCK, r += ATTN_Q4_BYTES) {
+            uint16_t dh;
+            memcpy(&dh, r, 2);
+            __m512 tv = _mm512_mul_ps(v, _mm512_set1_ps(half_to_float(dh)));
+            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r + 2)));
+            _mm512_storeu_ps(d + i, _mm512_permutexvar_ps(b, tv));
+            _mm512_storeu_ps(d + i + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tv));
+        }
+        return;
+    }
+#endif
     if (t == ATTN_DTYPE_Q4_0) { /* per block: (q - 8) d, q's low nibbles first */
         for (int64_t i = 0; i < n; i += ATTN_Q4_BLOCK, r += ATTN_Q4_BYTES) {
             uint16_t dh;
