@@ -808,6 +808,15 @@ INLINE vf q4_raw(const void *row, int64_t col) {
     return vf_sub(nib_ld(blk + 2 + o % 16, o >= 16), vf_set1(8.0f));
 }
 #if VL == 16
+#if !defined(ATTN_VEC_SIMDE)
+/* the 16 values code - 8, index = code */
+INLINE __m512 q4_tab(void) { return _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); }
+/* a q4_0 block's 32 codes (16 bytes at c) looked up in tab, low nibbles then high */
+INLINE void q4_lut2(const uint8_t *c, __m512 tab, __m512 *x) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)c));
+    x[0] = _mm512_permutexvar_ps(b, tab), x[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tab);
+}
+#endif
 /* a q4_0 block's 32 values code - 8 from col (a multiple of 32) as two
  * vectors, low nibbles then high, from one 16-byte load (q4_raw's values:
  * two of its loads and joins), each a lookup of the code (the index's low
@@ -819,10 +828,7 @@ INLINE void q4_raw2(const void *row, int64_t col, vf *x) {
 #if defined(ATTN_VEC_SIMDE) /* no 512-bit widening or conversion in SIMDe 0.7.4: q4_raw's steps */
     x[0] = q4_raw(row, col), x[1] = q4_raw(row, col + 16);
 #else
-    const uint8_t *blk = (const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES + 2;
-    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)blk));
-    const __m512 v = _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8);
-    x[0] = _mm512_permutexvar_ps(b, v), x[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), v);
+    q4_lut2((const uint8_t *)row + (size_t)(col / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES + 2, q4_tab(), x);
 #endif
 }
 #endif
@@ -2107,14 +2113,13 @@ INLINE void kv_row_f32(const void *row, int64_t n, attn_dtype t, const float *pa
     const uint8_t *r = row;
 #if VL == 16 && !defined(ATTN_VEC_SIMDE)
     if (t == ATTN_DTYPE_Q4_0) { /* a block's codes looked up among its 16 values (q - 8) d (q4_raw2) */
-        const __m512 v = _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8);
+        const __m512 v = q4_tab();
         for (int64_t i = 0; i < n; i += ATTN_Q4_BLOCK, r += ATTN_Q4_BYTES) {
             uint16_t dh;
             memcpy(&dh, r, 2);
-            __m512 tv = _mm512_mul_ps(v, _mm512_set1_ps(half_to_float(dh)));
-            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r + 2)));
-            _mm512_storeu_ps(d + i, _mm512_permutexvar_ps(b, tv));
-            _mm512_storeu_ps(d + i + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tv));
+            __m512 x[2];
+            q4_lut2(r + 2, _mm512_mul_ps(v, _mm512_set1_ps(half_to_float(dh))), x);
+            _mm512_storeu_ps(d + i, x[0]), _mm512_storeu_ps(d + i + 16, x[1]);
         }
         return;
     }
