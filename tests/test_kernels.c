@@ -707,10 +707,10 @@ static int same_bits(const float *a, const float *b, int64_t n) { return !memcmp
  * adjacent, apart and one for all, with and without the offset, the fold
  * rule passing and failing (a large pair, a NaN) */
 static void test_rowpar(const attn_kernel_table *kt) {
-    static const int lens[5] = {1, 7, 8, 13, 64};
+    static const int lens[6] = {1, 7, 8, 13, 31, 64}; /* 31: 16 a step, then 8, then 7 */
     uint32_t st = 91u;
     float par[2 * 3 * 64], S[5 * 72], S2[5 * 72], sc[64], z[64], sc2[64], z2[64], qs[5], wr[5], wr2[5];
-    for (int li = 0; li < 5; li++)
+    for (int li = 0; li < 6; li++)
         for (int pld = 0; pld < 3; pld++)
             for (int v = 0; v < 4; v++) {
                 int nb = lens[li];

@@ -2469,6 +2469,21 @@ static int rowpar_split(const float *par, int64_t pld, int64_t nb, float lim, fl
     const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 bad = _mm256_setzero_ps();
     int64_t j = 0;
+#if VL == 16 && !defined(ATTN_VEC_SIMDE) /* sixteen keys a step first: the same operations */
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const __m512 k255w = _mm512_set1_ps(255.0f), Lw = _mm512_set1_ps(lim), ow = _mm512_set1_ps(off);
+    __mmask16 badw = 0;
+    for (; j + 16 <= nb; j += 16) {
+        __m512 a = _mm512_loadu_ps(par + 2 * j), b = _mm512_loadu_ps(par + 2 * j + 16);
+        __m512 sv = _mm512_permutex2var_ps(a, ev, b), zv = _mm512_permutex2var_ps(a, od, b);
+        __m512 t = _mm512_add_ps(_mm512_mul_ps(k255w, _mm512_abs_ps(sv)), _mm512_abs_ps(zv));
+        badw |= _mm512_cmp_ps_mask(t, Lw, _CMP_NLE_UQ); /* not t <= lim: NaN too */
+        if (off != 0.0f) zv = _mm512_add_ps(zv, _mm512_mul_ps(ow, sv));
+        _mm512_storeu_ps(sc + j, sv), _mm512_storeu_ps(z + j, zv);
+    }
+    if (badw) bad = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+#endif
     for (; j + 8 <= nb; j += 8) {
         __m256 a = _mm256_loadu_ps(par + 2 * j), b = _mm256_loadu_ps(par + 2 * j + 8);
         /* (s0 s1 s4 s5 | s2 s3 s6 s7), the 64-bit pairs then in order */
@@ -2490,7 +2505,14 @@ static void rowpar_scores(const float *restrict sc, const float *restrict z, int
     for (int64_t r = 0; r < R; r++) {
         float *s = S + r * lds;
         __m256 q = _mm256_set1_ps(qs[r]);
-        for (int64_t j = 0; j < n8; j += 8) {
+        int64_t j = 0;
+#if VL == 16 && !defined(ATTN_VEC_SIMDE)
+        for (__m512 qw = _mm512_set1_ps(qs[r]); j + 16 <= n8; j += 16) {
+            __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), _mm512_loadu_ps(sc + j));
+            _mm512_storeu_ps(s + j, _mm512_add_ps(v, _mm512_mul_ps(_mm512_loadu_ps(z + j), qw)));
+        }
+#endif
+        for (; j < n8; j += 8) {
             __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_loadu_ps(sc + j));
             _mm256_storeu_ps(s + j, _mm256_add_ps(v, _mm256_mul_ps(_mm256_loadu_ps(z + j), q)));
         }
@@ -2503,6 +2525,14 @@ static void rowpar_p(const float *restrict sc, const float *restrict z, int64_t 
         float *p = S + r * lds, w[8];
         __m256 acc = _mm256_setzero_ps();
         int64_t j = 0;
+#if VL == 16 && !defined(ATTN_VEC_SIMDE) /* the products 16 wide, the sums in the 8-lane order */
+        for (; j + 16 <= nb; j += 16) {
+            __m512 v = _mm512_loadu_ps(p + j), pz = _mm512_mul_ps(v, _mm512_loadu_ps(z + j));
+            acc = _mm256_add_ps(acc, _mm512_castps512_ps256(pz));
+            acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pz), 1)));
+            _mm512_storeu_ps(p + j, _mm512_mul_ps(v, _mm512_loadu_ps(sc + j)));
+        }
+#endif
         for (; j + 8 <= nb; j += 8) {
             __m256 v = _mm256_loadu_ps(p + j);
             acc = _mm256_add_ps(acc, _mm256_mul_ps(v, _mm256_loadu_ps(z + j)));
