@@ -180,14 +180,17 @@ static const attn_sdpa_desc *dec_frame(const attn_sdpa_desc *d, int64_t ks, attn
 /* Rows of type t with R query rows a kv head converted to float32 a block
  * at a time (kv_rows) rather than read by the products: the formats the
  * products do not read (int4 and q4_0 keys; their values with Dv not a
- * multiple of 32), and the one- and half-byte formats from DEC_CONV_ROWS
- * rows on (the products convert a key once per 4 rows: MLA's 128 rows over
- * fp8 latents ran 3x slower than bf16's). is_v: V's rows, n values each. */
-#define DEC_CONV_ROWS 8
+ * multiple of 32), and the one- and half-byte formats from DEC_GEMM_ROWS
+ * rows on (reached with q8_0 keys only: the others go to the block
+ * products). Below that the products read the codes, once per 4 rows:
+ * converted from 8 rows on, a step took 1.1-1.6x as long (Zen 5, one
+ * thread: q4_0 at 8 rows 1.4x, fp8 and int8 under the float32 mode 1.5-1.6x,
+ * 1.16-1.4x at 16 and 24; int4 under it 1.12x at 8, 0.98-1.0x from 16;
+ * zen5/decode-conv-rows-ab). is_v: V's rows, n values each. */
 static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
     const attn_storage *s = attn_storage_of(t);
-    if (!s->kernels) return !is_v || n % 32 || R >= DEC_CONV_ROWS; /* int4, q4_0: P V reads them, Q K^T does not */
-    return s->params != ATTN_ST_PLAIN && R >= DEC_CONV_ROWS;
+    if (!s->kernels) return !is_v || n % 32 || R >= DEC_GEMM_ROWS; /* int4, q4_0: P V reads them, Q K^T does not */
+    return s->params != ATTN_ST_PLAIN && R >= DEC_GEMM_ROWS;
 }
 
 /* fp8 K under a mode: may the group's rows (largest |q| qmax, before K's
