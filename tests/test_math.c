@@ -213,8 +213,8 @@ static void views32(int Sq) {
 /* the KV cache of storage t (page 0 or 16), Sq query rows per sequence, in
  * mode (fp8: q and P rounded to bf16, the values exact in it, in DATA and
  * BF16 alike) */
-static void cache(attn_dtype t, int page, int Sq, attn_math mode) {
-    enum { B = 2, H = 8, HKV = 2, T = 200, D = 64 };
+static void cache(attn_dtype t, int page, int Sq, int HKV, attn_math mode) {
+    enum { B = 2, H = 8, T = 200, D = 64 };
     prob p;
     make(&p, B, H, HKV, Sq, T, D, 1, t);
     attn_kv_cache_config cc = {
@@ -245,7 +245,7 @@ static void cache(attn_dtype t, int page, int Sq, attn_math mode) {
         d.Sk = 0;
         CHECK_OK(attn_kv_cache_attend(c, &d, vq, vo, NULL));
         char what[96];
-        snprintf(what, sizeof what, "%s cache page %d Sq=%d %s %s", attn_storage_of(t)->name, page, Sq,
+        snprintf(what, sizeof what, "%s cache page %d Sq=%d Hkv=%d %s %s", attn_storage_of(t)->name, page, Sq, HKV,
                  impl ? "auto" : "ref", mode == ATTN_MATH_BF16 ? "bf16" : "data");
         check_rule(what, out, orc, yard, nq);
         d.math = ATTN_MATH_STRICT;
@@ -584,9 +584,11 @@ int main(int argc, char **argv) {
         for (int m = 0; m < (t >= 6 ? 2 : 1); m++) /* fp8: DATA and BF16 */
             for (int page = 0; page <= 16; page += 16) {
                 attn_math mode = m ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
-                cache(kinds[t], page, 1, mode);
-                cache(kinds[t], page, 4, mode);
-                cache(kinds[t], page, 20, mode); /* the gathered long-query path */
+                cache(kinds[t], page, 1, 2, mode);
+                cache(kinds[t], page, 4, 2, mode);
+                cache(kinds[t], page, 4, 1, mode);  /* 32 rows a kv head: the block products (integer caches: not) */
+                cache(kinds[t], page, 16, 1, mode); /* 128 rows */
+                cache(kinds[t], page, 20, 2, mode); /* the gathered long-query path */
             }
     for (int page = 0; page <= 16; page += 16)
         for (int sc = 1; sc <= 3; sc += 2)

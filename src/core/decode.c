@@ -180,16 +180,17 @@ static const attn_sdpa_desc *dec_frame(const attn_sdpa_desc *d, int64_t ks, attn
 /* Rows of type t with R query rows a kv head converted to float32 a block
  * at a time (kv_rows) rather than read by the products: the formats the
  * products do not read (int4 and q4_0 keys; their values with Dv not a
- * multiple of 32), and the one- and half-byte formats from DEC_GEMM_ROWS
- * rows on (reached with q8_0 keys only: the others go to the block
- * products). Below that the products read the codes, once per 4 rows:
- * converted from 8 rows on, a step took 1.1-1.6x as long (Zen 5, one
- * thread: q4_0 at 8 rows 1.4x, fp8 and int8 under the float32 mode 1.5-1.6x,
- * 1.16-1.4x at 16 and 24; int4 under it 1.12x at 8, 0.98-1.0x from 16;
- * zen5/decode-conv-rows-ab). is_v: V's rows, n values each. */
+ * multiple of 32), and fp8 and int8 from DEC_GEMM_ROWS rows on (where the
+ * rows' kernels run there: q8_0 or integer keys in a math mode). Below that
+ * the products read the codes, once per 4 rows: converted from 8 rows on, a
+ * step took 1.1-1.6x as long (Zen 5, one thread: q4_0 at 8 rows 1.4x, fp8
+ * and int8 under the float32 mode 1.5-1.6x, 1.16-1.4x at 16 and 24; int4
+ * under it 1.12x at 8, 0.98-1.0x from 16; zen5/decode-conv-rows-ab); q4_0's
+ * values at 128 and 256 rows 1.1x (zen5/decode-int-rows-ab). is_v: V's
+ * rows, n values each. The block products convert every format. */
 static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
     const attn_storage *s = attn_storage_of(t);
-    if (!s->kernels) return !is_v || n % 32 || R >= DEC_GEMM_ROWS; /* int4, q4_0: P V reads them, Q K^T does not */
+    if (!s->kernels) return !is_v || n % 32; /* int4, q4_0: P V reads them, Q K^T does not */
     return s->params != ATTN_ST_PLAIN && R >= DEC_GEMM_ROWS;
 }
 
@@ -482,7 +483,7 @@ static int64_t dec_block_gemm(const dec_call *c, const dec_item *it, const float
 }
 
 /* The block products for this call where they pay (R >= DEC_GEMM_ROWS; not
- * for a mode's int8 Q K^T on q8_0): oneDNN's products where the mode's
+ * where a mode's Q K^T is in integers: the rows' kernels): oneDNN's products where the mode's
  * operands are of one 16-bit type and oneDNN takes them, else the kernels'
  * tiles (float32 panels; DvP a multiple of 16). Sets c->gemm, mt, LR, DvP. */
 static void dec_gemm_plan(dec_call *c) {
@@ -648,18 +649,22 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
                   .pt = attn_sem_p_type(d, attn_kv_type(kv, 1)),
                   .conv_k = dec_converts(attn_kv_type(kv, 0), G * Sq, 0, d->D),
                   .conv_v = dec_converts(attn_kv_type(kv, 1), G * Sq, 1, Dv)};
-    /* Q K^T in integers wherever the mode quantizes q (q8_0 keys always; the
-     * others below the block products' rows, where K's values go to a GEMM).
+    /* Q K^T in integers wherever the mode quantizes q, at any R: the rows'
+     * kernels then run rather than the block products, which would take K's
+     * values as float32 (Zen 5, one thread, D 128, one kv head: at 32 rows
+     * the step 0.39x the block products' time over int8 and int4, 0.57x over
+     * q4_0; at 128 rows 0.63x, 0.63x, 0.92x; at 256 int8 0.69x, q4_0 1.0x;
+     * two threads at 32 rows 0.25x / 0.34x: zen5/decode-int-rows-ab).
      * Zen 3, the kernel alone on 64 keys in L1, D = 128: int8 keys 8.7-9.5 ns
      * a key at R = 1 against 15-26 for the float32 products on their codes,
      * 16-22 against 18-21 at R = 4 (AVX2 has no wider int8 dot; VNNI's
      * VPDPBUSD does a (row, key, block) in one instruction) */
-    c.iqk = attn_sem_q_int8(c.qt) && (attn_kv_type(kv, 0) == ATTN_DTYPE_Q8_0 || c.R < DEC_GEMM_ROWS);
+    c.iqk = attn_sem_q_int8(c.qt);
     if (c.iqk) c.conv_k = 0; /* the integer Q K^T reads K's codes */
     /* P V in integers likewise (Zen 3, decode at R = 4 over int8: the float32
      * FMAs on converted codes and VPMADDWD share two ports; VPMADDWD takes two
      * keys a product) */
-    c.ipv = attn_sem_p_int16(d, attn_kv_type(kv, 1)) && c.R < DEC_GEMM_ROWS;
+    c.ipv = attn_sem_p_int16(d, attn_kv_type(kv, 1)) && (c.R < DEC_GEMM_ROWS || c.iqk); /* the rows' kernels */
     if (c.ipv) c.conv_v = 0;
     /* fp8 (P V: and bf16) under a mode (q and P bf16): two products an
      * instruction on the values as bf16, where the table has them (kernels.h
