@@ -180,8 +180,9 @@ static const attn_sdpa_desc *dec_frame(const attn_sdpa_desc *d, int64_t ks, attn
 /* Rows of type t with R query rows a kv head converted to float32 a block
  * at a time (kv_rows) rather than read by the products: the formats the
  * products do not read (int4 and q4_0 keys; their values with Dv not a
- * multiple of 32), and fp8 and int8 from DEC_GEMM_ROWS rows on (where the
- * rows' kernels run there: q8_0 or integer keys in a math mode). Below that
+ * multiple of 32), and fp8 and int8 values from DEC_GEMM_ROWS rows on
+ * (which the rows' kernels reach with q8_0 or integer keys in a math mode
+ * only, V of another format than K). Below that
  * the products read the codes, once per 4 rows: converted from 8 rows on, a
  * step took 1.1-1.6x as long (Zen 5, one thread: q4_0 at 8 rows 1.4x, fp8
  * and int8 under the float32 mode 1.5-1.6x, 1.16-1.4x at 16 and 24; int4
@@ -483,9 +484,10 @@ static int64_t dec_block_gemm(const dec_call *c, const dec_item *it, const float
 }
 
 /* The block products for this call where they pay (R >= DEC_GEMM_ROWS; not
- * where a mode's Q K^T is in integers: the rows' kernels): oneDNN's products where the mode's
- * operands are of one 16-bit type and oneDNN takes them, else the kernels'
- * tiles (float32 panels; DvP a multiple of 16). Sets c->gemm, mt, LR, DvP. */
+ * where a mode's Q K^T is in integers: the rows' kernels): oneDNN's
+ * products where the mode's operands are of one 16-bit type and oneDNN
+ * takes them, else the kernels' tiles (float32 panels; DvP a multiple of
+ * 16). Sets c->gemm, mt, LR, DvP. */
 static void dec_gemm_plan(dec_call *c) {
     const attn_sdpa_desc *d = c->d;
     c->gemm = 0, c->mt = ATTN_DTYPE_Q8_0, c->LR = c->R;

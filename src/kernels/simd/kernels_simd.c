@@ -909,7 +909,8 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
  * loop. q8_0 / q4_0 on the 16-lane tables: 8 rows a pass of 32 columns (16
  * accumulators), so that a key's block is read and decoded once for 8 rows
  * (the step at 8 and 16 rows 0.92x over q8_0, 0.94-0.95x over q4_0, Zen 5:
- * zen5/pv-rows8-ab). Each element of O is one chain of FMAs over the keys in order.
+ * zen5/pv-rows8-ab). Each element of O is one chain of FMAs over the keys
+ * in order.
  * One or two rows (MHA, GQA-2) once ran through that general loop: 0.60-0.85
  * of today's time (decode-fewrows-zen4.jsonl). */
 INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv, float *O,
