@@ -304,14 +304,14 @@ static int key_int(const unsigned char *k, int D, int e, attn_dtype kt, double *
     return e < D / 2 ? k[e] & 15 : k[e - D / 2] >> 4;
 }
 
-/* qk_rows_q8: R q8_0 query rows against n key rows of type kt (R 1..6: one
- * and two row groups of every size; D = 128 and 1088 = 34 blocks: the
+/* qk_rows_q8: R q8_0 query rows against n key rows of type kt (R 1..13:
+ * one to four row groups of every size, eight rows a pass and the rest; D = 128 and 1088 = 34 blocks: the
  * rows' scales in two chunks; int4 needs D % 64 = 0: 128 and 1152) equal
  * the per-block int32 dot of the q8_0 values and K's integers times the
  * scales, summed in double, to float32 rounding; a NaN block scale gives
  * NaN (q8_0, q4_0) */
 static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
-    enum { NK = 37, NR = 6, LDS = 40 }; /* keys: 4-key steps and 16-key groups with tails */
+    enum { NK = 37, NR = 13, LDS = 40 }; /* keys: 4-key steps and 16-key groups with tails */
     uint32_t seed = 9u;
     size_t qr = attn_q8_row_bytes(D), kr = attn_storage_bytes(ktype, D);
     unsigned char *Q = malloc(NR * qr), *K = malloc(NK * kr);
