@@ -1789,13 +1789,27 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
     const __m512i off = _mm512_set1_epi8(t == KV_Q4 ? 8 : -128);
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int nr = R - r0 < 4 ? (int)(R - r0) : 4;
-        if (R - r0 >= 8 && nb <= KB_MAXC / 2) { /* eight rows: a key's chunks read once for both groups */
-            const unsigned char *q[8];
-            for (int u = 0; u < 8; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + u) * qr;
-            q8_blk_kb(q, D, 2, K, kr, n, S + r0 * lds, lds, pre && r0 == 0 ? pre : NULL, pr, pb, 4, t);
-            r0 += 4;
+        const void *pf = pre && r0 == 0 ? pre : NULL;
+        float *Sr = S + r0 * lds;
+        if (nb <= KB_MAXC / 2) { /* the rows' chunks kept whole; eight rows: a key's chunks once for both groups */
+            if (R - r0 >= 8) {
+                const unsigned char *q8[8];
+                for (int u = 0; u < 8; u++) q8[u] = (const unsigned char *)Q + (size_t)(r0 + u) * qr;
+                q8_blk_kb(q8, D, 2, K, kr, n, Sr, lds, pf, pr, pb, 4, t);
+                r0 += 4;
+                continue;
+            }
+            const unsigned char *q[4];
+            for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
+            if (nr >= 3)
+                q8_blk_kb(q, D, 1, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+            else if (nr == 2)
+                q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 2, t);
+            else
+                q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 1, t);
             continue;
         }
+        /* longer rows: the query pairs, their offset terms and scales a chunk of QB blocks at a time */
         for (int64_t b0 = 0; b0 < nb; b0 += QB) {
             int64_t b1 = nb - b0 < QB ? nb : b0 + QB;
             for (int u = 0; u < nr; u++) {
@@ -1808,25 +1822,15 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
                                          b + 1 < nb ? q8_d(q + (b + 1) * ATTN_Q8_BYTES) : 0.0f, t);
                 }
             }
-            const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
-            float *Sr = S + r0 * lds;
-            if (nb <= KB_MAXC / 2) {
-                const unsigned char *q[4];
-                for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
-                if (nr >= 3)
-                    q8_blk_kb(q, D, 1, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
-                else if (nr == 2)
-                    q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 2, t);
-                else
-                    q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 1, t);
-            } else if (nr == 4)
-                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 4, 2, t);
+            const void *pfb = b0 == 0 ? pf : NULL;
+            if (nr == 4)
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pfb, pr, pb, b0 == 0, 4, 2, t);
             else if (nr == 3)
-                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 3, 2, t);
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pfb, pr, pb, b0 == 0, 3, 2, t);
             else if (nr == 2)
-                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, 4, t);
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pfb, pr, pb, b0 == 0, 2, 4, t);
             else
-                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 4, t);
+                q8_rows512(y2, dq2, zq2, b0, b1, nb, K, kr, n, Sr, lds, pfb, pr, pb, b0 == 0, 1, 4, t);
         }
     }
 }
