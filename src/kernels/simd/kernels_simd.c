@@ -1578,56 +1578,92 @@ INLINE void q8_rows512(const __m512i *y2, const __m512 *dq2, const __m512i *zq2,
             }
     }
 }
-/* q8_0 / q4_0 keys at three or four rows: q8_rows_kb's layout (the rows'
- * chunks side by side, each key's chunk broadcast) with a block's two
- * chunks into one int32 sum a lane, started at minus the codes' offset
- * (nz[b]: 128 or 8 times the lanes' query sums; q8_0's codes go unsigned
- * as x ^ 0x80 = x + 128, q4_0's are 0..15: low nibbles values 0..15 of the
- * block, high 16..31), then converted and added into float32 lanes times
- * the row's and the key's block scales, dqb[b] dk. Keys' float lanes fold
- * as q8_rows_kb's (kb_sum4's tree in float32). */
+/* kb_sum4's tree in float32: four vectors of (key, 4 partials) to one of
+ * (key, 4 sums) */
 INLINE __m512 kb_sum4f(const __m512 *a) {
     __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
     __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
     return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23))),
                          _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23))));
 }
-INLINE __m512 kb_scale(const unsigned char *blk) {
-#if defined(ATTN_VEC_SIMDE)
-    return _mm512_set1_ps(q8_d(blk));
-#else
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b:
+ * a whole group by two word permutations of 64-byte loads (a gather took
+ * 0.6 ns a key more at one row), a partial one (lanes off m: 0; D not a
+ * multiple of 128) one by one */
+INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __mmask16 m) {
+#if !defined(ATTN_VEC_SIMDE)                  /* SIMDe 0.7.4: no 512-bit conversion of f16 */
+    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* the four scales within 64 bytes of each key: words 0, 9, 18, 27 */
+        const __m512i w01 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
+                                             50, 41, 32, 27, 18, 9, 0);
+        __m512i l[4];
+        for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + (size_t)b0 * bb));
+        __m512i p01 = _mm512_permutex2var_epi16(l[0], w01, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w01, l[3]);
+        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+    }
+    if (bb == ATTN_Q8_BYTES && m == 0xffff) { /* words 0, 17 of each key's first 64 bytes, 2, 19 of the next */
+        const __m512i lo = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 49, 32, 0, 0, 17, 0);
+        const __m512i hi = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51,
+                                            34, 0, 0, 19, 2, 0, 0);
+        __m512i p[2];
+        for (int h = 0; h < 2; h++) {
+            const unsigned char *a = k[2 * h] + (size_t)b0 * bb, *c = k[2 * h + 1] + (size_t)b0 * bb;
+            __m512i x =
+                _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)a), lo, _mm512_loadu_si512((const void *)c));
+            __m512i y = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(a + 64)), hi,
+                                                  _mm512_loadu_si512((const void *)(c + 64)));
+            p[h] = _mm512_mask_blend_epi16(0xcccc, x, y);
+        }
+        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p[1]), _mm512_castsi512_si128(p[0])));
+    }
 #endif
+    float d16[16];
+    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
+    return _mm512_loadu_ps(d16);
 }
+/* q8_0 / q4_0 keys at three or four rows: q8_rows_kb's layout (the rows'
+ * chunks side by side, each key's chunk broadcast) with a block's two
+ * chunks into one int32 sum a lane, started at minus the codes' offset
+ * (nz[b]: 128 or 8 times the lanes' query sums; q8_0's codes go unsigned
+ * as x ^ 0x80 = x + 128, q4_0's are 0..15: low nibbles values 0..15 of the
+ * block, high 16..31). A block's four keys fold in int32 (kb_sum4: lane
+ * 4 u + e, row u's key e, as S holds them), then one conversion and one
+ * product with the rows' block scales times the keys' (dqb[b], and
+ * kl_scales' lanes picked to 4 u + e): per four keys and block, one
+ * conversion and product where each key had its own (the kernel at four
+ * rows 0.83-0.94x, q4_0's step 0.98x: zen5/qk-blk-sum4-ab) */
 INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb, int64_t nb, int NG, const void *K,
                          size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
                          int t) {
     const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
+    const __m512i pick = _mm512_set_epi32(12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0); /* 4 u + e -> 4 e */
     size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
     for (int64_t j = 0; j < n; j += 4) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
-        __m512 f[2][4];
-        for (int g = 0; g < NG; g++)
-            for (int e = 0; e < 4; e++) f[g][e] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++)
-            for (int e = 0; e < 4; e++) {
-                const unsigned char *blk = k[e] + b * bb;
-                __m512i x = kb_chunk(blk + 2, 0), x0, x1; /* the key's chunks, read once for the NG groups */
-                if (t == KV_Q4)
-                    x0 = _mm512_and_si512(x, lo4), x1 = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
-                else
-                    x0 = _mm512_xor_si512(x, sgn), x1 = _mm512_xor_si512(kb_chunk(blk + 2, 1), sgn);
-                __m512 dk = kb_scale(blk);
-                for (int g = 0; g < NG; g++) {
-                    __m512i a = _mm512_dpbusd_epi32(nz[g * nb + b], x0, qc[g * 2 * nb + 2 * b]);
-                    a = _mm512_dpbusd_epi32(a, x1, qc[g * 2 * nb + 2 * b + 1]);
-                    f[g][e] = _mm512_fmadd_ps(vf_cvt_i32(a), _mm512_mul_ps(dqb[g * nb + b], dk), f[g][e]);
+        __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t b0 = 0; b0 < nb; b0 += 4) {
+            __mmask16 m = (__mmask16)(nb - b0 >= 4 ? 0xffff : 0x1111 * ((1u << (nb - b0)) - 1));
+            __m512 sc = kl_scales(k, b0, bb, m); /* lane 4 e + b - b0 */
+            for (int64_t b = b0; b < nb && b < b0 + 4; b++) {
+                __m512i a[2][4];
+                for (int e = 0; e < 4; e++) {
+                    const unsigned char *blk = k[e] + b * bb;
+                    __m512i x = kb_chunk(blk + 2, 0), x0, x1; /* the key's chunks, read once for the NG groups */
+                    if (t == KV_Q4)
+                        x0 = _mm512_and_si512(x, lo4), x1 = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+                    else
+                        x0 = _mm512_xor_si512(x, sgn), x1 = _mm512_xor_si512(kb_chunk(blk + 2, 1), sgn);
+                    for (int g = 0; g < NG; g++)
+                        a[g][e] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nz[g * nb + b], x0, qc[g * 2 * nb + 2 * b]),
+                                                      x1, qc[g * 2 * nb + 2 * b + 1]);
                 }
+                __m512 dk = _mm512_permutexvar_ps(_mm512_add_epi32(pick, _mm512_set1_epi32((int)(b - b0))), sc);
+                for (int g = 0; g < NG; g++)
+                    f[g] = _mm512_fmadd_ps(vf_cvt_i32(kb_sum4(a[g])), _mm512_mul_ps(dqb[g * nb + b], dk), f[g]);
             }
-        for (int g = 0; g < NG; g++) kb_store(kb_sum4f(f[g]), g + 1 < NG ? 4 : NR, S + g * 4 * lds, lds, j, n);
+        }
+        for (int g = 0; g < NG; g++) kb_store(f[g], g + 1 < NG ? 4 : NR, S + g * 4 * lds, lds, j, n);
     }
 }
 /* NG groups of four rows (q[4 g + u]; the last group NR rows): one key
@@ -1675,41 +1711,6 @@ INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
     x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[1] + off)), 1);
     x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[2] + off)), 2);
     return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[3] + off)), 3);
-}
-/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b:
- * a whole group by two word permutations of 64-byte loads (a gather took
- * 0.6 ns a key more at one row), a partial one (lanes off m: 0; D not a
- * multiple of 128) one by one */
-INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __mmask16 m) {
-#if !defined(ATTN_VEC_SIMDE)                  /* SIMDe 0.7.4: no 512-bit conversion of f16 */
-    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* the four scales within 64 bytes of each key: words 0, 9, 18, 27 */
-        const __m512i w01 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
-                                             50, 41, 32, 27, 18, 9, 0);
-        __m512i l[4];
-        for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + (size_t)b0 * bb));
-        __m512i p01 = _mm512_permutex2var_epi16(l[0], w01, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w01, l[3]);
-        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
-    }
-    if (bb == ATTN_Q8_BYTES && m == 0xffff) { /* words 0, 17 of each key's first 64 bytes, 2, 19 of the next */
-        const __m512i lo = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                            0, 49, 32, 0, 0, 17, 0);
-        const __m512i hi = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51,
-                                            34, 0, 0, 19, 2, 0, 0);
-        __m512i p[2];
-        for (int h = 0; h < 2; h++) {
-            const unsigned char *a = k[2 * h] + (size_t)b0 * bb, *c = k[2 * h + 1] + (size_t)b0 * bb;
-            __m512i x =
-                _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)a), lo, _mm512_loadu_si512((const void *)c));
-            __m512i y = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(a + 64)), hi,
-                                                  _mm512_loadu_si512((const void *)(c + 64)));
-            p[h] = _mm512_mask_blend_epi16(0xcccc, x, y);
-        }
-        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p[1]), _mm512_castsi512_si128(p[0])));
-    }
-#endif
-    float d16[16];
-    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
-    return _mm512_loadu_ps(d16);
 }
 INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const __m512 *dqg, int64_t nb, const void *K,
                         size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
