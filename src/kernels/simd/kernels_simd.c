@@ -1852,6 +1852,19 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
 
 /* ---- P V in integers (the math modes on int8 / int4 V, kernels.h pv_rows_i16) ---- */
 
+/* the rounding's factors for a row whose largest |p| is amax (bad: a NaN
+ * or an infinity among them): 0 (the row's q all 0, the result NaN for a
+ * bad row, else 0: *ret) or 1 with (sc, inv), as attn_p16_quantize */
+INLINE int p16_scale(float amax, int bad, int64_t n, int16_t *q, float *sc, float *inv, float *ret) {
+    if (bad || amax == 0.0f) {
+        memset(q, 0, (size_t)n * sizeof *q);
+        *ret = bad ? NAN : 0.0f;
+        return 0;
+    }
+    *sc = amax < ATTN_P16_TINY ? 0x1p100f : 1.0f, *inv = ATTN_P16_MAX / (amax * *sc);
+    *ret = amax / ATTN_P16_MAX;
+    return 1;
+}
 /* attn_p16_quantize in vectors, the same bits (the same products, rounded
  * to nearest even; the largest |p| is exact in any order): n <= 64 weights
  * into q, with a 0 at q[n] for an odd n (keys go in pairs); returns u */
@@ -1873,11 +1886,8 @@ INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
         a = x > a ? x : a;
     }
     q[n] = 0;
-    if (bad || a == 0.0f) {
-        memset(q, 0, (size_t)n * sizeof *q);
-        return bad ? NAN : 0.0f;
-    }
-    float sc = a < ATTN_P16_TINY ? 0x1p100f : 1.0f, inv = ATTN_P16_MAX / (a * sc);
+    float sc, inv, ret;
+    if (!p16_scale(a, bad, n, q, &sc, &inv, &ret)) return ret;
     __m256 sv = _mm256_set1_ps(sc), iv = _mm256_set1_ps(inv);
     for (i = 0; i + 16 <= n; i += 16) {
         __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), sv), iv));
@@ -1885,7 +1895,7 @@ INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
         _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
     }
     for (; i < n; i++) q[i] = (int16_t)nearbyintf(p[i] * sc * inv);
-    return a / ATTN_P16_MAX;
+    return ret;
 }
 
 #if VL == 16
@@ -1903,12 +1913,8 @@ INLINE float p16_row16(const float *p, int64_t n, int16_t *q) {
         vf ab = vf_abs(x[k]);
         bad |= _mm512_cmp_ps_mask(ab, big, _CMP_NLE_UQ), a = vf_max(a, ab);
     }
-    float amax = vf_hmax(a);
-    if (bad || amax == 0.0f) {
-        memset(q, 0, (size_t)n * sizeof *q);
-        return bad ? NAN : 0.0f;
-    }
-    float sc = amax < ATTN_P16_TINY ? 0x1p100f : 1.0f, inv = ATTN_P16_MAX / (amax * sc);
+    float sc, inv, ret;
+    if (!p16_scale(vf_hmax(a), bad != 0, n, q, &sc, &inv, &ret)) return ret;
     vf sv = vf_set1(sc), iv = vf_set1(inv);
     for (int k = 0; k < nk; k++) { /* the lanes past n: 0 */
         vf y = vf_mul(vf_mul(x[k], sv), iv);
@@ -1920,7 +1926,7 @@ INLINE float p16_row16(const float *p, int64_t n, int16_t *q) {
         _mm256_storeu_si256((__m256i *)(void *)(q + 16 * k), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(y)));
 #endif
     }
-    return amax / ATTN_P16_MAX;
+    return ret;
 }
 #define P16_ROW p16_row16
 #else
@@ -2082,7 +2088,7 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint
         for (int g = 0; g < G; g++) pvi_store(O + r * ldo + c0 + 16 * g, u[r], a[r] + PVI_N * g);
 }
 
-/* Per 64 keys, per 4 rows: the rows' P rounded (p16_row), then column
+/* Per 64 keys, per 4 rows: the rows' P rounded (P16_ROW), then column
  * passes of 16 G columns (G = 4 / rows, 3 rows 1, on AVX2: 8 accumulators;
  * twice that on the 16-lane tables, one register a group: 8 of 32, and
  * four rows 4 groups: 16 of 32, the V pairs' codes read in half the passes:
