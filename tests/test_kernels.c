@@ -306,10 +306,11 @@ static int key_int(const unsigned char *k, int D, int e, attn_dtype kt, double *
 
 /* qk_rows_q8: R q8_0 query rows against n key rows of type kt (R 1..13:
  * one to four row groups of every size, eight rows a pass and the rest; D = 128 and 1088 = 34 blocks: the
- * rows' scales in two chunks; int4 needs D % 64 = 0: 128 and 1152) equal
+ * rows' scales in two chunks; q8_0 / q4_0 also 1-3, 9 and 33 blocks; int4 needs D % 64 = 0: 128 and 1152) equal
  * the per-block int32 dot of the q8_0 values and K's integers times the
- * scales, summed in double, to float32 rounding; a NaN block scale gives
- * NaN (q8_0, q4_0) */
+ * scales, summed in double, to float32 rounding (1e-6 of the sum of the
+ * products' magnitudes: kernels that scale partial sums of a block round
+ * each, and partials may cancel); a NaN block scale gives NaN (q8_0, q4_0) */
 static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     enum { NK = 37, NR = 13, LDS = 40 }; /* keys: 4-key steps and 16-key groups with tails */
     uint32_t seed = 9u;
@@ -325,7 +326,8 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     }
     for (int j = 0; j < NK; j++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
-        if (j == 5 && (ktype == ATTN_DTYPE_Q8_0 || ktype == ATTN_DTYPE_Q4_0)) x[40] = NAN; /* a NaN block scale */
+        if (j == 5 && D > 40 && (ktype == ATTN_DTYPE_Q8_0 || ktype == ATTN_DTYPE_Q4_0))
+            x[40] = NAN; /* a NaN block scale */
         if (ktype == ATTN_DTYPE_KV_INT8 || ktype == ATTN_DTYPE_KV_INT4)
             attn_qa_quantize(x, D, ktype == ATTN_DTYPE_KV_INT8 ? 8 : 4, K + j * kr, par);
         else
@@ -339,17 +341,19 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
                     double want = 0.0, mag = 0.0;
                     for (int b = 0; b < D / 32; b++) {
                         const unsigned char *qb = Q + r * qr + b * ATTN_Q8_BYTES;
-                        long dot = 0;
+                        long dot = 0, adot = 0;
                         double dk = 1.0;
-                        for (int c = 0; c < 32; c++)
-                            dot += (long)(int8_t)qb[2 + c] * key_int(K + j * kr, D, b * 32 + c, ktype, &dk);
-                        double t = (double)dot * (double)attn_f16_to_f32((uint16_t)(qb[0] | qb[1] << 8)) * dk;
-                        want += t, mag += fabs(t);
+                        for (int c = 0; c < 32; c++) {
+                            long p = (long)(int8_t)qb[2 + c] * key_int(K + j * kr, D, b * 32 + c, ktype, &dk);
+                            dot += p, adot += labs(p);
+                        }
+                        double dqk = (double)attn_f16_to_f32((uint16_t)(qb[0] | qb[1] << 8)) * dk;
+                        want += (double)dot * dqk, mag += (double)adot * fabs(dqk);
                     }
                     float got = S[r * LDS + j];
                     CHECK(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-6 * mag + 1e-6,
-                          "%s qk_rows_q8 %s D=%d R=%d n=%d [%d][%d]: %g, want %g", kt->name,
-                          attn_storage_of(ktype)->name, D, R, n, r, j, (double)got, want);
+                          "%s qk_rows_q8 %s D=%d R=%d n=%d [%d][%d]: %.9g, want %.9g (mag %g)", kt->name,
+                          attn_storage_of(ktype)->name, D, R, n, r, j, (double)got, want, mag);
                 }
         }
     free(Q), free(K), free(x);
@@ -366,6 +370,8 @@ static void test_qk_q8(const attn_kernel_table *kt) {
         if (types[t] == ATTN_DTYPE_Q8_0 || types[t] == ATTN_DTYPE_Q4_0) { /* 33 blocks: a chunk of one */
             test_qk_q8_d(kt, 1056, types[t]);
             test_qk_q8_d(kt, 288, types[t]); /* 9 blocks: two groups of four and one */
+            test_qk_q8_d(kt, 64, types[t]);  /* 2 and 1 blocks: a partial group only */
+            test_qk_q8_d(kt, 32, types[t]);
         }
     }
 }
