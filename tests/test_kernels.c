@@ -607,6 +607,73 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
     bf_random(kt, ATTN_DTYPE_BF16, NULL);
 }
 
+/* pv_rows_bf over q4_0 V (the modes' bf16 weights: P times each key's block
+ * scale rounded to bf16, base/half.h's rounding, times code - 8): against
+ * float64 sums of the same weights. Exact where every sum is exact (P and
+ * the scales powers of two, 64 keys: bit for bit), else within float32's
+ * accumulation of the terms w (128 + code) the kernel sums; rows 1..9 (the
+ * 4-row groups and tails), Dv 32 / 96 / 160 (passes of 4 or 2 blocks and a
+ * last one), keys 1, 2, 37, 256, 300 (a 256-key chunk and a tail, odd); a
+ * NaN block scale makes that block's columns NaN and no others; O
+ * accumulated onto, nothing written past R rows or Dv columns */
+static void test_pv_q4_bf(const attn_kernel_table *kt) {
+    if (!kt->pv_rows_bf) return;
+    enum { N = 300, RM = 9, DM = 160, LDV = DM + 32, LDO = DM + 8 };
+    static const int ns[5] = {1, 2, 37, 256, 300}, dvs[3] = {32, 96, 160};
+    static unsigned char V[N * (LDV / 32) * ATTN_Q4_BYTES];
+    static float P[RM * N], O[RM * LDO];
+    size_t vs = attn_storage_bytes(ATTN_DTYPE_Q4_0, LDV);
+    uint32_t st = 91u;
+    int bad = 0, outside = 0, nan_bad = 0;
+    for (int exact = 0; exact < 3; exact++) /* 0: random, 1: exact sums, 2: a NaN scale */
+        for (int di = 0; di < 3; di++)
+            for (int ni = 0; ni < 5; ni++)
+                for (int R = 1; R <= RM; R++) {
+                    int Dv = dvs[di], n = exact == 1 ? (ns[ni] < 64 ? ns[ni] : 64) : ns[ni];
+                    for (int j = 0; j < n; j++)
+                        for (int b = 0; b < LDV / 32; b++) {
+                            unsigned char *blk = V + (size_t)j * vs + (size_t)b * ATTN_Q4_BYTES;
+                            float d = exact == 1 ? ldexpf(tu_irand(&st, 0, 1) ? 1.0f : -1.0f, tu_irand(&st, -2, 2))
+                                                 : (tu_frand(&st) - 0.5f) * 0.3f;
+                            if (exact == 2 && j == n / 2 && b == 1) d = NAN;
+                            uint16_t h = attn_f32_to_f16(d);
+                            memcpy(blk, &h, 2);
+                            for (int i = 0; i < 16; i++) blk[2 + i] = (unsigned char)tu_irand(&st, 0, 255);
+                        }
+                    for (int r = 0; r < R; r++)
+                        for (int j = 0; j < n; j++)
+                            P[r * N + j] =
+                                exact == 1 ? ldexpf(1.0f, tu_irand(&st, -3, 0)) * (j % 5 != 0) : tu_frand(&st) * 3.0f;
+                    for (int i = 0; i < RM * LDO; i++) O[i] = (float)(i % 7) - 3.0f;
+                    kt->pv_rows_bf(P, N, R, V, LDV, n, Dv, O, LDO, 1.0f, NULL, 0, 0, ATTN_DTYPE_Q4_0);
+                    for (int r = 0; r < RM; r++)
+                        for (int c = 0; c < LDO; c++) {
+                            float o = O[r * LDO + c];
+                            double o0 = (double)((r * LDO + c) % 7) - 3.0, w = 0.0, a = 0.0;
+                            if (r >= R || c >= Dv) {
+                                outside += o != (float)o0;
+                                continue;
+                            }
+                            if (exact == 2) { /* block 1 (columns 32..63): NaN; the others finite */
+                                nan_bad += (c / 32 == 1) != (isnan(o) != 0);
+                                continue;
+                            }
+                            for (int j = 0; j < n; j++) {
+                                const unsigned char *blk = V + (size_t)j * vs + (size_t)(c / 32) * ATTN_Q4_BYTES;
+                                uint16_t h;
+                                memcpy(&h, blk, 2);
+                                int code = c % 32 < 16 ? blk[2 + c % 32] & 15 : blk[2 + c % 32 - 16] >> 4;
+                                double wt = attn_bf16_to_f32(attn_f32_to_bf16(P[r * N + j] * attn_f16_to_f32(h)));
+                                w += wt * (code - 8), a += fabs(wt) * 143.0;
+                            }
+                            double tol = exact ? 0.0 : 4e-6 * a + 1e-6 * fabs(o0);
+                            bad += !(fabs(o - (o0 + w)) <= tol);
+                        }
+                }
+    CHECK(!bad && !outside && !nan_bad, "%s q4_0 bf16 weights P V: %d wrong, %d written outside, %d NaN misplaced",
+          kt->name, bad, outside, nan_bad);
+}
+
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says,
  * each column's integer sum exact, O += u sum as one fmaf: bit for bit on
  * every table. Keys 1, 37 (odd: the last pair half empty), 64 and 130
@@ -820,6 +887,7 @@ int main(int argc, char **argv) {
         test_pv_codes(kt);
         test_fp8_codes(kt);
         test_fp8_bf(kt);
+        test_pv_q4_bf(kt);
         test_pv_i16(kt);
         test_kv_rows(kt);
         test_rowpar(kt);

@@ -232,6 +232,15 @@ static inline int attn_sem_p_int16(const attn_sdpa_desc *d, attn_dtype vdt) {
     return (vdt == ATTN_DTYPE_KV_INT8 && d->Dv % 16 == 0) || (vdt == ATTN_DTYPE_KV_INT4 && d->Dv % 32 == 0);
 }
 
+/* does P V over a q4_0 V take the weights P d (P times each key's block
+ * scale) rounded to bf16 against the codes, two exact products an
+ * instruction (kernels.h pv_rows_bf)? The modes, Dv a multiple of 32, where
+ * the table has the kernel (decode's rows' kernels); elsewhere P stays
+ * float32. The rounding of P d is a bf16 P's (2^-9 of each weight) */
+static inline int attn_sem_pv_weights_bf16(const attn_sdpa_desc *d, attn_dtype vdt) {
+    return d->math != ATTN_MATH_STRICT && vdt == ATTN_DTYPE_Q4_0 && d->Dv % 32 == 0;
+}
+
 /* the backward's 16-bit operands (attn.h, attn_sdpa_backward): dO (for
  * dP = dO V^T and dV += P^T dO), the normalized P (dV) and dS = d loss /
  * d(q.k) with the scale and softcap derivative in it (dQ += dS K, dK +=

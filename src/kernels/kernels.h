@@ -176,7 +176,11 @@ typedef struct attn_kernel_table {
      * values that are bf16 values (the mode rounded them), V n rows of Dv
      * values of kind (fp8 codes, or bf16 values with s 1). Each product exact, the sums float32 in the kernel's order
      * (other bits than qk_rows_x / pv_rows_x: within the modes' rule);
-     * prefetch as qk_rows / pv_rows */
+     * prefetch as qk_rows / pv_rows. pv_rows_bf over q4_0 V (kind Q4_0, Dv
+     * a multiple of 32; base/sem.h attn_sem_pv_weights_bf16): P's R rows of n
+     * float32 values, each times the key's block scale rounded to bf16 (the
+     * weights w, nearest even as base/half.h), O rows += s sum_j w (code - 8),
+     * each product exact */
     void (*qk_rows_bf)(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
     void (*pv_rows_bf)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,

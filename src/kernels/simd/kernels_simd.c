@@ -2334,6 +2334,13 @@ INLINE vf bf_shuf128(vf a, vf b, int imm) {
     return _mm512_permutex2var_ps(a, _mm512_loadu_si512(ix), b);
 }
 
+/* 128-bit lanes transposed: out[i] lane L = q[L] lane i (through bf_shuf128) */
+INLINE void bf_lanes_transpose(const vf q[4], vf out[4]) {
+    vf u[4] = {bf_shuf128(q[0], q[1], 0x44), bf_shuf128(q[2], q[3], 0x44), bf_shuf128(q[0], q[1], 0xee),
+               bf_shuf128(q[2], q[3], 0xee)};
+    out[0] = bf_shuf128(u[0], u[1], 0x88), out[1] = bf_shuf128(u[0], u[1], 0xdd);
+    out[2] = bf_shuf128(u[2], u[3], 0x88), out[3] = bf_shuf128(u[2], u[3], 0xdd);
+}
 /* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
 INLINE vf bf_reduce16(const vf a[16]) {
     vf u[4];
@@ -2479,12 +2486,8 @@ INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, siz
             if (t == KV_BF16) { /* accumulator q, lane L: columns 32 (q / 2) + 8 L + 4 (q % 2) + (0..3) */
                 for (int i = 0; i < 4; i++) u[i] = bf_shuf128(q[i & 2], q[(i & 2) + 1], i & 1 ? 0xee : 0x44);
                 for (int i = 0; i < 4; i++) out[i] = bf_shuf128(u[i], u[i], 0xd8);
-            } else {
-                u[0] = bf_shuf128(q[0], q[1], 0x44), u[1] = bf_shuf128(q[2], q[3], 0x44);
-                u[2] = bf_shuf128(q[0], q[1], 0xee), u[3] = bf_shuf128(q[2], q[3], 0xee);
-                out[0] = bf_shuf128(u[0], u[1], 0x88), out[1] = bf_shuf128(u[0], u[1], 0xdd);
-                out[2] = bf_shuf128(u[2], u[3], 0x88), out[3] = bf_shuf128(u[2], u[3], 0xdd);
-            }
+            } else
+                bf_lanes_transpose(q, out);
             for (int L = 0; L < 4; L++) {
                 int64_t col = c0 + 64 * h + 16 * L, left = Dv - col;
                 if (left <= 0) break;
@@ -2529,10 +2532,159 @@ INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *
         }
 }
 
+/* ---- q4_0 V under the modes (kernels.h pv_rows_bf, base/sem.h
+ * attn_sem_pv_weights_bf16): the weights w = bf16(P d), P times each key's
+ * block scale rounded to nearest even (vf_round_bf16, base/half.h's
+ * rounding), against the codes as the bf16 values 128 + c (0x4300 | c:
+ * exact), two keys an instruction (VDPBF16PS), then 136 sum(w) taken off:
+ * sum w (c - 8). Zen 5, four rows, D = 128 in L1: 3.8 ns a key against
+ * 5.4 for the float32 FMAs on P (zen5/q4-bf16-pv-proto). ---- */
+#define Q4_NB 4 /* blocks of 32 columns a pass at most */
+/* NR rows of P (n <= 2 PBN keys, ldp apart) as 4 floats a key at pt + 4 j (rows past NR and keys past n: 0) */
+INLINE void pv_q4_ptrans(const float *P, int64_t ldp, int NR, int64_t n, float *pt) {
+    int32_t ix[2][16]; /* VUNPCKL/HPD in 128-bit lanes (SIMDe has no 512-bit one) */
+    for (int i = 0; i < 16; i++)
+        for (int h = 0; h < 2; h++) ix[h][i] = 4 * (i / 4) + 2 * h + i % 2 + (i % 4 >= 2 ? 16 : 0);
+    const __m512i lohi[2] = {_mm512_loadu_si512(ix[0]), _mm512_loadu_si512(ix[1])};
+    for (int64_t j = 0; j < n; j += 16) {
+        vf x[4], t[4], q[4];
+        vmask m = vm_tail(n - j < 16 ? n - j : 16);
+        for (int r = 0; r < 4; r++) x[r] = r < NR ? vf_maskz_load(P + r * ldp + j, m) : vf_zero();
+        t[0] = _mm512_unpacklo_ps(x[0], x[1]), t[1] = _mm512_unpackhi_ps(x[0], x[1]);
+        t[2] = _mm512_unpacklo_ps(x[2], x[3]), t[3] = _mm512_unpackhi_ps(x[2], x[3]);
+        for (int k = 0; k < 4; k++) /* q[k] lane L: the rows of key 4 L + k */
+            q[k] = _mm512_permutex2var_ps(t[k >> 1], lohi[k & 1], t[2 + (k >> 1)]);
+        bf_lanes_transpose(q, x); /* x[L]: keys 4 L .. 4 L + 3 */
+        for (int L = 0; L < 4; L++) vf_store(pt + 4 * (j + 4 * L), x[L]);
+    }
+}
+/* two keys' 16 weights (floats) as bf16 pairs (w0's, w1's) a lane, rounded to nearest even (VCVTNE2PS2BF16;
+ * SIMDe: vf_round_bf16, the same for normal values; the products flush subnormal weights either way) */
+INLINE __m512i bf_pairs(vf w0, vf w1) {
+#ifdef ATTN_VEC_SIMDE
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i % 2 ? 32 + i : i + 1); /* the floats' high halves */
+    return _mm512_permutex2var_epi16(_mm512_castps_si512(vf_round_bf16(w0)), _mm512_loadu_si512(ix),
+                                     _mm512_castps_si512(vf_round_bf16(w1)));
+#else
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i / 2 + 16 * (i % 2));
+    __m512bh h = _mm512_cvtne2ps_pbh(w1, w0);
+    __m512i x;
+    memcpy(&x, &h, sizeof x);
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(ix), x);
+#endif
+}
+/* the weights of the (up to) 4 blocks g0 .. of every key pair, lane 4 b + r (block g0 + b, row r) of W + 16 i
+ * for pair i, from P's rows pt (pv_q4_ptrans); ws lane 4 b + r: the sum of the pairs' weights (as products) */
+INLINE vf pv_q4_weights(const float *pt, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk, uint32_t *W) {
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? 9 * (i / 4) : 0); /* block b's scale: word 9 b */
+    const __m512i idx = _mm512_loadu_si512(ix);
+    const int64_t left = (nbk - g0) * ATTN_Q4_BYTES;
+    const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
+    vf ws = vf_zero();
+    for (int64_t j = 0; j < n; j += 2) {
+        vf w[2];
+        for (int u = 0; u < 2; u++) {
+            __m512i x = j + u < n ? bf_load_codes(V + (size_t)(j + u) * vs + (size_t)g0 * ATTN_Q4_BYTES, left)
+                                  : _mm512_setzero_si512();
+            vf d = vf_cvt_h16(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, x)));
+            w[u] = vf_mul(_mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * (j + u))), d);
+        }
+        __m512i pr = bf_pairs(w[0], w[1]);
+        _mm512_store_si512(W + 8 * j, pr);
+        ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
+    }
+    return ws;
+}
+
+/* O rows += s sum_j w (c - 8) for NR rows over the NB blocks g0 + i0 .. of columns: W the group's weights
+ * (pv_q4_weights), ws their sums; accumulator [r][i][0] the block's columns 0..15 (the low nibbles), [1] the rest */
+INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const uint8_t *V, size_t vs, int64_t n,
+                       int64_t g0, int i0, float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps) {
+    uint8_t ix[64]; /* word 2i: byte i of key j, word 2i + 1: byte i of key j + 1 (the high bytes zero) */
+    for (int i = 0; i < 32; i++) ix[2 * i] = (uint8_t)((i & 1) ? 16 + i / 2 : i / 2), ix[2 * i + 1] = 0;
+    const __m512i idx = _mm512_loadu_si512(ix), lo4 = _mm512_set1_epi16(0x000f), bias = _mm512_set1_epi16(0x4300);
+    const size_t off = (size_t)(g0 + i0) * ATTN_Q4_BYTES;
+    vf a[4][Q4_NB][2];
+    for (int r = 0; r < NR; r++)
+        for (int i = 0; i < NB; i++) a[r][i][0] = a[r][i][1] = vf_zero();
+    for (int64_t j = 0; j < n; j += 2) {
+        for (int64_t u = 0; pre && u < 2; u++)
+            for (size_t c = 0; c < (size_t)NB * ATTN_Q4_BYTES; c += 64)
+                __builtin_prefetch(pre + (size_t)(j + u) * ps + off + c, 0, 2);
+        const uint8_t *v0 = V + (size_t)j * vs + off + 2, *v1 = v0 + vs;
+        const uint32_t *wj = W + 8 * j + 4 * i0;
+        for (int i = 0; i < NB; i++) {
+            __m128i c0 = _mm_loadu_si128((const __m128i *)(v0 + i * ATTN_Q4_BYTES));
+            __m128i c1 = j + 1 < n ? _mm_loadu_si128((const __m128i *)(v1 + i * ATTN_Q4_BYTES)) : _mm_setzero_si128();
+            __m512i x = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, idx,
+                                                      _mm512_castsi256_si512(_mm256_set_m128i(c1, c0)));
+            __m512bh lo = bh_of(_mm512_ternarylogic_epi32(x, lo4, bias, 0xea)); /* x & 15 | 0x4300 */
+            __m512bh hi = bh_of(_mm512_or_si512(_mm512_srli_epi16(x, 4), bias));
+            for (int r = 0; r < NR; r++) {
+                __m512bh w = bh_of(_mm512_set1_epi32((int)wj[4 * i + r]));
+                a[r][i][0] = _mm512_dpbf16_ps(a[r][i][0], lo, w), a[r][i][1] = _mm512_dpbf16_ps(a[r][i][1], hi, w);
+            }
+        }
+    }
+    vf sv = vf_set1(s);
+    for (int r = 0; r < NR; r++)
+        for (int i = 0; i < NB; i++) {
+            vf c = vf_set1(136.0f * ws[4 * (i0 + i) + r]);
+            float *o = O + r * ldo + ATTN_Q4_BLOCK * (g0 + i0 + i);
+            vf_store(o, vf_fma(sv, vf_sub(a[r][i][0], c), vf_load(o)));
+            vf_store(o + 16, vf_fma(sv, vf_sub(a[r][i][1], c), vf_load(o + 16)));
+        }
+}
+
+/* NR rows of P (n <= 2 PBN keys) against q4_0 V: the weights of 4 blocks at a time, then passes of 4 blocks (one
+ * or two rows) or 2, a last odd block alone */
+INLINE void pv_q4_rows(const float *P, int64_t ldp, int NR, const uint8_t *V, size_t vs, int64_t n, int64_t Dv,
+                       float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps, int64_t wpre) {
+    uint32_t W[16 * PBN] __attribute__((aligned(64)));
+    float pt[4 * 2 * PBN] __attribute__((aligned(64))), ws[16];
+    const int NB = NR <= 2 ? 4 : 2;
+    pv_q4_ptrans(P, ldp, NR, n, pt);
+    for (int64_t g0 = 0, nbk = Dv / ATTN_Q4_BLOCK; g0 < nbk; g0 += 4) {
+        int ng = nbk - g0 < 4 ? (int)(nbk - g0) : 4;
+        const uint8_t *p = pre && ATTN_Q4_BLOCK * g0 < wpre ? pre : NULL;
+        vf_store(ws, pv_q4_weights(pt, V, vs, n, g0, nbk, W));
+        for (int i0 = 0; i0 < ng; i0 += NB)
+            if (ng - i0 >= NB)
+                pv_q4_pass(W, ws, NR, NB, V, vs, n, g0, i0, O, ldo, s, p, ps);
+            else
+                for (int i = i0; i < ng; i++) pv_q4_pass(W, ws, NR, 1, V, vs, n, g0, i, O, ldo, s, p, ps);
+    }
+}
+
+/* 256 keys at a time, the rows in groups of 4 */
+static void pv_q4_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *V, size_t vs, int64_t n, int64_t Dv,
+                         float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps, int64_t wpre) {
+    for (int64_t j0 = 0; j0 < n; j0 += 2 * PBN)
+        for (int64_t r0 = 0; r0 < R; r0 += 4) {
+            int64_t nr = R - r0 < 4 ? R - r0 : 4, nj = n - j0 < 2 * PBN ? n - j0 : 2 * PBN;
+            const uint8_t *vj = V + (size_t)j0 * vs, *pj = r0 == 0 && pre ? pre + (size_t)j0 * ps : NULL;
+            const float *p = P + r0 * ldp + j0;
+            float *o = O + r0 * ldo;
+            if (nr == 4)
+                pv_q4_rows(p, ldp, 4, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
+            else if (nr == 3)
+                pv_q4_rows(p, ldp, 3, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
+            else if (nr == 2)
+                pv_q4_rows(p, ldp, 2, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
+            else
+                pv_q4_rows(p, ldp, 1, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
+        }
+}
+
 static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                        float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
     size_t vs = attn_storage_bytes(kind, ldv), ps = attn_storage_bytes(kind, ldpre);
-    if (kind == KV_BF16)
+    if (kind == ATTN_DTYPE_Q4_0)
+        pv_q4_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre);
+    else if (kind == KV_BF16)
         pv_bf_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre, KV_BF16);
     else
         pv_bf_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre, kind);
