@@ -2534,11 +2534,15 @@ INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *
 
 /* ---- q4_0 V under the modes (kernels.h pv_rows_bf, base/sem.h
  * attn_sem_pv_weights_bf16): the weights w = bf16(P d), P times each key's
- * block scale rounded to nearest even (vf_round_bf16, base/half.h's
- * rounding), against the codes as the bf16 values 128 + c (0x4300 | c:
- * exact), two keys an instruction (VDPBF16PS), then 136 sum(w) taken off:
- * sum w (c - 8). Zen 5, four rows, D = 128 in L1: 3.8 ns a key against
- * 5.4 for the float32 FMAs on P (zen5/q4-bf16-pv-proto). ---- */
+ * block scale rounded to nearest even (bf_pairs), against the codes as the
+ * bf16 values 128 + c (0x4300 | c: exact), two keys an instruction
+ * (VDPBF16PS), then 136 sum(w) taken off: sum w (c - 8). The weights of a
+ * key pair's 16 (row, block) pairs in one register: P transposed to 4 rows
+ * a key, the key's 4 block scales by one word permutation of its row, no
+ * gather (a gather of 16 keys' scales a block, then a product a row, made
+ * the prototype's weights 35% of its time). Zen 5, four rows a kv head,
+ * one thread: the decode step 0.82x the float32 FMAs' on P
+ * (zen5/q4-bf16-pv-step-ab). ---- */
 #define Q4_NB 4 /* blocks of 32 columns a pass at most */
 /* NR rows of P (n <= 2 PBN keys, ldp apart) as 4 floats a key at pt + 4 j (rows past NR and keys past n: 0) */
 INLINE void pv_q4_ptrans(const float *P, int64_t ldp, int NR, int64_t n, float *pt) {
