@@ -21,8 +21,10 @@
  *     threads;
  *   - on a third of the cases, a math mode (DATA on 16-bit inputs, BF16 on
  *     float32 ones): the fused forward and decode against the reference in
- *     the same mode (mode_paths); on another third, the KV cache of a
- *     16-bit or q8_0 type in DATA mode (cache_mode: the int8 Q K^T of q8_0).
+ *     the same mode (mode_paths); on a third of each storage type's cases,
+ *     the KV cache in DATA mode (cache_mode: the int8 Q K^T of the integer
+ *     formats, their P V in 16-bit integers or on q4_0's bf16 weights, the
+ *     fp8 and 16-bit rounded products).
  * Paths: the reference, the fused forward (flash) and backward, decode
  * (Sq <= 16 through the default entry), the KV cache's attend for every
  * storage type, contiguous and paged, and attention over caller-owned pages
@@ -642,11 +644,12 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
 
 /* the KV cache's attend, storage type st and page size ps, against the
  * reference on the values the cache stores */
-/* The KV cache of a 16-bit, q8_0 or fp8 type in DATA mode (a third of the
- * cases): decode on 1 and 2 threads bitwise, against the cache's reference
- * path in the same mode (both round q alike; P to the cache's type where the
- * table rounds it: 3 units of its precision), and, when the stored values
- * are finite, finite exactly where the reference is. */
+/* The KV cache of any stored type in DATA mode (a third of the cases):
+ * decode on 1 and 2 threads bitwise, against the cache's reference path in
+ * the same mode (both round q alike; P to the cache's type where the table
+ * rounds it, q4_0's bf16 weights, the int8 / int4 16-bit P: 3 units of
+ * that precision), and, when the stored values are finite, finite exactly
+ * where the reference is. */
 static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const char *path, double vmax, double smax,
                        int stored_nf) {
     attn_sdpa_desc d = p->d;
@@ -665,7 +668,10 @@ static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const cha
         report(p, where, "statuses differ: attend %d / %d, reference %d", s1, s2, s3);
     } else if (s1 == ATTN_OK && !bitwise(p, where, "out", a, b, no(p))) {
         int fp8 = st == ATTN_DTYPE_FP8_E4M3 || st == ATTN_DTYPE_FP8_E5M2; /* q and P bf16 */
-        double u = st == ATTN_DTYPE_F16 ? 0x1p-11 : st == ATTN_DTYPE_BF16 || fp8 ? 0x1p-8 : 0.0;
+        double u = st == ATTN_DTYPE_F16                                    ? 0x1p-11
+                   : st == ATTN_DTYPE_BF16 || fp8 || st == ATTN_DTYPE_Q4_0 ? 0x1p-8
+                   : st == ATTN_DTYPE_KV_INT8 || st == ATTN_DTYPE_KV_INT4  ? 0x1p-15
+                                                                           : 0.0;
         check_close(p, where, "out", a, r, no(p), 2e-4 + 3 * u, vmax * (1.0 + 3 * u / (64 * 0x1p-24)), smax, 0);
         for (size_t i = 0; i < no(p) && !stored_nf; i++)
             if (!isfinite(a[i]) != !isfinite(r[i])) {
@@ -679,7 +685,7 @@ static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const cha
 static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
     if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
         return;
-    if (st == ATTN_DTYPE_Q8_0 && (p->D % 32 || p->Dv % 32)) return;
+    if (p->D % attn_storage_of(st)->block || p->Dv % attn_storage_of(st)->block) return;
     attn_kv_cache_config cfg = {.batch = p->B,
                                 .kv_heads = p->Hkv,
                                 .capacity = p->Sk ? p->Sk : 1,
@@ -736,7 +742,8 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
         for (size_t i = 0; i < nk(p); i++) stored_nf |= !isfinite(k2[i]);
         for (size_t i = 0; i < nv(p); i++) stored_nf |= !isfinite(v2[i]);
         check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, !stored_nf);
-        if (st != ATTN_DTYPE_F32 && cur_case % 3 == 2) cache_mode(p, c, st, path, maxabs(v2, nv(p)), smax, stored_nf);
+        if (st != ATTN_DTYPE_F32 && (cur_case / 9) % 3 == 2)
+            cache_mode(p, c, st, path, maxabs(v2, nv(p)), smax, stored_nf);
         if (stored_nf) { /* the rule on the values the cache holds */
             prob p2 = *p;
             p2.k = k2, p2.v = v2, p2.d.seqlens_k = n, p2.d.seqlens_k_dtype = ATTN_DTYPE_I64;
@@ -1140,10 +1147,11 @@ static void run_case(uint64_t seed, uint64_t cas) {
         }
         free(ob), free(gb);
     }
-    static const attn_dtype sts[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
-                                     ATTN_DTYPE_Q8_0, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    static const attn_dtype sts[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                     ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                                     ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
     if (p.Sq <= 16) { /* these storage types, contiguous and paged, in turn */
-        int t = (int)(cas % 6);
+        int t = (int)(cas % 9);
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
