@@ -209,9 +209,9 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \
     "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
-    "integers (P 16-bit); fp8 caches: bf16 q and P, two products an instruction (VDPBF16PS), and bf16 caches' "        \
-    "decode P V so where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product kernels "   \
-    "here)"
+    "integers (P 16-bit), q4_0 values: P V on P times the block scales as bf16 (VDPBF16PS); fp8 caches: bf16 q "       \
+    "and P, two products an instruction, and bf16 caches' decode P V so where the mode rounds for them; f16, bf16, "   \
+    "float32 otherwise: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 
