@@ -642,8 +642,9 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
                               fview(dv, p->Hkv, p->Sk, p->Dv));
 }
 
-/* the KV cache's attend, storage type st and page size ps, against the
- * reference on the values the cache stores */
+/* the storage types the KV cache path draws in turn (run_case's sts) */
+#define CACHE_TYPES 9
+
 /* The KV cache of any stored type in DATA mode (a third of the cases):
  * decode on 1 and 2 threads bitwise, against the cache's reference path in
  * the same mode (both round q alike; P to the cache's type where the table
@@ -682,6 +683,8 @@ static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const cha
     free(a), free(b), free(r);
 }
 
+/* the KV cache's attend, storage type st and page size ps, against the
+ * reference on the values the cache stores */
 static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
     if (p->has_drop || p->d.key_mask || p->nseq || p->dt != ATTN_DTYPE_F32 || p->d.causal == ATTN_CAUSAL_TOP_LEFT)
         return;
@@ -742,7 +745,7 @@ static void cache_path(const prob *p, attn_dtype st, int64_t ps, double smax) {
         for (size_t i = 0; i < nk(p); i++) stored_nf |= !isfinite(k2[i]);
         for (size_t i = 0; i < nv(p); i++) stored_nf |= !isfinite(v2[i]);
         check_close(p, path, "out", o1, o3, no(p), 2e-4, maxabs(v2, nv(p)), smax, !stored_nf);
-        if (st != ATTN_DTYPE_F32 && (cur_case / 9) % 3 == 2)
+        if (st != ATTN_DTYPE_F32 && (cur_case / CACHE_TYPES) % 3 == 2)
             cache_mode(p, c, st, path, maxabs(v2, nv(p)), smax, stored_nf);
         if (stored_nf) { /* the rule on the values the cache holds */
             prob p2 = *p;
@@ -1147,11 +1150,11 @@ static void run_case(uint64_t seed, uint64_t cas) {
         }
         free(ob), free(gb);
     }
-    static const attn_dtype sts[] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
-                                     ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
-                                     ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
+    static const attn_dtype sts[CACHE_TYPES] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                                ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                                                ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
     if (p.Sq <= 16) { /* these storage types, contiguous and paged, in turn */
-        int t = (int)(cas % 9);
+        int t = (int)(cas % CACHE_TYPES);
         cache_path(&p, sts[t], 0, smax);
         cache_path(&p, sts[t], (int64_t)(cas % 3 == 0 ? 16 : 64), smax);
     }
