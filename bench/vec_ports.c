@@ -1,9 +1,9 @@
 /* Throughput of the 512-bit instructions decode's integer kernels use,
  * alone and in pairs (twelve independent chains a loop step), as
  * instructions a cycle at a given clock: which ones share the pipes
- * (on Zen 5: VPDPBUSD, VFMADD, VPERMT2B/W and VPERMPS two a cycle between
- * them, VPADDD / VPUNPCK four). Not built by make:
- *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi bench/vec_ports.c -o /tmp/vec_ports
+ * (on Zen 5: VPDPBUSD, VFMADD, VDPBF16PS, VPERMT2B/W and VPERMPS two a
+ * cycle between them, VPADDD / VPUNPCK four). Not built by make:
+ *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 bench/vec_ports.c -o /tmp/vec_ports
  *   /tmp/vec_ports [GHz]   (the clock: the loop of four dependent adds below measures it) */
 #include <immintrin.h>
 #include <stdio.h>
@@ -25,6 +25,12 @@ static double now(void) {
 #define FM(a)                                                                                                          \
     _mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(x), _mm512_castsi512_ps(y)))
 #define SH(a) _mm512_castps_si512(_mm512_shuffle_f32x4(_mm512_castsi512_ps(a), _mm512_castsi512_ps(x), 0x44))
+#define TL(a) _mm512_ternarylogic_epi32(a, x, y, 0xea)
+#define SR(a) _mm512_srli_epi16(a, 4)
+#define BF(a) _mm512_castps_si512(_mm512_dpbf16_ps(_mm512_castsi512_ps(a), (__m512bh)x, (__m512bh)y))
+#define CH(a) _mm512_castps_si512(_mm512_cvtph_ps(_mm512_castsi512_si256(a)))
+#define PB1(a) _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, y, a)
+#define ZX(a) _mm512_add_epi32(a, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(a)))
 /* twelve chains, ops A and B alternating */
 #define STEP(A, B)                                                                                                     \
     a0 = A(a0), a1 = B(a1), a2 = A(a2), a3 = B(a3), a4 = A(a4), a5 = B(a5), a6 = A(a6), a7 = B(a7), a8 = A(a8),        \
@@ -54,12 +60,36 @@ int main(int argc, char **argv) {
     }
     printf("clock %.2f GHz\n", ghz);
     __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(5), sink = x;
-    BENCH("vpdpbusd", DP, DP)
-    BENCH("vpaddd", AD, AD) BENCH("vpunpckldq", UP, UP) BENCH("vpermt2b", PB, PB) BENCH("vpermt2w", PW, PW)
-        BENCH("vpermps", PS, PS) BENCH("vcvtdq2ps", CV, CV) BENCH("vfmadd", FM, FM) BENCH("vshuff32x4", SH, SH)
-            BENCH("dpbusd+cvt", DP, CV) BENCH("dpbusd+permt2b", DP, PB) BENCH("dpbusd+fma", DP, FM)
-                BENCH("dpbusd+unpack", DP, UP) BENCH("dpbusd+add", DP, AD) BENCH("dpbusd+permps", DP, PS)
-                    BENCH("cvt+unpack", CV, UP) BENCH("fma+permps", FM, PS) int o[16];
+    BENCH("vpdpbusd", DP, DP);
+    BENCH("vpaddd", AD, AD);
+    BENCH("vpunpckldq", UP, UP);
+    BENCH("vpermt2b", PB, PB);
+    BENCH("vpermt2w", PW, PW);
+    BENCH("vpermps", PS, PS);
+    BENCH("vcvtdq2ps", CV, CV);
+    BENCH("vfmadd", FM, FM);
+    BENCH("vshuff32x4", SH, SH);
+    BENCH("vpternlogd", TL, TL);
+    BENCH("vpsrlw", SR, SR);
+    BENCH("vdpbf16ps", BF, BF);
+    BENCH("vcvtph2ps", CH, CH);
+    BENCH("vpermb (masked)", PB1, PB1);
+    BENCH("vpmovzxbd+add", ZX, ZX);
+    BENCH("dpbusd+cvt", DP, CV);
+    BENCH("dpbusd+permt2b", DP, PB);
+    BENCH("dpbusd+fma", DP, FM);
+    BENCH("dpbusd+unpack", DP, UP);
+    BENCH("dpbusd+add", DP, AD);
+    BENCH("dpbusd+permps", DP, PS);
+    BENCH("dpbusd+ternlog", DP, TL);
+    BENCH("dpbusd+srlw", DP, SR);
+    BENCH("dpbusd+dpbf16", DP, BF);
+    BENCH("dpbusd+cvtph", DP, CH);
+    BENCH("dpbusd+permb", DP, PB1);
+    BENCH("dpbusd+movzx+add", DP, ZX);
+    BENCH("cvt+unpack", CV, UP);
+    BENCH("fma+permps", FM, PS);
+    int o[16];
     _mm512_storeu_si512(o, sink);
     return o[0] == 12345 ? 1 : 0;
 }
