@@ -15,8 +15,8 @@
  * ATTN_ISA (read once) forces a set: "auto" (the default), "generic", "avx2",
  * "avx512", "avx512-256", their "-vnni" forms (AVX-VNNI / AVX512-VNNI's
  * VPDPBUSD for the int8 dots: best() takes them where CPUID has them) and
- * "-bf16" forms (-vnni with AVX512-BF16 and VBMI: the fp8 caches' products
- * through VDPBF16PS; best() takes them where CPUID has both), or
+ * "-bf16" forms (-vnni with AVX512-BF16, VBMI and GFNI: the fp8 caches' products
+ * through VDPBF16PS; best() takes them where CPUID has all three), or
  * "avx512-simde" (the AVX-512 source through SIMD Everywhere's
  * emulation, where the build has it: for tests on hosts without AVX-512).
  * A set this CPU or build cannot run makes attn_kernel_status() an error
@@ -65,10 +65,11 @@ static int have_avx512_vnni(void) {
     unsigned a, b, c, d;
     return have_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1);
 }
-/* AVX512-BF16 (CPUID 7.1 EAX bit 5) and VBMI (7.0 ECX bit 1): the fp8 products */
+/* AVX512-BF16 (CPUID 7.1 EAX bit 5), VBMI (7.0 ECX bit 1) and GFNI (7.0 ECX bit 8): the fp8 products, q4_0's
+ * nibbles (every CPU with the first two has GFNI: Zen 4 and 5, Sapphire Rapids and later) */
 static int have_avx512_bf16(void) {
     unsigned a, b, c, d;
-    if (!have_avx512_vnni() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(c >> 1 & 1)) return 0;
+    if (!have_avx512_vnni() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(c >> 1 & 1) || !(c >> 8 & 1)) return 0;
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
 }
 static int have_avx_vnni(void) {

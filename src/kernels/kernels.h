@@ -294,7 +294,7 @@ extern const attn_kernel_table attn_kernels_avx2;        /* simd/kernels_simd.c 
 extern const attn_kernel_table attn_kernels_avx512;      /* the same source at 16 lanes */
 extern const attn_kernel_table attn_kernels_avx2_vnni;   /* avx2 with AVX-VNNI's int8 dots */
 extern const attn_kernel_table attn_kernels_avx512_vnni; /* avx512 with AVX512-VNNI's int8 dots */
-extern const attn_kernel_table attn_kernels_avx512_bf16; /* avx512-vnni with AVX512-BF16, VBMI: fp8 products */
+extern const attn_kernel_table attn_kernels_avx512_bf16; /* avx512-vnni with AVX512-BF16, VBMI, GFNI: fp8 products */
 #define ATTN_HAVE_AVX2_BUILD 1
 #ifdef ATTN_HAVE_SIMDE
 extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated on AVX2 (tests) */

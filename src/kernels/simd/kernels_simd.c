@@ -1640,6 +1640,17 @@ INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __
  * kl_scales' lanes picked to 4 u + e): per four keys and block, one
  * conversion and product where each key had its own (the kernel at four
  * rows 0.83-0.94x, q4_0's step 0.98x: zen5/qk-blk-sum4-ab) */
+/* q4_0's high nibbles of the code bytes x as bytes 0..15: one GF2P8AFFINEQB (each byte times the bit matrix of a
+ * right shift by 4) where the table has GFNI (the avx512-bf16 table: Zen 5, four rows, the kernel 0.90x the time of
+ * the shift and the mask: zen5/q4-gfni-ab), else VPSRLW and VPANDD */
+INLINE __m512i q4_high(__m512i x, __m512i lo4) {
+#if defined(__GFNI__) && !defined(ATTN_VEC_SIMDE)
+    (void)lo4;
+    return _mm512_gf2p8affine_epi64_epi8(x, _mm512_set1_epi64(0x1020408000000000ll), 0);
+#else
+    return _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+#endif
+}
 INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb, int64_t nb, int NG, const void *K,
                          size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
                          int t) {
@@ -1659,7 +1670,7 @@ INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb
                     const unsigned char *blk = k[e] + b * bb;
                     __m512i x = kb_chunk(blk + 2, 0), x0, x1; /* the key's chunks, read once for the NG groups */
                     if (t == KV_Q4)
-                        x0 = _mm512_and_si512(x, lo4), x1 = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+                        x0 = _mm512_and_si512(x, lo4), x1 = q4_high(x, lo4);
                     else
                         x0 = _mm512_xor_si512(x, sgn), x1 = _mm512_xor_si512(kb_chunk(blk + 2, 1), sgn);
                     for (int g = 0; g < NG; g++)
@@ -1745,7 +1756,7 @@ INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const 
                     size_t o = (size_t)(g + b) * bb + 2;
                     if (t == KV_Q4) {
                         __m512i x = kl_keys(k, o);
-                        x0 = _mm512_and_si512(x, lo4), x1 = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+                        x0 = _mm512_and_si512(x, lo4), x1 = q4_high(x, lo4);
                     } else {
                         x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
                     }
