@@ -682,14 +682,15 @@ static void test_pv_q4_bf(const attn_kernel_table *kt) {
  * zeros (u 0), of tiny weights (below 2^-100: the prescale), negative
  * weights, a NaN (the row NaN) */
 static void test_pv_i16(const attn_kernel_table *kt) {
-    static const int ns[4] = {1, 37, 64, 130}, dv8[3] = {16, 48, 144}, dv4[3] = {32, 96, 288};
+    /* int4's Dv 128: halves a multiple of 32 (the 16-lane tables' 32-column codes, pvi_codes32) */
+    static const int ns[4] = {1, 37, 64, 130}, dv8[4] = {16, 48, 128, 144}, dv4[4] = {32, 96, 128, 288};
     enum { N = 130, RM = 9, DM = 288 };
     uint32_t st = 33u;
     unsigned char *V = malloc((size_t)N * (DM + 32));
     float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float));
     int16_t q[64];
     for (int f = 0; f < 2; f++)
-        for (int di = 0; di < 3; di++)
+        for (int di = 0; di < 4; di++)
             for (int ni = 0; ni < 4; ni++)
                 for (int R = 1; R <= RM; R++) { /* every remainder of 4 rows */
                     attn_dtype t = f ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
