@@ -1629,17 +1629,6 @@ INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __
     for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
     return _mm512_loadu_ps(d16);
 }
-/* q8_0 / q4_0 keys at three or four rows: q8_rows_kb's layout (the rows'
- * chunks side by side, each key's chunk broadcast) with a block's two
- * chunks into one int32 sum a lane, started at minus the codes' offset
- * (nz[b]: 128 or 8 times the lanes' query sums; q8_0's codes go unsigned
- * as x ^ 0x80 = x + 128, q4_0's are 0..15: low nibbles values 0..15 of the
- * block, high 16..31). A block's four keys fold in int32 (kb_sum4: lane
- * 4 u + e, row u's key e, as S holds them), then one conversion and one
- * product with the rows' block scales times the keys' (dqb[b], and
- * kl_scales' lanes picked to 4 u + e): per four keys and block, one
- * conversion and product where each key had its own (the kernel at four
- * rows 0.83-0.94x, q4_0's step 0.98x: zen5/qk-blk-sum4-ab) */
 /* q4_0's high nibbles of the code bytes x as bytes 0..15: one GF2P8AFFINEQB (each byte times the bit matrix of a
  * right shift by 4) where the table has GFNI (the avx512-bf16 table: Zen 5, four rows, the kernel 0.90x the time of
  * the shift and the mask: zen5/q4-gfni-ab), else VPSRLW and VPANDD */
@@ -1651,6 +1640,17 @@ INLINE __m512i q4_high(__m512i x, __m512i lo4) {
     return _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
 #endif
 }
+/* q8_0 / q4_0 keys at three or four rows: q8_rows_kb's layout (the rows'
+ * chunks side by side, each key's chunk broadcast) with a block's two
+ * chunks into one int32 sum a lane, started at minus the codes' offset
+ * (nz[b]: 128 or 8 times the lanes' query sums; q8_0's codes go unsigned
+ * as x ^ 0x80 = x + 128, q4_0's are 0..15: low nibbles values 0..15 of the
+ * block, high 16..31). A block's four keys fold in int32 (kb_sum4: lane
+ * 4 u + e, row u's key e, as S holds them), then one conversion and one
+ * product with the rows' block scales times the keys' (dqb[b], and
+ * kl_scales' lanes picked to 4 u + e): per four keys and block, one
+ * conversion and product where each key had its own (the kernel at four
+ * rows 0.83-0.94x, q4_0's step 0.98x: zen5/qk-blk-sum4-ab) */
 INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb, int64_t nb, int NG, const void *K,
                          size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
                          int t) {
