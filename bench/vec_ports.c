@@ -1,9 +1,11 @@
 /* Throughput of the 512-bit instructions decode's integer kernels use,
- * alone and in pairs (twelve independent chains a loop step), as
- * instructions a cycle at a given clock: which ones share the pipes
- * (on Zen 5: VPDPBUSD, VFMADD, VDPBF16PS, VPERMT2B/W and VPERMPS two a
- * cycle between them, VPADDD / VPUNPCK four). Not built by make:
- *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 bench/vec_ports.c -o /tmp/vec_ports
+ * alone and in pairs (24 independent chains a loop step: twelve of each
+ * kind, enough to hide a five-cycle latency at two a cycle), as
+ * instructions a cycle at a given clock: which ones share the pipes (on
+ * Zen 5: VPDPBUSD with VFMADD or VDPBF16PS two a cycle between them, with
+ * VPERMT2B, VCVTPH2PS or GF2P8AFFINEQB 2.3-2.4, with VPERMPS 2.8; with
+ * VCVTDQ2PS, VPADDD, VPUNPCK, VPSHUFD, VPTERNLOGD or VPSRLW four). Not built by make:
+ *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 -mgfni bench/vec_ports.c -o /tmp/vec_ports
  *   /tmp/vec_ports [GHz]   (the clock: the loop of four dependent adds below measures it) */
 #include <immintrin.h>
 #include <stdio.h>
@@ -31,23 +33,30 @@ static double now(void) {
 #define CH(a) _mm512_castps_si512(_mm512_cvtph_ps(_mm512_castsi512_si256(a)))
 #define PB1(a) _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, y, a)
 #define ZX(a) _mm512_add_epi32(a, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(a)))
-/* twelve chains, ops A and B alternating */
+#define SD(a) _mm512_shuffle_epi32(a, _MM_PERM_BBBB)
+#define GF(a) _mm512_gf2p8affine_epi64_epi8(a, x, 0)
+/* 24 chains, ops A and B alternating (twelve of each: enough to hide a 5-cycle latency at two a cycle) */
 #define STEP(A, B)                                                                                                     \
     a0 = A(a0), a1 = B(a1), a2 = A(a2), a3 = B(a3), a4 = A(a4), a5 = B(a5), a6 = A(a6), a7 = B(a7), a8 = A(a8),        \
-    a9 = B(a9), a10 = A(a10), a11 = B(a11)
+    a9 = B(a9), a10 = A(a10), a11 = B(a11), b0 = A(b0), b1 = B(b1), b2 = A(b2), b3 = B(b3), b4 = A(b4), b5 = B(b5),    \
+    b6 = A(b6), b7 = B(b7), b8 = A(b8), b9 = B(b9), b10 = A(b10), b11 = B(b11)
 #define BENCH(name, A, B)                                                                                              \
     {                                                                                                                  \
         __m512i a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;      \
+        __m512i b0 = x, b1 = y, b2 = x, b3 = y, b4 = x, b5 = y, b6 = x, b7 = y, b8 = x, b9 = y, b10 = x, b11 = y;      \
         double t0 = now();                                                                                             \
         for (long it = 0; it < N; it++) {                                                                              \
             STEP(A, B);                                                                                                \
             __asm__(""                                                                                                 \
                     : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8),        \
                       "+v"(a9), "+v"(a10), "+v"(a11));                                                                 \
+            __asm__(""                                                                                                 \
+                    : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3), "+v"(b4), "+v"(b5), "+v"(b6), "+v"(b7), "+v"(b8),        \
+                      "+v"(b9), "+v"(b10), "+v"(b11));                                                                 \
         }                                                                                                              \
         double c = (now() - t0) / (double)N * ghz * 1e9;                                                               \
-        sink = _mm512_add_epi32(sink, _mm512_add_epi32(a0, _mm512_add_epi32(a5, a11)));                                \
-        printf("%-16s %5.2f a cycle\n", name, 12.0 / c);                                                               \
+        sink = _mm512_add_epi32(sink, _mm512_add_epi32(a0, _mm512_add_epi32(a5, _mm512_add_epi32(a11, b6))));          \
+        printf("%-16s %5.2f a cycle\n", name, 24.0 / c);                                                               \
     }
 int main(int argc, char **argv) {
     double ghz = argc > 1 ? atof(argv[1]) : 0.0;
@@ -75,6 +84,8 @@ int main(int argc, char **argv) {
     BENCH("vcvtph2ps", CH, CH);
     BENCH("vpermb (masked)", PB1, PB1);
     BENCH("vpmovzxbd+add", ZX, ZX);
+    BENCH("vpshufd", SD, SD);
+    BENCH("vgf2p8affineqb", GF, GF);
     BENCH("dpbusd+cvt", DP, CV);
     BENCH("dpbusd+permt2b", DP, PB);
     BENCH("dpbusd+fma", DP, FM);
@@ -87,6 +98,8 @@ int main(int argc, char **argv) {
     BENCH("dpbusd+cvtph", DP, CH);
     BENCH("dpbusd+permb", DP, PB1);
     BENCH("dpbusd+movzx+add", DP, ZX);
+    BENCH("dpbusd+pshufd", DP, SD);
+    BENCH("dpbusd+gf2p8aff", DP, GF);
     BENCH("cvt+unpack", CV, UP);
     BENCH("fma+permps", FM, PS);
     int o[16];

@@ -1720,7 +1720,11 @@ INLINE void q8_blk_kb(const unsigned char *const *q, int64_t D, int NG, const vo
  * 16-byte chunk in 128-bit lane e against each query chunk broadcast, so
  * that one VPDPBUSD gives four keys' partial sums (q8_rows512 gives one
  * key's, and converts two block scales a key and block pair from scalars:
- * 0.55-0.85x the time here, zen5/qk-keys-lanes-ab). A group
+ * 0.55-0.85x the time here, zen5/qk-keys-lanes-ab). The chunks are
+ * broadcast once a call (qb): a broadcast from memory costs a shuffle
+ * beside its load, and the steps had one per chunk and key group (Zen 5,
+ * 128 keys: the kernel 0.89x at one row, 0.93x at two; q4_0's step 0.97x /
+ * 0.95x: zen5/qk-kl-qb-ab). A group
  * of four blocks folds to lanes (key, block) with kb_sum4 (from the offset
  * terms nz, as q8_blk_steps), then one conversion and one product with the
  * four keys' block scales (kl_scales) times the row's (dqg); four steps
@@ -1731,9 +1735,8 @@ INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
     x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[2] + off)), 2);
     return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[3] + off)), 3);
 }
-INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const __m512 *dqg, int64_t nb, const void *K,
-                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
-                        int t) {
+INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg, int64_t nb, const void *K, size_t kr,
+                        int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
     const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
     const __m512i perm = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
@@ -1761,9 +1764,9 @@ INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const 
                         x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
                     }
                     for (int u = 0; u < NR; u++) {
-                        const unsigned char *y = q[u] + (size_t)(g + b) * ATTN_Q8_BYTES + 2;
-                        a[u][b] = _mm512_dpbusd_epi32(
-                            _mm512_dpbusd_epi32(nz[u * (KB_MAXC / 2) + g + b], x0, kb_chunk(y, 0)), x1, kb_chunk(y, 1));
+                        const __m512i *y = qb + 2 * (u * (KB_MAXC / 2) + g + b);
+                        a[u][b] =
+                            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nz[u * (KB_MAXC / 2) + g + b], x0, y[0]), x1, y[1]);
                     }
                 }
                 __mmask16 m = (__mmask16)(nb - g >= 4 ? 0xffff : 0x1111 * ((1u << (nb - g)) - 1));
@@ -1779,7 +1782,7 @@ INLINE void q8_kl_steps(const unsigned char *const *q, const __m512i *nz, const 
 }
 INLINE void q8_kl(const unsigned char *const *q, int64_t D, const void *K, size_t kr, int64_t n, float *S, int64_t lds,
                   const void *pre, size_t pr, int64_t pb, int NR, int t) {
-    __m512i nz[2 * (KB_MAXC / 2)];
+    __m512i nz[2 * (KB_MAXC / 2)], qb[4 * (KB_MAXC / 2)]; /* qb: the rows' chunks broadcast, made once a call */
     __m512 dqg[2 * (KB_MAXC / 8)];
     int64_t nb = D / ATTN_Q8_BLOCK;
     const __m512i off = _mm512_set1_epi8(t == KV_Q4 ? 8 : -128);
@@ -1789,15 +1792,16 @@ INLINE void q8_kl(const unsigned char *const *q, int64_t D, const void *K, size_
             __m512i z = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, kb_chunk(y, 0)), off,
                                             kb_chunk(y, 1));
             nz[u * (KB_MAXC / 2) + b] = _mm512_sub_epi32(_mm512_setzero_si512(), z);
+            qb[2 * (u * (KB_MAXC / 2) + b)] = kb_chunk(y, 0), qb[2 * (u * (KB_MAXC / 2) + b) + 1] = kb_chunk(y, 1);
             if (b % 4) continue;
             float d16[16];
             for (int i = 0; i < 16; i++) d16[i] = b + i % 4 < nb ? q8_d(q[u] + (size_t)(b + i % 4) * ATTN_Q8_BYTES) : 0;
             dqg[u * (KB_MAXC / 8) + b / 4] = _mm512_loadu_ps(d16);
         }
     if (nb == 4)
-        q8_kl_steps(q, nz, dqg, 4, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_kl_steps(qb, nz, dqg, 4, K, kr, n, S, lds, pre, pr, pb, NR, t);
     else
-        q8_kl_steps(q, nz, dqg, nb, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_kl_steps(qb, nz, dqg, nb, K, kr, n, S, lds, pre, pr, pb, NR, t);
 }
 INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                           int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
