@@ -2565,7 +2565,9 @@ INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *
  * gather (a gather of 16 keys' scales a block, then a product a row, made
  * the prototype's weights 35% of its time). Zen 5, four rows a kv head,
  * one thread: the decode step 0.82x the float32 FMAs' on P
- * (zen5/q4-bf16-pv-step-ab). ---- */
+ * (zen5/q4-bf16-pv-step-ab). One row has a layout of its own
+ * (pv_q4_weights1: four key pairs' weights of four blocks a register, no
+ * transpose of P): the kernel 0.92x, the step 0.96x (zen5/q4-pv-row1-ab). ---- */
 #define Q4_NB 4 /* blocks of 32 columns a pass at most */
 /* NR rows of P (n <= 2 PBN keys, ldp apart) as 4 floats a key at pt + 4 j (rows past NR and keys past n: 0) */
 INLINE void pv_q4_ptrans(const float *P, int64_t ldp, int NR, int64_t n, float *pt) {
@@ -2626,10 +2628,72 @@ INLINE vf pv_q4_weights(const float *pt, const uint8_t *V, size_t vs, int64_t n,
     return ws;
 }
 
+/* words 0..15: w0's 16 floats as bf16, 16..31: w1's, rounded to nearest even (VCVTNE2PS2BF16; SIMDe:
+ * vf_round_bf16, as bf_pairs) */
+INLINE __m512i bf_halves(vf w0, vf w1) {
+#ifdef ATTN_VEC_SIMDE
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(2 * i + 1); /* the floats' high halves */
+    return _mm512_permutex2var_epi16(_mm512_castps_si512(vf_round_bf16(w0)), _mm512_loadu_si512(ix),
+                                     _mm512_castps_si512(vf_round_bf16(w1)));
+#else
+    __m512bh h = _mm512_cvtne2ps_pbh(w1, w0);
+    __m512i x;
+    memcpy(&x, &h, sizeof x);
+    return x;
+#endif
+}
+/* one row's weights (P's row at P, n keys) of the (up to) 4 blocks g0 .. of every key pair, lane b (block g0 + b)
+ * of W + 4 i for pair i; ws lane b: their sum. Four keys at a time: their 16 block scales as lanes 8 p + 2 b + u
+ * (key 2 p + u of the four; two word permutations of 64-byte loads, as kl_scales) times P's four values spread
+ * to them: two such vectors round to four pairs' weights in one VCVTNE2PS2BF16 (the four-row layout computed
+ * 16 lanes a pair for the one row). Keys past n and a partial group of blocks take their scales one by one (0
+ * past n, as the four-row layout's missing key) */
+INLINE vf pv_q4_w4(const float *P, const uint8_t *v, size_t vs, int64_t j, int64_t n, int64_t g0, int64_t nbk,
+                   __m512i pidx) {
+    vf d, p4;
+#if !defined(ATTN_VEC_SIMDE) /* SIMDe 0.7.4: no 512-bit conversion of f16 */
+    if (nbk - g0 >= 4 && j + 4 <= n) {
+        const __m512i wx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
+                                            27, 50, 18, 41, 9, 32, 0);
+        const uint8_t *k = v + (size_t)j * vs;
+        __m512i p01 = _mm512_permutex2var_epi16(_mm512_loadu_si512(k), wx, _mm512_loadu_si512(k + vs));
+        __m512i p23 = _mm512_permutex2var_epi16(_mm512_loadu_si512(k + 2 * vs), wx, _mm512_loadu_si512(k + 3 * vs));
+        d = _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+        p4 = _mm512_castps128_ps512(_mm_loadu_ps(P + j));
+        return vf_mul(_mm512_permutexvar_ps(pidx, p4), d);
+    }
+#endif
+    float d16[16];
+    for (int i = 0; i < 16; i++) {
+        int64_t e = j + 2 * (i / 8) + i % 2, b = i % 8 / 2;
+        d16[i] = e < n && g0 + b < nbk ? q8_d(v + (size_t)e * vs + (size_t)b * ATTN_Q4_BYTES) : 0.0f;
+    }
+    d = vf_load(d16);
+    p4 = j < n ? vf_maskz_load(P + j, vm_tail(n - j < 4 ? n - j : 4)) : vf_zero();
+    return vf_mul(_mm512_permutexvar_ps(pidx, p4), d);
+}
+INLINE vf pv_q4_weights1(const float *P, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk, uint32_t *W) {
+    int32_t pix[16];
+    for (int i = 0; i < 16; i++) pix[i] = 2 * (i / 8) + i % 2;
+    const __m512i pidx = _mm512_loadu_si512(pix);
+    const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
+    const uint8_t *v = V + (size_t)g0 * ATTN_Q4_BYTES;
+    vf ws = vf_zero();
+    for (int64_t j = 0; j < n; j += 8) {
+        __m512i pr = bf_halves(pv_q4_w4(P, v, vs, j, n, g0, nbk, pidx), pv_q4_w4(P, v, vs, j + 4, n, g0, nbk, pidx));
+        _mm512_store_si512(W + 2 * j, pr);
+        ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
+    }
+    vf t = vf_add(ws, bf_shuf128(ws, ws, 0x4e)); /* lanes 4 p + b to b */
+    return vf_add(t, bf_shuf128(t, t, 0xb1));
+}
+
 /* O rows += s sum_j w (c - 8) for NR rows over the NB blocks g0 + i0 .. of columns: W the group's weights
  * (pv_q4_weights), ws their sums; accumulator [r][i][0] the block's columns 0..15 (the low nibbles), [1] the rest */
 INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const uint8_t *V, size_t vs, int64_t n,
                        int64_t g0, int i0, float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps) {
+    const int WR = NR == 1 ? 1 : 4; /* weights a block and pair: pv_q4_weights1's layout for one row */
     uint8_t ix[64]; /* word 2i: byte i of key j, word 2i + 1: byte i of key j + 1 (the high bytes zero) */
     for (int i = 0; i < 32; i++) ix[2 * i] = (uint8_t)((i & 1) ? 16 + i / 2 : i / 2), ix[2 * i + 1] = 0;
     const __m512i idx = _mm512_loadu_si512(ix), lo4 = _mm512_set1_epi16(0x000f), bias = _mm512_set1_epi16(0x4300);
@@ -2642,7 +2706,7 @@ INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const
             for (size_t c = 0; c < (size_t)NB * ATTN_Q4_BYTES; c += 64)
                 __builtin_prefetch(pre + (size_t)(j + u) * ps + off + c, 0, 2);
         const uint8_t *v0 = V + (size_t)j * vs + off + 2, *v1 = v0 + vs;
-        const uint32_t *wj = W + 8 * j + 4 * i0;
+        const uint32_t *wj = W + 2 * WR * j + WR * i0;
         for (int i = 0; i < NB; i++) {
             __m128i c0 = _mm_loadu_si128((const __m128i *)(v0 + i * ATTN_Q4_BYTES));
             __m128i c1 = j + 1 < n ? _mm_loadu_si128((const __m128i *)(v1 + i * ATTN_Q4_BYTES)) : _mm_setzero_si128();
@@ -2651,7 +2715,7 @@ INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const
             __m512bh lo = bh_of(_mm512_ternarylogic_epi32(x, lo4, bias, 0xea)); /* x & 15 | 0x4300 */
             __m512bh hi = bh_of(_mm512_or_si512(_mm512_srli_epi16(x, 4), bias));
             for (int r = 0; r < NR; r++) {
-                __m512bh w = bh_of(_mm512_set1_epi32((int)wj[4 * i + r]));
+                __m512bh w = bh_of(_mm512_set1_epi32((int)wj[WR * i + r]));
                 a[r][i][0] = _mm512_dpbf16_ps(a[r][i][0], lo, w), a[r][i][1] = _mm512_dpbf16_ps(a[r][i][1], hi, w);
             }
         }
@@ -2659,7 +2723,7 @@ INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const
     vf sv = vf_set1(s);
     for (int r = 0; r < NR; r++)
         for (int i = 0; i < NB; i++) {
-            vf c = vf_set1(136.0f * ws[4 * (i0 + i) + r]);
+            vf c = vf_set1(136.0f * ws[WR * (i0 + i) + r]);
             float *o = O + r * ldo + ATTN_Q4_BLOCK * (g0 + i0 + i);
             vf_store(o, vf_fma(sv, vf_sub(a[r][i][0], c), vf_load(o)));
             vf_store(o + 16, vf_fma(sv, vf_sub(a[r][i][1], c), vf_load(o + 16)));
@@ -2673,11 +2737,11 @@ INLINE void pv_q4_rows(const float *P, int64_t ldp, int NR, const uint8_t *V, si
     uint32_t W[16 * PBN] __attribute__((aligned(64)));
     float pt[4 * 2 * PBN] __attribute__((aligned(64))), ws[16];
     const int NB = NR <= 2 ? 4 : 2;
-    pv_q4_ptrans(P, ldp, NR, n, pt);
+    if (NR > 1) pv_q4_ptrans(P, ldp, NR, n, pt);
     for (int64_t g0 = 0, nbk = Dv / ATTN_Q4_BLOCK; g0 < nbk; g0 += 4) {
         int ng = nbk - g0 < 4 ? (int)(nbk - g0) : 4;
         const uint8_t *p = pre && ATTN_Q4_BLOCK * g0 < wpre ? pre : NULL;
-        vf_store(ws, pv_q4_weights(pt, V, vs, n, g0, nbk, W));
+        vf_store(ws, NR == 1 ? pv_q4_weights1(P, V, vs, n, g0, nbk, W) : pv_q4_weights(pt, V, vs, n, g0, nbk, W));
         for (int i0 = 0; i0 < ng; i0 += NB)
             if (ng - i0 >= NB)
                 pv_q4_pass(W, ws, NR, NB, V, vs, n, g0, i0, O, ldo, s, p, ps);
