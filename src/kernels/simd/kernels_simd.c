@@ -2565,9 +2565,10 @@ INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *
  * gather (a gather of 16 keys' scales a block, then a product a row, made
  * the prototype's weights 35% of its time). Zen 5, four rows a kv head,
  * one thread: the decode step 0.82x the float32 FMAs' on P
- * (zen5/q4-bf16-pv-step-ab). One row has a layout of its own
+ * (zen5/q4-bf16-pv-step-ab). One and two rows have layouts of their own
  * (pv_q4_weights1: four key pairs' weights of four blocks a register, no
- * transpose of P): the kernel 0.92x, the step 0.96x (zen5/q4-pv-row1-ab). ---- */
+ * transpose of P; pv_q4_weights2: two pairs, the two rows side by side):
+ * the kernel 0.92x / 0.94x, the step 0.96x / 0.95x (zen5/q4-pv-row1-ab). ---- */
 #define Q4_NB 4 /* blocks of 32 columns a pass at most */
 /* NR rows of P (n <= 2 PBN keys, ldp apart) as 4 floats a key at pt + 4 j (rows past NR and keys past n: 0) */
 INLINE void pv_q4_ptrans(const float *P, int64_t ldp, int NR, int64_t n, float *pt) {
@@ -2689,11 +2690,59 @@ INLINE vf pv_q4_weights1(const float *P, const uint8_t *V, size_t vs, int64_t n,
     return vf_add(t, bf_shuf128(t, t, 0xb1));
 }
 
+/* two rows likewise: P's rows 0, 1 of n keys (ldp apart) as pt + 2 j (j even) = row 0's keys j, j + 1, row 1's
+ * (keys past n: 0); the weights of the (up to) 4 blocks g0 .. of pair i at W + 8 i, lane 2 b + r; ws lane
+ * 2 b + r their sum. A pair's 8 block scales as lanes 4 b + 2 r + u (one word permutation of the two keys'
+ * 64-byte loads) times the pair's four P values (a 128-bit broadcast); two pairs round to one register */
+INLINE void pv_q4_ptrans2(const float *P, int64_t ldp, int64_t n, float *pt) {
+    int32_t ix[2][16];
+    for (int i = 0; i < 16; i++) ix[0][i] = 16 * (i / 2 % 2) + 2 * (i / 4) + i % 2, ix[1][i] = ix[0][i] + 8;
+    const __m512i i0 = _mm512_loadu_si512(ix[0]), i1 = _mm512_loadu_si512(ix[1]);
+    for (int64_t j = 0; j < n; j += 16) {
+        vmask m = vm_tail(n - j < 16 ? n - j : 16);
+        vf x0 = vf_maskz_load(P + j, m), x1 = vf_maskz_load(P + ldp + j, m);
+        vf_store(pt + 2 * j, _mm512_permutex2var_ps(x0, i0, x1));
+        vf_store(pt + 2 * j + 16, _mm512_permutex2var_ps(x0, i1, x1));
+    }
+}
+INLINE vf pv_q4_w2(const float *pt, const uint8_t *v, size_t vs, int64_t j, int64_t n, int64_t g0, int64_t nbk,
+                   __m512i sidx) {
+    vf d;
+    if (nbk - g0 >= 4 && j + 2 <= n) {
+        const uint8_t *k = v + (size_t)j * vs;
+        d = vf_cvt_h16(
+            _mm512_castsi512_si256(_mm512_permutex2var_epi16(_mm512_loadu_si512(k), sidx, _mm512_loadu_si512(k + vs))));
+    } else {
+        float d16[16];
+        for (int i = 0; i < 16; i++) {
+            int64_t e = j + i % 2, b = i / 4;
+            d16[i] = e < n && g0 + b < nbk ? q8_d(v + (size_t)e * vs + (size_t)b * ATTN_Q4_BYTES) : 0.0f;
+        }
+        d = vf_load(d16);
+    }
+    return vf_mul(_mm512_broadcast_f32x4(_mm_load_ps(pt + 2 * j)), d);
+}
+INLINE vf pv_q4_weights2(const float *pt, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk,
+                         uint32_t *W) {
+    uint16_t ix[32]; /* word 4 b + 2 r + u: key u's scale of block b */
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? 9 * (i / 4) + 32 * (i % 2) : 0);
+    const __m512i sidx = _mm512_loadu_si512(ix);
+    const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
+    const uint8_t *v = V + (size_t)g0 * ATTN_Q4_BYTES;
+    vf ws = vf_zero();
+    for (int64_t j = 0; j < n; j += 4) {
+        __m512i pr = bf_halves(pv_q4_w2(pt, v, vs, j, n, g0, nbk, sidx), pv_q4_w2(pt, v, vs, j + 2, n, g0, nbk, sidx));
+        _mm512_store_si512(W + 4 * j, pr);
+        ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
+    }
+    return vf_add(ws, bf_shuf128(ws, ws, 0x4e)); /* lanes 8 p + 2 b + r to 2 b + r */
+}
+
 /* O rows += s sum_j w (c - 8) for NR rows over the NB blocks g0 + i0 .. of columns: W the group's weights
  * (pv_q4_weights), ws their sums; accumulator [r][i][0] the block's columns 0..15 (the low nibbles), [1] the rest */
 INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const uint8_t *V, size_t vs, int64_t n,
                        int64_t g0, int i0, float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps) {
-    const int WR = NR == 1 ? 1 : 4; /* weights a block and pair: pv_q4_weights1's layout for one row */
+    const int WR = NR <= 2 ? NR : 4; /* weights a block and pair: one and two rows have layouts of their own */
     uint8_t ix[64]; /* word 2i: byte i of key j, word 2i + 1: byte i of key j + 1 (the high bytes zero) */
     for (int i = 0; i < 32; i++) ix[2 * i] = (uint8_t)((i & 1) ? 16 + i / 2 : i / 2), ix[2 * i + 1] = 0;
     const __m512i idx = _mm512_loadu_si512(ix), lo4 = _mm512_set1_epi16(0x000f), bias = _mm512_set1_epi16(0x4300);
@@ -2737,11 +2786,16 @@ INLINE void pv_q4_rows(const float *P, int64_t ldp, int NR, const uint8_t *V, si
     uint32_t W[16 * PBN] __attribute__((aligned(64)));
     float pt[4 * 2 * PBN] __attribute__((aligned(64))), ws[16];
     const int NB = NR <= 2 ? 4 : 2;
-    if (NR > 1) pv_q4_ptrans(P, ldp, NR, n, pt);
+    if (NR > 2)
+        pv_q4_ptrans(P, ldp, NR, n, pt);
+    else if (NR == 2)
+        pv_q4_ptrans2(P, ldp, n, pt);
     for (int64_t g0 = 0, nbk = Dv / ATTN_Q4_BLOCK; g0 < nbk; g0 += 4) {
         int ng = nbk - g0 < 4 ? (int)(nbk - g0) : 4;
         const uint8_t *p = pre && ATTN_Q4_BLOCK * g0 < wpre ? pre : NULL;
-        vf_store(ws, NR == 1 ? pv_q4_weights1(P, V, vs, n, g0, nbk, W) : pv_q4_weights(pt, V, vs, n, g0, nbk, W));
+        vf_store(ws, NR == 1   ? pv_q4_weights1(P, V, vs, n, g0, nbk, W)
+                     : NR == 2 ? pv_q4_weights2(pt, V, vs, n, g0, nbk, W)
+                               : pv_q4_weights(pt, V, vs, n, g0, nbk, W));
         for (int i0 = 0; i0 < ng; i0 += NB)
             if (ng - i0 >= NB)
                 pv_q4_pass(W, ws, NR, NB, V, vs, n, g0, i0, O, ldo, s, p, ps);
