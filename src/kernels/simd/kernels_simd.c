@@ -2566,8 +2566,8 @@ INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *
  * the prototype's weights 35% of its time). Zen 5, four rows a kv head,
  * one thread: the decode step 0.82x the float32 FMAs' on P
  * (zen5/q4-bf16-pv-step-ab). One and two rows have layouts of their own
- * (pv_q4_weights1: four key pairs' weights of four blocks a register, no
- * transpose of P; pv_q4_weights2: two pairs, the two rows side by side):
+ * (pv_q4_weights12: one row's four key pairs of four blocks a register, no
+ * transpose of P; two rows' two pairs, the rows side by side):
  * the kernel 0.92x / 0.94x, the step 0.96x / 0.95x (zen5/q4-pv-row1-ab). ---- */
 #define Q4_NB 4 /* blocks of 32 columns a pass at most */
 /* NR rows of P (n <= 2 PBN keys, ldp apart) as 4 floats a key at pt + 4 j (rows past NR and keys past n: 0) */
@@ -2645,11 +2645,11 @@ INLINE __m512i bf_halves(vf w0, vf w1) {
 #endif
 }
 /* one row's weights (P's row at P, n keys) of the (up to) 4 blocks g0 .. of every key pair, lane b (block g0 + b)
- * of W + 4 i for pair i; ws lane b: their sum. Four keys at a time: their 16 block scales as lanes 8 p + 2 b + u
- * (key 2 p + u of the four; two word permutations of 64-byte loads, as kl_scales) times P's four values spread
- * to them: two such vectors round to four pairs' weights in one VCVTNE2PS2BF16 (the four-row layout computed
- * 16 lanes a pair for the one row). Keys past n and a partial group of blocks take their scales one by one (0
- * past n, as the four-row layout's missing key) */
+ * of W + 4 i for pair i (pv_q4_weights12; ws lane b: their sum). Four keys at a time: their 16 block scales as lanes 8
+ * p + 2 b + u (key 2 p + u of the four; two word permutations of 64-byte loads, as kl_scales) times P's four values
+ * spread to them: two such vectors round to four pairs' weights in one VCVTNE2PS2BF16 (the four-row layout computed 16
+ * lanes a pair for the one row). Keys past n and a partial group of blocks take their scales one by one (0 past n, as
+ * the four-row layout's missing key) */
 INLINE vf pv_q4_w4(const float *P, const uint8_t *v, size_t vs, int64_t j, int64_t n, int64_t g0, int64_t nbk,
                    __m512i pidx) {
     vf d, p4;
@@ -2674,25 +2674,9 @@ INLINE vf pv_q4_w4(const float *P, const uint8_t *v, size_t vs, int64_t j, int64
     p4 = j < n ? vf_maskz_load(P + j, vm_tail(n - j < 4 ? n - j : 4)) : vf_zero();
     return vf_mul(_mm512_permutexvar_ps(pidx, p4), d);
 }
-INLINE vf pv_q4_weights1(const float *P, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk, uint32_t *W) {
-    int32_t pix[16];
-    for (int i = 0; i < 16; i++) pix[i] = 2 * (i / 8) + i % 2;
-    const __m512i pidx = _mm512_loadu_si512(pix);
-    const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
-    const uint8_t *v = V + (size_t)g0 * ATTN_Q4_BYTES;
-    vf ws = vf_zero();
-    for (int64_t j = 0; j < n; j += 8) {
-        __m512i pr = bf_halves(pv_q4_w4(P, v, vs, j, n, g0, nbk, pidx), pv_q4_w4(P, v, vs, j + 4, n, g0, nbk, pidx));
-        _mm512_store_si512(W + 2 * j, pr);
-        ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
-    }
-    vf t = vf_add(ws, bf_shuf128(ws, ws, 0x4e)); /* lanes 4 p + b to b */
-    return vf_add(t, bf_shuf128(t, t, 0xb1));
-}
-
 /* two rows likewise: P's rows 0, 1 of n keys (ldp apart) as pt + 2 j (j even) = row 0's keys j, j + 1, row 1's
- * (keys past n: 0); the weights of the (up to) 4 blocks g0 .. of pair i at W + 8 i, lane 2 b + r; ws lane
- * 2 b + r their sum. A pair's 8 block scales as lanes 4 b + 2 r + u (one word permutation of the two keys'
+ * (keys past n: 0); the weights of the (up to) 4 blocks g0 .. of pair i at W + 8 i, lane 2 b + r (ws lane
+ * 2 b + r their sum). A pair's 8 block scales as lanes 4 b + 2 r + u (one word permutation of the two keys'
  * 64-byte loads) times the pair's four P values (a 128-bit broadcast); two pairs round to one register */
 INLINE void pv_q4_ptrans2(const float *P, int64_t ldp, int64_t n, float *pt) {
     int32_t ix[2][16];
@@ -2722,20 +2706,28 @@ INLINE vf pv_q4_w2(const float *pt, const uint8_t *v, size_t vs, int64_t j, int6
     }
     return vf_mul(_mm512_broadcast_f32x4(_mm_load_ps(pt + 2 * j)), d);
 }
-INLINE vf pv_q4_weights2(const float *pt, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk,
-                         uint32_t *W) {
-    uint16_t ix[32]; /* word 4 b + 2 r + u: key u's scale of block b */
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? 9 * (i / 4) + 32 * (i % 2) : 0);
-    const __m512i sidx = _mm512_loadu_si512(ix);
+/* one (pv_q4_w4, pp = P's row) or two rows' (pv_q4_w2, pp = pv_q4_ptrans2's pairs) weights of every key pair, two
+ * vectors rounded to one (four pairs of one row, two of two rows) */
+INLINE vf pv_q4_weights12(const float *pp, int NR, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk,
+                          uint32_t *W) {
+    int32_t pix[16];  /* one row: P's four values to lanes 8 p + 2 b + u */
+    uint16_t six[32]; /* two rows: word 4 b + 2 r + u, key u's scale of block b */
+    for (int i = 0; i < 16; i++) pix[i] = 2 * (i / 8) + i % 2;
+    for (int i = 0; i < 32; i++) six[i] = (uint16_t)(i < 16 ? 9 * (i / 4) + 32 * (i % 2) : 0);
+    const __m512i idx = _mm512_loadu_si512(NR == 1 ? (const void *)pix : (const void *)six);
     const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
     const uint8_t *v = V + (size_t)g0 * ATTN_Q4_BYTES;
+    const int64_t kh = NR == 1 ? 4 : 2; /* keys a vector */
     vf ws = vf_zero();
-    for (int64_t j = 0; j < n; j += 4) {
-        __m512i pr = bf_halves(pv_q4_w2(pt, v, vs, j, n, g0, nbk, sidx), pv_q4_w2(pt, v, vs, j + 2, n, g0, nbk, sidx));
-        _mm512_store_si512(W + 4 * j, pr);
+    for (int64_t j = 0; j < n; j += 2 * kh) {
+        vf w0 = NR == 1 ? pv_q4_w4(pp, v, vs, j, n, g0, nbk, idx) : pv_q4_w2(pp, v, vs, j, n, g0, nbk, idx);
+        vf w1 = NR == 1 ? pv_q4_w4(pp, v, vs, j + kh, n, g0, nbk, idx) : pv_q4_w2(pp, v, vs, j + kh, n, g0, nbk, idx);
+        __m512i pr = bf_halves(w0, w1);
+        _mm512_store_si512(W + 2 * NR * j, pr);
         ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
     }
-    return vf_add(ws, bf_shuf128(ws, ws, 0x4e)); /* lanes 8 p + 2 b + r to 2 b + r */
+    ws = vf_add(ws, bf_shuf128(ws, ws, 0x4e)); /* one row: lanes 4 p + b to b; two: 8 p + 2 b + r to 2 b + r */
+    return NR == 1 ? vf_add(ws, bf_shuf128(ws, ws, 0xb1)) : ws;
 }
 
 /* O rows += s sum_j w (c - 8) for NR rows over the NB blocks g0 + i0 .. of columns: W the group's weights
@@ -2793,9 +2785,8 @@ INLINE void pv_q4_rows(const float *P, int64_t ldp, int NR, const uint8_t *V, si
     for (int64_t g0 = 0, nbk = Dv / ATTN_Q4_BLOCK; g0 < nbk; g0 += 4) {
         int ng = nbk - g0 < 4 ? (int)(nbk - g0) : 4;
         const uint8_t *p = pre && ATTN_Q4_BLOCK * g0 < wpre ? pre : NULL;
-        vf_store(ws, NR == 1   ? pv_q4_weights1(P, V, vs, n, g0, nbk, W)
-                     : NR == 2 ? pv_q4_weights2(pt, V, vs, n, g0, nbk, W)
-                               : pv_q4_weights(pt, V, vs, n, g0, nbk, W));
+        vf_store(ws, NR <= 2 ? pv_q4_weights12(NR == 1 ? P : pt, NR, V, vs, n, g0, nbk, W)
+                             : pv_q4_weights(pt, V, vs, n, g0, nbk, W));
         for (int i0 = 0; i0 < ng; i0 += NB)
             if (ng - i0 >= NB)
                 pv_q4_pass(W, ws, NR, NB, V, vs, n, g0, i0, O, ldo, s, p, ps);
