@@ -2731,7 +2731,8 @@ INLINE vf pv_q4_weights12(const float *pp, int NR, const uint8_t *V, size_t vs, 
 }
 
 /* O rows += s sum_j w (c - 8) for NR rows over the NB blocks g0 + i0 .. of columns: W the group's weights
- * (pv_q4_weights), ws their sums; accumulator [r][i][0] the block's columns 0..15 (the low nibbles), [1] the rest */
+ * (pv_q4_weights, one and two rows pv_q4_weights12), ws their sums; accumulator [r][i][0] the block's columns 0..15
+ * (the low nibbles), [1] the rest */
 INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const uint8_t *V, size_t vs, int64_t n,
                        int64_t g0, int i0, float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps) {
     const int WR = NR <= 2 ? NR : 4; /* weights a block and pair: one and two rows have layouts of their own */
