@@ -1598,15 +1598,22 @@ INLINE __m512 kb_sum4f(const __m512 *a) {
  * a whole group by two word permutations of 64-byte loads (a gather took
  * 0.6 ns a key more at one row), a partial one (lanes off m: 0; D not a
  * multiple of 128) one by one */
+#if !defined(ATTN_VEC_SIMDE) /* SIMDe 0.7.4: no 512-bit conversion of f16 */
+/* four q4_0 keys' scales of blocks off / 18 .. + 3 (words 0, 9, 18, 27 of the 64 bytes at k[e] + off) as floats:
+ * words 0..7 of the permutation w of keys 0, 1's loads (32 + i: key 1's word i), 8..15 of keys 2, 3's */
+INLINE __m512 q4_scales4(const unsigned char *const *k, size_t off, __m512i w) {
+    __m512i l[4];
+    for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + off));
+    __m512i p01 = _mm512_permutex2var_epi16(l[0], w, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w, l[3]);
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+}
+#endif
 INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __mmask16 m) {
 #if !defined(ATTN_VEC_SIMDE)                  /* SIMDe 0.7.4: no 512-bit conversion of f16 */
-    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* the four scales within 64 bytes of each key: words 0, 9, 18, 27 */
-        const __m512i w01 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
-                                             50, 41, 32, 27, 18, 9, 0);
-        __m512i l[4];
-        for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + (size_t)b0 * bb));
-        __m512i p01 = _mm512_permutex2var_epi16(l[0], w01, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w01, l[3]);
-        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* lane 4 e + b: key e's block b0 + b */
+        return q4_scales4(k, (size_t)b0 * bb,
+                          _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
+                                           50, 41, 32, 27, 18, 9, 0));
     }
     if (bb == ATTN_Q8_BYTES && m == 0xffff) { /* words 0, 17 of each key's first 64 bytes, 2, 19 of the next */
         const __m512i lo = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -2653,14 +2660,13 @@ INLINE __m512i bf_halves(vf w0, vf w1) {
 INLINE vf pv_q4_w4(const float *P, const uint8_t *v, size_t vs, int64_t j, int64_t n, int64_t g0, int64_t nbk,
                    __m512i pidx) {
     vf d, p4;
-#if !defined(ATTN_VEC_SIMDE) /* SIMDe 0.7.4: no 512-bit conversion of f16 */
-    if (nbk - g0 >= 4 && j + 4 <= n) {
-        const __m512i wx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
-                                            27, 50, 18, 41, 9, 32, 0);
-        const uint8_t *k = v + (size_t)j * vs;
-        __m512i p01 = _mm512_permutex2var_epi16(_mm512_loadu_si512(k), wx, _mm512_loadu_si512(k + vs));
-        __m512i p23 = _mm512_permutex2var_epi16(_mm512_loadu_si512(k + 2 * vs), wx, _mm512_loadu_si512(k + 3 * vs));
-        d = _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+#if !defined(ATTN_VEC_SIMDE)           /* SIMDe 0.7.4: no 512-bit conversion of f16 */
+    if (nbk - g0 >= 4 && j + 4 <= n) { /* lane 8 p + 2 b + u: key 2 p + u's block b */
+        const uint8_t *k[4] = {v + (size_t)j * vs, v + (size_t)(j + 1) * vs, v + (size_t)(j + 2) * vs,
+                               v + (size_t)(j + 3) * vs};
+        d = q4_scales4(k, 0,
+                       _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59, 27,
+                                        50, 18, 41, 9, 32, 0));
         p4 = _mm512_castps128_ps512(_mm_loadu_ps(P + j));
         return vf_mul(_mm512_permutexvar_ps(pidx, p4), d);
     }
