@@ -495,6 +495,24 @@ static void test_bench_smoke(void) {
               file_contains("cli_stdout.txt", "\"bf16_gemm_gflops\"") &&
               file_contains("cli_stdout.txt", "\"ratio_to_bf16\""),
           "bench --json reports the sgemm and bf16 lines");
+    /* the sgemm line runs on the best core OpenBLAS has for this CPU: a pin is
+     * cleared, and a detection below AVX2 on an AVX2 host is raised */
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    if (ct) snprintf(saved, sizeof saved, "%s", ct);
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    CHECK(run("bench --seq 64 --heads 1 --min-time 0 --sgemm-n 64 --json", err, sizeof err) == 0, "bench: %s", err);
+    if (ct)
+        setenv("OPENBLAS_CORETYPE", saved, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+    CHECK(file_contains("cli_stdout.txt", "\"blas_env_cleared\": \"OPENBLAS_CORETYPE=Prescott\""),
+          "bench clears a pinned OpenBLAS core for its sgemm line");
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        CHECK(!file_contains("cli_stdout.txt", "\"blas_core\": \"Prescott\""),
+              "bench's sgemm line on an AVX2 host runs an AVX2 or AVX-512 core");
+#endif
 }
 
 /* --help prints every option of the command's table and exits 0 */

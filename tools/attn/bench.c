@@ -690,36 +690,73 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
     return 1;
 }
 
+/* The class of an OpenBLAS core name: 3 AVX-512, 2 AVX2, 1 AVX, 0 older or
+ * unknown; and the best core this CPU's features run (NULL off x86 or below
+ * AVX2). */
+static int blas_core_class(const char *c) {
+    static const char *const cls[][4] = {{"SkylakeX", "Cooperlake", "SapphireRapids", NULL},
+                                         {"Haswell", "Zen", "Excavator", NULL},
+                                         {"Sandybridge", "Bulldozer", "Piledriver", "Steamroller"}};
+    for (int k = 0; c && k < 3; k++)
+        for (int i = 0; i < 4 && cls[k][i]; i++)
+            if (!strcmp(c, cls[k][i])) return 3 - k;
+    return 0;
+}
+
+static const char *blas_best_core(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        return __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
+
 /* The sgemm reference runs with the BLAS at the machine's full ISA: an
  * environment that pins OpenBLAS lower (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE:
  * this project's test environment does) would make every ratio flattering.
  * Unless --blas-env keep, re-run this command without them (OpenBLAS reads
- * them once, when it loads); the SDPA kernels do not depend on them. Fills
- * what was pinned, what the re-run cleared and a note for the report. */
-static void blas_env(const bench_opts *o, char **argv, char *pinned, size_t pl, const char **was, char *note,
-                     size_t nl) {
+ * them once, when it loads); the SDPA kernels do not depend on them. Where
+ * OpenBLAS's own detection does not know the CPU and falls below AVX2
+ * (0.3.21 takes an Emerald Rapids Xeon for a Prescott: a quarter of its
+ * sgemm), re-run once more with OPENBLAS_CORETYPE set to the best core the
+ * CPU's features run. Fills what was pinned, what the re-runs cleared and
+ * raised, and a note for the report. */
+static void blas_env(const bench_opts *o, char **argv, char *pinned, size_t pl, const char **was, const char **raised,
+                     char *note, size_t nl) {
     pinned[0] = 0;
-    for (int e = 0; e < 2; e++) {
+    *raised = getenv("ATTN_BENCH_BLAS_RAISED"); /* set by the raising re-run: what OpenBLAS detected */
+    for (int e = 0; e < 2 && !*raised; e++) {
         const char *name = e ? "OPENBLAS_L2_SIZE" : "OPENBLAS_CORETYPE", *val = getenv(name);
         if (val && *val)
             snprintf(pinned + strlen(pinned), pl - strlen(pinned), "%s%s=%s", *pinned ? " " : "", name, val);
     }
     *was = getenv("ATTN_BENCH_BLAS_WAS"); /* set by the re-run: what the caller's environment pinned */
+    const char *core = openblas_get_corename(), *best = blas_best_core();
     if (o->sgemm_n > 0 && *pinned && !o->blas_keep && !*was) {
         setenv("ATTN_BENCH_BLAS_WAS", pinned, 1);
         unsetenv("OPENBLAS_CORETYPE"), unsetenv("OPENBLAS_L2_SIZE");
         fflush(stdout);
         execv("/proc/self/exe", argv - 1); /* argv - 1: the program's own argv[0] ("attn") */
         cli_error("bench: cannot re-run without %s: the sgemm reference below is pinned", pinned);
+    } else if (o->sgemm_n > 0 && !*pinned && !o->blas_keep && !*raised && core && best && blas_core_class(core) < 2 &&
+               blas_core_class(core) < blas_core_class(best)) {
+        setenv("ATTN_BENCH_BLAS_RAISED", core, 1), setenv("OPENBLAS_CORETYPE", best, 1);
+        fflush(stdout);
+        execv("/proc/self/exe", argv - 1);
+        cli_error("bench: cannot re-run with OPENBLAS_CORETYPE=%s: OpenBLAS detects this CPU as %s", best, core);
     }
-    const char *core = openblas_get_corename();
+    char raise[128] = "";
+    if (*raised) snprintf(raise, sizeof raise, "; it detects this CPU as %s, set to the best core it runs", *raised);
     if (*pinned)
         snprintf(note, nl, "OpenBLAS %s, PINNED by %s: ratios are against a restricted BLAS", core ? core : "?",
                  pinned);
     else if (*was && **was)
-        snprintf(note, nl, "OpenBLAS %s, unrestricted (re-run without %s)", core ? core : "?", *was);
+        snprintf(note, nl, "OpenBLAS %s, unrestricted (re-run without %s)%s", core ? core : "?", *was, raise);
     else
-        snprintf(note, nl, "OpenBLAS %s", core ? core : "?");
+        snprintf(note, nl, "OpenBLAS %s%s", core ? core : "?", raise);
 }
 
 /* FLOPs of the visible (query, key) pairs: the full S x Sk, halved when
@@ -809,8 +846,8 @@ static int prefill_setup(const bench_opts *o, sd_ctx *c, float **bufs, float *sl
 }
 
 static void prefill_report(const bench_opts *o, const bench_result *r, double flops, double sg_flops,
-                           const char *pinned, const char *was, const char *blas_note, const bench_result *rb,
-                           const bench_result *rf, const attn_mm_counts *mc) {
+                           const char *pinned, const char *was, const char *raised, const char *blas_note,
+                           const bench_result *rb, const bench_result *rf, const attn_mm_counts *mc) {
     char names[256];
     attn_mm_impls_seen(names, sizeof names);
     double t = r->ta, gflops = flops / t * 1e-9, sg_ms = r->tb * 1e3,
@@ -819,18 +856,21 @@ static void prefill_report(const bench_opts *o, const bench_result *r, double fl
     const char *op = o->backward ? "backward" : "forward", *impl = o->impl == ATTN_IMPL_REF ? "ref" : "fast";
     int nthreads = omp_get_max_threads();
     if (o->json) {
-        printf(
-            "{\"op\": \"%s\", \"impl\": \"%s\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
-            "\"Hkv\": %lld, "
-            "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"sinks\": %s, \"chunk\": %lld, \"Sq\": %lld, "
-            "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
-            "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
-            "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_pinned\": \"%s\", \"blas_env_cleared\": \"%s\", ",
-            op, impl, math_names[o->math], kern, (long long)o->B, (long long)o->H, (long long)o->Hkv,
-            (long long)o->window, o->softcap, o->alibi ? "true" : "false", o->sinks ? "true" : "false",
-            (long long)o->chunk, (long long)o->S, (long long)o->Sk, (long long)o->D, o->causal ? "true" : "false",
-            nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?",
-            pinned, was ? was : "");
+        printf("{\"op\": \"%s\", \"impl\": \"%s\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, "
+               "\"Hkv\": %lld, "
+               "\"window\": %lld, \"softcap\": %g, \"alibi\": %s, \"sinks\": %s, \"chunk\": %lld, \"Sq\": %lld, "
+               "\"Sk\": %lld, \"D\": %lld, \"causal\": %s, \"threads\": %d, \"reps\": %d, \"ms\": %.4f, "
+               "\"gflops\": %.2f, \"sgemm_n\": %lld, \"sgemm_ms\": %.4f, \"sgemm_gflops\": %.2f, "
+               "\"ratio_to_sgemm\": %.3f, \"blas_core\": \"%s\", \"blas_detected\": \"%s\", \"blas_pinned\": \"%s\", "
+               "\"blas_env_cleared\": \"%s\", ",
+               op, impl, math_names[o->math], kern, (long long)o->B, (long long)o->H, (long long)o->Hkv,
+               (long long)o->window, o->softcap, o->alibi ? "true" : "false", o->sinks ? "true" : "false",
+               (long long)o->chunk, (long long)o->S, (long long)o->Sk, (long long)o->D, o->causal ? "true" : "false",
+               nthreads, r->reps, t * 1e3, gflops, (long long)o->sgemm_n, sg_ms, sg_gflops, r->ratio, core ? core : "?",
+               raised ? raised
+               : core ? core
+                      : "?",
+               pinned, was ? was : "");
         if (rb) /* the bf16 line, timed in its own alternation with the SDPA */
             printf("\"bf16_gemm_gflops\": %.2f, \"ratio_to_bf16\": %.3f, ", sg_flops / rb->tb * 1e-9, rb->ratio);
         else
@@ -945,8 +985,8 @@ int cmd_bench(int argc, char **argv) {
                             (o.tree ? DEC_TREE : 0) | (o.ragged ? DEC_RAGGED : 0) | (o.caller ? DEC_CALLER : 0));
     if (o.ring) return bench_ring(&o, argc, argv);
     char pinned[256], blas_note[384];
-    const char *was;
-    blas_env(&o, argv, pinned, sizeof pinned, &was, blas_note, sizeof blas_note);
+    const char *was, *raised;
+    blas_env(&o, argv, pinned, sizeof pinned, &was, &raised, blas_note, sizeof blas_note);
     /* sgemm reference point, same threads, timed in alternation with the
      * SDPA so both see the same machine (this VM's speed drifts) */
     sg_ctx sg = {(int)o.sgemm_n, NULL, NULL, NULL};
@@ -989,7 +1029,8 @@ int cmd_bench(int argc, char **argv) {
     if (run_sdpa(&c)) goto done;
     attn_mm_counts_get(&c1);
     c1.runs -= c0.runs, c1.packs -= c0.packs;
-    prefill_report(&o, &r, flops, sg_flops, pinned, was, blas_note, want_bf ? &rb : NULL, want_f1 ? &rf : NULL, &c1);
+    prefill_report(&o, &r, flops, sg_flops, pinned, was, raised, blas_note, want_bf ? &rb : NULL, want_f1 ? &rf : NULL,
+                   &c1);
     rc = 0;
 done:
     for (int t = 0; t < 9; t++) free(bufs[t]);
