@@ -104,13 +104,18 @@ static void nan_policy(void) {
 
 /* The fused SDPA with 1, 2 and 3 threads on shapes where the forward's work
  * split changes with the thread count (whole kv heads per item when B * Hkv
- * >= 8 per thread, query blocks of pre-packed heads otherwise): the same bits. */
-static void sdpa_thread_counts(void) {
-    static const int64_t shapes[][4] = {{1, 6, 3, 157}, {2, 4, 2, 96},  {1, 8, 8, 130},
-                                        {3, 4, 4, 61},  {1, 2, 1, 200}, {4, 6, 6, 40}};
+ * >= 8 per thread, query blocks of pre-packed heads otherwise): the same
+ * bits, strict and in BF16 mode (its products through oneDNN where it runs
+ * bf16: the last shape's small products are ones its AMX matmul would split
+ * in two along the reduction when made under two threads). */
+static void sdpa_thread_counts(attn_math math) {
+    static const int64_t shapes[][6] = {{1, 6, 3, 157, 157, 24}, {2, 4, 2, 96, 96, 24},   {1, 8, 8, 130, 130, 24},
+                                        {3, 4, 4, 61, 61, 24},   {1, 2, 1, 200, 200, 24}, {4, 6, 6, 40, 40, 24},
+                                        {3, 12, 3, 5, 47, 80}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        int64_t B = shapes[si][0], H = shapes[si][1], Hkv = shapes[si][2], S = shapes[si][3], D = 24;
-        size_t nq = (size_t)(B * H * S * D), nk = (size_t)(B * Hkv * S * D);
+        int64_t B = shapes[si][0], H = shapes[si][1], Hkv = shapes[si][2], Sq = shapes[si][3], S = shapes[si][4];
+        int64_t D = shapes[si][5];
+        size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * S * D);
         uint32_t seed = 5u + (uint32_t)si;
         float *q = tu_rand_array(nq, &seed, 2.0f), *k = tu_rand_array(nk, &seed, 2.0f);
         float *v = tu_rand_array(nk, &seed, 1.0f), *go = tu_rand_array(nq, &seed, 1.0f);
@@ -118,25 +123,26 @@ static void sdpa_thread_counts(void) {
         for (int t = 0; t < 3; t++) {
             set_threads(t + 1);
             attn_sdpa_desc d;
-            attn_sdpa_desc_init(&d, B, H, S, S, D, D);
+            attn_sdpa_desc_init(&d, B, H, Sq, S, D, D);
             d.Hkv = Hkv, d.impl = ATTN_IMPL_FAST, d.causal = si % 2 ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-            float *o = malloc(nq * 4), *lse = malloc((size_t)(B * H * S) * 4);
+            d.math = math;
+            float *o = malloc(nq * 4), *lse = malloc((size_t)(B * H * Sq) * 4);
             float *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
-            attn_view Q = {q, H * S * D, S * D, D}, K = {k, Hkv * S * D, S * D, D}, V = {v, Hkv * S * D, S * D, D};
-            attn_view O = {o, H * S * D, S * D, D}, GO = {go, H * S * D, S * D, D};
-            attn_view DQ = {dq, H * S * D, S * D, D}, DK = {dk, Hkv * S * D, S * D, D},
+            attn_view Q = {q, H * Sq * D, Sq * D, D}, K = {k, Hkv * S * D, S * D, D}, V = {v, Hkv * S * D, S * D, D};
+            attn_view O = {o, H * Sq * D, Sq * D, D}, GO = {go, H * Sq * D, Sq * D, D};
+            attn_view DQ = {dq, H * Sq * D, Sq * D, D}, DK = {dk, Hkv * S * D, S * D, D},
                       DV = {dv, Hkv * S * D, S * D, D};
             CHECK_OK(attn_sdpa_forward(&d, Q, K, V, O, lse));
             CHECK_OK(attn_sdpa_backward(&d, Q, K, V, O, GO, lse, DQ, DK, DV));
             res[t][0] = o, res[t][1] = lse, res[t][2] = dq, res[t][3] = dk, res[t][4] = dv;
         }
-        size_t n[5] = {nq, (size_t)(B * H * S), nq, nk, nk};
+        size_t n[5] = {nq, (size_t)(B * H * Sq), nq, nk, nk};
         static const char *what[5] = {"out", "lse", "dq", "dk", "dv"};
         for (int t = 1; t < 3; t++)
             for (int w = 0; w < 5; w++) {
-                char label[96];
-                snprintf(label, sizeof label, "sdpa B=%d H=%d Hkv=%d %s, 1 vs %d threads", (int)B, (int)H, (int)Hkv,
-                         what[w], t + 1);
+                char label[128];
+                snprintf(label, sizeof label, "sdpa math %d B=%d H=%d Hkv=%d Sq=%d %s, 1 vs %d threads", (int)math,
+                         (int)B, (int)H, (int)Hkv, (int)Sq, what[w], t + 1);
                 tu_equal(label, res[t][w], res[0][w], n[w]);
             }
         for (int t = 0; t < 3; t++)
@@ -147,7 +153,8 @@ static void sdpa_thread_counts(void) {
 
 int main(int argc, char **argv) {
     tu_init(argc, argv);
-    sdpa_thread_counts();
+    sdpa_thread_counts(ATTN_MATH_STRICT);
+    sdpa_thread_counts(ATTN_MATH_BF16);
     for (int k = 0; k < ATTN_LAYER_KIND_COUNT; k++) {
         result a = run((attn_layer_kind)k, 1), b = run((attn_layer_kind)k, 2), c = run((attn_layer_kind)k, 2);
         char label[96];

@@ -267,6 +267,29 @@ attn_mm *attn_mm_thread(void) {
     return m;
 }
 
+/* oneDNN sizes a primitive's work split by the OpenMP thread count when the
+ * primitive is made, and runs it by the count when it runs: both on one
+ * thread here, each thread with its own primitives. Made under two threads,
+ * oneDNN's AMX matmul split a small product's reduction in two (the same
+ * call then summed in another order on 1 and 2 threads: fuzz_paths' math
+ * mode backward, Emerald Rapids). solo_begin returns the count to restore. */
+static int solo_begin(void) {
+#ifdef _OPENMP
+    int nt = omp_get_max_threads();
+    if (nt != 1) omp_set_num_threads(1);
+    return nt;
+#else
+    return 1;
+#endif
+}
+static void solo_end(int nt) {
+#ifdef _OPENMP
+    if (nt != 1) omp_set_num_threads(nt);
+#else
+    (void)nt;
+#endif
+}
+
 /* the entry of this key, made (replacing the oldest when the cache is full) if new; NULL on failure */
 static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
     for (int i = 0; i < m->n; i++)
@@ -274,9 +297,13 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
     mm_entry *x = m->n < MM_CACHE ? &m->e[m->n++] : &m->e[m->next++ % MM_CACHE];
     entry_clear(x);
     attn_dtype t = (attn_dtype)key[0];
+    int nt = solo_begin();
     dnnl_primitive_desc_t pd =
         make_pd(m->eng, t, key[1], key[2], key[3], key[4], key[5], key[6], key[7], key[8], (int)key[9], (int)key[10]);
-    if (!pd) return NULL;
+    if (!pd) {
+        solo_end(nt);
+        return NULL;
+    }
     const dnnl_memory_desc_t *da = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *db = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *dc = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -293,6 +320,7 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
         x->refused = g.mode == MM_AUTO && t != ATTN_DTYPE_F32 && !strstr(impl, g.amx ? "amx" : "avx512_core_bf16");
     }
     dnnl_primitive_desc_destroy(pd);
+    solo_end(nt);
     if (bad) {
         entry_clear(x);
         return NULL;
@@ -307,15 +335,10 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
 /* run primitive p on this thread alone (oneDNN would start a team of the
  * OpenMP thread count per call), counted in *counter */
 static attn_status run_here(attn_mm *m, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args, int64_t *counter) {
-#ifdef _OPENMP
-    int nt = omp_get_max_threads();
-    if (nt != 1) omp_set_num_threads(1);
-#endif
+    int nt = solo_begin();
     dnnl_status_t s = dnnl_primitive_execute(p, m->st, nargs, args);
     if (s == dnnl_success) s = dnnl_stream_wait(m->st);
-#ifdef _OPENMP
-    if (nt != 1) omp_set_num_threads(nt);
-#endif
+    solo_end(nt);
     count(counter);
     return s == dnnl_success ? ATTN_OK : s == dnnl_out_of_memory ? ATTN_E_NOMEM : ATTN_E_UNSUPPORTED;
 }
