@@ -88,13 +88,19 @@ static inline void attn_q4_quantize(const float *x, int64_t n, void *dst) {
     }
 }
 
-static inline float attn_q4_get(const void *row, int64_t idx) {
+/* value idx's block scale d and its code q (0..15: the value is d (q - 8)) */
+static inline float attn_q4_d(const void *row, int64_t idx) {
+    uint16_t dh;
+    memcpy(&dh, (const unsigned char *)row + (size_t)(idx / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES, 2);
+    return attn_f16_to_f32(dh);
+}
+static inline int attn_q4_code(const void *row, int64_t idx) {
     const unsigned char *blk = (const unsigned char *)row + (size_t)(idx / ATTN_Q4_BLOCK) * ATTN_Q4_BYTES;
     int j = (int)(idx % ATTN_Q4_BLOCK);
-    uint16_t dh;
-    memcpy(&dh, blk, 2);
-    int q = j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
-    return attn_f16_to_f32(dh) * (float)(q - 8);
+    return j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
+}
+static inline float attn_q4_get(const void *row, int64_t idx) {
+    return attn_q4_d(row, idx) * (float)(attn_q4_code(row, idx) - 8);
 }
 
 /* ---- LMDeploy's per-token, per-head asymmetric int8 / int4 rows: a row's

@@ -223,22 +223,16 @@ static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt
     return d->math == ATTN_MATH_BF16 && vdt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
-/* does P V take V's int8 / int4 codes in integers: P times the rows'
- * scales rounded to 16 bits per row and block of keys (attn_p16_quantize),
- * the dot an exact int32 sum (Dv a multiple of 16, int4 of 32)? Decode
- * below the block products' rows; elsewhere P stays float32 on these caches. */
+/* does P V take V's int8 / int4 / q4_0 codes in integers: P times the rows'
+ * scales (q4_0: times each key's block scale, a row of weights a block of 32
+ * columns) rounded to 16 bits per row and block of 64 keys
+ * (attn_p16_quantize), the dot an exact int32 sum (Dv a multiple of 16,
+ * int4 and q4_0 of 32)? Decode below the block products' rows; elsewhere P
+ * stays float32 on these caches. */
 static inline int attn_sem_p_int16(const attn_sdpa_desc *d, attn_dtype vdt) {
     if (d->math == ATTN_MATH_STRICT) return 0;
-    return (vdt == ATTN_DTYPE_KV_INT8 && d->Dv % 16 == 0) || (vdt == ATTN_DTYPE_KV_INT4 && d->Dv % 32 == 0);
-}
-
-/* does P V over a q4_0 V take the weights P d (P times each key's block
- * scale) rounded to bf16 against the codes, two exact products an
- * instruction (kernels.h pv_rows_bf)? The modes, Dv a multiple of 32, where
- * the table has the kernel (decode's rows' kernels); elsewhere P stays
- * float32. The rounding of P d is a bf16 P's (2^-9 of each weight) */
-static inline int attn_sem_pv_weights_bf16(const attn_sdpa_desc *d, attn_dtype vdt) {
-    return d->math != ATTN_MATH_STRICT && vdt == ATTN_DTYPE_Q4_0 && d->Dv % 32 == 0;
+    return (vdt == ATTN_DTYPE_KV_INT8 && d->Dv % 16 == 0) ||
+           ((vdt == ATTN_DTYPE_KV_INT4 || vdt == ATTN_DTYPE_Q4_0) && d->Dv % 32 == 0);
 }
 
 /* the backward's 16-bit operands (attn.h, attn_sdpa_backward): dO (for

@@ -675,10 +675,6 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
     c.bqk = c.kt->qk_rows_bf && attn_sem_fp8(tk) && c.qt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS;
     c.bpv = c.kt->pv_rows_bf && (attn_sem_fp8(tv) || tv == ATTN_DTYPE_BF16) && c.pt == ATTN_DTYPE_BF16 &&
             c.R < DEC_GEMM_ROWS;
-    /* q4_0 V: P times the block scales as bf16 weights (base/sem.h), with the
-     * integer Q K^T in the rows' kernels at any R (Zen 5, four rows, one
-     * thread: the step 0.82x the float32 FMAs' on P, zen5/q4-bf16-pv-step-ab) */
-    if (c.kt->pv_rows_bf && attn_sem_pv_weights_bf16(d, tv) && (c.R < DEC_GEMM_ROWS || c.iqk)) c.bpv = 1;
     if (c.bqk) c.conv_k = 0;
     if (c.bpv) c.conv_v = 0;
     dec_gemm_plan(&c);

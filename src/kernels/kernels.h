@@ -139,8 +139,10 @@ typedef struct attn_kernel_table {
      * with step u_r per 64 keys as attn_p16_quantize rounds them, V's rows
      * of vt (KV_INT8: codes 0..255, Dv a multiple of 16; KV_INT4: codes
      * 0..15, column c in byte c % (Dv / 2), the high nibble from Dv / 2 on,
-     * Dv a multiple of 32) ldv elements apart; each (row, column) one exact
-     * int32 sum over the keys converted to float and added as
+     * Dv a multiple of 32; Q4_0, Dv a multiple of 32: the values code - 8,
+     * and a row of P for each block of 32 columns, P times each key's block
+     * scale, rounded as the others) ldv elements apart; each (row, column) one
+     * exact int32 sum over the keys converted to float and added as
      * fmaf(u, sum, O) (the same bits on every table); prefetch as pv_rows */
     void (*pv_rows_i16)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                         float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype vt);
@@ -176,11 +178,7 @@ typedef struct attn_kernel_table {
      * values that are bf16 values (the mode rounded them), V n rows of Dv
      * values of kind (fp8 codes, or bf16 values with s 1). Each product exact, the sums float32 in the kernel's order
      * (other bits than qk_rows_x / pv_rows_x: within the modes' rule);
-     * prefetch as qk_rows / pv_rows. pv_rows_bf over q4_0 V (kind Q4_0, Dv
-     * a multiple of 32; base/sem.h attn_sem_pv_weights_bf16): P's R rows of n
-     * float32 values, each times the key's block scale rounded to bf16 (the
-     * weights w, nearest even as base/half.h), O rows += s sum_j w (code - 8),
-     * each product exact */
+     * prefetch as qk_rows / pv_rows */
     void (*qk_rows_bf)(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
     void (*pv_rows_bf)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
@@ -204,12 +202,12 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_TYPES_ALL                                                                                            \
     ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | ATTN_MATH_TYPES_Q8)
 #define ATTN_MATH_PRODUCTS_Q8                                                                                          \
-    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
-    "integers (P 16-bit); f16, bf16, float32: strict (no 16-bit product kernels here)"
+    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
+    "in integers (P 16-bit); f16, bf16, float32: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \
-    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 values: P V in "     \
-    "integers (P 16-bit), q4_0 values: P V on P times the block scales as bf16 (VDPBF16PS); fp8 caches: bf16 q "       \
+    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
+    "in integers (P 16-bit); fp8 caches: bf16 q "                                                                      \
     "and P, two products an instruction, and bf16 caches' decode P V so where the mode rounds for them; f16, bf16, "   \
     "float32 otherwise: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \

@@ -1985,11 +1985,14 @@ INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI_DPWSSD(acc, v, p)
 INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI(add_epi32)(acc, PVI(madd_epi16)(v, p)); }
 #endif
 
-/* 16 codes of a V row from column c as bytes (int4: byte c % half, the high nibble from half on) */
+/* 16 codes of a V row from column c as bytes (int4: byte c % half, the high nibble from half on; q4_0: c a
+ * multiple of 16, the block's bytes, its high nibbles from column 16 of the block on) */
 INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm_loadu_si128((const __m128i *)(const void *)(v + c));
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)int4_at(v, c, half));
-    return _mm_and_si128(c < half ? x : _mm_srli_epi16(x, 4), _mm_set1_epi8(15));
+    const uint8_t *p = t == KV_Q4 ? v + (size_t)(c / 32) * ATTN_Q4_BYTES + 2 : int4_at(v, c, half);
+    int hi = t == KV_Q4 ? c % 32 >= 16 : c >= half;
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return _mm_and_si128(hi ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
 }
 
 /* The codes of two keys' rows (v0, v1) at 16 columns from c interleaved
@@ -2007,8 +2010,9 @@ INLINE void pvi_codes(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t h
 #endif
 }
 
-/* O[0..16) += u times the 16 columns' int32 sums a (fmaf's bits) */
-INLINE void pvi_store(float *o, float u, const pvi_t *a) {
+/* O[0..16) += u times the 16 columns' int32 sums a (fmaf's bits), z taken off them first (q4_0's codes: 8 sum q) */
+INLINE void pvi_store(float *o, float u, pvi_t *a, int32_t z) {
+    for (int e = 0; z && e < PVI_N; e++) a[e] = PVI(sub_epi32)(a[e], PVI(set1_epi32)(z));
 #if VL == 16 && defined(ATTN_VEC_SIMDE)
     vf x = vf_join(_mm256_cvtepi32_ps(_mm512_castsi512_si256(a[0])),
                    _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a[0], 1)));
@@ -2030,13 +2034,40 @@ INLINE void pvi_store(float *o, float u, const pvi_t *a) {
  * c + 24..31 (pvi_pass's store puts them back in order). int4: the 32
  * columns lie in one half (PVI_W32). SIMDe has no VPMOVZXBW zmm: the same
  * values widened in two halves */
-#define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || (half) % 32 == 0))
+#define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || (t) == KV_Q4 || (half) % 32 == 0))
 INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + c));
     __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)int4_at(v, c, half));
     return _mm256_and_si256(c < half ? x : _mm256_srli_epi16(x, 4), _mm256_set1_epi8(15));
 }
+/* q4_0: the block of columns c .. c + 31 (c a multiple of 32) of two keys: its 16 bytes a key interleaved to
+ * words, the low nibbles columns c .. c + 15 in x[0], the high ones the rest in x[1] (in order; VBMI: one byte
+ * permutation into the words' low bytes) */
+INLINE void pvi_codes_q4(const uint8_t *v0, const uint8_t *v1, int64_t c, pvi_t *x) {
+    size_t o = (size_t)(c / 32) * ATTN_Q4_BYTES + 2;
+    __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(v0 + o));
+    __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(v1 + o));
+#if defined(ATTN_FP8_DPBF16) && !defined(ATTN_VEC_SIMDE)
+    /* word i: byte i / 2 of key i % 2 (the byte index in the low byte of each word) */
+    const __m512i ix = _mm512_set_epi64(0x001f000f001e000e, 0x001d000d001c000c, 0x001b000b001a000a, 0x0019000900180008,
+                                        0x0017000700160006, 0x0015000500140004, 0x0013000300120002, 0x0011000100100000);
+    __m512i w =
+        _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, ix, _mm512_castsi256_si512(_mm256_set_m128i(c1, c0)));
+#else
+    __m128i lo = _mm_unpacklo_epi8(c0, c1), hi = _mm_unpackhi_epi8(c0, c1);
+#if defined(ATTN_VEC_SIMDE)
+    __m512i w = join256(_mm256_cvtepu8_epi16(lo), _mm256_cvtepu8_epi16(hi));
+#else
+    __m512i w = _mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo));
+#endif
+#endif
+    x[0] = _mm512_and_si512(w, _mm512_set1_epi16(15)), x[1] = _mm512_srli_epi16(w, 4);
+}
 INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
+    if (t == KV_Q4) {
+        pvi_codes_q4(v0, v1, c, x);
+        return;
+    }
     __m256i c0 = code32(v0, c, half, t), c1 = code32(v1, c, half, t);
     __m256i lo = _mm256_unpacklo_epi8(c0, c1), hi = _mm256_unpackhi_epi8(c0, c1);
 #if defined(ATTN_VEC_SIMDE)
@@ -2055,7 +2086,24 @@ INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t
 }
 #endif
 
-/* One key pair (v0, v1; P at q[r][j], q[r][j + 1]) into the NR x G PVI_N
+/* the rows of P for row r and the 16 columns of group g of a pass from column c0: q4_0 has a row of weights for
+ * each block of 32 columns (the pass's first block at row 4 r), the others one (4 r) */
+INLINE int pvi_qrow(int r, int g, int64_t c0, int t) { return 4 * r + (t == KV_Q4 ? (int)(c0 % 32 + 16 * g) / 32 : 0); }
+/* q4_0 on the 16-lane tables: the weights of 4 blocks a 64-key chunk (pvi_q4_lanes), key pair i's at int32 lanes
+ * 16 i + 4 b + r (block b of the 4, row r), held in q's rows as a flat array; the 4 blocks from column c0 - c0 % 128 */
+#define PVI_Q4_LANES (VL == 16)
+INLINE int pvi_lane(int r, int g, int64_t c0) { return 4 * (int)((c0 % 128 + 16 * g) / 32) + r; }
+/* the int16 pair (keys j, j + 1) of row r's weights for group g of the pass from c0 */
+INLINE int32_t pvi_weight(int16_t (*q)[66], int r, int g, int64_t c0, int64_t j, int t) {
+    int32_t w;
+    if (t == KV_Q4 && PVI_Q4_LANES)
+        memcpy(&w, (const int32_t *)(const void *)q + 8 * j + pvi_lane(r, g, c0), 4);
+    else
+        memcpy(&w, q[pvi_qrow(r, g, c0, t)] + j, 4);
+    return w;
+}
+
+/* One key pair (v0, v1; P at q[qr][j], q[qr][j + 1], qr = pvi_qrow) into the NR x G PVI_N
  * accumulators a of the 16 G columns from c0 */
 INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *v0, const uint8_t *v1, int64_t c0,
                      int64_t half, int t, pvi_t (*a)[8]) {
@@ -2064,9 +2112,7 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
             pvi_t x[2 * PVI_N];
             pvi_codes32(v0, v1, c0 + 16 * g, half, t, x);
             for (int r = 0; r < NR; r++) {
-                int32_t w;
-                memcpy(&w, q[r] + j, 4);
-                pvi_t pr = PVI(set1_epi32)(w);
+                pvi_t pr = PVI(set1_epi32)(pvi_weight(q, r, g, c0, j, t));
                 for (int e = 0; e < 2 * PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
             }
         }
@@ -2078,9 +2124,7 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
         pvi_t x[PVI_N];
         pvi_codes(v0, v1, c0 + 16 * g, half, t, x);
         for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
-            int32_t w;
-            memcpy(&w, q[r] + j, 4);
-            pvi_t pr = PVI(set1_epi32)(w);
+            pvi_t pr = PVI(set1_epi32)(pvi_weight(q, r, g, c0, j, t));
             for (int e = 0; e < PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
         }
     }
@@ -2090,11 +2134,12 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
 
 /* One pass over n keys (two a step, each pair's P in one 32-bit lane; an
  * odd last key against itself with P 0) for NR rows of q and G groups of 16
- * columns from c0: G PVI_N int32 accumulators a row, then O += u sum; pp:
- * rows to prefetch (pb bytes, ps apart), two a step (the other passes' loop
+ * columns from c0: G PVI_N int32 accumulators a row, then O += u sum (u as q's
+ * rows); pp: rows to prefetch (pb bytes, ps apart), two a step (the other passes' loop
  * has nothing but its products and loads: it is bound by dispatch) */
-INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint8_t *V, size_t vs, int64_t n, float *O,
-                     int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb, int t) {
+INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR, int G, const uint8_t *V, size_t vs,
+                     int64_t n, float *O, int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb,
+                     int t) {
     pvi_t a[4][8];
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
@@ -2107,18 +2152,121 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, int NR, int G, const uint
     for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
     if (j < n) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)j * vs, c0, half, t, a);
 #if VL == 16
-    for (int r = 0; PVI_W32(G, half, t) && r < NR; r++)
-        for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order */
+    for (int r = 0; t != KV_Q4 && PVI_W32(G, half, t) && r < NR; r++)
+        for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order (q4_0's are) */
             pvi_t x = a[r][g], y = a[r][g + 1];
             a[r][g] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), y);
             a[r][g + 1] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4), y);
         }
 #endif
     for (int r = 0; r < NR; r++)
-        for (int g = 0; g < G; g++) pvi_store(O + r * ldo + c0 + 16 * g, u[r], a[r] + PVI_N * g);
+        for (int g = 0; g < G; g++) {
+            int k = t == KV_Q4 && PVI_Q4_LANES ? pvi_lane(r, g, c0) : pvi_qrow(r, g, c0, t);
+            pvi_store(O + r * ldo + c0 + 16 * g, u[k], a[r] + PVI_N * g, t == KV_Q4 ? z[k] : 0);
+        }
 }
 
-/* Per 64 keys, per 4 rows: the rows' P rounded (P16_ROW), then column
+/* the block scales at byte o of n <= 64 q4_0 rows vs bytes apart as floats */
+INLINE void pvi_q4_scales(const uint8_t *V, size_t vs, int64_t n, size_t o, float *d) {
+    for (int64_t j = 0; j < n; j++) d[j] = q8_d(V + (size_t)j * vs + o);
+}
+/* 8 times the sum of q[0..n) (n <= 64): q4_0's zero point in integers */
+INLINE int32_t pvi_q4_zero(const int16_t *q, int64_t n) {
+    __m256i acc = _mm256_setzero_si256();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        acc = _mm256_add_epi32(
+            acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q + j)), _mm256_set1_epi16(1)));
+    int32_t a8[8], sum = 0;
+    _mm256_storeu_si256((__m256i *)(void *)a8, acc);
+    for (int e = 0; e < 8; e++) sum += a8[e];
+    for (; j < n; j++) sum += q[j];
+    return 8 * sum;
+}
+/* q4_0: rows 4 r + i of q (u, z) for the nr rows of P and the blocks of the G groups of 16 columns from c0: each
+ * key's weight P d (d its block scale), rounded as P16_ROW rounds; z 8 sum q */
+INLINE void pvi_q4_weights(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t c0,
+                           int64_t G, int16_t (*q)[66], float *u, int32_t *z) {
+    float d[64], w[64];
+    for (int64_t i = 0; i < (c0 % 32 + 16 * G + 31) / 32; i++) {
+        pvi_q4_scales(V, vs, n, (size_t)(c0 / 32 + i) * ATTN_Q4_BYTES, d);
+        for (int64_t r = 0; r < nr; r++) {
+            for (int64_t j = 0; j < n; j++) w[j] = P[r * ldp + j] * d[j];
+            u[4 * r + i] = P16_ROW(w, n, q[4 * r + i]);
+            z[4 * r + i] = pvi_q4_zero(q[4 * r + i], n);
+        }
+    }
+}
+
+#if VL == 16
+/* words 0 .. 31 of a q4_0 row from block b0 (18 bytes a block), past the row's nbk blocks 0 */
+INLINE __m512i pvi_q4_words(const uint8_t *v, int64_t b0, int64_t nbk) {
+    int64_t words = (nbk - b0) * (ATTN_Q4_BYTES / 2);
+    const uint8_t *p = v + (size_t)b0 * ATTN_Q4_BYTES;
+    if (words >= 32) return _mm512_loadu_si512((const void *)p);
+#ifdef ATTN_VEC_SIMDE /* no masked loads of words in SIMDe 0.7.4 */
+    uint16_t t[32] = {0};
+    memcpy(t, p, (size_t)words * 2);
+    return _mm512_loadu_si512(t);
+#else
+    return _mm512_maskz_loadu_epi16((__mmask32)((1u << words) - 1), p);
+#endif
+}
+/* x's lanes rounded to int32 (nearest even) */
+INLINE __m512i pvi_cvt(vf x) {
+#ifdef ATTN_VEC_SIMDE
+    return join256(_mm256_cvtps_epi32(vf_half(x, 0)), _mm256_cvtps_epi32(vf_half(x, 1)));
+#else
+    return _mm512_cvtps_epi32(x);
+#endif
+}
+/* q4_0's weights on the 16-lane tables: blocks b0 .. b0 + 3 (those of the row's nbk) of the nr rows of P over n
+ * <= 64 keys, lane 4 b + r of each key's vector P_rj d_j(b0 + b) (the key's four scales by one word permutation of
+ * its row), the lanes' largest |w| by lane, then rounded as attn_p16_quantize rounds each (r, b) row (the same
+ * products, lane by lane) and paired: key pair i's int16 pairs at int32 lane 16 i + 4 b + r of q (pvi_weight); u,
+ * z by lane (z: 8 sum q) */
+INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t b0,
+                         int64_t nbk, int16_t (*q)[66], float *u, int32_t *z) {
+    float pt[4 * 65] __attribute__((aligned(16)));
+    vf w[64];
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < 4; r++) pt[4 * j + r] = r < nr ? P[r * ldp + j] : 0.0f;
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? 9 * (i / 4) : 0); /* block b's scale: word 9 b */
+    const __m512i idx = _mm512_loadu_si512(ix);
+    int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
+    const vmask ok = (vmask)(((1u << 4 * nb4) - 1) & (0x1111u * ((1u << nr) - 1)));
+    const vf big = vf_set1(FLT_MAX);
+    vf amax = vf_zero();
+    vmask bad = 0;
+    for (int64_t j = 0; j < n; j++) {
+        __m512i x = _mm512_permutexvar_epi16(idx, pvi_q4_words(V + (size_t)j * vs, b0, nbk));
+        vf d = vf_cvt_h16(_mm512_castsi512_si256(x));
+        w[j] = _mm512_maskz_mul_ps(ok, _mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * j)), d);
+        vf ab = vf_abs(w[j]);
+        bad |= _mm512_cmp_ps_mask(ab, big, _CMP_NLE_UQ), amax = vf_max(amax, ab);
+    }
+    /* attn_p16_quantize's factors by lane: a row of zeros or with a NaN / infinity rounds to 0 (u 0, NaN) */
+    vmask live = (vmask)(~bad & _mm512_cmp_ps_mask(amax, vf_zero(), _CMP_NEQ_UQ));
+    vf sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(amax, vf_set1(ATTN_P16_TINY), _CMP_LT_OQ), vf_set1(1.0f),
+                                 vf_set1(0x1p100f));
+    vf inv = _mm512_div_ps(vf_set1(ATTN_P16_MAX), vf_mul(amax, sc));
+    vf uv = _mm512_mask_blend_ps(bad, _mm512_maskz_div_ps(live, amax, vf_set1(ATTN_P16_MAX)), vf_set1(NAN));
+    __m512i zs = _mm512_setzero_si512(), lo16 = _mm512_set1_epi32(0xffff);
+    for (int64_t j = 0; j < n; j += 2) {
+        __m512i qa = _mm512_maskz_mov_epi32(live, pvi_cvt(vf_mul(vf_mul(w[j], sc), inv)));
+        __m512i qb = j + 1 < n ? _mm512_maskz_mov_epi32(live, pvi_cvt(vf_mul(vf_mul(w[j + 1], sc), inv)))
+                               : _mm512_setzero_si512();
+        __m512i pr = _mm512_or_si512(_mm512_and_si512(qa, lo16), _mm512_slli_epi32(qb, 16));
+        _mm512_storeu_si512((void *)((int32_t *)(void *)q + 8 * j), pr);
+        zs = _mm512_add_epi32(zs, _mm512_add_epi32(qa, qb));
+    }
+    vf_store(u, uv);
+    _mm512_storeu_si512((void *)z, _mm512_slli_epi32(zs, 3));
+}
+#endif
+
+/* Per 64 keys, per 4 rows: the rows' P rounded (P16_ROW; q4_0: per pass, a row a block), then column
  * passes of 16 G columns (G = 4 / rows, 3 rows 1, on AVX2: 8 accumulators;
  * twice that on the 16-lane tables, one register a group: 8 of 32, and
  * four rows 4 groups: 16 of 32, the V pairs' codes read in half the passes:
@@ -2130,33 +2278,41 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
                      float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     size_t vs = attn_storage_bytes((attn_dtype)t, ldv), ps = attn_storage_bytes((attn_dtype)t, ldpre);
     int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre), half = Dv / 2;
-    int16_t q[4][66];
-    float u[4];
+    int16_t q[16][66];
+    float u[16];
+    int32_t z[16];
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
         int64_t nb = n - j0 < 64 ? n - j0 : 64;
         const uint8_t *Vb = (const uint8_t *)V + (size_t)j0 * vs;
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 * PVI_G : nr == 2 ? 2 * PVI_G : nr == 4 ? PVI_G4 : 1;
             int64_t c0 = 0;
-            for (int64_t r = 0; r < nr; r++) u[r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[r]);
+            for (int64_t r = 0; t != KV_Q4 && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
             float *o = O + r0 * ldo;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
                 const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
+#if PVI_Q4_LANES
+                if (t == KV_Q4 && c0 % 128 == 0)
+                    pvi_q4_lanes(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z);
+#else
+                if (t == KV_Q4 && c0 % 32 == 0) /* once a block (its second pass of 16 columns reuses them) */
+                    pvi_q4_weights(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0, G, q, u, z);
+#endif
                 if (G == 1 && nr == 4) /* the columns left; 3 rows */
-                    pvi_pass(q, u, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (G == 1 && nr == 2)
-                    pvi_pass(q, u, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (G == 1 && nr == 1)
-                    pvi_pass(q, u, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 3)
-                    pvi_pass(q, u, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 4)
-                    pvi_pass(q, u, 4, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 4, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 2)
-                    pvi_pass(q, u, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else
-                    pvi_pass(q, u, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
             }
         }
     }
@@ -2166,6 +2322,8 @@ static void pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, i
                         float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype vt) {
     if (vt == KV_U8)
         pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U8);
+    else if (vt == KV_Q4)
+        pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q4);
     else
         pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U4);
 }
@@ -2562,272 +2720,10 @@ INLINE void pv_bf_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *
         }
 }
 
-/* ---- q4_0 V under the modes (kernels.h pv_rows_bf, base/sem.h
- * attn_sem_pv_weights_bf16): the weights w = bf16(P d), P times each key's
- * block scale rounded to nearest even (bf_pairs), against the codes as the
- * bf16 values 128 + c (0x4300 | c: exact), two keys an instruction
- * (VDPBF16PS), then 136 sum(w) taken off: sum w (c - 8). The weights of a
- * key pair's 16 (row, block) pairs in one register: P transposed to 4 rows
- * a key, the key's 4 block scales by one word permutation of its row, no
- * gather (a gather of 16 keys' scales a block, then a product a row, made
- * the prototype's weights 35% of its time). Zen 5, four rows a kv head,
- * one thread: the decode step 0.82x the float32 FMAs' on P
- * (zen5/q4-bf16-pv-step-ab). One and two rows have layouts of their own
- * (pv_q4_weights12: one row's four key pairs of four blocks a register, no
- * transpose of P; two rows' two pairs, the rows side by side):
- * the kernel 0.92x / 0.94x, the step 0.96x / 0.95x (zen5/q4-pv-row1-ab). ---- */
-#define Q4_NB 4 /* blocks of 32 columns a pass at most */
-/* NR rows of P (n <= 2 PBN keys, ldp apart) as 4 floats a key at pt + 4 j (rows past NR and keys past n: 0) */
-INLINE void pv_q4_ptrans(const float *P, int64_t ldp, int NR, int64_t n, float *pt) {
-    int32_t ix[2][16]; /* VUNPCKL/HPD in 128-bit lanes (SIMDe has no 512-bit one) */
-    for (int i = 0; i < 16; i++)
-        for (int h = 0; h < 2; h++) ix[h][i] = 4 * (i / 4) + 2 * h + i % 2 + (i % 4 >= 2 ? 16 : 0);
-    const __m512i lohi[2] = {_mm512_loadu_si512(ix[0]), _mm512_loadu_si512(ix[1])};
-    for (int64_t j = 0; j < n; j += 16) {
-        vf x[4], t[4], q[4];
-        vmask m = vm_tail(n - j < 16 ? n - j : 16);
-        for (int r = 0; r < 4; r++) x[r] = r < NR ? vf_maskz_load(P + r * ldp + j, m) : vf_zero();
-        t[0] = _mm512_unpacklo_ps(x[0], x[1]), t[1] = _mm512_unpackhi_ps(x[0], x[1]);
-        t[2] = _mm512_unpacklo_ps(x[2], x[3]), t[3] = _mm512_unpackhi_ps(x[2], x[3]);
-        for (int k = 0; k < 4; k++) /* q[k] lane L: the rows of key 4 L + k */
-            q[k] = _mm512_permutex2var_ps(t[k >> 1], lohi[k & 1], t[2 + (k >> 1)]);
-        bf_lanes_transpose(q, x); /* x[L]: keys 4 L .. 4 L + 3 */
-        for (int L = 0; L < 4; L++) vf_store(pt + 4 * (j + 4 * L), x[L]);
-    }
-}
-/* two keys' 16 weights (floats) as bf16 pairs (w0's, w1's) a lane, rounded to nearest even (VCVTNE2PS2BF16;
- * SIMDe: vf_round_bf16, the same for normal values; the products flush subnormal weights either way) */
-INLINE __m512i bf_pairs(vf w0, vf w1) {
-#ifdef ATTN_VEC_SIMDE
-    uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i % 2 ? 32 + i : i + 1); /* the floats' high halves */
-    return _mm512_permutex2var_epi16(_mm512_castps_si512(vf_round_bf16(w0)), _mm512_loadu_si512(ix),
-                                     _mm512_castps_si512(vf_round_bf16(w1)));
-#else
-    uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i / 2 + 16 * (i % 2));
-    __m512bh h = _mm512_cvtne2ps_pbh(w1, w0);
-    __m512i x;
-    memcpy(&x, &h, sizeof x);
-    return _mm512_permutexvar_epi16(_mm512_loadu_si512(ix), x);
-#endif
-}
-/* the weights of the (up to) 4 blocks g0 .. of every key pair, lane 4 b + r (block g0 + b, row r) of W + 16 i
- * for pair i, from P's rows pt (pv_q4_ptrans); ws lane 4 b + r: the sum of the pairs' weights (as products) */
-INLINE vf pv_q4_weights(const float *pt, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk, uint32_t *W) {
-    uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? 9 * (i / 4) : 0); /* block b's scale: word 9 b */
-    const __m512i idx = _mm512_loadu_si512(ix);
-    const int64_t left = (nbk - g0) * ATTN_Q4_BYTES;
-    const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
-    vf ws = vf_zero();
-    for (int64_t j = 0; j < n; j += 2) {
-        vf w[2];
-        for (int u = 0; u < 2; u++) {
-            __m512i x = j + u < n ? bf_load_codes(V + (size_t)(j + u) * vs + (size_t)g0 * ATTN_Q4_BYTES, left)
-                                  : _mm512_setzero_si512();
-            vf d = vf_cvt_h16(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, x)));
-            w[u] = vf_mul(_mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * (j + u))), d);
-        }
-        __m512i pr = bf_pairs(w[0], w[1]);
-        _mm512_store_si512(W + 8 * j, pr);
-        ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
-    }
-    return ws;
-}
-
-/* words 0..15: w0's 16 floats as bf16, 16..31: w1's, rounded to nearest even (VCVTNE2PS2BF16; SIMDe:
- * vf_round_bf16, as bf_pairs) */
-INLINE __m512i bf_halves(vf w0, vf w1) {
-#ifdef ATTN_VEC_SIMDE
-    uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(2 * i + 1); /* the floats' high halves */
-    return _mm512_permutex2var_epi16(_mm512_castps_si512(vf_round_bf16(w0)), _mm512_loadu_si512(ix),
-                                     _mm512_castps_si512(vf_round_bf16(w1)));
-#else
-    __m512bh h = _mm512_cvtne2ps_pbh(w1, w0);
-    __m512i x;
-    memcpy(&x, &h, sizeof x);
-    return x;
-#endif
-}
-/* one row's weights (P's row at P, n keys) of the (up to) 4 blocks g0 .. of every key pair, lane b (block g0 + b)
- * of W + 4 i for pair i (pv_q4_weights12; ws lane b: their sum). Four keys at a time: their 16 block scales as lanes 8
- * p + 2 b + u (key 2 p + u of the four; two word permutations of 64-byte loads, as kl_scales) times P's four values
- * spread to them: two such vectors round to four pairs' weights in one VCVTNE2PS2BF16 (the four-row layout computed 16
- * lanes a pair for the one row). Keys past n and a partial group of blocks take their scales one by one (0 past n, as
- * the four-row layout's missing key) */
-INLINE vf pv_q4_w4(const float *P, const uint8_t *v, size_t vs, int64_t j, int64_t n, int64_t g0, int64_t nbk,
-                   __m512i pidx) {
-    vf d, p4;
-#if !defined(ATTN_VEC_SIMDE)           /* SIMDe 0.7.4: no 512-bit conversion of f16 */
-    if (nbk - g0 >= 4 && j + 4 <= n) { /* lane 8 p + 2 b + u: key 2 p + u's block b */
-        const uint8_t *k[4] = {v + (size_t)j * vs, v + (size_t)(j + 1) * vs, v + (size_t)(j + 2) * vs,
-                               v + (size_t)(j + 3) * vs};
-        d = q4_scales4(k, 0,
-                       _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59, 27,
-                                        50, 18, 41, 9, 32, 0));
-        p4 = _mm512_castps128_ps512(_mm_loadu_ps(P + j));
-        return vf_mul(_mm512_permutexvar_ps(pidx, p4), d);
-    }
-#endif
-    float d16[16];
-    for (int i = 0; i < 16; i++) {
-        int64_t e = j + 2 * (i / 8) + i % 2, b = i % 8 / 2;
-        d16[i] = e < n && g0 + b < nbk ? q8_d(v + (size_t)e * vs + (size_t)b * ATTN_Q4_BYTES) : 0.0f;
-    }
-    d = vf_load(d16);
-    p4 = j < n ? vf_maskz_load(P + j, vm_tail(n - j < 4 ? n - j : 4)) : vf_zero();
-    return vf_mul(_mm512_permutexvar_ps(pidx, p4), d);
-}
-/* two rows likewise: P's rows 0, 1 of n keys (ldp apart) as pt + 2 j (j even) = row 0's keys j, j + 1, row 1's
- * (keys past n: 0); the weights of the (up to) 4 blocks g0 .. of pair i at W + 8 i, lane 2 b + r (ws lane
- * 2 b + r their sum). A pair's 8 block scales as lanes 4 b + 2 r + u (one word permutation of the two keys'
- * 64-byte loads) times the pair's four P values (a 128-bit broadcast); two pairs round to one register */
-INLINE void pv_q4_ptrans2(const float *P, int64_t ldp, int64_t n, float *pt) {
-    int32_t ix[2][16];
-    for (int i = 0; i < 16; i++) ix[0][i] = 16 * (i / 2 % 2) + 2 * (i / 4) + i % 2, ix[1][i] = ix[0][i] + 8;
-    const __m512i i0 = _mm512_loadu_si512(ix[0]), i1 = _mm512_loadu_si512(ix[1]);
-    for (int64_t j = 0; j < n; j += 16) {
-        vmask m = vm_tail(n - j < 16 ? n - j : 16);
-        vf x0 = vf_maskz_load(P + j, m), x1 = vf_maskz_load(P + ldp + j, m);
-        vf_store(pt + 2 * j, _mm512_permutex2var_ps(x0, i0, x1));
-        vf_store(pt + 2 * j + 16, _mm512_permutex2var_ps(x0, i1, x1));
-    }
-}
-INLINE vf pv_q4_w2(const float *pt, const uint8_t *v, size_t vs, int64_t j, int64_t n, int64_t g0, int64_t nbk,
-                   __m512i sidx) {
-    vf d;
-    if (nbk - g0 >= 4 && j + 2 <= n) {
-        const uint8_t *k = v + (size_t)j * vs;
-        d = vf_cvt_h16(
-            _mm512_castsi512_si256(_mm512_permutex2var_epi16(_mm512_loadu_si512(k), sidx, _mm512_loadu_si512(k + vs))));
-    } else {
-        float d16[16];
-        for (int i = 0; i < 16; i++) {
-            int64_t e = j + i % 2, b = i / 4;
-            d16[i] = e < n && g0 + b < nbk ? q8_d(v + (size_t)e * vs + (size_t)b * ATTN_Q4_BYTES) : 0.0f;
-        }
-        d = vf_load(d16);
-    }
-    return vf_mul(_mm512_broadcast_f32x4(_mm_load_ps(pt + 2 * j)), d);
-}
-/* one (pv_q4_w4, pp = P's row) or two rows' (pv_q4_w2, pp = pv_q4_ptrans2's pairs) weights of every key pair, two
- * vectors rounded to one (four pairs of one row, two of two rows) */
-INLINE vf pv_q4_weights12(const float *pp, int NR, const uint8_t *V, size_t vs, int64_t n, int64_t g0, int64_t nbk,
-                          uint32_t *W) {
-    int32_t pix[16];  /* one row: P's four values to lanes 8 p + 2 b + u */
-    uint16_t six[32]; /* two rows: word 4 b + 2 r + u, key u's scale of block b */
-    for (int i = 0; i < 16; i++) pix[i] = 2 * (i / 8) + i % 2;
-    for (int i = 0; i < 32; i++) six[i] = (uint16_t)(i < 16 ? 9 * (i / 4) + 32 * (i % 2) : 0);
-    const __m512i idx = _mm512_loadu_si512(NR == 1 ? (const void *)pix : (const void *)six);
-    const __m512bh ones = bh_of(_mm512_set1_epi16(0x3f80));
-    const uint8_t *v = V + (size_t)g0 * ATTN_Q4_BYTES;
-    const int64_t kh = NR == 1 ? 4 : 2; /* keys a vector */
-    vf ws = vf_zero();
-    for (int64_t j = 0; j < n; j += 2 * kh) {
-        vf w0 = NR == 1 ? pv_q4_w4(pp, v, vs, j, n, g0, nbk, idx) : pv_q4_w2(pp, v, vs, j, n, g0, nbk, idx);
-        vf w1 = NR == 1 ? pv_q4_w4(pp, v, vs, j + kh, n, g0, nbk, idx) : pv_q4_w2(pp, v, vs, j + kh, n, g0, nbk, idx);
-        __m512i pr = bf_halves(w0, w1);
-        _mm512_store_si512(W + 2 * NR * j, pr);
-        ws = _mm512_dpbf16_ps(ws, bh_of(pr), ones);
-    }
-    ws = vf_add(ws, bf_shuf128(ws, ws, 0x4e)); /* one row: lanes 4 p + b to b; two: 8 p + 2 b + r to 2 b + r */
-    return NR == 1 ? vf_add(ws, bf_shuf128(ws, ws, 0xb1)) : ws;
-}
-
-/* O rows += s sum_j w (c - 8) for NR rows over the NB blocks g0 + i0 .. of columns: W the group's weights
- * (pv_q4_weights, one and two rows pv_q4_weights12), ws their sums; accumulator [r][i][0] the block's columns 0..15
- * (the low nibbles), [1] the rest */
-INLINE void pv_q4_pass(const uint32_t *W, const float *ws, int NR, int NB, const uint8_t *V, size_t vs, int64_t n,
-                       int64_t g0, int i0, float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps) {
-    const int WR = NR <= 2 ? NR : 4; /* weights a block and pair: one and two rows have layouts of their own */
-    uint8_t ix[64]; /* word 2i: byte i of key j, word 2i + 1: byte i of key j + 1 (the high bytes zero) */
-    for (int i = 0; i < 32; i++) ix[2 * i] = (uint8_t)((i & 1) ? 16 + i / 2 : i / 2), ix[2 * i + 1] = 0;
-    const __m512i idx = _mm512_loadu_si512(ix), lo4 = _mm512_set1_epi16(0x000f), bias = _mm512_set1_epi16(0x4300);
-    const size_t off = (size_t)(g0 + i0) * ATTN_Q4_BYTES;
-    vf a[4][Q4_NB][2];
-    for (int r = 0; r < NR; r++)
-        for (int i = 0; i < NB; i++) a[r][i][0] = a[r][i][1] = vf_zero();
-    for (int64_t j = 0; j < n; j += 2) {
-        for (int64_t u = 0; pre && u < 2; u++)
-            for (size_t c = 0; c < (size_t)NB * ATTN_Q4_BYTES; c += 64)
-                __builtin_prefetch(pre + (size_t)(j + u) * ps + off + c, 0, 2);
-        const uint8_t *v0 = V + (size_t)j * vs + off + 2, *v1 = v0 + vs;
-        const uint32_t *wj = W + 2 * WR * j + WR * i0;
-        for (int i = 0; i < NB; i++) {
-            __m128i c0 = _mm_loadu_si128((const __m128i *)(v0 + i * ATTN_Q4_BYTES));
-            __m128i c1 = j + 1 < n ? _mm_loadu_si128((const __m128i *)(v1 + i * ATTN_Q4_BYTES)) : _mm_setzero_si128();
-            __m512i x = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, idx,
-                                                      _mm512_castsi256_si512(_mm256_set_m128i(c1, c0)));
-            __m512bh lo = bh_of(_mm512_ternarylogic_epi32(x, lo4, bias, 0xea)); /* x & 15 | 0x4300 */
-            __m512bh hi = bh_of(_mm512_or_si512(_mm512_srli_epi16(x, 4), bias));
-            for (int r = 0; r < NR; r++) {
-                __m512bh w = bh_of(_mm512_set1_epi32((int)wj[WR * i + r]));
-                a[r][i][0] = _mm512_dpbf16_ps(a[r][i][0], lo, w), a[r][i][1] = _mm512_dpbf16_ps(a[r][i][1], hi, w);
-            }
-        }
-    }
-    vf sv = vf_set1(s);
-    for (int r = 0; r < NR; r++)
-        for (int i = 0; i < NB; i++) {
-            vf c = vf_set1(136.0f * ws[WR * (i0 + i) + r]);
-            float *o = O + r * ldo + ATTN_Q4_BLOCK * (g0 + i0 + i);
-            vf_store(o, vf_fma(sv, vf_sub(a[r][i][0], c), vf_load(o)));
-            vf_store(o + 16, vf_fma(sv, vf_sub(a[r][i][1], c), vf_load(o + 16)));
-        }
-}
-
-/* NR rows of P (n <= 2 PBN keys) against q4_0 V: the weights of 4 blocks at a time, then passes of 4 blocks (one
- * or two rows) or 2, a last odd block alone */
-INLINE void pv_q4_rows(const float *P, int64_t ldp, int NR, const uint8_t *V, size_t vs, int64_t n, int64_t Dv,
-                       float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps, int64_t wpre) {
-    uint32_t W[16 * PBN] __attribute__((aligned(64)));
-    float pt[4 * 2 * PBN] __attribute__((aligned(64))), ws[16];
-    const int NB = NR <= 2 ? 4 : 2;
-    if (NR > 2)
-        pv_q4_ptrans(P, ldp, NR, n, pt);
-    else if (NR == 2)
-        pv_q4_ptrans2(P, ldp, n, pt);
-    for (int64_t g0 = 0, nbk = Dv / ATTN_Q4_BLOCK; g0 < nbk; g0 += 4) {
-        int ng = nbk - g0 < 4 ? (int)(nbk - g0) : 4;
-        const uint8_t *p = pre && ATTN_Q4_BLOCK * g0 < wpre ? pre : NULL;
-        vf_store(ws, NR <= 2 ? pv_q4_weights12(NR == 1 ? P : pt, NR, V, vs, n, g0, nbk, W)
-                             : pv_q4_weights(pt, V, vs, n, g0, nbk, W));
-        for (int i0 = 0; i0 < ng; i0 += NB)
-            if (ng - i0 >= NB)
-                pv_q4_pass(W, ws, NR, NB, V, vs, n, g0, i0, O, ldo, s, p, ps);
-            else
-                for (int i = i0; i < ng; i++) pv_q4_pass(W, ws, NR, 1, V, vs, n, g0, i, O, ldo, s, p, ps);
-    }
-}
-
-/* 256 keys at a time, the rows in groups of 4 */
-static void pv_q4_groups(const float *P, int64_t ldp, int64_t R, const uint8_t *V, size_t vs, int64_t n, int64_t Dv,
-                         float *O, int64_t ldo, float s, const uint8_t *pre, size_t ps, int64_t wpre) {
-    for (int64_t j0 = 0; j0 < n; j0 += 2 * PBN)
-        for (int64_t r0 = 0; r0 < R; r0 += 4) {
-            int64_t nr = R - r0 < 4 ? R - r0 : 4, nj = n - j0 < 2 * PBN ? n - j0 : 2 * PBN;
-            const uint8_t *vj = V + (size_t)j0 * vs, *pj = r0 == 0 && pre ? pre + (size_t)j0 * ps : NULL;
-            const float *p = P + r0 * ldp + j0;
-            float *o = O + r0 * ldo;
-            if (nr == 4)
-                pv_q4_rows(p, ldp, 4, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
-            else if (nr == 3)
-                pv_q4_rows(p, ldp, 3, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
-            else if (nr == 2)
-                pv_q4_rows(p, ldp, 2, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
-            else
-                pv_q4_rows(p, ldp, 1, vj, vs, nj, Dv, o, ldo, s, pj, ps, wpre);
-        }
-}
-
 static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                        float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
     size_t vs = attn_storage_bytes(kind, ldv), ps = attn_storage_bytes(kind, ldpre);
-    if (kind == ATTN_DTYPE_Q4_0)
-        pv_q4_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre);
-    else if (kind == KV_BF16)
+    if (kind == KV_BF16)
         pv_bf_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre, KV_BF16);
     else
         pv_bf_groups(P, ldp, R, V, vs, n, Dv, O, ldo, s, pre, ps, wpre, kind);
