@@ -290,6 +290,14 @@ static void solo_end(int nt) {
 #endif
 }
 
+/* Descriptors and primitives are made one thread at a time. oneDNN 2.7's
+ * reorder lookup inserts into a static std::map, without a lock, the first
+ * time a pair of data types is asked for: four threads making their first
+ * reorder at once lost a node (LeakSanitizer, 1 process in 200) and could
+ * corrupt the map. Primitives are made once per thread and shape; running
+ * them is not serialized. */
+static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
+
 /* the entry of this key, made (replacing the oldest when the cache is full) if new; NULL on failure */
 static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
     for (int i = 0; i < m->n; i++)
@@ -298,9 +306,11 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
     entry_clear(x);
     attn_dtype t = (attn_dtype)key[0];
     int nt = solo_begin();
+    pthread_mutex_lock(&make_mu);
     dnnl_primitive_desc_t pd =
         make_pd(m->eng, t, key[1], key[2], key[3], key[4], key[5], key[6], key[7], key[8], (int)key[9], (int)key[10]);
     if (!pd) {
+        pthread_mutex_unlock(&make_mu);
         solo_end(nt);
         return NULL;
     }
@@ -320,6 +330,7 @@ static mm_entry *entry_for(attn_mm *m, const int64_t key[MM_KEY]) {
         x->refused = g.mode == MM_AUTO && t != ATTN_DTYPE_F32 && !strstr(impl, g.amx ? "amx" : "avx512_core_bf16");
     }
     dnnl_primitive_desc_destroy(pd);
+    pthread_mutex_unlock(&make_mu);
     solo_end(nt);
     if (bad) {
         entry_clear(x);
@@ -391,6 +402,7 @@ attn_status attn_mm_pack(attn_mm *m, const attn_mm_shape *s, const void *B, int6
         const dnnl_memory_desc_t *to = NULL;
         const_dnnl_primitive_desc_t pd = NULL;
         dnnl_primitive_desc_t rpd = NULL;
+        pthread_mutex_lock(&make_mu);
         int bad = dnnl_memory_desc_init_by_strides(&src, 2, db, dnnl_type(s->t), sb) != dnnl_success ||
                   dnnl_primitive_get_primitive_desc(x->p, &pd) != dnnl_success ||
                   !(to = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0)) ||
@@ -399,6 +411,7 @@ attn_status attn_mm_pack(attn_mm *m, const attn_mm_shape *s, const void *B, int6
                   dnnl_memory_create(&x->rsrc, &src, m->eng, DNNL_MEMORY_NONE) != dnnl_success ||
                   dnnl_memory_create(&x->rdst, to, m->eng, DNNL_MEMORY_NONE) != dnnl_success;
         if (rpd) dnnl_primitive_desc_destroy(rpd);
+        pthread_mutex_unlock(&make_mu);
         if (bad) return ATTN_E_UNSUPPORTED;
         x->rk[0] = sbk, x->rk[1] = sbn;
     }
