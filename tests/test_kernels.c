@@ -820,7 +820,8 @@ int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
     static const char *names[] = {"generic",     "avx2",       "avx2-vnni",       "avx512",          "avx512-vnni",
-                                  "avx512-bf16", "avx512-256", "avx512-256-vnni", "avx512-256-bf16", "avx512-simde"};
+                                  "avx512-bf16", "avx512-256", "avx512-256-vnni", "avx512-256-bf16", "avx512-bf16-fma",
+                                  "avx512-simde"};
     for (int t = 0; t < (int)(sizeof names / sizeof names[0]); t++) {
         const attn_kernel_table *kt = attn_kernels_lookup(names[t]);
         if (!kt) {

@@ -16,7 +16,9 @@
  * "avx512", "avx512-256", their "-vnni" forms (AVX-VNNI / AVX512-VNNI's
  * VPDPBUSD for the int8 dots: best() takes them where CPUID has them) and
  * "-bf16" forms (-vnni with AVX512-BF16, VBMI and GFNI: the fp8 caches' products
- * through VDPBF16PS; best() takes them where CPUID has all three), or
+ * through VDPBF16PS; best() takes them where CPUID has all three; on
+ * Intel cores "avx512-bf16-fma", the same table with those products as
+ * float32 FMAs), or
  * "avx512-simde" (the AVX-512 source through SIMD Everywhere's
  * emulation, where the build has it: for tests on hosts without AVX-512).
  * A set this CPU or build cannot run makes attn_kernel_status() an error
@@ -96,6 +98,33 @@ int attn_cpu_avx512_half_width(void) {
     return h;
 }
 
+/* Intel cores (GenuineIntel): VDPBF16PS and VPERMT2B issue at 0.5 a cycle
+ * against 2 FMAs (Emerald Rapids, bench/vec_ports.c) */
+static int intel_core(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u; /* "Genu"ineIntel */
+}
+
+/* avx512-bf16-fma: the avx512-bf16 table with the math modes' fp8 decode
+ * products (and a bf16 V's P V) as float32 FMAs on the same operands (q and
+ * P rounded to bf16, the values converted) rather than VDPBF16PS pairs: the
+ * products are exact either way, the sums in another order. The default on
+ * Intel cores; measured on Emerald Rapids (one thread, D 128, 32768 keys):
+ * e5m2's decode step 1.2x faster at one and four rows a kv head, e4m3's
+ * and bf16's the same (genuineintel-f6-m207/decode-formats-isa.jsonl). */
+static attn_kernel_table avx512_bf16_fma;
+static void make_bf16_fma(void) {
+    avx512_bf16_fma = attn_kernels_avx512_bf16;
+    avx512_bf16_fma.name = "avx512-bf16-fma";
+    avx512_bf16_fma.qk_rows_bf = NULL, avx512_bf16_fma.pv_rows_bf = NULL;
+    avx512_bf16_fma.math_products = ATTN_MATH_PRODUCTS_FP8_FMA;
+}
+static const attn_kernel_table *avx512_bf16_fma_table(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_bf16_fma);
+    return &avx512_bf16_fma;
+}
+
 /* avx512-256: the AVX-512 table with the AVX2 source's decode row kernels
  * (faster on 256-bit units); avx512-256-vnni the same over avx512-vnni */
 static attn_kernel_table avx512_256, avx512_256_vnni, avx512_256_bf16;
@@ -132,6 +161,7 @@ static const attn_kernel_table *lookup(const char *name, int *ok) {
     if (!strcmp(name, "avx512-256-vnni")) return *ok = have_avx512_vnni(), avx512_256_table(1);
     if (!strcmp(name, "avx512-bf16")) return *ok = have_avx512_bf16(), &attn_kernels_avx512_bf16;
     if (!strcmp(name, "avx512-256-bf16")) return *ok = have_avx512_bf16(), avx512_256_table(2);
+    if (!strcmp(name, "avx512-bf16-fma")) return *ok = have_avx512_bf16(), avx512_bf16_fma_table();
 #ifdef ATTN_HAVE_SIMDE
     if (!strcmp(name, "avx512-simde")) return *ok = have_avx2(), &attn_kernels_avx512_simde;
 #endif
@@ -149,6 +179,7 @@ static const attn_kernel_table *best(void) {
     if (have_avx512()) {
         int isa = have_avx512_bf16() ? 2 : have_avx512_vnni();
         if (avx512_half_width()) return avx512_256_table(isa);
+        if (isa == 2 && intel_core()) return avx512_bf16_fma_table();
         return isa == 2 ? &attn_kernels_avx512_bf16 : isa ? &attn_kernels_avx512_vnni : &attn_kernels_avx512;
     }
     if (have_avx2()) return have_avx_vnni() ? &attn_kernels_avx2_vnni : &attn_kernels_avx2;
@@ -170,9 +201,10 @@ static const attn_kernel_table *choose(attn_status *st) {
     const attn_kernel_table *t = lookup(force, &ok);
     if (t && ok) return t;
     /* known names this CPU or build cannot run are unsupported; anything else is invalid */
-    static const char *known_names[] = {"generic",         "avx2",        "avx2-vnni",  "avx512",
-                                        "avx512-vnni",     "avx512-bf16", "avx512-256", "avx512-256-vnni",
-                                        "avx512-256-bf16", "avx512-simde"};
+    static const char *known_names[] = {
+        "generic",     "avx2",       "avx2-vnni",       "avx512",          "avx512-vnni",
+        "avx512-bf16", "avx512-256", "avx512-256-vnni", "avx512-256-bf16", "avx512-bf16-fma",
+        "avx512-simde"};
     int known = 0;
     for (size_t i = 0; i < sizeof known_names / sizeof known_names[0]; i++) known |= !strcmp(force, known_names[i]);
     *st = known ? ATTN_E_UNSUPPORTED : ATTN_E_INVALID;

@@ -210,6 +210,10 @@ typedef struct attn_kernel_table {
     "in integers (P 16-bit); fp8 caches: bf16 q "                                                                      \
     "and P, two products an instruction, and bf16 caches' decode P V so where the mode rounds for them; f16, bf16, "   \
     "float32 otherwise: strict (no 16-bit product kernels here)"
+#define ATTN_MATH_PRODUCTS_FP8_FMA                                                                                     \
+    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
+    "in integers (P 16-bit); fp8 caches: bf16 q and P, float32 FMAs on the values; f16, bf16, float32 otherwise: "     \
+    "strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 
@@ -303,7 +307,7 @@ extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated o
  * ZMM state; "avx512-256" on Zen 4, see dispatch.c) > AVX2+FMA+F16C > the
  * portable C kernels; the environment variable ATTN_ISA forces one
  * ("generic", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16", "avx512-256",
- * "avx512-256-vnni", "avx512-256-bf16", "avx512-simde" where the build has SIMDe, "auto"). The
+ * "avx512-256-vnni", "avx512-256-bf16", "avx512-bf16-fma", "avx512-simde" where the build has SIMDe, "auto"). The
  * -vnni tables differ only in the int8 dots of qk_rows_q8 (VPDPBUSD: the
  * same exact sums), chosen where CPUID reports AVX-VNNI / AVX512-VNNI. */
 const attn_kernel_table *attn_kernels(void);
