@@ -109,9 +109,10 @@ static int intel_core(void) {
  * products (and a bf16 V's P V) as float32 FMAs on the same operands (q and
  * P rounded to bf16, the values converted) rather than VDPBF16PS pairs: the
  * products are exact either way, the sums in another order. The default on
- * Intel cores; measured on Emerald Rapids (one thread, D 128, 32768 keys):
- * e5m2's decode step 1.2x faster at one and four rows a kv head, e4m3's
- * and bf16's the same (genuineintel-f6-m207/decode-formats-isa.jsonl). */
+ * Intel cores; measured on Emerald Rapids (one thread, D 128, 32768 keys,
+ * alternating): e5m2's decode step 1.2x faster at one and four rows a kv
+ * head, e4m3's and the integer formats' the same, bf16's at four rows
+ * 0.96-0.97x (genuineintel-f6-m207/decode-formats-fma-ab.jsonl). */
 static attn_kernel_table avx512_bf16_fma;
 static void make_bf16_fma(void) {
     avx512_bf16_fma = attn_kernels_avx512_bf16;
