@@ -3,7 +3,9 @@
 # `attn bench ARGS --json` for each SIDE in turn, ROUNDS rounds (the VM's
 # speed drifts: compare within a round). A SIDE is LABEL=ISA@BINARY (ISA
 # may be empty: the default table). Each JSON line is tagged with the round,
-# the side, the host and the date and appended to OUT; the summary gives per
+# the side, the host kind, CPU, date and command (the fields bench/record.py
+# gives a row; python/tests/test_docs.py checks them) and appended to OUT;
+# the summary gives per
 # side the median and range of the figure (GFLOP/s or GB/s) and of its
 # same-run ratio, and the median of the per-round ratio of the first side to
 # the second.
@@ -15,6 +17,7 @@ sides=""
 while [ "$#" -gt 0 ] && [ "$1" != -- ]; do sides="$sides $1"; shift; done
 [ "${1:-}" = -- ] && shift
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+kind=$(sh "$(dirname "$0")/host_kind.sh")
 fam=$(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
 model=$(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
 tmp=$(mktemp)
@@ -24,7 +27,8 @@ while [ "$r" -le "$rounds" ]; do
     label=${s%%=*} rest=${s#*=}
     isa=${rest%%@*} bin=${rest#*@}
     if [ -n "$isa" ]; then line=$(ATTN_ISA=$isa "$bin" bench "$@" --json); else line=$("$bin" bench "$@" --json); fi
-    echo "$line" | sed "s|^{|{\"round\": $r, \"side\": \"$label\", \"binary\": \"$bin\", \"host_cpu\": \"$cpu\", \"cpu_family\": $fam, \"cpu_model\": $model, \"date\": \"$(date -u +%Y-%m-%dT%H:%M)\", \"args\": \"$*\", |" | tee -a "$tmp" >>"$out"
+    cmd="${isa:+ATTN_ISA=$isa }attn bench $* --json"
+    echo "$line" | sed "s|^{|{\"host_kind\": \"$kind\", \"cpu_model_name\": \"$cpu\", \"command\": \"$cmd\", \"round\": $r, \"side\": \"$label\", \"binary\": \"$bin\", \"host_cpu\": \"$cpu\", \"cpu_family\": $fam, \"cpu_model\": $model, \"date\": \"$(date -u +%Y-%m-%dT%H:%M)\", \"args\": \"$*\", |" | tee -a "$tmp" >>"$out"
   done
   r=$((r + 1))
 done
