@@ -8,7 +8,7 @@ build=$1 seeds=$2 secs=$3
 fz=$build/tests/fuzz_paths
 [ -x "$fz" ] || { echo "fuzz-long: $fz not built (make build first)"; exit 2; }
 fail=0 total=0 runs=0
-for side in generic avx2 avx2-vnni avx512 avx512-vnni avx512-bf16 avx512-256 avx512-256-vnni avx512-256-bf16 avx512-bf16-fma avx512-simde onednn; do
+for side in $("$fz" --tables) onednn; do
   for seed in $seeds; do
     if [ "$side" = onednn ]; then
       out=$(ATTN_PRODUCTS=onednn OMP_WAIT_POLICY=passive "$fz" --seed "$seed" --seconds "$secs" 2>&1)

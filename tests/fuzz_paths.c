@@ -37,6 +37,7 @@
 #include "base/half.h"
 #include "base/sem.h"
 #include "base/storage.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -1202,8 +1203,12 @@ int main(int argc, char **argv) {
             cases = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
-        else {
-            fprintf(stderr, "usage: fuzz_paths [--seconds N] [--seed S|random] [--cases N] [--case C] [-v]\n");
+        else if (!strcmp(argv[i], "--tables")) { /* every kernel table's name (scripts/fuzz-long.sh) */
+            for (int t = 0; attn_kernel_table_name(t); t++) printf("%s\n", attn_kernel_table_name(t));
+            return 0;
+        } else {
+            fprintf(stderr,
+                    "usage: fuzz_paths [--seconds N] [--seed S|random] [--cases N] [--case C] [-v] [--tables]\n");
             return 2;
         }
     }

@@ -81,10 +81,14 @@ static int have_avx_vnni(void) {
 
 /* AVX-512 on 256-bit units: AMD family 19h (Zen 4); Zen 5 (1Ah) and Intel's
  * AVX-512 server cores run 512-bit operations at full width */
+/* CPUID leaf 0's EBX: the vendor string's first four letters */
+static unsigned vendor(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) ? b : 0;
+}
 static int avx512_half_width(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth"enticAMD */) return 0;
-    __get_cpuid(1, &a, &b, &c, &d);
+    if (vendor() != 0x68747541u /* "Auth"enticAMD */ || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
     unsigned family = (a >> 8 & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20 & 0xff) : 0);
     return family == 0x19;
 }
@@ -100,10 +104,7 @@ int attn_cpu_avx512_half_width(void) {
 
 /* Intel cores (GenuineIntel): VDPBF16PS and VPERMT2B issue at 0.5 a cycle
  * against 2 FMAs (Emerald Rapids, bench/vec_ports.c) */
-static int intel_core(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u; /* "Genu"ineIntel */
-}
+static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel */ }
 
 /* avx512-bf16-fma: the avx512-bf16 table with the math modes' fp8 decode
  * products (and a bf16 V's P V) as float32 FMAs on the same operands (q and
@@ -149,25 +150,67 @@ static const attn_kernel_table *avx512_256_table(int isa) {
 }
 #endif
 
-/* the table of that name, if this build has it; *ok = this CPU runs it */
-static const attn_kernel_table *lookup(const char *name, int *ok) {
-    *ok = 1;
-    if (!strcmp(name, "generic")) return &attn_kernels_generic;
+static const attn_kernel_table *table_generic(void) { return &attn_kernels_generic; }
 #ifdef ATTN_HAVE_AVX2_BUILD
-    if (!strcmp(name, "avx2")) return *ok = have_avx2(), &attn_kernels_avx2;
-    if (!strcmp(name, "avx2-vnni")) return *ok = have_avx_vnni(), &attn_kernels_avx2_vnni;
-    if (!strcmp(name, "avx512")) return *ok = have_avx512(), &attn_kernels_avx512;
-    if (!strcmp(name, "avx512-vnni")) return *ok = have_avx512_vnni(), &attn_kernels_avx512_vnni;
-    if (!strcmp(name, "avx512-256")) return *ok = have_avx512(), avx512_256_table(0);
-    if (!strcmp(name, "avx512-256-vnni")) return *ok = have_avx512_vnni(), avx512_256_table(1);
-    if (!strcmp(name, "avx512-bf16")) return *ok = have_avx512_bf16(), &attn_kernels_avx512_bf16;
-    if (!strcmp(name, "avx512-256-bf16")) return *ok = have_avx512_bf16(), avx512_256_table(2);
-    if (!strcmp(name, "avx512-bf16-fma")) return *ok = have_avx512_bf16(), avx512_bf16_fma_table();
+static const attn_kernel_table *table_avx2(void) { return &attn_kernels_avx2; }
+static const attn_kernel_table *table_avx2_vnni(void) { return &attn_kernels_avx2_vnni; }
+static const attn_kernel_table *table_avx512(void) { return &attn_kernels_avx512; }
+static const attn_kernel_table *table_avx512_vnni(void) { return &attn_kernels_avx512_vnni; }
+static const attn_kernel_table *table_avx512_bf16(void) { return &attn_kernels_avx512_bf16; }
+static const attn_kernel_table *table_avx512_256(void) { return avx512_256_table(0); }
+static const attn_kernel_table *table_avx512_256_vnni(void) { return avx512_256_table(1); }
+static const attn_kernel_table *table_avx512_256_bf16(void) { return avx512_256_table(2); }
 #ifdef ATTN_HAVE_SIMDE
-    if (!strcmp(name, "avx512-simde")) return *ok = have_avx2(), &attn_kernels_avx512_simde;
+static const attn_kernel_table *table_avx512_simde(void) { return &attn_kernels_avx512_simde; }
 #endif
+#define TABLE(name, runs, get)                                                                                         \
+    { name, runs, get }
+#else
+#define TABLE(name, runs, get)                                                                                         \
+    { name, NULL, NULL }
 #endif
-    *ok = 0;
+static int runs_anywhere(void) { return 1; }
+
+/* Every kernel table, in ATTN_ISA's names: the one list that lookup, the
+ * names ATTN_ISA knows and attn_kernel_table_name (tests, fuzz-long.sh)
+ * read; a table this build lacks has no functions. A new table is a row. */
+static const struct {
+    const char *name;
+    int (*runs)(void);                     /* this CPU and OS run it */
+    const attn_kernel_table *(*get)(void); /* the table, made on first use */
+} tables[] = {
+    {"generic", runs_anywhere, table_generic},
+    TABLE("avx2", have_avx2, table_avx2),
+    TABLE("avx2-vnni", have_avx_vnni, table_avx2_vnni),
+    TABLE("avx512", have_avx512, table_avx512),
+    TABLE("avx512-vnni", have_avx512_vnni, table_avx512_vnni),
+    TABLE("avx512-bf16", have_avx512_bf16, table_avx512_bf16),
+    TABLE("avx512-256", have_avx512, table_avx512_256),
+    TABLE("avx512-256-vnni", have_avx512_vnni, table_avx512_256_vnni),
+    TABLE("avx512-256-bf16", have_avx512_bf16, table_avx512_256_bf16),
+    TABLE("avx512-bf16-fma", have_avx512_bf16, avx512_bf16_fma_table),
+#ifdef ATTN_HAVE_SIMDE
+    TABLE("avx512-simde", have_avx2, table_avx512_simde),
+#else
+    {"avx512-simde", NULL, NULL},
+#endif
+};
+#undef TABLE
+enum { n_tables = sizeof tables / sizeof tables[0] };
+
+const char *attn_kernel_table_name(int i) { return i >= 0 && i < n_tables ? tables[i].name : NULL; }
+
+/* the table of that name, if this build has it (else NULL; *known = the
+ * name is one of the list's); *ok = this CPU runs it */
+static const attn_kernel_table *lookup(const char *name, int *known, int *ok) {
+    *known = *ok = 0;
+    for (int i = 0; i < n_tables; i++)
+        if (!strcmp(name, tables[i].name)) {
+            *known = 1;
+            if (!tables[i].get) return NULL;
+            *ok = tables[i].runs();
+            return tables[i].get();
+        }
     return NULL;
 }
 
@@ -189,8 +232,8 @@ static const attn_kernel_table *best(void) {
 }
 
 const attn_kernel_table *attn_kernels_lookup(const char *name) {
-    int ok;
-    const attn_kernel_table *t = lookup(name, &ok);
+    int known, ok;
+    const attn_kernel_table *t = lookup(name, &known, &ok);
     return ok ? t : NULL;
 }
 
@@ -198,16 +241,10 @@ static const attn_kernel_table *choose(attn_status *st) {
     const char *force = getenv("ATTN_ISA");
     *st = ATTN_OK;
     if (!force || !*force || !strcmp(force, "auto")) return best();
-    int ok;
-    const attn_kernel_table *t = lookup(force, &ok);
+    int known, ok;
+    const attn_kernel_table *t = lookup(force, &known, &ok);
     if (t && ok) return t;
     /* known names this CPU or build cannot run are unsupported; anything else is invalid */
-    static const char *known_names[] = {
-        "generic",     "avx2",       "avx2-vnni",       "avx512",          "avx512-vnni",
-        "avx512-bf16", "avx512-256", "avx512-256-vnni", "avx512-256-bf16", "avx512-bf16-fma",
-        "avx512-simde"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof known_names / sizeof known_names[0]; i++) known |= !strcmp(force, known_names[i]);
     *st = known ? ATTN_E_UNSUPPORTED : ATTN_E_INVALID;
     return best();
 }

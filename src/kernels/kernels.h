@@ -320,5 +320,8 @@ int attn_cpu_avx512_half_width(void);
  * this build has it and this CPU and OS run it, else NULL (tests and
  * benchmarks compare tables side by side through this). */
 const attn_kernel_table *attn_kernels_lookup(const char *name);
+/* The i-th of every table name ATTN_ISA knows (whether or not this build
+ * or CPU has it), NULL past the last */
+const char *attn_kernel_table_name(int i);
 
 #endif
