@@ -2093,7 +2093,8 @@ INLINE int pvi_qrow(int r, int g, int64_t c0, int t) { return 4 * r + (t == KV_Q
  * 16 i + 4 b + r (block b of the 4, row r), held in q's rows as a flat array; the 4 blocks from column c0 - c0 % 128 */
 #define PVI_Q4_LANES (VL == 16)
 INLINE int pvi_lane(int r, int g, int64_t c0) { return 4 * (int)((c0 % 128 + 16 * g) / 32) + r; }
-/* the int16 pair (keys j, j + 1) of row r's weights for group g of the pass from c0 */
+/* the int16 pair (keys j, j + 1) of row r's weights for group g of the pass from c0 (q4_0: q and c0 from the
+ * pass's first block, pvi_pass) */
 INLINE int32_t pvi_weight(int16_t (*q)[66], int r, int g, int64_t c0, int64_t j, int t) {
     int32_t w;
     if (t == KV_Q4 && PVI_Q4_LANES)
@@ -2143,14 +2144,24 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     pvi_t a[4][8];
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
+    /* q4_0: the rows and the weights' lanes from the pass's first block, cp the column in it (0 where G is even: such
+     * passes start at multiples of 32), so that the loop addresses each by constant offsets from one base (at four
+     * rows on Zen 5: the kernel 0.9x) */
+    int16_t(*qp)[66] = q;
+    const uint8_t *Vp = V;
+    int64_t cp = c0;
+    if (t == KV_Q4) {
+        Vp = V + (size_t)(c0 / 32) * ATTN_Q4_BYTES, cp = PVI_W32(G, half, t) ? 0 : c0 % 32;
+        if (PVI_Q4_LANES) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
+    }
     int64_t j = 0;
     if (pp) /* the first pass: the prefetches spread over it (all at its start ran slower) */
         for (; j + 2 <= n; j += 2) {
             prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
-            pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
+            pvi_pair(qp, j, NR, G, Vp + (size_t)j * vs, Vp + (size_t)(j + 1) * vs, cp, half, t, a);
         }
-    for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
-    if (j < n) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)j * vs, c0, half, t, a);
+    for (; j + 2 <= n; j += 2) pvi_pair(qp, j, NR, G, Vp + (size_t)j * vs, Vp + (size_t)(j + 1) * vs, cp, half, t, a);
+    if (j < n) pvi_pair(qp, j, NR, G, Vp + (size_t)j * vs, Vp + (size_t)j * vs, cp, half, t, a);
 #if VL == 16
     for (int r = 0; t != KV_Q4 && PVI_W32(G, half, t) && r < NR; r++)
         for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order (q4_0's are) */
@@ -2159,7 +2170,11 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
             a[r][g + 1] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4), y);
         }
 #endif
+        /* unrolled in full, so that a's indices are constants (GCC 12 left this loop over q4_0's four rows rolled: a
+         * then lived in memory, 16 512-bit stores a key pair, the kernel 2x int4's at four rows on Zen 5) */
+#pragma GCC unroll 4
     for (int r = 0; r < NR; r++)
+#pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             int k = t == KV_Q4 && PVI_Q4_LANES ? pvi_lane(r, g, c0) : pvi_qrow(r, g, c0, t);
             pvi_store(O + r * ldo + c0 + 16 * g, u[k], a[r] + PVI_N * g, t == KV_Q4 ? z[k] : 0);
@@ -2236,16 +2251,18 @@ INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t 
     const __m512i idx = _mm512_loadu_si512(ix);
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
     const vmask ok = (vmask)(((1u << 4 * nb4) - 1) & (0x1111u * ((1u << nr) - 1)));
-    const vf big = vf_set1(FLT_MAX);
-    vf amax = vf_zero();
-    vmask bad = 0;
+    /* the largest |w| by lane as the integer max of the bit patterns (sign clear: signed compares order them): the
+     * float max where all are finite, from +inf's pattern (0x7f800000) on where an infinity or a NaN came (one
+     * integer max a key, no compare) */
+    __m512i amaxi = _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j++) {
         __m512i x = _mm512_permutexvar_epi16(idx, pvi_q4_words(V + (size_t)j * vs, b0, nbk));
         vf d = vf_cvt_h16(_mm512_castsi512_si256(x));
         w[j] = _mm512_maskz_mul_ps(ok, _mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * j)), d);
-        vf ab = vf_abs(w[j]);
-        bad |= _mm512_cmp_ps_mask(ab, big, _CMP_NLE_UQ), amax = vf_max(amax, ab);
+        amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j])));
     }
+    vmask bad = _mm512_cmpgt_epi32_mask(amaxi, _mm512_set1_epi32(0x7f7fffff));
+    vf amax = _mm512_castsi512_ps(amaxi);
     /* attn_p16_quantize's factors by lane: a row of zeros or with a NaN / infinity rounds to 0 (u 0, NaN) */
     vmask live = (vmask)(~bad & _mm512_cmp_ps_mask(amax, vf_zero(), _CMP_NEQ_UQ));
     vf sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(amax, vf_set1(ATTN_P16_TINY), _CMP_LT_OQ), vf_set1(1.0f),
