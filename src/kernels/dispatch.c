@@ -79,13 +79,14 @@ static int have_avx_vnni(void) {
     return have_avx2() && __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
 }
 
-/* AVX-512 on 256-bit units: AMD family 19h (Zen 4); Zen 5 (1Ah) and Intel's
- * AVX-512 server cores run 512-bit operations at full width */
 /* CPUID leaf 0's EBX: the vendor string's first four letters */
 static unsigned vendor(void) {
     unsigned a, b, c, d;
     return __get_cpuid(0, &a, &b, &c, &d) ? b : 0;
 }
+
+/* AVX-512 on 256-bit units: AMD family 19h (Zen 4); Zen 5 (1Ah) and Intel's
+ * AVX-512 server cores run 512-bit operations at full width */
 static int avx512_half_width(void) {
     unsigned a, b, c, d;
     if (vendor() != 0x68747541u /* "Auth"enticAMD */ || !__get_cpuid(1, &a, &b, &c, &d)) return 0;

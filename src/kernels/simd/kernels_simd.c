@@ -2137,7 +2137,10 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
  * odd last key against itself with P 0) for NR rows of q and G groups of 16
  * columns from c0: G PVI_N int32 accumulators a row, then O += u sum (u as q's
  * rows); pp: rows to prefetch (pb bytes, ps apart), two a step (the other passes' loop
- * has nothing but its products and loads: it is bound by dispatch) */
+ * has nothing but its products and loads: it is bound by dispatch). The
+ * stores' loop is unrolled in full, so that a's indices are constants: GCC 12
+ * left it rolled over q4_0's four rows, and a then lived in memory, 16
+ * 512-bit stores a key pair (the kernel 2x int4's at four rows on Zen 5) */
 INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR, int G, const uint8_t *V, size_t vs,
                      int64_t n, float *O, int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb,
                      int t) {
@@ -2170,8 +2173,6 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
             a[r][g + 1] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4), y);
         }
 #endif
-        /* unrolled in full, so that a's indices are constants (GCC 12 left this loop over q4_0's four rows rolled: a
-         * then lived in memory, 16 512-bit stores a key pair, the kernel 2x int4's at four rows on Zen 5) */
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++)
 #pragma GCC unroll 8
