@@ -653,42 +653,31 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
  * prefetcher follows worse: on Zen 3 (kernel alone, f32, D = 128) one key
  * a step streamed K at 0.93 of the read bandwidth, 2 keys 0.67, 4 keys
  * 0.60-0.69; decode R = 1 / 2 ran 1.03-1.11x faster (docs/PERFORMANCE.md).
- * q8_0 keeps qk_few. */
+ * q8_0 keeps qk_few. NR is a constant at each call: passed as a run-time
+ * count, GCC kept the accumulators in memory (Zen 5, the kernel alone over
+ * bf16 keys in L1, D = 128: one row 5.7 -> 3.8 ns a key, two 9.6 -> 5.4) */
 INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
                    const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
     const void *k = kv_row(K, j, ldk, t);
     if (pre) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
-    vf a[2][2] = {{vf_zero(), vf_zero()}, {vf_zero(), vf_zero()}};
-    if (t == KV_Q8) {
-        for (int64_t c0 = 0; c0 < D; c0 += 32) {
-            vf b[2] = {vf_zero(), vf_zero()};
-            for (int64_t c = c0; c < c0 + 32; c += VL) {
-                vf x = q8_raw(k, c);
-                for (int u = 0; u < NR; u++) b[u] = vf_fma(vf_load(q[u] + c), x, b[u]);
-            }
-            vf sc = q8_scale(k, c0);
-            int h = (int)(c0 / 32) & 1;
-            for (int u = 0; u < NR; u++) a[u][h] = vf_fma(b[u], sc, a[u][h]);
-        }
-    } else {
-        int64_t c = 0;
-        for (; c + 2 * VL <= D; c += 2 * VL) {
-            vf x[2];
-            if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
-                for (int o = 0; o < 2 * VL; o += 16) fp8_ld16((const uint8_t *)k + c + o, t, 1, x + o / VL);
-            else
-                x[0] = kq_ld(k, c, t), x[1] = kq_ld(k, c + VL, t);
-            for (int u = 0; u < NR; u++) {
-                a[u][0] = vf_fma(vf_load(q[u] + c), x[0], a[u][0]);
-                a[u][1] = vf_fma(vf_load(q[u] + c + VL), x[1], a[u][1]);
-            }
-        }
-        if (c < D) {
-            vf x0 = kq_ld(k, c, t);
-            for (int u = 0; u < NR; u++) a[u][0] = vf_fma(vf_load(q[u] + c), x0, a[u][0]);
-        }
+    vf a00 = vf_zero(), a01 = a00, a10 = a00, a11 = a00; /* row, half */
+    int64_t c = 0;
+    for (; c + 2 * VL <= D; c += 2 * VL) {
+        vf x[2];
+        if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
+            for (int o = 0; o < 2 * VL; o += 16) fp8_ld16((const uint8_t *)k + c + o, t, 1, x + o / VL);
+        else
+            x[0] = kq_ld(k, c, t), x[1] = kq_ld(k, c + VL, t);
+        a00 = vf_fma(vf_load(q[0] + c), x[0], a00), a01 = vf_fma(vf_load(q[0] + c + VL), x[1], a01);
+        if (NR == 2) a10 = vf_fma(vf_load(q[1] + c), x[0], a10), a11 = vf_fma(vf_load(q[1] + c + VL), x[1], a11);
     }
-    for (int u = 0; u < NR; u++) S[u * lds + j] = vf_sum(vf_add(a[u][0], a[u][1]));
+    if (c < D) {
+        vf x0 = kq_ld(k, c, t);
+        a00 = vf_fma(vf_load(q[0] + c), x0, a00);
+        if (NR == 2) a10 = vf_fma(vf_load(q[1] + c), x0, a10);
+    }
+    S[j] = vf_sum(vf_add(a00, a01));
+    if (NR == 2) S[lds + j] = vf_sum(vf_add(a10, a11));
 }
 
 /* 4 query rows x 3 keys per step (2 with q8_0 or a D tail), accumulators
@@ -704,8 +693,10 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         int64_t j = 0;
         if (nr <= 2 && DV == D) {
             const void *pf = pre && r0 == 0 ? pre : NULL;
-            if (t != KV_Q8) /* one key a step (qk_one) */
-                for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, (int)nr, t);
+            if (t != KV_Q8 && nr == 1) /* one key a step (qk_one; NR a constant: its accumulators in registers) */
+                for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
+            else if (t != KV_Q8)
+                for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
             else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
                 for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, QF1, t);
             else
