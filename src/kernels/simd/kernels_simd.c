@@ -581,6 +581,51 @@ static inline void prefetch_rows(const void *p, size_t ps, int64_t j, int64_t nk
         for (int64_t e = 0; e < nk; e++) prefetch_bytes((const char *)p + (size_t)(j + e) * ps, pb);
 }
 
+/* Keeps x in a register at the end of a loop step. With an array of 8 or
+ * more accumulators GCC spilled one (its loop-carried chain then ran
+ * through memory) and copied the others between registers every step;
+ * SIMDe's vector types are not register operands */
+#ifdef ATTN_VEC_SIMDE
+#define KEEP_REG(x) ((void)0)
+#else
+#define KEEP_REG(x) __asm__("" : "+v"(x))
+#endif
+
+/* VL floats from p, held in a register: a value several FMAs use, which GCC
+ * otherwise folds into each as a memory operand (one load an FMA: Q K^T's
+ * key steps then ran on the load ports, 15 loads per 12 FMAs) */
+INLINE vf vf_load_reg(const float *p) {
+    vf y = vf_load(p);
+    KEEP_REG(y);
+    return y;
+}
+
+#if VL == 16
+/* 128-bit blocks of a and b as vf_shuf128(a, b, imm) picks them (through VPERMT2PS: SIMDe has it) */
+INLINE vf vf_shuf128(vf a, vf b, int imm) {
+    int32_t ix[16];
+    for (int i = 0; i < 16; i++) ix[i] = 4 * ((imm >> (2 * (i / 4))) & 3) + i % 4 + (i >= 8 ? 16 : 0);
+    return _mm512_permutex2var_ps(a, _mm512_loadu_si512(ix), b);
+}
+
+/* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
+INLINE vf vf_reduce16(const vf a[16]) {
+    vf u[4];
+    for (int g = 0; g < 4; g++) {
+        vf s[2];
+        for (int h = 0; h < 2; h++) {
+            vf x = a[4 * g + 2 * h], y = a[4 * g + 2 * h + 1];
+            s[h] = vf_add(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+        }
+        __m512d p = _mm512_castps_pd(s[0]), q = _mm512_castps_pd(s[1]);
+        u[g] = vf_add(_mm512_castpd_ps(_mm512_unpacklo_pd(p, q)), _mm512_castpd_ps(_mm512_unpackhi_pd(p, q)));
+    }
+    vf pq = vf_add(vf_shuf128(u[0], u[1], 0x44), vf_shuf128(u[0], u[1], 0xee));
+    vf rs = vf_add(vf_shuf128(u[2], u[3], 0x44), vf_shuf128(u[2], u[3], 0xee));
+    return vf_add(vf_shuf128(pq, rs, 0x88), vf_shuf128(pq, rs, 0xdd));
+}
+#endif
+
 /* S[r][j] for 4 query rows and 3 keys (q[0..3], k0..k2), each sum over D in
  * VL lanes: 12 accumulators, folded and reduced in one hadd tree. */
 INLINE void qk_store3(float *S, int64_t lds, int64_t j, int64_t nr, vf a00, vf a01, vf a02, vf a10, vf a11, vf a12,
@@ -680,6 +725,35 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
     if (NR == 2) S[lds + j] = vf_sum(vf_add(a10, a11));
 }
 
+#if VL == 16
+/* S rows 0 .. nr - 1 of keys j .. j + 3 for 4 query rows (q[0..3]) */
+INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
+                    const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
+    const void *k[4];
+    for (int e = 0; e < 4; e++) k[e] = kv_row(K, j + e, ldk, t);
+    if (pre) prefetch_rows(pre, (size_t)attn_storage_bytes((attn_dtype)t, ldpre), j, 4, pb);
+    vf a[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) a[i] = vf_zero();
+    for (int64_t c = 0; c < D; c += VL) {
+        vf x[4];
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; e++) x[e] = kq_ld(k[e], c, t);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            vf y = vf_load_reg(q[u] + c);
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) a[4 * u + e] = vf_fma(y, x[e], a[4 * u + e]);
+        }
+    }
+    vf r = vf_reduce16(a); /* row u's four scores in 128-bit lane u */
+    _mm_storeu_ps(S + j, _mm512_extractf32x4_ps(r, 0));
+    if (nr > 1) _mm_storeu_ps(S + lds + j, _mm512_extractf32x4_ps(r, 1));
+    if (nr > 2) _mm_storeu_ps(S + 2 * lds + j, _mm512_extractf32x4_ps(r, 2));
+    if (nr > 3) _mm_storeu_ps(S + 3 * lds + j, _mm512_extractf32x4_ps(r, 3));
+}
+#endif
+
 /* 4 query rows x 3 keys per step (2 with q8_0 or a D tail), accumulators
  * over D, so each key row is loaded (and converted) once for 4 rows. */
 INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
@@ -702,6 +776,14 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             else
                 for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, 4, t);
         }
+#if VL == 16
+        /* 16 lanes: 4 keys a step, 16 accumulators reduced together in one transposing tree (vf_reduce16: 2.8
+         * instructions a score, against the 3-key step's folds and hadds, which took more of its time than the
+         * FMAs did) */
+        if (t != KV_Q8 && DV == D)
+            for (; j + 4 <= n; j += 4)
+                qk_four(q, D, K, ldk, j, S + r0 * lds, lds, pre && r0 == 0 ? pre : NULL, ldpre, pb, nr, t);
+#endif
         /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8, which bounded the loop by
          * the load ports); e4m3 on 8 lanes takes 2 keys and 16 columns a step below (its conversion's
          * constants beside 12 accumulators spilled one, a store and a load in its chain every step) */
@@ -714,10 +796,14 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                    a22 = a00, a30 = a00, a31 = a00, a32 = a00;
                 for (int64_t c = 0; c < D; c += VL) {
                     vf x0 = kq_ld(k0, c, t), x1 = kq_ld(k1, c, t), x2 = kq_ld(k2, c, t), y;
-                    y = vf_load(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01), a02 = vf_fma(y, x2, a02);
-                    y = vf_load(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11), a12 = vf_fma(y, x2, a12);
-                    y = vf_load(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21), a22 = vf_fma(y, x2, a22);
-                    y = vf_load(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31), a32 = vf_fma(y, x2, a32);
+                    y = vf_load_reg(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01),
+                    a02 = vf_fma(y, x2, a02);
+                    y = vf_load_reg(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11),
+                    a12 = vf_fma(y, x2, a12);
+                    y = vf_load_reg(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21),
+                    a22 = vf_fma(y, x2, a22);
+                    y = vf_load_reg(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31),
+                    a32 = vf_fma(y, x2, a32);
                 }
                 qk_store3(S + r0 * lds, lds, j, nr, a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32);
             }
@@ -749,10 +835,10 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                 } else {
                     x0 = kq_ld(k0, c, t), x1 = kq_ld(k1, c, t);
                 }
-                y = vf_load(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
-                y = vf_load(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
-                y = vf_load(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21);
-                y = vf_load(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31);
+                y = vf_load_reg(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
+                y = vf_load_reg(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
+                y = vf_load_reg(q[2] + c), a20 = vf_fma(y, x0, a20), a21 = vf_fma(y, x1, a21);
+                y = vf_load_reg(q[3] + c), a30 = vf_fma(y, x0, a30), a31 = vf_fma(y, x1, a31);
             }
             if (c < D) {
                 vf x0 = kv_ld_tail(k0, c, D - c, t, 1), x1 = kv_ld_tail(k1, c, D - c, t, 1), y;
@@ -1001,16 +1087,6 @@ static void pv_rows(const float *P, int64_t ldp, int64_t R, const float *V, int6
 }
 
 /* ---- int8 Q K^T of q8_0 blocks (the math modes, kernels.h qk_rows_q8) -------------- */
-
-/* Keeps x in a register at the end of a loop step. With an array of 8 or
- * more accumulators GCC spilled one (its loop-carried chain then ran
- * through memory) and copied the others between registers every step;
- * SIMDe's vector types are not register operands */
-#ifdef ATTN_VEC_SIMDE
-#define KEEP_REG(x) ((void)0)
-#else
-#define KEEP_REG(x) __asm__("" : "+v"(x))
-#endif
 
 /* Unsigned bytes u times signed bytes s, summed in quads to 8 int32 lanes.
  * With VNNI (the table defines ATTN_Q8_DPBUSD: VPDPBUSD, AVX512-VNNI or
@@ -2524,37 +2600,13 @@ INLINE __m512i bf_load_codes(const uint8_t *p, int64_t left) {
     return _mm512_maskz_loadu_epi8((__mmask64)((1ull << left) - 1), p);
 #endif
 }
-/* 128-bit blocks of a and b as bf_shuf128(a, b, imm) picks them (through VPERMT2PS: SIMDe has it) */
-INLINE vf bf_shuf128(vf a, vf b, int imm) {
-    int32_t ix[16];
-    for (int i = 0; i < 16; i++) ix[i] = 4 * ((imm >> (2 * (i / 4))) & 3) + i % 4 + (i >= 8 ? 16 : 0);
-    return _mm512_permutex2var_ps(a, _mm512_loadu_si512(ix), b);
-}
-
-/* 128-bit lanes transposed: out[i] lane L = q[L] lane i (through bf_shuf128) */
+/* 128-bit lanes transposed: out[i] lane L = q[L] lane i (through vf_shuf128) */
 INLINE void bf_lanes_transpose(const vf q[4], vf out[4]) {
-    vf u[4] = {bf_shuf128(q[0], q[1], 0x44), bf_shuf128(q[2], q[3], 0x44), bf_shuf128(q[0], q[1], 0xee),
-               bf_shuf128(q[2], q[3], 0xee)};
-    out[0] = bf_shuf128(u[0], u[1], 0x88), out[1] = bf_shuf128(u[0], u[1], 0xdd);
-    out[2] = bf_shuf128(u[2], u[3], 0x88), out[3] = bf_shuf128(u[2], u[3], 0xdd);
+    vf u[4] = {vf_shuf128(q[0], q[1], 0x44), vf_shuf128(q[2], q[3], 0x44), vf_shuf128(q[0], q[1], 0xee),
+               vf_shuf128(q[2], q[3], 0xee)};
+    out[0] = vf_shuf128(u[0], u[1], 0x88), out[1] = vf_shuf128(u[0], u[1], 0xdd);
+    out[2] = vf_shuf128(u[2], u[3], 0x88), out[3] = vf_shuf128(u[2], u[3], 0xdd);
 }
-/* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
-INLINE vf bf_reduce16(const vf a[16]) {
-    vf u[4];
-    for (int g = 0; g < 4; g++) {
-        vf s[2];
-        for (int h = 0; h < 2; h++) {
-            vf x = a[4 * g + 2 * h], y = a[4 * g + 2 * h + 1];
-            s[h] = vf_add(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
-        }
-        __m512d p = _mm512_castps_pd(s[0]), q = _mm512_castps_pd(s[1]);
-        u[g] = vf_add(_mm512_castpd_ps(_mm512_unpacklo_pd(p, q)), _mm512_castpd_ps(_mm512_unpackhi_pd(p, q)));
-    }
-    vf pq = vf_add(bf_shuf128(u[0], u[1], 0x44), bf_shuf128(u[0], u[1], 0xee));
-    vf rs = vf_add(bf_shuf128(u[2], u[3], 0x44), bf_shuf128(u[2], u[3], 0xee));
-    return vf_add(bf_shuf128(pq, rs, 0x88), bf_shuf128(pq, rs, 0xdd));
-}
-
 /* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) */
 INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int NR, int NK, int64_t D, const uint8_t *k,
                        size_t ks, int64_t nk, const fp8_lut *l, __m512i ilo, __m512i ihi, float s, float *S,
@@ -2575,7 +2627,7 @@ INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int N
         }
     }
     float sum[16];
-    vf_store(sum, vf_mul(bf_reduce16(a), vf_set1(s)));
+    vf_store(sum, vf_mul(vf_reduce16(a), vf_set1(s)));
     for (int r = 0; r < NR; r++)
         for (int u = 0; u < nk; u++) S[r * lds + u] = sum[r * NK + u];
 }
@@ -2681,8 +2733,8 @@ INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, siz
         for (int h = 0; h < NC; h++) { /* the 128-bit lanes transposed: block L of columns 16 L .. 16 L + 15 */
             vf *q = a[r] + 4 * h, u[4], out[4];
             if (t == KV_BF16) { /* accumulator q, lane L: columns 32 (q / 2) + 8 L + 4 (q % 2) + (0..3) */
-                for (int i = 0; i < 4; i++) u[i] = bf_shuf128(q[i & 2], q[(i & 2) + 1], i & 1 ? 0xee : 0x44);
-                for (int i = 0; i < 4; i++) out[i] = bf_shuf128(u[i], u[i], 0xd8);
+                for (int i = 0; i < 4; i++) u[i] = vf_shuf128(q[i & 2], q[(i & 2) + 1], i & 1 ? 0xee : 0x44);
+                for (int i = 0; i < 4; i++) out[i] = vf_shuf128(u[i], u[i], 0xd8);
             } else
                 bf_lanes_transpose(q, out);
             for (int L = 0; L < 4; L++) {
