@@ -2625,9 +2625,17 @@ INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int N
                 a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w1, bh_of(_mm512_loadu_si512(q + 32)));
             }
         }
+        for (int i = 0; i < NR * NK; i++) KEEP_REG(a[i]); /* the accumulators, not the q values, in registers */
+    }
+    vf v = vf_mul(vf_reduce16(a), vf_set1(s)); /* row r's scores in lanes r NK .. r NK + NK - 1 */
+    if (NR == 4 && nk == 4) {
+        _mm_storeu_ps(S, _mm512_extractf32x4_ps(v, 0)), _mm_storeu_ps(S + lds, _mm512_extractf32x4_ps(v, 1));
+        _mm_storeu_ps(S + 2 * lds, _mm512_extractf32x4_ps(v, 2)),
+            _mm_storeu_ps(S + 3 * lds, _mm512_extractf32x4_ps(v, 3));
+        return;
     }
     float sum[16];
-    vf_store(sum, vf_mul(vf_reduce16(a), vf_set1(s)));
+    vf_store(sum, v);
     for (int r = 0; r < NR; r++)
         for (int u = 0; u < nk; u++) S[r * lds + u] = sum[r * NK + u];
 }
