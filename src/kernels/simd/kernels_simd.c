@@ -754,8 +754,9 @@ INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk
 }
 #endif
 
-/* 4 query rows x 3 keys per step (2 with q8_0 or a D tail), accumulators
- * over D, so each key row is loaded (and converted) once for 4 rows. */
+/* 4 query rows x 3 keys per step (16 lanes: 4, qk_four; 2 with q8_0 or a D
+ * tail), accumulators over D, so each key row is loaded (and converted) once
+ * for 4 rows. */
 INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
                     const void *pre, int64_t ldpre, int64_t wpre, int t) {
     vmask mk = vm_tail(D & (VL - 1));
@@ -2629,9 +2630,10 @@ INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int N
     }
     vf v = vf_mul(vf_reduce16(a), vf_set1(s)); /* row r's scores in lanes r NK .. r NK + NK - 1 */
     if (NR == 4 && nk == 4) {
-        _mm_storeu_ps(S, _mm512_extractf32x4_ps(v, 0)), _mm_storeu_ps(S + lds, _mm512_extractf32x4_ps(v, 1));
-        _mm_storeu_ps(S + 2 * lds, _mm512_extractf32x4_ps(v, 2)),
-            _mm_storeu_ps(S + 3 * lds, _mm512_extractf32x4_ps(v, 3));
+        _mm_storeu_ps(S, _mm512_extractf32x4_ps(v, 0));
+        _mm_storeu_ps(S + lds, _mm512_extractf32x4_ps(v, 1));
+        _mm_storeu_ps(S + 2 * lds, _mm512_extractf32x4_ps(v, 2));
+        _mm_storeu_ps(S + 3 * lds, _mm512_extractf32x4_ps(v, 3));
         return;
     }
     float sum[16];
