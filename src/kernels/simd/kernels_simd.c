@@ -624,6 +624,18 @@ INLINE vf vf_reduce16(const vf a[16]) {
     vf rs = vf_add(vf_shuf128(u[2], u[3], 0x44), vf_shuf128(u[2], u[3], 0xee));
     return vf_add(vf_shuf128(pq, rs, 0x88), vf_shuf128(pq, rs, 0xdd));
 }
+
+/* 128-bit lane u of v (0..3; the extract's lane is an immediate) */
+INLINE __m128 vf_lane(vf v, int u) {
+    return u == 0   ? _mm512_castps512_ps128(v)
+           : u == 1 ? _mm512_extractf32x4_ps(v, 1)
+           : u == 2 ? _mm512_extractf32x4_ps(v, 2)
+                    : _mm512_extractf32x4_ps(v, 3);
+}
+/* four scores a row of nr (<= 4) rows, row u's in 128-bit lane u of v, to S + u lds */
+INLINE void vf_store_lanes4(float *S, int64_t lds, vf v, int64_t nr) {
+    for (int u = 0; u < 4 && u < nr; u++) _mm_storeu_ps(S + u * lds, vf_lane(v, u));
+}
 #endif
 
 /* S[r][j] for 4 query rows and 3 keys (q[0..3], k0..k2), each sum over D in
@@ -746,11 +758,7 @@ INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk
             for (int e = 0; e < 4; e++) a[4 * u + e] = vf_fma(y, x[e], a[4 * u + e]);
         }
     }
-    vf r = vf_reduce16(a); /* row u's four scores in 128-bit lane u */
-    _mm_storeu_ps(S + j, _mm512_extractf32x4_ps(r, 0));
-    if (nr > 1) _mm_storeu_ps(S + lds + j, _mm512_extractf32x4_ps(r, 1));
-    if (nr > 2) _mm_storeu_ps(S + 2 * lds + j, _mm512_extractf32x4_ps(r, 2));
-    if (nr > 3) _mm_storeu_ps(S + 3 * lds + j, _mm512_extractf32x4_ps(r, 3));
+    vf_store_lanes4(S + j, lds, vf_reduce16(a), nr); /* row u's four scores in 128-bit lane u */
 }
 #endif
 
@@ -1429,13 +1437,9 @@ INLINE __m512i kb_shift4(__m512i v) { /* an arithmetic shift by 4 (SIMDe has non
     return _mm512_srai_epi32(v, 4);
 #endif
 }
-INLINE __m128 kb_lane(__m512 s, int u) { /* 128-bit lane u (1..3) */
-    return u == 1 ? _mm512_extractf32x4_ps(s, 1) : u == 2 ? _mm512_extractf32x4_ps(s, 2) : _mm512_extractf32x4_ps(s, 3);
-}
 INLINE void kb_store(__m512 s, int NR, float *S, int64_t lds, int64_t j, int64_t n) {
     if (j + 4 <= n) {
-        _mm_storeu_ps(S + j, _mm512_castps512_ps128(s));
-        for (int u = 1; u < NR; u++) _mm_storeu_ps(S + u * lds + j, kb_lane(s, u));
+        vf_store_lanes4(S + j, lds, s, NR);
     } else {
         float s16[16];
         _mm512_storeu_ps(s16, s);
@@ -2630,10 +2634,7 @@ INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int N
     }
     vf v = vf_mul(vf_reduce16(a), vf_set1(s)); /* row r's scores in lanes r NK .. r NK + NK - 1 */
     if (NR == 4 && nk == 4) {
-        _mm_storeu_ps(S, _mm512_extractf32x4_ps(v, 0));
-        _mm_storeu_ps(S + lds, _mm512_extractf32x4_ps(v, 1));
-        _mm_storeu_ps(S + 2 * lds, _mm512_extractf32x4_ps(v, 2));
-        _mm_storeu_ps(S + 3 * lds, _mm512_extractf32x4_ps(v, 3));
+        vf_store_lanes4(S, lds, v, 4);
         return;
     }
     float sum[16];
