@@ -201,19 +201,19 @@ typedef struct attn_kernel_table {
     ((1u << ATTN_DTYPE_Q8_0) | (1u << ATTN_DTYPE_Q4_0) | (1u << ATTN_DTYPE_KV_INT8) | (1u << ATTN_DTYPE_KV_INT4))
 #define ATTN_MATH_TYPES_ALL                                                                                            \
     ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | ATTN_MATH_TYPES_Q8)
-#define ATTN_MATH_PRODUCTS_Q8                                                                                          \
+/* the integer caches' words, the same in every table's sentence */
+#define ATTN_MATH_PRODUCTS_INT                                                                                         \
     "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
-    "in integers (P 16-bit); f16, bf16, float32: strict (no 16-bit product kernels here)"
+    "in integers (P 16-bit); "
+#define ATTN_MATH_PRODUCTS_Q8 ATTN_MATH_PRODUCTS_INT "f16, bf16, float32: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \
-    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
-    "in integers (P 16-bit); fp8 caches: bf16 q "                                                                      \
-    "and P, two products an instruction, and bf16 caches' decode P V so where the mode rounds for them; f16, bf16, "   \
-    "float32 otherwise: strict (no 16-bit product kernels here)"
+    ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, two products an instruction, and bf16 caches' decode P V so "    \
+                           "where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product "  \
+                           "kernels here)"
 #define ATTN_MATH_PRODUCTS_FP8_FMA                                                                                     \
-    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
-    "in integers (P 16-bit); fp8 caches: bf16 q and P, float32 FMAs on the values; f16, bf16, float32 otherwise: "     \
-    "strict (no 16-bit product kernels here)"
+    ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, float32 FMAs on the values; f16, bf16, float32 otherwise: "      \
+                           "strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_EMULATED                                                                                    \
     "every type rounded as the mode says (int8 Q K^T for q8_0; float32 FMA on rounded 16-bit operands: a test table)"
 

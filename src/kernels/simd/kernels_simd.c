@@ -2359,9 +2359,11 @@ INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t 
 /* Per 64 keys, per 4 rows: the rows' P rounded (P16_ROW; q4_0: per pass, a row a block), then column
  * passes of 16 G columns (G = 4 / rows, 3 rows 1, on AVX2: 8 accumulators;
  * twice that on the 16-lane tables, one register a group: 8 of 32, and
- * four rows 4 groups: 16 of 32, the V pairs' codes read in half the passes:
- * Zen 5, the kernel alone at four rows, int8 3.7 -> 3.3 ns a key, int4
- * 4.0 -> 3.85 against two groups), the V rows read from L1 after the first */
+ * three or four rows 4 groups: 12 or 16 of 32, the V pairs' codes read in
+ * a quarter of the passes: Zen 5, the kernel alone at four rows, int8 3.7
+ * -> 3.3 ns a key, int4 4.0 -> 3.85 against two groups; the decode step at
+ * three rows in cache 0.78x (int8), 0.83x (int4), 0.81x (q4_0) against one
+ * group), the V rows read from L1 after the first */
 #define PVI_G (VL / 8)
 #define PVI_G4 (VL == 16 ? 4 : 1)
 INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
@@ -2375,7 +2377,7 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
         int64_t nb = n - j0 < 64 ? n - j0 : 64;
         const uint8_t *Vb = (const uint8_t *)V + (size_t)j0 * vs;
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
-            int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 * PVI_G : nr == 2 ? 2 * PVI_G : nr == 4 ? PVI_G4 : 1;
+            int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 * PVI_G : nr == 2 ? 2 * PVI_G : PVI_G4;
             int64_t c0 = 0;
             for (int64_t r = 0; t != KV_Q4 && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
             float *o = O + r0 * ldo;
@@ -2389,14 +2391,16 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
                 if (t == KV_Q4 && c0 % 32 == 0) /* once a block (its second pass of 16 columns reuses them) */
                     pvi_q4_weights(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0, G, q, u, z);
 #endif
-                if (G == 1 && nr == 4) /* the columns left; 3 rows */
+                if (G == 1 && nr == 4) /* the columns left */
                     pvi_pass(q, u, z, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                else if (G == 1 && nr == 3)
+                    pvi_pass(q, u, z, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (G == 1 && nr == 2)
                     pvi_pass(q, u, z, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (G == 1 && nr == 1)
                     pvi_pass(q, u, z, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 3)
-                    pvi_pass(q, u, z, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 3, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 4)
                     pvi_pass(q, u, z, 4, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
                 else if (nr == 2)
