@@ -2362,8 +2362,8 @@ INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t 
  * three or four rows 4 groups: 12 or 16 of 32, the V pairs' codes read in
  * a quarter of the passes: Zen 5, the kernel alone at four rows, int8 3.7
  * -> 3.3 ns a key, int4 4.0 -> 3.85 against two groups; the decode step at
- * three rows in cache 0.78x (int8), 0.83x (int4), 0.81x (q4_0) against one
- * group), the V rows read from L1 after the first */
+ * three rows in cache 0.82x (int8), 0.84x (int4), 0.81x (q4_0) against one
+ * group: zen5/pvi-three-rows-ab), the V rows read from L1 after the first */
 #define PVI_G (VL / 8)
 #define PVI_G4 (VL == 16 ? 4 : 1)
 INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
