@@ -1520,6 +1520,19 @@ INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int
 #define TOK_NK 2 /* with 3 or 4 rows (AVX2: 16 registers) */
 #endif
 
+/* TOK_ROWS at nr rows (NK keys a step as the table's registers allow) */
+INLINE void tok_rows_nr(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
+                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int nr,
+                        int t) {
+    if (nr == 4)
+        TOK_ROWS(q, dq, qsum, D, K, kr, n, S, lds, pre, pr, pb, 4, TOK_NK, t);
+    else if (nr == 3)
+        TOK_ROWS(q, dq, qsum, D, K, kr, n, S, lds, pre, pr, pb, 3, TOK_NK, t);
+    else if (nr == 2)
+        TOK_ROWS(q, dq, qsum, D, K, kr, n, S, lds, pre, pr, pb, 2, 4, t);
+    else
+        TOK_ROWS(q, dq, qsum, D, K, kr, n, S, lds, pre, pr, pb, 1, 4, t);
+}
 INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                         int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
@@ -1543,14 +1556,10 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
             q8_rows_kb(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
         else
 #endif
-            if (nr == 4)
-            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 4, TOK_NK, t);
-        else if (nr == 3)
-            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 3, TOK_NK, t);
-        else if (nr == 2)
-            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 2, 4, t);
+            if (D == 128) /* the common head width a constant: the blocks' loop unrolled, int4's halves known */
+            tok_rows_nr(q, dq, qsum, 128, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
         else
-            TOK_ROWS(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, 1, 4, t);
+            tok_rows_nr(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
     }
 }
 
