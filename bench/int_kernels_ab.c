@@ -1,8 +1,9 @@
-/* The math modes' integer decode kernels of two builds in one process
- * (qk_rows_q8, and pv_rows_i16 for int8 / int4 or pv_rows_x for q8_0 /
- * q4_0; table avx512-bf16), alternating round by round: R query rows
- * against 128 keys in L1, D = 128, ns a key, medians and the median of
- * the per-round ratios (new / old). How docs/PERFORMANCE.md compared the
+/* The math modes' integer and fp8 decode kernels of two builds in one
+ * process (qk_rows_q8, and pv_rows_i16 for int8 / int4 or pv_rows_x for
+ * q8_0 / q4_0; fp8: qk_rows_bf, pv_rows_bf; table avx512-bf16),
+ * alternating round by round: R query rows against 128 keys in L1, D =
+ * 128, ns a key, medians and the median of the per-round ratios (new /
+ * old). How docs/PERFORMANCE.md compared the
  * kernels of two commits. Not built by make; each build's static library
  * wrapped in a shared object of its own:
  *   echo '#include "kernels/kernels.h"
@@ -12,7 +13,8 @@
  *       OLD/build/libattn.a -Wl,--no-whole-archive -o /tmp/ib/old.so \
  *       -lopenblas -ldnnl -fopenmp -lm -lstdc++ -lcjson   (and new.so)
  *   gcc -O2 -Isrc -Iinclude bench/int_kernels_ab.c -o /tmp/ikab -ldl -lm
- *   /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0) */
+ *   /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
+ *   qk_rows_bf and pv_rows_bf, the table's bf16 products) */
 #include "kernels/kernels.h"
 #include "base/storage.h"
 #include "base/half.h"
@@ -51,16 +53,27 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 16 * D; i++) Q[i] = (float)(rand() % 100) / 50.0f - 1.0f;
     for (int r = 0; r < 16; r++) attn_q8_quantize_row(Q + r * D, D, Qq + r * attn_q8_row_bytes(D));
     for (int i = 0; i < 16 * N; i++) S[i] = (float)(rand() % 100) / 100.0f;
-    attn_dtype ts[4] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0};
+    attn_dtype ts[6] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q8_0,
+                        ATTN_DTYPE_Q4_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    if (ti < 0 || ti > 5) return fprintf(stderr, "T: 0..5\n"), 2;
     attn_dtype t = ts[ti];
+    static unsigned short Qb[16 * D]; /* fp8: the rows as bf16 (qk_rows_bf), codes of finite values */
+    for (int i = 0; i < 16 * D; i++) Qb[i] = (unsigned short)(0x3f00 + (rand() & 0x7f));
+    for (int i = 0; ti >= 4 && i < N * 200; i++) K[i] &= 0x3f, V[i] &= 0x3f;
     double qk[2][64], pv[2][64];
     for (int round = 0; round < rounds; round++)
         for (int w = 0; w < 2; w++) {
             int it = 5000;
             double t0 = now();
-            for (int i = 0; i < it; i++) kb[w]->qk_rows_q8(Qq, R, D, K, D, N, S, N, NULL, 0, 0, t);
+            for (int i = 0; i < it; i++)
+                if (ti >= 4)
+                    kb[w]->qk_rows_bf(Qb, D, R, D, K, D, N, S, N, 1.0f, NULL, 0, 0, t);
+                else
+                    kb[w]->qk_rows_q8(Qq, R, D, K, D, N, S, N, NULL, 0, 0, t);
             double t1 = now();
-            if (ti < 2)
+            if (ti >= 4)
+                for (int i = 0; i < it; i++) kb[w]->pv_rows_bf(S, N, R, V, D, N, D, O, D, 1.0f, NULL, 0, 0, t);
+            else if (ti < 2)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_i16(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             else
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);

@@ -495,18 +495,18 @@ static float bf16_round(float x) { /* nearest even, as the modes round (finite x
 
 /* qk_rows_bf (fp8) / pv_rows_bf on random finite values of type t (fp8:
  * codes, want their values; bf16: the values) against float64 sums: R 1..9, D
- * 32..200 (a partial block of 64), 1..130 keys, the rows after the last
+ * 32..200 (a partial block of 64; 128), 1..130 keys, the rows after the last
  * holding NaN (read, they would show), nothing written outside S or O */
 static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *want) {
     enum { N = 130, RM = 9, LD = 216, LS = N + 8 };
     static unsigned char K8[(N + 2) * LD];
     static uint16_t K16[(N + 2) * LD], Qb[RM * LD];
     static float Qf[RM * LD], S[RM * LS], O[RM * LD], P[RM * LS], val[(N + 2) * LD];
-    static const int ds[4] = {32, 64, 100, 200}, nsz[5] = {1, 7, 37, 128, 130};
+    static const int ds[5] = {32, 64, 100, 128, 200}, nsz[5] = {1, 7, 37, 128, 130}; /* 128: the kernels' constant */
     uint32_t st = 71u + (uint32_t)t;
     int bf = t == ATTN_DTYPE_BF16, bq = 0, bp = 0, outside = 0;
     const void *K = bf ? (const void *)K16 : (const void *)K8;
-    for (int di = 0; di < 4; di++)
+    for (int di = 0; di < 5; di++)
         for (int ni = 0; ni < 5; ni++)
             for (int R = 1; R <= RM; R++) {
                 int D = ds[di], n = nsz[ni];
@@ -582,7 +582,8 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
         int bad = 0;
         for (int si = 0; si < 2; si++) {
             float sc = si ? 3.0f : 1.0f;
-            for (int D = 40; D <= 200; D += 80) { /* 40, 120, 200: partial blocks of 64 */
+            for (int di = 0; di < 4; di++) { /* 40, 120, 200: partial blocks of 64; 128 the kernels' constant */
+                int D = (int[]){40, 120, 128, 200}[di];
                 memset(K, 0, sizeof K);
                 for (int j = 0; j < N; j++) K[j * D + j % D] = (unsigned char)j;
                 for (int R = 1; R <= 5; R++) {

@@ -2658,7 +2658,7 @@ INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int N
 
 INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
                        float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
-    const int NK = 16 / NR;
+    const int NK = NR <= 2 ? 8 / NR : 16 / NR; /* one or two rows: 8 accumulators (16 beside the table spilled) */
     fp8_lut l = fp8_lut_of(t);
     /* the words of codes 0..31 / 32..63 from the low and high bytes in code order */
     uint8_t ix[2][64];
@@ -2674,20 +2674,28 @@ INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const 
     }
 }
 
+/* qk_bf_rows at nr rows (a constant at each call) */
+INLINE void qk_bf_nr(const uint16_t *q, int64_t ldq, int64_t nr, int64_t D, const uint8_t *K, size_t ks, int64_t n,
+                     float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
+    if (nr == 4)
+        qk_bf_rows(q, ldq, 4, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+    else if (nr == 3)
+        qk_bf_rows(q, ldq, 3, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+    else if (nr == 2)
+        qk_bf_rows(q, ldq, 2, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+    else
+        qk_bf_rows(q, ldq, 1, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+}
 /* the rows in groups of 4 (and the 1-3 left) */
 INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, const uint8_t *K, size_t ks, int64_t n,
                          float *S, int64_t lds, float s, const uint8_t *pre, size_t ps, int64_t pb, int t) {
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         const uint8_t *p = r0 == 0 ? pre : NULL;
-        if (nr == 4)
-            qk_bf_rows(q + r0 * ldq, ldq, 4, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
-        else if (nr == 3)
-            qk_bf_rows(q + r0 * ldq, ldq, 3, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
-        else if (nr == 2)
-            qk_bf_rows(q + r0 * ldq, ldq, 2, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+        if (D == 128) /* the common head width a constant: no partial block, the blocks' loop unrolled */
+            qk_bf_nr(q + r0 * ldq, ldq, nr, 128, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
         else
-            qk_bf_rows(q + r0 * ldq, ldq, 1, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+            qk_bf_nr(q + r0 * ldq, ldq, nr, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
     }
 }
 
