@@ -14,7 +14,8 @@
  *       -lopenblas -ldnnl -fopenmp -lm -lstdc++ -lcjson   (and new.so)
  *   gcc -O2 -Isrc -Iinclude bench/int_kernels_ab.c -o /tmp/ikab -ldl -lm
  *   /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
- *   qk_rows_bf and pv_rows_bf, the table's bf16 products) */
+ *   qk_rows_bf and pv_rows_bf, the table's bf16 products; 6 bf16: qk_rows_x,
+ *   pv_rows_x) */
 #include "kernels/kernels.h"
 #include "base/storage.h"
 #include "base/half.h"
@@ -47,15 +48,16 @@ int main(int argc, char **argv) {
         kb[i] = ((lk)dlsym(h, "wrap_lookup"))("avx512-bf16");
     }
     enum { D = 128, N = 128 };
-    static unsigned char K[N * 200], V[N * 200], Qq[16 * 200];
+    static unsigned char K[N * 400], V[N * 400], Qq[16 * 200]; /* bf16 rows: 256 bytes */
     static float Q[16 * D], S[16 * N], O[16 * D];
-    for (int i = 0; i < N * 200; i++) K[i] = (unsigned char)rand(), V[i] = (unsigned char)rand();
+    for (int i = 0; i < N * 400; i++) K[i] = (unsigned char)rand(), V[i] = (unsigned char)rand();
+    for (int i = 1; i < N * 400; i += 2) K[i] = 0x3f, V[i] = 0x3f; /* bf16: finite values (1..2) */
     for (int i = 0; i < 16 * D; i++) Q[i] = (float)(rand() % 100) / 50.0f - 1.0f;
     for (int r = 0; r < 16; r++) attn_q8_quantize_row(Q + r * D, D, Qq + r * attn_q8_row_bytes(D));
     for (int i = 0; i < 16 * N; i++) S[i] = (float)(rand() % 100) / 100.0f;
-    attn_dtype ts[6] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q8_0,
-                        ATTN_DTYPE_Q4_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
-    if (ti < 0 || ti > 5) return fprintf(stderr, "T: 0..5\n"), 2;
+    attn_dtype ts[7] = {ATTN_DTYPE_KV_INT8,  ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0,
+                        ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_BF16};
+    if (ti < 0 || ti > 6) return fprintf(stderr, "T: 0..6\n"), 2;
     attn_dtype t = ts[ti];
     static unsigned short Qb[16 * D]; /* fp8: the rows as bf16 (qk_rows_bf), codes of finite values */
     for (int i = 0; i < 16 * D; i++) Qb[i] = (unsigned short)(0x3f00 + (rand() & 0x7f));
@@ -66,12 +68,16 @@ int main(int argc, char **argv) {
             int it = 5000;
             double t0 = now();
             for (int i = 0; i < it; i++)
-                if (ti >= 4)
+                if (ti == 6)
+                    kb[w]->qk_rows_x(Q, R, D, K, D, N, S, N, NULL, 0, 0, t);
+                else if (ti >= 4)
                     kb[w]->qk_rows_bf(Qb, D, R, D, K, D, N, S, N, 1.0f, NULL, 0, 0, t);
                 else
                     kb[w]->qk_rows_q8(Qq, R, D, K, D, N, S, N, NULL, 0, 0, t);
             double t1 = now();
-            if (ti >= 4)
+            if (ti == 6)
+                for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
+            else if (ti >= 4)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_bf(S, N, R, V, D, N, D, O, D, 1.0f, NULL, 0, 0, t);
             else if (ti < 2)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_i16(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);

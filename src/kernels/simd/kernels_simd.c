@@ -703,9 +703,10 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
         for (int e = 0; e < NK; e++) S[u * lds + j + e] = r[u * NK + e];
 }
 
-/* NR query rows (1 or 2) against key j alone, two accumulators per row over
- * D (a multiple of VL), reduced per key: the key rows are read one after
- * another, in address order. Several keys a step (1 x 4, 2 x 4, qk_few)
+/* NR query rows (1 or 2) against key row k alone, two accumulators per row
+ * over D (a multiple of VL), a row's sum vector in *s0 / *s1 (qk_one
+ * reduces them a key, qk_one16 sixteen sums at once): the key rows are
+ * read one after another, in address order. Several keys a step (1 x 4, 2 x 4, qk_few)
  * interleave the reads of as many rows a row apart, which the hardware
  * prefetcher follows worse: on Zen 3 (kernel alone, f32, D = 128) one key
  * a step streamed K at 0.93 of the read bandwidth, 2 keys 0.67, 4 keys
@@ -713,10 +714,7 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
  * q8_0 keeps qk_few. NR is a constant at each call: passed as a run-time
  * count, GCC kept the accumulators in memory (Zen 5, the kernel alone over
  * bf16 keys in L1, D = 128: one row 5.7 -> 3.8 ns a key, two 9.6 -> 5.4) */
-INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
-                   const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
-    const void *k = kv_row(K, j, ldk, t);
-    if (pre) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+INLINE void qk_dot1(const float *const *q, int64_t D, const void *k, int NR, int t, vf *s0, vf *s1) {
     vf a00 = vf_zero(), a01 = a00, a10 = a00, a11 = a00; /* row, half */
     int64_t c = 0;
     for (; c + 2 * VL <= D; c += 2 * VL) {
@@ -733,11 +731,39 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
         a00 = vf_fma(vf_load(q[0] + c), x0, a00);
         if (NR == 2) a10 = vf_fma(vf_load(q[1] + c), x0, a10);
     }
-    S[j] = vf_sum(vf_add(a00, a01));
-    if (NR == 2) S[lds + j] = vf_sum(vf_add(a10, a11));
+    *s0 = vf_add(a00, a01), *s1 = vf_add(a10, a11);
+}
+INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
+                   const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
+    if (pre) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
+    vf s0, s1;
+    qk_dot1(q, D, kv_row(K, j, ldk, t), NR, t, &s0, &s1);
+    S[j] = vf_sum(s0);
+    if (NR == 2) S[lds + j] = vf_sum(s1);
 }
 
 #if VL == 16
+/* qk_one's keys 16 / NR a step, each read whole in turn as there, their
+ * row sums reduced together in vf_reduce16's transposing tree and stored
+ * as vectors (one key's sum took nine dependent operations and a scalar
+ * store) */
+INLINE void qk_one16(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
+                     const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
+    const int NK = 16 / NR;
+    vf a[16], none;
+    for (int e = 0; e < NK; e++) {
+        if (pre) prefetch_bytes(kv_row(pre, j + e, ldpre, t), pb);
+        qk_dot1(q, D, kv_row(K, j + e, ldk, t), NR, t, &a[e], NR == 2 ? &a[NK + e] : &none);
+    }
+    vf v = vf_reduce16(a); /* lane e: row 0's key j + e; NR 2: lanes 8 + e row 1's */
+    if (NR == 1) {
+        vf_store(S + j, v);
+    } else {
+        vf_mask_store(S + j, (vmask)0x00ff, v);
+        vf_mask_store(S + lds + j - 8, (vmask)0xff00, v); /* lanes 8 .. 15 to row 1's keys j .. j + 7 */
+    }
+}
+
 /* S rows 0 .. nr - 1 of keys j .. j + 3 for 4 query rows (q[0..3]) */
 INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
                     const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
@@ -776,8 +802,23 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         int64_t j = 0;
         if (nr <= 2 && DV == D) {
             const void *pf = pre && r0 == 0 ? pre : NULL;
-            if (t != KV_Q8 && nr == 1) /* one key a step (qk_one; NR a constant: its accumulators in registers) */
+#if VL == 16
+            if (t != KV_Q8 && nr == 1 && D == 128) /* the common head width a constant: unrolled */
+                for (; j + 16 <= n; j += 16) qk_one16(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
+            else if (t != KV_Q8 && nr == 1)
+                for (; j + 16 <= n; j += 16) qk_one16(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
+            else if (t != KV_Q8 && D == 128)
+                for (; j + 8 <= n; j += 8) qk_one16(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
+            else if (t != KV_Q8)
+                for (; j + 8 <= n; j += 8) qk_one16(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
+#endif
+            if (t != KV_Q8 && nr == 1 && D == 128) /* one key a step (qk_one; NR a constant: its accumulators in
+                                                    * registers; the common head width a constant: unrolled) */
+                for (; j < n; j++) qk_one(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
+            else if (t != KV_Q8 && nr == 1)
                 for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
+            else if (t != KV_Q8 && D == 128)
+                for (; j < n; j++) qk_one(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
             else if (t != KV_Q8)
                 for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
             else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
