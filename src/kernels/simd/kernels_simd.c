@@ -764,6 +764,26 @@ INLINE void qk_one16(const float *const *q, int64_t D, const void *K, int64_t ld
     }
 }
 
+#endif
+
+/* keys [0, n) at nr (1, 2) rows: qk_one16's steps (16 lanes), qk_one's for the keys left; NR a constant at each call
+ * (its accumulators in registers) */
+INLINE int64_t qk_ones_nr(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                          int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
+    int64_t j = 0;
+#if VL == 16
+    for (; j + 16 / NR <= n; j += 16 / NR) qk_one16(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
+#endif
+    for (; j < n; j++) qk_one(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
+    return j;
+}
+INLINE int64_t qk_ones(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                       const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
+    return nr == 1 ? qk_ones_nr(q, D, K, ldk, n, S, lds, pre, ldpre, pb, 1, t)
+                   : qk_ones_nr(q, D, K, ldk, n, S, lds, pre, ldpre, pb, 2, t);
+}
+
+#if VL == 16
 /* S rows 0 .. nr - 1 of keys j .. j + 3 for 4 query rows (q[0..3]) */
 INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
                     const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
@@ -802,25 +822,10 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         int64_t j = 0;
         if (nr <= 2 && DV == D) {
             const void *pf = pre && r0 == 0 ? pre : NULL;
-#if VL == 16
-            if (t != KV_Q8 && nr == 1 && D == 128) /* the common head width a constant: unrolled */
-                for (; j + 16 <= n; j += 16) qk_one16(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
-            else if (t != KV_Q8 && nr == 1)
-                for (; j + 16 <= n; j += 16) qk_one16(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
-            else if (t != KV_Q8 && D == 128)
-                for (; j + 8 <= n; j += 8) qk_one16(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
+            if (t != KV_Q8 && D == 128) /* the common head width a constant: unrolled */
+                j = qk_ones(q, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
             else if (t != KV_Q8)
-                for (; j + 8 <= n; j += 8) qk_one16(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
-#endif
-            if (t != KV_Q8 && nr == 1 && D == 128) /* one key a step (qk_one; NR a constant: its accumulators in
-                                                    * registers; the common head width a constant: unrolled) */
-                for (; j < n; j++) qk_one(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
-            else if (t != KV_Q8 && nr == 1)
-                for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, t);
-            else if (t != KV_Q8 && D == 128)
-                for (; j < n; j++) qk_one(q, 128, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
-            else if (t != KV_Q8)
-                for (; j < n; j++) qk_one(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, t);
+                j = qk_ones(q, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
             else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
                 for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, QF1, t);
             else
