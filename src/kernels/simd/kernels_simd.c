@@ -591,6 +591,19 @@ static inline void prefetch_rows(const void *p, size_t ps, int64_t j, int64_t nk
 #define KEEP_REG(x) __asm__("" : "+v"(x))
 #endif
 
+/* HEAD128(D): the common head width compiled as a constant, D = 128, where the
+ * decode kernels test it (their block and key loops unrolled). Not on the
+ * SIMDe table: there each intrinsic inlines SIMDe's emulation, and the
+ * constant-width copies with qk_one16's unroll, built unoptimised under
+ * AddressSanitizer, made qk_rows_x's frame 8.7 MB (a stack overflow) */
+#ifdef ATTN_VEC_SIMDE
+#define HEAD128(D) 0
+#define ONE16 0
+#else
+#define HEAD128(D) ((D) == 128)
+#define ONE16 (VL == 16)
+#endif
+
 /* VL floats from p, held in a register: a value several FMAs use, which GCC
  * otherwise folds into each as a memory operand (one load an FMA: Q K^T's
  * key steps then ran on the load ports, 15 loads per 12 FMAs) */
@@ -742,7 +755,7 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
     if (NR == 2) S[lds + j] = vf_sum(s1);
 }
 
-#if VL == 16
+#if ONE16 /* (not under SIMDe: see HEAD128) */
 /* qk_one's keys 16 / NR a step, each read whole in turn as there, their
  * row sums reduced together in vf_reduce16's transposing tree and stored
  * as vectors (one key's sum took nine dependent operations and a scalar
@@ -771,7 +784,7 @@ INLINE void qk_one16(const float *const *q, int64_t D, const void *K, int64_t ld
 INLINE int64_t qk_ones_nr(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                           int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
     int64_t j = 0;
-#if VL == 16
+#if ONE16
     for (; j + 16 / NR <= n; j += 16 / NR) qk_one16(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
 #endif
     for (; j < n; j++) qk_one(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
@@ -822,7 +835,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         int64_t j = 0;
         if (nr <= 2 && DV == D) {
             const void *pf = pre && r0 == 0 ? pre : NULL;
-            if (t != KV_Q8 && D == 128) /* the common head width a constant: unrolled */
+            if (t != KV_Q8 && HEAD128(D)) /* the common head width a constant: unrolled */
                 j = qk_ones(q, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
             else if (t != KV_Q8)
                 j = qk_ones(q, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
@@ -1602,7 +1615,7 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
             q8_rows_kb(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
         else
 #endif
-            if (D == 128) /* the common head width a constant: the blocks' loop unrolled, int4's halves known */
+            if (HEAD128(D)) /* the common head width a constant: the blocks' loop unrolled, int4's halves known */
             tok_rows_nr(q, dq, qsum, 128, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
         else
             tok_rows_nr(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
@@ -2738,7 +2751,7 @@ INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, c
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
         int64_t nr = R - r0 < 4 ? R - r0 : 4;
         const uint8_t *p = r0 == 0 ? pre : NULL;
-        if (D == 128) /* the common head width a constant: no partial block, the blocks' loop unrolled */
+        if (HEAD128(D)) /* the common head width a constant: no partial block, the blocks' loop unrolled */
             qk_bf_nr(q + r0 * ldq, ldq, nr, 128, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
         else
             qk_bf_nr(q + r0 * ldq, ldq, nr, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
