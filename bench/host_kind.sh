@@ -1,8 +1,8 @@
 #!/bin/sh
 # The kind of this host's CPU, the name of its results directory
 # (bench/results/KIND): zen1, zen2, zen3, zen4, zen5 (AMD families 0x17 /
-# 0x19 / 0x1A), else
-# "<vendor>-f<family>-m<model>", or the machine name off x86.
+# 0x19 / 0x1A), else "<vendor>-f<family>-m<model>", or the machine name off
+# x86.
 f=$(awk -F': ' '/^cpu family/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)
 m=$(awk -F': ' '/^model\t/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)
 v=$(awk -F': ' '/^vendor_id/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)

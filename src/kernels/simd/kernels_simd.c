@@ -591,10 +591,10 @@ static inline void prefetch_rows(const void *p, size_t ps, int64_t j, int64_t nk
 #define KEEP_REG(x) __asm__("" : "+v"(x))
 #endif
 
-/* HEAD128(D): the common head width compiled as a constant, D = 128, where the
- * decode kernels test it (their block and key loops unrolled). Not on the
- * SIMDe table: there each intrinsic inlines SIMDe's emulation, and the
- * constant-width copies with qk_one16's unroll, built unoptimised under
+/* HEAD128(D): true where a decode kernel takes D = 128, the common head width,
+ * as a compile-time constant (its block and key loops unrolled); ONE16:
+ * qk_one16's 16-key steps. Both off on the SIMDe table: there each intrinsic
+ * inlines SIMDe's emulation, and these copies, built unoptimised under
  * AddressSanitizer, made qk_rows_x's frame 8.7 MB (a stack overflow) */
 #ifdef ATTN_VEC_SIMDE
 #define HEAD128(D) 0
