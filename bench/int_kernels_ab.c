@@ -1,6 +1,8 @@
 /* The math modes' integer and fp8 decode kernels of two builds in one
  * process (qk_rows_q8, and pv_rows_i16 for int8 / int4 or pv_rows_x for
- * q8_0 / q4_0; fp8: qk_rows_bf, pv_rows_bf; table avx512-bf16),
+ * q8_0; q4_0: pv_rows_i16, the DATA step's kernel; fp8: qk_rows_bf,
+ * pv_rows_bf, or qk_rows_x / pv_rows_x on a table without bf16 products;
+ * table $IKAB_TABLE, default avx512-bf16),
  * alternating round by round: R query rows against 128 keys in L1, D =
  * 128, ns a key, medians and the median of the per-round ratios (new /
  * old). How docs/PERFORMANCE.md compared the
@@ -13,7 +15,7 @@
  *       OLD/build/libattn.a -Wl,--no-whole-archive -o /tmp/ib/old.so \
  *       -lopenblas -ldnnl -fopenmp -lm -lstdc++ -lcjson   (and new.so)
  *   gcc -O2 -Isrc -Iinclude bench/int_kernels_ab.c -o /tmp/ikab -ldl -lm
- *   /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
+ *   IKAB_TABLE=avx2 /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
  *   qk_rows_bf and pv_rows_bf, the table's bf16 products; 6 bf16: qk_rows_x,
  *   pv_rows_x) */
 #include "kernels/kernels.h"
@@ -45,7 +47,7 @@ int main(int argc, char **argv) {
             puts(dlerror());
             return 1;
         }
-        kb[i] = ((lk)dlsym(h, "wrap_lookup"))("avx512-bf16");
+        kb[i] = ((lk)dlsym(h, "wrap_lookup"))(getenv("IKAB_TABLE") ? getenv("IKAB_TABLE") : "avx512-bf16");
     }
     enum { D = 128, N = 128 };
     static unsigned char K[N * 400], V[N * 400], Qq[16 * 200]; /* bf16 rows: 256 bytes */
@@ -68,18 +70,18 @@ int main(int argc, char **argv) {
             int it = 5000;
             double t0 = now();
             for (int i = 0; i < it; i++)
-                if (ti == 6)
+                if (ti == 6 || (ti >= 4 && !kb[w]->qk_rows_bf))
                     kb[w]->qk_rows_x(Q, R, D, K, D, N, S, N, NULL, 0, 0, t);
                 else if (ti >= 4)
                     kb[w]->qk_rows_bf(Qb, D, R, D, K, D, N, S, N, 1.0f, NULL, 0, 0, t);
                 else
                     kb[w]->qk_rows_q8(Qq, R, D, K, D, N, S, N, NULL, 0, 0, t);
             double t1 = now();
-            if (ti == 6)
+            if (ti == 6 || (ti >= 4 && !kb[w]->qk_rows_bf))
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             else if (ti >= 4)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_bf(S, N, R, V, D, N, D, O, D, 1.0f, NULL, 0, 0, t);
-            else if (ti < 2)
+            else if (ti < 2 || ti == 3)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_i16(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             else
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
