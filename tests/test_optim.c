@@ -85,7 +85,7 @@ static void one_config(const char *name, const attn_optim_config *c) {
     }
     run_steps(o, g, p, 0, 3);
     for (int i = 0; i < 2; i++) {
-        char key[64], label[96];
+        char key[96], label[128]; /* name: up to 63 characters */
         snprintf(key, sizeof key, "%s.p%d", name, i);
         float *want = rd(key, sizes[i]);
         snprintf(label, sizeof label, "%s p%d after 3 steps", name, i);
@@ -105,7 +105,7 @@ static void one_config(const char *name, const attn_optim_config *c) {
     CHECK_OK(attn_optim_load(o3, "optim_state.safetensors"));
     run_steps(o3, g2, p2, 2, 3);
     for (int i = 0; i < 2; i++) {
-        char label[96];
+        char label[128];
         snprintf(label, sizeof label, "%s p%d resumed from saved state", name, i);
         tu_equal(label, p2[i], p[i], sizes[i]);
     }
