@@ -385,48 +385,49 @@ static void test_pv_codes(const attn_kernel_table *kt) {
     static const attn_dtype fmts[5] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,
                                        ATTN_DTYPE_Q4_0};
     static const int dvs[3] = {32, 128, 288};
-    enum { N = 37, RM = 9, DM = 288 };
+    enum { NM = 150, RM = 9, DM = 288 };
     uint32_t st = 21u;
-    unsigned char *V = malloc((size_t)N * DM * 2);
-    float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float)), row[DM],
+    unsigned char *V = malloc((size_t)NM * DM * 2);
+    float *P = malloc(RM * NM * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float)), row[DM],
           par[2] = {1.0f, 0.0f};
     for (int f = 0; f < 5; f++)
         for (int di = 0; di < 3; di++)
-            for (int R = 1; R <= RM; R += 4) {
-                attn_dtype t = fmts[f];
-                int Dv = dvs[di], ldv = Dv + 32;
-                size_t rb = attn_storage_bytes(t, ldv);
-                for (size_t i = 0; i < (size_t)N * rb; i++) V[i] = (unsigned char)tu_irand(&st, 0, 255);
-                for (int j = 0; j < N; j++) /* finite values: no NaN codes, f16 scales in [0.5, 1) */
-                    for (int c = 0; c < Dv; c++) {
-                        unsigned char *r = V + j * rb;
-                        if (t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2) r[c] &= 0xbf;
-                        if (t == ATTN_DTYPE_Q4_0 && c % 32 == 0) {
-                            uint16_t dh = attn_f32_to_f16(0.5f + 0.5f * (float)tu_irand(&st, 0, 99) / 100.0f);
-                            memcpy(r + (c / 32) * ATTN_Q4_BYTES, &dh, 2);
+            for (int R = 1; R <= RM; R += 4)
+                for (int N = 37; N <= NM; N += NM - 37) { /* 150: past a chunk of 128 keys (e4m3's P times 256) */
+                    attn_dtype t = fmts[f];
+                    int Dv = dvs[di], ldv = Dv + 32;
+                    size_t rb = attn_storage_bytes(t, ldv);
+                    for (size_t i = 0; i < (size_t)N * rb; i++) V[i] = (unsigned char)tu_irand(&st, 0, 255);
+                    for (int j = 0; j < N; j++) /* finite values: no NaN codes, f16 scales in [0.5, 1) */
+                        for (int c = 0; c < Dv; c++) {
+                            unsigned char *r = V + j * rb;
+                            if (t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2) r[c] &= 0xbf;
+                            if (t == ATTN_DTYPE_Q4_0 && c % 32 == 0) {
+                                uint16_t dh = attn_f32_to_f16(0.5f + 0.5f * (float)tu_irand(&st, 0, 99) / 100.0f);
+                                memcpy(r + (c / 32) * ATTN_Q4_BYTES, &dh, 2);
+                            }
+                        }
+                    for (int i = 0; i < R * N; i++) P[i] = tu_frand(&st);
+                    for (int i = 0; i < RM * (DM + 8); i++) O[i] = 0.5f;
+                    int ldo = (Dv + 7) / 8 * 8;
+                    kt->pv_rows_x(P, N, R, V, ldv, N, Dv, O, ldo, NULL, 0, 0, t);
+                    int bad = 0;
+                    for (int r = 0; r < R; r++) {
+                        double want[DM] = {0}, mag[DM] = {0};
+                        for (int j = 0; j < N; j++) {
+                            attn_st_load_row(t, V + j * rb, Dv, par, row);
+                            for (int c = 0; c < Dv; c++)
+                                want[c] += (double)P[r * N + j] * row[c], mag[c] += fabs((double)P[r * N + j] * row[c]);
+                        }
+                        for (int c = 0; c < ldo; c++) {
+                            float got = O[r * ldo + c];
+                            bad += c < Dv ? !(fabs(got - 0.5 - want[c]) <= 1e-5 * (mag[c] + 1.0)) : got != 0.5f;
                         }
                     }
-                for (int i = 0; i < R * N; i++) P[i] = tu_frand(&st);
-                for (int i = 0; i < RM * (DM + 8); i++) O[i] = 0.5f;
-                int ldo = (Dv + 7) / 8 * 8;
-                kt->pv_rows_x(P, N, R, V, ldv, N, Dv, O, ldo, NULL, 0, 0, t);
-                int bad = 0;
-                for (int r = 0; r < R; r++) {
-                    double want[DM] = {0}, mag[DM] = {0};
-                    for (int j = 0; j < N; j++) {
-                        attn_st_load_row(t, V + j * rb, Dv, par, row);
-                        for (int c = 0; c < Dv; c++)
-                            want[c] += (double)P[r * N + j] * row[c], mag[c] += fabs((double)P[r * N + j] * row[c]);
-                    }
-                    for (int c = 0; c < ldo; c++) {
-                        float got = O[r * ldo + c];
-                        bad += c < Dv ? !(fabs(got - 0.5 - want[c]) <= 1e-5 * (mag[c] + 1.0)) : got != 0.5f;
-                    }
+                    for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != 0.5f;
+                    CHECK(!bad, "%s pv_rows_x %s Dv=%d R=%d n=%d: %d values wrong", kt->name, attn_storage_of(t)->name,
+                          Dv, R, N, bad);
                 }
-                for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != 0.5f;
-                CHECK(!bad, "%s pv_rows_x %s Dv=%d R=%d: %d values wrong", kt->name, attn_storage_of(t)->name, Dv, R,
-                      bad);
-            }
     free(V), free(P), free(O);
 }
 

@@ -1018,9 +1018,10 @@ INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
  * One index for P and one V pointer stepped by the row stride: the front
  * end, not the FMA units, had bounded these loops. */
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
-/* One pass over the n keys for NR rows (pr[u]: row u of P) and NW vectors
- * of columns from cc: O rows (from O, ldo apart) += P V, prefetching the
- * pass's bytes of the pre rows (pp, ps bytes apart) as it goes. */
+/* One pass over the n keys for NR rows (pr[u]: row u of P; e4m3: P times
+ * 256, pv_body) and NW vectors of columns from cc: O rows (from O, ldo
+ * apart) += P V, prefetching the pass's bytes of the pre rows (pp, ps
+ * bytes apart) as it goes. */
 INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_t vs, int64_t n, float *O, int64_t ldo,
                     int64_t cc, const char *pp, size_t ps, int64_t half, int t) {
     vf c4[4][8], c8[4][8]; /* rows 4-7 apart: fewer rows keep the 4-row layout (c8 unused) */
@@ -1028,9 +1029,6 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_load(O + u * ldo + cc + w * VL);
     const char *vp = (const char *)V;
-    /* e4m3 with fewer rows than half the vectors: P times 256 (one product a row) against the values times
-     * 2^-8 (none a vector): exact powers of two, the same products (P <= 2^11, online.h) */
-    const int P256 = t == KV_E4M3 && 2 * NR <= NW;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
     for (int64_t j = 0; j < n; j++, vp += vs) {
         if (pp)
@@ -1045,12 +1043,12 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
             }
             for (int w = 0; w < NW; w++) x[w] = vf_mul(x[w], vf_set1(d[w]));
         } else if (t == KV_E4M3 || t == KV_E5M2) { /* 16 codes a conversion (NW even at 8 lanes) */
-            for (int w = 0; w < NW; w += 16 / VL) fp8_ld16((const uint8_t *)vp + cc + w * VL, t, P256, x + w);
+            for (int w = 0; w < NW; w += 16 / VL) fp8_ld16((const uint8_t *)vp + cc + w * VL, t, 1, x + w);
         } else {
             for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
         }
         for (int u = 0; u < NR; u++) {
-            vf p = vf_set1(P256 ? pr[u][j] * 256.0f : pr[u][j]);
+            vf p = vf_set1(pr[u][j]);
             for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_fma(p, x[w], PV_C(u)[w]);
         }
     }
@@ -1068,6 +1066,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
  * in order.
  * One or two rows (MHA, GQA-2) once ran through that general loop: 0.60-0.85
  * of today's time (decode-fewrows-zen4.jsonl). */
+#define PV_NC 128 /* e4m3's keys a chunk (decode's blocks: one) */
 INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv, float *O,
                     int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, int t) {
     int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
@@ -1093,24 +1092,40 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
          * each V vector used at once, 8 (a 128-column f32 row read whole) where they do */
         int nw = nr == 4 ? PW(t) : nr == 3 ? (VL == 16 ? 4 : 2) : nr == 2 && VL == 8 ? 4 : 8;
         float *o = O + r0 * ldo;
-        for (;;) {
-            int w = nw == 8 && c0 + 8 * VL > Dv ? 4 : nw;
-            if (c0 + w * VL > Dv) break;
-            /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
-            const char *pp = pre && r0 == 0 && c0 < wpre ? (const char *)kv_elem(pre, c0, t) : NULL;
-            if (nr == 4)
-                pv_pass(pr, 4, PW(t), V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
-            else if (nr == 3)
-                pv_pass(pr, 3, VL == 16 ? 4 : 2, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
-            else if (nr == 2 && w == 8)
-                pv_pass(pr, 2, 8, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
-            else if (nr == 2)
-                pv_pass(pr, 2, 4, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
-            else if (w == 8)
-                pv_pass(pr, 1, 8, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
-            else
-                pv_pass(pr, 1, 4, V, vs, n, o, ldo, c0, pp, ps, Dv / 2, t);
-            c0 += w * VL;
+        /* e4m3: the passes take P times 256, PV_NC keys at a time, against the values times 2^-8 as converted (no
+         * product a V vector): exact powers of two, the same products (P <= 2^11, online.h), the same bits. Four
+         * rows on Zen 1: the kernel 0.89x (zen1/e4m3-p256-ab) */
+        float p256[4][PV_NC];
+        const float *pc[4] = {pr[0], pr[1], pr[2], pr[3]};
+        for (int64_t j0 = 0; j0 == 0 || j0 < n; j0 += PV_NC) {
+            int64_t nc = t != KV_E4M3 ? n : n - j0 < PV_NC ? n - j0 : PV_NC;
+            for (int u = 0; t == KV_E4M3 && u < nr; u++) {
+                for (int64_t j = 0; j < nc; j++) p256[u][j] = pr[u][j0 + j] * 256.0f;
+                pc[u] = p256[u];
+            }
+            for (int u = (int)nr; t == KV_E4M3 && u < 4; u++) pc[u] = pc[0];
+            const char *vc = (const char *)V + (size_t)j0 * vs;
+            for (c0 = 0;;) {
+                int w = nw == 8 && c0 + 8 * VL > Dv ? 4 : nw;
+                if (c0 + w * VL > Dv) break;
+                /* each pass prefetches the bytes it reads, DEC_PF rows ahead */
+                const char *pp =
+                    pre && r0 == 0 && c0 < wpre ? (const char *)kv_elem(pre, c0, t) + (size_t)j0 * ps : NULL;
+                if (nr == 4)
+                    pv_pass(pc, 4, PW(t), vc, vs, nc, o, ldo, c0, pp, ps, Dv / 2, t);
+                else if (nr == 3)
+                    pv_pass(pc, 3, VL == 16 ? 4 : 2, vc, vs, nc, o, ldo, c0, pp, ps, Dv / 2, t);
+                else if (nr == 2 && w == 8)
+                    pv_pass(pc, 2, 8, vc, vs, nc, o, ldo, c0, pp, ps, Dv / 2, t);
+                else if (nr == 2)
+                    pv_pass(pc, 2, 4, vc, vs, nc, o, ldo, c0, pp, ps, Dv / 2, t);
+                else if (w == 8)
+                    pv_pass(pc, 1, 8, vc, vs, nc, o, ldo, c0, pp, ps, Dv / 2, t);
+                else
+                    pv_pass(pc, 1, 4, vc, vs, nc, o, ldo, c0, pp, ps, Dv / 2, t);
+                c0 += w * VL;
+            }
+            if (t != KV_E4M3) break;
         }
         for (; c0 < Dv; c0 += 4 * VL) { /* edges: the columns left, fewer than a pass */
             int64_t nv = (Dv - c0 + VL - 1) / VL < 4 ? (Dv - c0 + VL - 1) / VL : 4; /* vectors in this block */
