@@ -1103,7 +1103,6 @@ INLINE void pv_body(const float *P, int64_t ldp, int64_t R, const void *V, int64
                 for (int64_t j = 0; j < nc; j++) p256[u][j] = pr[u][j0 + j] * 256.0f;
                 pc[u] = p256[u];
             }
-            for (int u = (int)nr; t == KV_E4M3 && u < 4; u++) pc[u] = pc[0];
             const char *vc = (const char *)V + (size_t)j0 * vs;
             for (c0 = 0;;) {
                 int w = nw == 8 && c0 + 8 * VL > Dv ? 4 : nw;
