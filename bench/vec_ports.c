@@ -1,15 +1,30 @@
-/* Throughput of the 512-bit instructions decode's integer kernels use,
- * alone and in pairs (24 independent chains a loop step: twelve of each
- * kind, enough to hide a five-cycle latency at two a cycle), as
- * instructions a cycle at a given clock: which ones share the pipes (on
- * Zen 5: VPDPBUSD with VFMADD or VDPBF16PS two a cycle between them, with
- * VPERMT2B, VCVTPH2PS or GF2P8AFFINEQB 2.3-2.4, with VPERMPS 2.8; with
- * VCVTDQ2PS, VPADDD, VPUNPCK, VPSHUFD, VPTERNLOGD or VPSRLW four). Not built by make:
+/* Throughput of the vector instructions decode's kernels use, alone and in
+ * pairs, as instructions a cycle at a given clock (a pair: both kinds
+ * together): which ones share the pipes. Two builds of this one file:
+ *
+ * 512-bit (24 independent chains a loop step: twelve of each kind, enough to
+ * hide a five-cycle latency at two a cycle). On Zen 5: VPDPBUSD with VFMADD
+ * or VDPBF16PS two a cycle between them, with VPERMT2B, VCVTPH2PS or
+ * GF2P8AFFINEQB 2.3-2.4, with VPERMPS 2.8; with VCVTDQ2PS, VPADDD, VPUNPCK,
+ * VPSHUFD, VPTERNLOGD or VPSRLW four.
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 -mgfni bench/vec_ports.c -o /tmp/vec_ports
- *   /tmp/vec_ports [GHz]   (the clock: the chain of dependent multiplies below measures it) */
+ *
+ * 256-bit AVX2 (12 chains, six of each kind: 16 registers). On Zen 1 (two
+ * 128-bit halves an instruction): VFMADD, VMULPS, VPSIGNB, VPUNPCK one a
+ * cycle, VPMADDUBSW, VPMADDWD, VCVTDQ2PS, VCVTPH2PS and VPSLLW a half,
+ * VPHADDD a third; VPMADDUBSW with VPMADDWD 0.5 (one pipe: an integer dot of
+ * 8-bit codes, both, costs four of its cycles per 32 products, what FMAs take
+ * for 32), with VFMADD, VCVTDQ2PS or VPUNPCK 1 (other pipes); VFMADD with
+ * VCVTDQ2PS 0.7, with VPSIGNB 0.76, with VPMOVSXBW 0.74 (shared), with
+ * VPUNPCK 1.5 (zen1/vec-ports256).
+ *   gcc -O2 -mavx2 -mfma -mf16c bench/vec_ports.c -o /tmp/vec_ports256
+ *
+ * Not built by make. Run: /tmp/vec_ports [GHz]   (the clock: the chain of
+ * dependent multiplies below measures it) */
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 static double now(void) {
     struct timespec t;
@@ -17,6 +32,7 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 #define N 100000000L
+#ifdef __AVX512F__
 #define DP(a) _mm512_dpbusd_epi32(a, x, y)
 #define AD(a) _mm512_add_epi32(a, x)
 #define UP(a) _mm512_unpacklo_epi32(a, x)
@@ -35,28 +51,60 @@ static double now(void) {
 #define ZX(a) _mm512_add_epi32(a, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(a)))
 #define SD(a) _mm512_shuffle_epi32(a, _MM_PERM_BBBB)
 #define GF(a) _mm512_gf2p8affine_epi64_epi8(a, x, 0)
-/* 24 chains, ops A and B alternating (twelve of each: enough to hide a 5-cycle latency at two a cycle) */
-#define STEP(A, B)                                                                                                     \
-    a0 = A(a0), a1 = B(a1), a2 = A(a2), a3 = B(a3), a4 = A(a4), a5 = B(a5), a6 = A(a6), a7 = B(a7), a8 = A(a8),        \
-    a9 = B(a9), a10 = A(a10), a11 = B(a11), b0 = A(b0), b1 = B(b1), b2 = A(b2), b3 = B(b3), b4 = A(b4), b5 = B(b5),    \
-    b6 = A(b6), b7 = B(b7), b8 = A(b8), b9 = B(b9), b10 = A(b10), b11 = B(b11)
+#define VT __m512i
+#define VADD _mm512_add_epi32
+#define NCH 24
+#else
+#define MB(a) _mm256_maddubs_epi16(a, y)
+#define MW(a) _mm256_madd_epi16(a, y)
+#define SG(a) _mm256_sign_epi8(a, y)
+#define AD(a) _mm256_add_epi32(a, x)
+#define UP(a) _mm256_unpacklo_epi32(a, x)
+#define HD(a) _mm256_hadd_epi32(a, x)
+#define CV(a) _mm256_castps_si256(_mm256_cvtepi32_ps(a))
+#define FM(a)                                                                                                          \
+    _mm256_castps_si256(_mm256_fmadd_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(x), _mm256_castsi256_ps(y)))
+#define ML(a) _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(x)))
+#define CH(a) _mm256_castps_si256(_mm256_cvtph_ps(_mm256_castsi256_si128(a)))
+#define SX(a) _mm256_add_epi16(a, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)))
+#define SL(a) _mm256_slli_epi16(a, 7)
+#define AN(a) _mm256_and_si256(a, x)
+#define VT __m256i
+#define VADD _mm256_add_epi32
+#define NCH 12
+#endif
+/* NCH chains, ops A and B alternating (512-bit: 24, twelve of each, enough to hide a 5-cycle latency at two a
+ * cycle; 256-bit: 12, the b chains unused, 16 registers) */
+#if NCH == 24
+#define STEP_B(A, B)                                                                                                   \
+    b0 = A(b0), b1 = B(b1), b2 = A(b2), b3 = B(b3), b4 = A(b4), b5 = B(b5), b6 = A(b6), b7 = B(b7), b8 = A(b8),        \
+    b9 = B(b9), b10 = A(b10), b11 = B(b11);                                                                            \
+    __asm__(""                                                                                                         \
+            : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3), "+v"(b4), "+v"(b5), "+v"(b6), "+v"(b7), "+v"(b8), "+v"(b9),      \
+              "+v"(b10), "+v"(b11))
+#define DECL_B VT b0 = x, b1 = y, b2 = x, b3 = y, b4 = x, b5 = y, b6 = x, b7 = y, b8 = x, b9 = y, b10 = x, b11 = y
+#define B6 b6
+#else
+#define STEP_B(A, B) (void)0
+#define DECL_B (void)0
+#define B6 a6
+#endif
 #define BENCH(name, A, B)                                                                                              \
     {                                                                                                                  \
-        __m512i a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;      \
-        __m512i b0 = x, b1 = y, b2 = x, b3 = y, b4 = x, b5 = y, b6 = x, b7 = y, b8 = x, b9 = y, b10 = x, b11 = y;      \
+        VT a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;           \
+        DECL_B;                                                                                                        \
         double t0 = now();                                                                                             \
         for (long it = 0; it < N; it++) {                                                                              \
-            STEP(A, B);                                                                                                \
+            a0 = A(a0), a1 = B(a1), a2 = A(a2), a3 = B(a3), a4 = A(a4), a5 = B(a5), a6 = A(a6), a7 = B(a7),            \
+            a8 = A(a8), a9 = B(a9), a10 = A(a10), a11 = B(a11);                                                        \
             __asm__(""                                                                                                 \
                     : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8),        \
                       "+v"(a9), "+v"(a10), "+v"(a11));                                                                 \
-            __asm__(""                                                                                                 \
-                    : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3), "+v"(b4), "+v"(b5), "+v"(b6), "+v"(b7), "+v"(b8),        \
-                      "+v"(b9), "+v"(b10), "+v"(b11));                                                                 \
+            STEP_B(A, B);                                                                                              \
         }                                                                                                              \
         double c = (now() - t0) / (double)N * ghz * 1e9;                                                               \
-        sink = _mm512_add_epi32(sink, _mm512_add_epi32(a0, _mm512_add_epi32(a5, _mm512_add_epi32(a11, b6))));          \
-        printf("%-16s %5.2f a cycle\n", name, 24.0 / c);                                                               \
+        sink = VADD(sink, VADD(a0, VADD(a5, VADD(a11, B6))));                                                          \
+        printf("%-16s %5.2f a cycle\n", name, NCH / c);                                                                \
     }
 int main(int argc, char **argv) {
     double ghz = argc > 1 ? atof(argv[1]) : 0.0;
@@ -68,6 +116,7 @@ int main(int argc, char **argv) {
         ghz = 3.0 / (now() - t0);
     }
     printf("clock %.2f GHz\n", ghz);
+#ifdef __AVX512F__
     __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(5), sink = x;
     BENCH("vpdpbusd", DP, DP);
     BENCH("vpaddd", AD, AD);
@@ -102,7 +151,36 @@ int main(int argc, char **argv) {
     BENCH("dpbusd+gf2p8aff", DP, GF);
     BENCH("cvt+unpack", CV, UP);
     BENCH("fma+permps", FM, PS);
+#else
+    __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(5), sink = x;
+    BENCH("vpmaddubsw", MB, MB);
+    BENCH("vpmaddwd", MW, MW);
+    BENCH("vpsignb", SG, SG);
+    BENCH("vpaddd", AD, AD);
+    BENCH("vpunpckldq", UP, UP);
+    BENCH("vphaddd", HD, HD);
+    BENCH("vcvtdq2ps", CV, CV);
+    BENCH("vfmadd", FM, FM);
+    BENCH("vmulps", ML, ML);
+    BENCH("vcvtph2ps", CH, CH);
+    BENCH("vpmovsxbw+add", SX, SX);
+    BENCH("vpsllw", SL, SL);
+    BENCH("vpand", AN, AN);
+    BENCH("maddubs+maddwd", MB, MW);
+    BENCH("maddubs+fma", MB, FM);
+    BENCH("maddubs+sign", MB, SG);
+    BENCH("maddubs+cvt", MB, CV);
+    BENCH("maddubs+unpack", MB, UP);
+    BENCH("maddubs+hadd", MB, HD);
+    BENCH("fma+cvt", FM, CV);
+    BENCH("fma+sign", FM, SG);
+    BENCH("fma+cvtph", FM, CH);
+    BENCH("fma+sllw", FM, SL);
+    BENCH("fma+movsx", FM, SX);
+    BENCH("fma+unpack", FM, UP);
+    BENCH("fma+add", FM, AD);
+#endif
     int o[16];
-    _mm512_storeu_si512(o, sink);
+    memcpy(o, &sink, sizeof sink);
     return o[0] == 12345 ? 1 : 0;
 }

@@ -1202,32 +1202,31 @@ INLINE float q8_d(const unsigned char *blk) {
 /* Block b (32 values) of key row k of type t (q8_0, q4_0) as the dot's K
  * operand: q8_0's signed values x with |x| in *ax (the sign trick), q4_0's
  * unsigned codes 0..15 (the dot takes them as they are, 8 sum(q) taken off
- * after: q8_rows). *dk: the block's scale */
-INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax, __m256 *dk) {
+ * after: q8_rows) */
+INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax) {
     if (t == KV_Q4) { /* 16 bytes: values 0..15 in the low nibbles, 16..31 in the high */
         const unsigned char *blk = k + (size_t)b * ATTN_Q4_BYTES;
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
-        *dk = _mm256_set1_ps(q8_d(blk));
         return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15));
     }
     const unsigned char *blk = k + (size_t)b * ATTN_Q8_BYTES;
     __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-    *dk = _mm256_set1_ps(q8_d(blk));
     *ax = _mm256_sign_epi8(x, x);
     return x;
 }
 
-/* NR (1..4) query rows against NK (2 or 4; NR NK <= 8) keys a step of
- * [0, n), blocks [b0, b1) of D, K of type t, in address order: one
- * accumulator per (row, key), so that NR NK independent chains of block
- * products run at once (one key a step left one chain per row, bound by
- * its latency: Zen 3, R = 4, 1.9x slower); the rows' block scales come as
- * 8-lane vectors (dqv[u * QB + b - b0]); each (key, block) costs one K
- * operand for all rows and per row a VPMADDUBSW (q8_0: with a sign; q4_0:
- * minus the row's zq, 8 times its quad sums), a VPMADDWD (or one VPDPBUSD),
- * a conversion and an FMA (times the two blocks' scales). first: store the
- * sums, else add them to S (blocks past the first chunk). Keys past n are
- * computed on key 0 and not stored. */
+/* NR (1..4) query rows against NK keys a step of [0, n) (NR NK <= 8: NK 8, 4, 2 at one, two, three or four rows),
+ * blocks [b0, b1) of D, K of type t, in address order. Each (key, block) costs one K operand for all rows and per
+ * row a VPMADDUBSW (q8_0: with a sign) and a VPMADDWD (or one VPDPBUSD), 8 int32 lanes; the step's NR NK such
+ * vectors are summed across their lanes in one tree of unpacks and adds (q8_lanes: lane u NK + e the block's exact
+ * int32 dot of row u and key e), so that a block costs the step one conversion, one product of the two sides'
+ * scales (dqv[b - b0]: row u's scale in lanes u NK .. u NK + NK - 1; the keys' by q8_dk) and one FMA for all its
+ * (row, key) pairs; q4_0 takes off zq[b - b0] (8 times row u's sum over the block in those lanes), the codes'
+ * offset. A conversion, a scale product and an FMA per (row, key, block), each pair's vector reduced once a
+ * step, took 1.2x as long (Zen 1, the kernel alone, q8_0 and q4_0 at one, two and four rows: its FMA pipes also
+ * run the integer multiplies; zen1/q8-lanes-ab). The block sums are exact, so a score is its blocks' products
+ * summed in order, one rounding each. first: store the sums, else add them to S (blocks past the first chunk).
+ * Keys past n are computed on key j and not stored. */
 /* the NK key rows of a step from key j (keys past n: key j again, not
  * stored), their prefetch rows too */
 INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, const void *pre, size_t pr, int64_t pb,
@@ -1236,35 +1235,62 @@ INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, cons
     if (pre) prefetch_rows(pre, pr, j, n - j < NK ? n - j : NK, pb);
 }
 #define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
+/* the lane sums of a and b, interleaved: [a0+a2, b0+b2, a1+a3, b1+b3 | the same of lanes 4..7] */
+INLINE __m256i q8_pair(__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+/* q8_pair's four results (of d0 .. d7) to the eight lane sums, lane i d_i's */
+INLINE __m256i q8_lanes(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+    __m256i v0 = _mm256_add_epi32(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1));
+    __m256i v1 = _mm256_add_epi32(_mm256_unpacklo_epi64(s2, s3), _mm256_unpackhi_epi64(s2, s3));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(v0, v1, 0x21), _mm256_blend_epi32(v0, v1, 0xf0));
+}
+/* the block scales of keys k[0 .. NK - 1] (block b), key e's in lanes e, e + NK, ...: the f16 words converted at once
+ */
+INLINE __m256 q8_dk(const unsigned char *const *k, int64_t b, int NK, int t) {
+    size_t bb = (size_t)b * (t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES);
+    uint16_t h[8];
+    for (int i = 0; i < 8; i++) memcpy(&h[i], k[i % NK] + bb, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(void *)h));
+}
+/* block b's int32 dot of a query block y and key e's K operand (q8_0: x and |x| in ax; q4_0: codes, zq taken off
+ * after the tree) */
+INLINE __m256i q8_blk_dot(__m256i x, __m256i ax, __m256i y, int t) {
+    return t == KV_Q4 ? q8_quads(x, y) : q8_quads(ax, _mm256_sign_epi8(y, x));
+}
 INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m256i *zq, int64_t b0, int64_t b1,
                     const void *K, size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb,
                     int first, int NR, int NK, int t) {
     for (int64_t j = 0; j < n; j += NK) {
-        const unsigned char *k[4];
+        const unsigned char *k[8];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
-        __m256 a[8];
-        for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+        __m256 a = _mm256_setzero_ps();
         for (int64_t b = b0; b < b1; b++) {
-            __m256i x[4], ax[4];
-            __m256 dk[4];
-            for (int e = 0; e < NK; e++) {
-                ax[e] = _mm256_setzero_si256(), dk[e] = _mm256_set1_ps(1.0f);
-                x[e] = key_block(k[e], b, t, &ax[e], &dk[e]);
-            }
-            for (int u = 0; u < NR; u++) {
-                __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
-                __m256 dq = dqv[u * QB + b - b0];
-                for (int e = 0; e < NK; e++) {
-                    __m256 dot = t == KV_Q4 ? q4_dot8(x[e], y, zq[u * QB + b - b0]) : q8_dot8(ax[e], x[e], y);
-                    a[u * NK + e] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dq, dk[e]), a[u * NK + e]);
+            __m256i s[4], d[8];
+            if (NR == 1) { /* one row: each key's operand used once, made where it is used */
+                __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[0] + (size_t)b * ATTN_Q8_BYTES + 2));
+                for (int e = 0; e < 8; e++) {
+                    __m256i ax = _mm256_setzero_si256(), x = key_block(k[e], b, t, &ax);
+                    d[e] = q8_blk_dot(x, ax, y, t);
                 }
+                for (int p = 0; p < 4; p++) s[p] = q8_pair(d[2 * p], d[2 * p + 1]);
+            } else {
+                __m256i x[4], ax[4];
+                for (int e = 0; e < NK; e++) ax[e] = _mm256_setzero_si256(), x[e] = key_block(k[e], b, t, &ax[e]);
+                for (int u = 0; u < NR; u++) {
+                    __m256i y =
+                        _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
+                    for (int e = 0; e < NK; e++) d[u * NK + e] = q8_blk_dot(x[e], ax[e], y, t);
+                    for (int e = 0; e < NK; e += 2) s[(u * NK + e) / 2] = q8_pair(d[u * NK + e], d[u * NK + e + 1]);
+                }
+                if (NR * NK < 8) s[3] = _mm256_setzero_si256(); /* three rows: lanes 6, 7 unused */
             }
+            __m256i dot = q8_lanes(s[0], s[1], s[2], s[3]);
+            if (t == KV_Q4) dot = _mm256_sub_epi32(dot, zq[b - b0]);
+            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dqv[b - b0], q8_dk(k, b, NK, t)), a);
         }
         float s8[8];
-        if (NR * NK > 4) /* NR 3: the last row's accumulators are zeros */
-            _mm256_storeu_ps(s8, vh_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
-        else
-            _mm_storeu_ps(s8, vh_sum4(a[0], a[1], a[2], a[3]));
+        _mm256_storeu_ps(s8, a);
         for (int u = 0; u < NR; u++)
             for (int e = 0; e < NK && j + e < n; e++) {
                 float *o = S + u * lds + j + e;
@@ -1641,22 +1667,24 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
     size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
     int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
-    __m256 dqv[4 * QB];
-    __m256i zq[4 * QB]; /* q4_0: 8 times the rows' quad sums, the codes' offset (key_block) */
+    __m256 dqv[QB];
+    __m256i zq[QB]; /* q4_0: 8 times the rows' sums over each block, the codes' offset (key_block) */
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
-        int nr = R - r0 < 4 ? (int)(R - r0) : 4;
+        int nr = R - r0 < 4 ? (int)(R - r0) : 4, NK = nr == 1 ? 8 : nr == 2 ? 4 : 2;
         const unsigned char *q[4];
         for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
         for (int64_t b0 = 0; b0 < nb; b0 += QB) {
             int64_t b1 = nb - b0 < QB ? nb : b0 + QB;
-            for (int u = 0; u < nr; u++)
-                for (int64_t b = b0; b < b1; b++) {
-                    const unsigned char *y = q[u] + b * ATTN_Q8_BYTES;
-                    dqv[u * QB + b - b0] = _mm256_set1_ps(q8_d(y));
-                    if (t == KV_Q4)
-                        zq[u * QB + b - b0] =
-                            q8_quads(_mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)(const void *)(y + 2)));
+            for (int64_t b = b0; b < b1; b++) { /* lane i: row i / NK's (q8_rows) */
+                float d8[8];
+                int32_t z8[8];
+                for (int i = 0; i < 8; i++) {
+                    const unsigned char *y = q[i / NK < nr ? i / NK : 0] + b * ATTN_Q8_BYTES;
+                    d8[i] = q8_d(y), z8[i] = 0;
+                    for (int c = 0; t == KV_Q4 && c < ATTN_Q8_BLOCK; c++) z8[i] += 8 * (int8_t)y[2 + c];
                 }
+                dqv[b - b0] = _mm256_loadu_ps(d8), zq[b - b0] = _mm256_loadu_si256((const __m256i *)(void *)z8);
+            }
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
             float *Sr = S + r0 * lds;
             if (nr == 4)
@@ -1666,7 +1694,7 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
             else if (nr == 2)
                 q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 2, 4, t);
             else
-                q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 4, t);
+                q8_rows(q, dqv, zq, b0, b1, K, kr, n, Sr, lds, pf, pr, pb, b0 == 0, 1, 8, t);
         }
     }
 }
@@ -1674,7 +1702,8 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
 #if VL == 16 && defined(ATTN_Q8_DPBUSD)
 /* q8_0 / q4_0 keys on the 16-lane VNNI tables: two blocks (64 values) a
  * VPDPBUSD zmm, so that each (row, key) pays one subtraction, conversion,
- * product and FMA per two blocks (q8_rows: per block, and a sign). The
+ * product and FMA per two blocks (q8_rows: a sign per block; its float
+ * work once a block for all pairs of a step, after a lane-summing tree). The
  * codes go unsigned: q8_0's x + 128 (x ^ 0x80), q4_0's 0..15, and each
  * query pair's zq2 (128 or 8 times its quad sums) is taken off, the same
  * exact int32 quad sums. Lanes: q8_0 [block b | b + 1], q4_0 [b's low
