@@ -1245,13 +1245,19 @@ INLINE __m256i q8_lanes(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
     __m256i v1 = _mm256_add_epi32(_mm256_unpacklo_epi64(s2, s3), _mm256_unpackhi_epi64(s2, s3));
     return _mm256_add_epi32(_mm256_permute2x128_si256(v0, v1, 0x21), _mm256_blend_epi32(v0, v1, 0xf0));
 }
-/* the block scales of keys k[0 .. NK - 1] (block b), key e's in lanes e, e + NK, ...: the f16 words converted at once
- */
+/* the block scales of keys k[0 .. NK - 1] (block b), key e's in lanes e, e + NK, ...: the f16 words gathered in a
+ * scalar register (NK 8: two) and converted at once */
 INLINE __m256 q8_dk(const unsigned char *const *k, int64_t b, int NK, int t) {
     size_t bb = (size_t)b * (t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES);
-    uint16_t h[8];
-    for (int i = 0; i < 8; i++) memcpy(&h[i], k[i % NK] + bb, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(void *)h));
+    uint64_t w[2] = {0, 0};
+    for (int e = 0; e < NK; e++) {
+        uint16_t h;
+        memcpy(&h, k[e] + bb, 2);
+        w[e / 4] |= (uint64_t)h << 16 * (e % 4);
+    }
+    if (NK == 2) w[0] |= w[0] << 32;
+    if (NK <= 4) w[1] = w[0];
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)w[1], (long long)w[0]));
 }
 /* block b's int32 dot of a query block y and key e's K operand (q8_0: x and |x| in ax; q4_0: codes, zq taken off
  * after the tree) */
