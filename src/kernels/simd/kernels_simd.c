@@ -1182,17 +1182,6 @@ INLINE __m256i q8_quads(__m256i u, __m256i s) {
 }
 #endif
 
-/* 32 int8 products of a query block y and a key block x, summed to 8 int32
- * lanes, as float (exact: |sum| <= 32 * 128 * 127): llama.cpp's
- * unsigned-by-signed trick, |x| times y with x's sign */
-INLINE __m256 q8_dot8(__m256i ax, __m256i x, __m256i y) {
-    return _mm256_cvtepi32_ps(q8_quads(ax, _mm256_sign_epi8(y, x)));
-}
-/* q4_0: the unsigned codes u (0..15) times y, minus z (8 times y's quad
- * sums): the int32 lanes of (code - 8) y, as float */
-INLINE __m256 q4_dot8(__m256i u, __m256i y, __m256i z) {
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(q8_quads(u, y), z));
-}
 INLINE float q8_d(const unsigned char *blk) {
     uint16_t h;
     memcpy(&h, blk, 2);
@@ -1275,11 +1264,12 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
             __m256i s[4], d[8];
             if (NR == 1) { /* one row: each key's operand used once, made where it is used */
                 __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[0] + (size_t)b * ATTN_Q8_BYTES + 2));
-                for (int e = 0; e < 8; e++) {
+                for (int e = 0; e < NK; e++) {
                     __m256i ax = _mm256_setzero_si256(), x = key_block(k[e], b, t, &ax);
                     d[e] = q8_blk_dot(x, ax, y, t);
                 }
-                for (int p = 0; p < 4; p++) s[p] = q8_pair(d[2 * p], d[2 * p + 1]);
+                for (int p = 0; p < 4; p++)
+                    s[p] = 2 * p < NK ? q8_pair(d[2 * p], d[2 * p + 1]) : _mm256_setzero_si256();
             } else {
                 __m256i x[4], ax[4];
                 for (int e = 0; e < NK; e++) ax[e] = _mm256_setzero_si256(), x[e] = key_block(k[e], b, t, &ax[e]);
@@ -1682,13 +1672,14 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
         for (int64_t b0 = 0; b0 < nb; b0 += QB) {
             int64_t b1 = nb - b0 < QB ? nb : b0 + QB;
             for (int64_t b = b0; b < b1; b++) { /* lane i: row i / NK's (q8_rows) */
-                float d8[8];
-                int32_t z8[8];
-                for (int i = 0; i < 8; i++) {
-                    const unsigned char *y = q[i / NK < nr ? i / NK : 0] + b * ATTN_Q8_BYTES;
-                    d8[i] = q8_d(y), z8[i] = 0;
-                    for (int c = 0; t == KV_Q4 && c < ATTN_Q8_BLOCK; c++) z8[i] += 8 * (int8_t)y[2 + c];
+                float du[4], d8[8];
+                int32_t zu[4] = {0, 0, 0, 0}, z8[8];
+                for (int u = 0; u < nr; u++) {
+                    const unsigned char *y = q[u] + b * ATTN_Q8_BYTES;
+                    du[u] = q8_d(y);
+                    for (int c = 0; t == KV_Q4 && c < ATTN_Q8_BLOCK; c++) zu[u] += 8 * (int8_t)y[2 + c];
                 }
+                for (int i = 0; i < 8; i++) d8[i] = du[i / NK < nr ? i / NK : 0], z8[i] = zu[i / NK < nr ? i / NK : 0];
                 dqv[b - b0] = _mm256_loadu_ps(d8), zq[b - b0] = _mm256_loadu_si256((const __m256i *)(void *)z8);
             }
             const void *pf = pre && r0 == 0 && b0 == 0 ? pre : NULL;
