@@ -1207,8 +1207,8 @@ INLINE __m256i key_block(const unsigned char *k, int64_t b, int t, __m256i *ax) 
 /* NR (1..4) query rows against NK keys a step of [0, n) (NR NK <= 8: NK 8, 4, 2 at one, two, three or four rows),
  * blocks [b0, b1) of D, K of type t, in address order. Each (key, block) costs one K operand for all rows and per
  * row a VPMADDUBSW (q8_0: with a sign) and a VPMADDWD (or one VPDPBUSD), 8 int32 lanes; the step's NR NK such
- * vectors are summed across their lanes in one tree of unpacks and adds (q8_lanes: lane u NK + e the block's exact
- * int32 dot of row u and key e), so that a block costs the step one conversion, one product of the two sides'
+ * vectors are summed across their lanes in one tree of unpacks and adds (vi_sum8's steps: lane u NK + e the block's
+ * exact int32 dot of row u and key e), so that a block costs the step one conversion, one product of the two sides'
  * scales (dqv[b - b0]: row u's scale in lanes u NK .. u NK + NK - 1; the keys' by q8_dk) and one FMA for all its
  * (row, key) pairs; q4_0 takes off zq[b - b0] (8 times row u's sum over the block in those lanes), the codes'
  * offset. A conversion, a scale product and an FMA per (row, key, block), each pair's vector reduced once a
@@ -1224,15 +1224,20 @@ INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, cons
     if (pre) prefetch_rows(pre, pr, j, n - j < NK ? n - j : NK, pb);
 }
 #define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
-/* the lane sums of a and b, interleaved: [a0+a2, b0+b2, a1+a3, b1+b3 | the same of lanes 4..7] */
-INLINE __m256i q8_pair(__m256i a, __m256i b) {
+/* the eight sums of int32 lanes a[0..7] (lane i a[i]'s, exact in any order), in a tree of unpacks and adds: pairs
+ * first ([a0+a2, b0+b2, a1+a3, b1+b3 | lanes 4..7 alike]), then quads, then the halves; VPHADDD's tree (a third of
+ * an instruction a cycle on Zen 1) ran the int8 / int4 kernels the same (0.94-1.05x) */
+INLINE __m256i vi_pair(__m256i a, __m256i b) {
     return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
 }
-/* q8_pair's four results (of d0 .. d7) to the eight lane sums, lane i d_i's */
-INLINE __m256i q8_lanes(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+/* vi_pair's four results (of a[0..7]) to the eight lane sums */
+INLINE __m256i vi_quads(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
     __m256i v0 = _mm256_add_epi32(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1));
     __m256i v1 = _mm256_add_epi32(_mm256_unpacklo_epi64(s2, s3), _mm256_unpackhi_epi64(s2, s3));
     return _mm256_add_epi32(_mm256_permute2x128_si256(v0, v1, 0x21), _mm256_blend_epi32(v0, v1, 0xf0));
+}
+INLINE __m256i vi_sum8(const __m256i *a) {
+    return vi_quads(vi_pair(a[0], a[1]), vi_pair(a[2], a[3]), vi_pair(a[4], a[5]), vi_pair(a[6], a[7]));
 }
 /* the block scales of keys k[0 .. NK - 1] (block b), key e's in lanes e, e + NK, ...: the f16 words gathered in a
  * scalar register (NK 8: two) and converted at once */
@@ -1261,15 +1266,15 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
         __m256 a = _mm256_setzero_ps();
         for (int64_t b = b0; b < b1; b++) {
-            __m256i s[4], d[8];
-            if (NR == 1) { /* one row: each key's operand used once, made where it is used */
+            __m256i s[4], d[8]; /* s: the pairs of d as they are made (vi_sum8's first step: fewer live vectors) */
+            if (NR == 1) {      /* one row: each key's operand used once, made where it is used */
                 __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(q[0] + (size_t)b * ATTN_Q8_BYTES + 2));
                 for (int e = 0; e < NK; e++) {
                     __m256i ax = _mm256_setzero_si256(), x = key_block(k[e], b, t, &ax);
                     d[e] = q8_blk_dot(x, ax, y, t);
                 }
                 for (int p = 0; p < 4; p++)
-                    s[p] = 2 * p < NK ? q8_pair(d[2 * p], d[2 * p + 1]) : _mm256_setzero_si256();
+                    s[p] = 2 * p < NK ? vi_pair(d[2 * p], d[2 * p + 1]) : _mm256_setzero_si256();
             } else {
                 __m256i x[4], ax[4];
                 for (int e = 0; e < NK; e++) ax[e] = _mm256_setzero_si256(), x[e] = key_block(k[e], b, t, &ax[e]);
@@ -1277,11 +1282,11 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
                     __m256i y =
                         _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
                     for (int e = 0; e < NK; e++) d[u * NK + e] = q8_blk_dot(x[e], ax[e], y, t);
-                    for (int e = 0; e < NK; e += 2) s[(u * NK + e) / 2] = q8_pair(d[u * NK + e], d[u * NK + e + 1]);
+                    for (int e = 0; e < NK; e += 2) s[(u * NK + e) / 2] = vi_pair(d[u * NK + e], d[u * NK + e + 1]);
                 }
                 if (NR * NK < 8) s[3] = _mm256_setzero_si256(); /* three rows: lanes 6, 7 unused */
             }
-            __m256i dot = q8_lanes(s[0], s[1], s[2], s[3]);
+            __m256i dot = vi_quads(s[0], s[1], s[2], s[3]);
             if (t == KV_Q4) dot = _mm256_sub_epi32(dot, zq[b - b0]);
             a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dqv[b - b0], q8_dk(k, b, NK, t)), a);
         }
@@ -1293,14 +1298,6 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
                 *o = first ? s8[u * NK + e] : *o + s8[u * NK + e];
             }
     }
-}
-
-/* the eight sums of int32 lanes a[0..7], as vh_sum8's tree */
-INLINE __m256i vi_sum8(const __m256i *a) {
-    __m256i t0 = _mm256_hadd_epi32(a[0], a[1]), t1 = _mm256_hadd_epi32(a[2], a[3]);
-    __m256i t2 = _mm256_hadd_epi32(a[4], a[5]), t3 = _mm256_hadd_epi32(a[6], a[7]);
-    __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 /* The int32 sums acc[i] of (row u0 + i / NK, key j + i % NK), i < NR NK
