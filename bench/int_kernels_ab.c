@@ -17,7 +17,8 @@
  *   gcc -O2 -Isrc -Iinclude bench/int_kernels_ab.c -o /tmp/ikab -ldl -lm
  *   IKAB_TABLE=avx2 /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
  *   qk_rows_bf and pv_rows_bf, the table's bf16 products; 6 bf16: qk_rows_x,
- *   pv_rows_x) */
+ *   pv_rows_x). IKAB_Q8_I16=1: q8_0's P V on the new side through
+ *   pv_rows_i16 (the old side's pv_rows_x: the two paths compared), 2: on both */
 #include "kernels/kernels.h"
 #include "base/storage.h"
 #include "base/half.h"
@@ -64,6 +65,10 @@ int main(int argc, char **argv) {
     static unsigned short Qb[16 * D]; /* fp8: the rows as bf16 (qk_rows_bf), codes of finite values */
     for (int i = 0; i < 16 * D; i++) Qb[i] = (unsigned short)(0x3f00 + (rand() & 0x7f));
     for (int i = 0; ti >= 4 && i < N * 200; i++) K[i] &= 0x3f, V[i] &= 0x3f;
+    size_t bb = t == ATTN_DTYPE_Q4_0 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES; /* block scales: finite (0.5 .. 1) */
+    for (size_t o = 0; (ti == 2 || ti == 3) && o + bb <= (size_t)N * attn_storage_bytes(t, D); o += bb)
+        K[o] = V[o] = (unsigned char)rand(), K[o + 1] = V[o + 1] = 0x38;
+    int q8i = ti == 2 && getenv("IKAB_Q8_I16") ? atoi(getenv("IKAB_Q8_I16")) : 0;
     double qk[2][64], pv[2][64];
     for (int round = 0; round < rounds; round++)
         for (int w = 0; w < 2; w++) {
@@ -81,7 +86,7 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             else if (ti >= 4)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_bf(S, N, R, V, D, N, D, O, D, 1.0f, NULL, 0, 0, t);
-            else if (ti < 2 || ti == 3)
+            else if (ti < 2 || ti == 3 || q8i > 1 - w)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_i16(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             else
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);

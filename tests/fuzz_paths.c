@@ -23,7 +23,7 @@
  *     float32 ones): the fused forward and decode against the reference in
  *     the same mode (mode_paths); on a third of each storage type's cases,
  *     the KV cache in DATA mode (cache_mode: the int8 Q K^T of the integer
- *     formats, their P V in 16-bit integers or on q4_0's bf16 weights, the
+ *     formats, their P V in 16-bit integers, the
  *     fp8 and 16-bit rounded products).
  * Paths: the reference, the fused forward (flash) and backward, decode
  * (Sq <= 16 through the default entry), the KV cache's attend for every
@@ -649,7 +649,7 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
 /* The KV cache of any stored type in DATA mode (a third of the cases):
  * decode on 1 and 2 threads bitwise, against the cache's reference path in
  * the same mode (both round q alike; P to the cache's type where the table
- * rounds it, q4_0's bf16 weights, the int8 / int4 16-bit P: 3 units of
+ * rounds it, the 16-bit P of int8 / int4 / q4_0 / q8_0 V: 3 units of
  * that precision), and, when the stored values are finite, finite exactly
  * where the reference is. */
 static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const char *path, double vmax, double smax,
@@ -670,10 +670,10 @@ static void cache_mode(const prob *p, attn_kv_cache *c, attn_dtype st, const cha
         report(p, where, "statuses differ: attend %d / %d, reference %d", s1, s2, s3);
     } else if (s1 == ATTN_OK && !bitwise(p, where, "out", a, b, no(p))) {
         int fp8 = st == ATTN_DTYPE_FP8_E4M3 || st == ATTN_DTYPE_FP8_E5M2; /* q and P bf16 */
-        double u = st == ATTN_DTYPE_F16                                    ? 0x1p-11
-                   : st == ATTN_DTYPE_BF16 || fp8 || st == ATTN_DTYPE_Q4_0 ? 0x1p-8
-                   : st == ATTN_DTYPE_KV_INT8 || st == ATTN_DTYPE_KV_INT4  ? 0x1p-15
-                                                                           : 0.0;
+        double u = st == ATTN_DTYPE_F16           ? 0x1p-11
+                   : st == ATTN_DTYPE_BF16 || fp8 ? 0x1p-8
+                   : st == ATTN_DTYPE_F32         ? 0.0
+                                                  : 0x1p-15; /* the 16-bit P of integer V */
         check_close(p, where, "out", a, r, no(p), 2e-4 + 3 * u, vmax * (1.0 + 3 * u / (64 * 0x1p-24)), smax, 0);
         for (size_t i = 0; i < no(p) && !stored_nf; i++)
             if (!isfinite(a[i]) != !isfinite(r[i])) {

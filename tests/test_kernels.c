@@ -610,28 +610,33 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
 }
 
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says
- * (q4_0: the weights P d, a row a block of 32 columns), each column's
+ * (q4_0, q8_0: the weights P d, a row a block of 32 columns), each column's
  * integer sum exact, O += u sum as one fmaf: bit for bit on every table.
  * Keys 1, 37 (odd: the last pair half empty), 64 and 130 (three chunks);
  * rows 1..9 (4-row groups and their tails); int8 Dv 16 .. 144 (a 16-column
- * tail after 32-column passes), int4 and q4_0 Dv 32 .. 288; rows of zeros
- * (u 0), of tiny weights (below 2^-100: the prescale), negative weights, a
- * NaN (the row NaN); q4_0: one key's block with a NaN scale (its columns
- * NaN in every row of its 64 keys) */
+ * tail after 32-column passes), int4, q4_0 and q8_0 Dv 32 .. 288 (q8_0's
+ * codes of every byte, -128 included); rows of zeros (u 0), of tiny weights
+ * (below 2^-100: the prescale), negative weights, a NaN (the row NaN); q4_0
+ * and q8_0: one key's block with a NaN scale (its columns NaN in every row
+ * of its 64 keys) */
 static int64_t pv_i16_code(const unsigned char *v, attn_dtype t, int Dv, int c) {
     if (t == ATTN_DTYPE_Q4_0) return attn_q4_code(v, c) - 8;
+    if (t == ATTN_DTYPE_Q8_0) return attn_q8_code(v, c);
     return t == ATTN_DTYPE_KV_INT4 ? attn_q4a_code(v, Dv, c) : v[c];
+}
+static float pv_i16_d(const unsigned char *v, attn_dtype t, int c) {
+    return t == ATTN_DTYPE_Q4_0 ? attn_q4_d(v, c) : attn_q8_d(v, c);
 }
 static void test_pv_i16(const attn_kernel_table *kt) {
     /* int4's Dv 128: halves a multiple of 32 (the 16-lane tables' 32-column codes, pvi_codes32) */
     static const int ns[4] = {1, 37, 64, 130}, dv8[4] = {16, 48, 128, 144}, dv4[4] = {32, 96, 128, 288};
-    static const attn_dtype ts[3] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0};
+    static const attn_dtype ts[4] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0};
     enum { N = 130, RM = 9, DM = 288 };
     uint32_t st = 33u;
-    unsigned char *V = malloc((size_t)N * (DM + 32));
+    unsigned char *V = malloc((size_t)N * attn_storage_bytes(ATTN_DTYPE_Q8_0, DM + 32)); /* the widest rows */
     float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float)), w64[64];
     int16_t q[64];
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < 4; f++)
         for (int di = 0; di < 4; di++)
             for (int ni = 0; ni < 4; ni++)
                 for (int R = 1; R <= RM; R++) { /* every remainder of 4 rows */
@@ -639,11 +644,13 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                     int Dv = f ? dv4[di] : dv8[di], ldv = Dv + 32, n = ns[ni];
                     size_t rb = attn_storage_bytes(t, ldv);
                     for (size_t i = 0; i < (size_t)n * rb; i++) V[i] = (unsigned char)tu_irand(&st, 0, 255);
-                    for (int j = 0; t == ATTN_DTYPE_Q4_0 && j < n; j++) /* finite scales, one NaN */
+                    int blk = f >= 2; /* q4_0, q8_0: a row of weights a block of 32 columns */
+                    size_t bb = t == ATTN_DTYPE_Q4_0 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
+                    for (int j = 0; blk && j < n; j++) /* finite scales, one NaN */
                         for (int b = 0; b < ldv / 32; b++) {
                             uint16_t dh = attn_f32_to_f16(tu_frand(&st) * 4.0f - 2.0f);
                             if (R == 7 && j == n / 3 && b == Dv / 64) dh = 0x7e00;
-                            memcpy(V + (size_t)j * rb + (size_t)b * ATTN_Q4_BYTES, &dh, 2);
+                            memcpy(V + (size_t)j * rb + (size_t)b * bb, &dh, 2);
                         }
                     for (int r = 0; r < R; r++)
                         for (int j = 0; j < n; j++) {
@@ -661,12 +668,12 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                         for (int c = 0; c < Dv; c++) want[c] = o0;
                         for (int j0 = 0; j0 < n; j0 += 64) {
                             int nb = n - j0 < 64 ? n - j0 : 64;
-                            for (int c0 = 0; c0 < Dv; c0 += f == 2 ? 32 : Dv) {
+                            for (int c0 = 0; c0 < Dv; c0 += blk ? 32 : Dv) {
                                 for (int j = 0; j < nb; j++)
                                     w64[j] =
-                                        P[r * N + j0 + j] * (f == 2 ? attn_q4_d(V + (size_t)(j0 + j) * rb, c0) : 1.0f);
+                                        P[r * N + j0 + j] * (blk ? pv_i16_d(V + (size_t)(j0 + j) * rb, t, c0) : 1.0f);
                                 float u = attn_p16_quantize(w64, nb, q);
-                                for (int c = c0; c < (f == 2 ? c0 + 32 : Dv); c++) {
+                                for (int c = c0; c < (blk ? c0 + 32 : Dv); c++) {
                                     int64_t sum = 0;
                                     for (int j = 0; j < nb; j++)
                                         sum += (int64_t)q[j] * pv_i16_code(V + (size_t)(j0 + j) * rb, t, Dv, c);
@@ -680,7 +687,7 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                         }
                         if (r == 4 && R > 4) bad += !isnan(O[r * ldo]);                  /* the NaN row */
                         if (r == 2) bad += O[r * ldo] == 0.0f && O[r * ldo + 1] == 0.0f; /* tiny weights count */
-                        if (f == 2 && R == 7 && r != 1) bad += !isnan(O[r * ldo + Dv / 64 * 32 + 5]); /* the block */
+                        if (blk && R == 7 && r != 1) bad += !isnan(O[r * ldo + Dv / 64 * 32 + 5]); /* the block */
                     }
                     for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != (i / ldo == 2 ? 0.0f : 0.5f);
                     CHECK(!bad, "%s pv_rows_i16 %s Dv=%d n=%d R=%d: %d values wrong", kt->name,

@@ -144,12 +144,19 @@ static inline float attn_p16_quantize(const float *p, int64_t n, int16_t *q) {
     return a / ATTN_P16_MAX;
 }
 
-/* element idx of a q8_0 row, as float32 (d * q with d as stored) */
-static inline float attn_q8_get(const void *row, int64_t idx) {
-    const unsigned char *blk = (const unsigned char *)row + (size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES;
+/* element idx of a q8_0 row: its block scale d, its code q (-128..127), and
+ * the value as float32 (d * q with d as stored) */
+static inline float attn_q8_d(const void *row, int64_t idx) {
     uint16_t dh;
-    memcpy(&dh, blk, 2);
-    return attn_f16_to_f32(dh) * (float)(int8_t)blk[2 + idx % ATTN_Q8_BLOCK];
+    memcpy(&dh, (const unsigned char *)row + (size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES, 2);
+    return attn_f16_to_f32(dh);
+}
+static inline int attn_q8_code(const void *row, int64_t idx) {
+    return (
+        int8_t)((const unsigned char *)row)[(size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + idx % ATTN_Q8_BLOCK];
+}
+static inline float attn_q8_get(const void *row, int64_t idx) {
+    return attn_q8_d(row, idx) * (float)attn_q8_code(row, idx);
 }
 
 #endif

@@ -212,8 +212,8 @@ static inline attn_dtype attn_sem_kv_type(const attn_sdpa_desc *d, attn_dtype dt
  * (whose values bf16 holds exactly) */
 static inline int attn_sem_bf16_data(attn_dtype t) { return t == ATTN_DTYPE_F32 || attn_sem_fp8(t); }
 
-/* the type the unnormalized P is rounded to for P V (a q8_0 V: P stays
- * float32). BF16 mode: bf16 for float32 V and for fp8 V (whose values bf16
+/* the type the unnormalized P is rounded to for P V (an integer V: F32,
+ * but see attn_sem_p_int16 for decode's rows). BF16 mode: bf16 for float32 V and for fp8 V (whose values bf16
  * holds exactly: both products' operands then bf16, as over fp8 K, whose q
  * attn_sem_q_type rounds to bf16) */
 static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt) {
@@ -223,16 +223,16 @@ static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt
     return d->math == ATTN_MATH_BF16 && vdt == ATTN_DTYPE_F32 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
 }
 
-/* does P V take V's int8 / int4 / q4_0 codes in integers: P times the rows'
- * scales (q4_0: times each key's block scale, a row of weights a block of 32
- * columns) rounded to 16 bits per row and block of 64 keys
+/* does P V take V's int8 / int4 / q4_0 / q8_0 codes in integers: P times the
+ * rows' scales (q4_0, q8_0: times each key's block scale, a row of weights a
+ * block of 32 columns) rounded to 16 bits per row and block of 64 keys
  * (attn_p16_quantize), the dot an exact int32 sum (Dv a multiple of 16,
- * int4 and q4_0 of 32)? Decode below the block products' rows; elsewhere P
- * stays float32 on these caches. */
+ * int4, q4_0 and q8_0 of 32)? Decode below the block products' rows;
+ * elsewhere P stays float32 on these caches. */
 static inline int attn_sem_p_int16(const attn_sdpa_desc *d, attn_dtype vdt) {
     if (d->math == ATTN_MATH_STRICT) return 0;
     return (vdt == ATTN_DTYPE_KV_INT8 && d->Dv % 16 == 0) ||
-           ((vdt == ATTN_DTYPE_KV_INT4 || vdt == ATTN_DTYPE_Q4_0) && d->Dv % 32 == 0);
+           ((vdt == ATTN_DTYPE_KV_INT4 || vdt == ATTN_DTYPE_Q4_0 || vdt == ATTN_DTYPE_Q8_0) && d->Dv % 32 == 0);
 }
 
 /* the backward's 16-bit operands (attn.h, attn_sdpa_backward): dO (for

@@ -125,7 +125,7 @@ typedef struct dec_call {
     attn_dtype qt, kt_k, kt_v, pt; /* the math mode's rounding of Q, of K, of V, of P (base/sem.h) */
     int conv_k, conv_v;            /* K's / V's blocks of rows converted to float32 first (dec_converts) */
     int iqk;                       /* Q K^T in integers: int8 query blocks against K's codes (qk_rows_q8) */
-    int ipv;                       /* P V in integers: 16-bit P against V's int8 / int4 codes (pv_rows_i16) */
+    int ipv;                       /* P V in integers: 16-bit P against V's integer codes (pv_rows_i16) */
     int bqk, bpv;                  /* fp8 K / fp8, bf16 V against the mode's bf16 q / P (qk_rows_bf, pv_rows_bf) */
     int gemm;                      /* the block products (R >= DEC_GEMM_ROWS) */
     int64_t LR;                    /* the partials' rows a group: R, or R rounded up to the kernels' gemm_mr */

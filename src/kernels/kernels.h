@@ -139,9 +139,10 @@ typedef struct attn_kernel_table {
      * with step u_r per 64 keys as attn_p16_quantize rounds them, V's rows
      * of vt (KV_INT8: codes 0..255, Dv a multiple of 16; KV_INT4: codes
      * 0..15, column c in byte c % (Dv / 2), the high nibble from Dv / 2 on,
-     * Dv a multiple of 32; Q4_0, Dv a multiple of 32: the values code - 8,
-     * and a row of P for each block of 32 columns, P times each key's block
-     * scale, rounded as the others) ldv elements apart; each (row, column) one
+     * Dv a multiple of 32; Q4_0 and Q8_0, Dv a multiple of 32: the values
+     * code - 8 (q4_0) or the signed codes (q8_0), and a row of P for each
+     * block of 32 columns, P times each key's block scale, rounded as the
+     * others) ldv elements apart; each (row, column) one
      * exact int32 sum over the keys converted to float and added as
      * fmaf(u, sum, O) (the same bits on every table); prefetch as pv_rows */
     void (*pv_rows_i16)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
@@ -203,8 +204,7 @@ typedef struct attn_kernel_table {
     ((1u << ATTN_DTYPE_F32) | (1u << ATTN_DTYPE_F16) | (1u << ATTN_DTYPE_BF16) | ATTN_MATH_TYPES_Q8)
 /* the integer caches' words, the same in every table's sentence */
 #define ATTN_MATH_PRODUCTS_INT                                                                                         \
-    "q8_0, q4_0, int8, int4 caches: Q K^T in integers (q quantized per block or row), int8 / int4 / q4_0 values: P V " \
-    "in integers (P 16-bit); "
+    "q8_0, q4_0, int8, int4 caches: Q K^T and P V in integers (q quantized per block or row, P 16-bit); "
 #define ATTN_MATH_PRODUCTS_Q8 ATTN_MATH_PRODUCTS_INT "f16, bf16, float32: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \

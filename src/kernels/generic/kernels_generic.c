@@ -393,14 +393,20 @@ static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64
         }
 }
 
-/* P V in integers (kernels.h pv_rows_i16): per 64 keys each row's P (q4_0:
- * P d, a row a block of 32 columns) rounded (attn_p16_quantize), each
+/* P V in integers (kernels.h pv_rows_i16): per 64 keys each row's P (q4_0,
+ * q8_0: P d, a row a block of 32 columns) rounded (attn_p16_quantize), each
  * column's exact int32 sum, one fmaf */
+static int32_t pvi_code(const unsigned char *v, attn_dtype vt, int64_t Dv, int64_t c) {
+    if (vt == ATTN_DTYPE_KV_INT8) return v[c];
+    if (vt == ATTN_DTYPE_Q4_0) return attn_q4_code(v, c) - 8;
+    return vt == ATTN_DTYPE_Q8_0 ? attn_q8_code(v, c) : attn_q4a_code(v, Dv, c);
+}
 static void pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                         float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype vt) {
     (void)pre, (void)ldpre, (void)wpre;
     size_t vs = attn_storage_bytes(vt, ldv);
-    int64_t cw = vt == ATTN_DTYPE_Q4_0 ? ATTN_Q4_BLOCK : Dv; /* columns a row of weights */
+    int blk = vt == ATTN_DTYPE_Q4_0 || vt == ATTN_DTYPE_Q8_0;
+    int64_t cw = blk ? 32 : Dv; /* columns a row of weights */
     int16_t q[64];
     float w[64];
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
@@ -408,17 +414,15 @@ static void pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, i
         const unsigned char *Vb = (const unsigned char *)V + (size_t)j0 * vs;
         for (int64_t r = 0; r < R; r++)
             for (int64_t c0 = 0; c0 < Dv; c0 += cw) {
-                for (int64_t j = 0; j < nb; j++)
-                    w[j] = P[r * ldp + j0 + j] * (vt == ATTN_DTYPE_Q4_0 ? attn_q4_d(Vb + (size_t)j * vs, c0) : 1.0f);
+                for (int64_t j = 0; j < nb; j++) {
+                    const unsigned char *v = Vb + (size_t)j * vs;
+                    float d = !blk ? 1.0f : vt == ATTN_DTYPE_Q4_0 ? attn_q4_d(v, c0) : attn_q8_d(v, c0);
+                    w[j] = P[r * ldp + j0 + j] * d;
+                }
                 float u = attn_p16_quantize(w, nb, q);
                 for (int64_t c = c0; c < c0 + cw; c++) {
                     int32_t acc = 0;
-                    for (int64_t j = 0; j < nb; j++) {
-                        const unsigned char *v = Vb + (size_t)j * vs;
-                        acc += (int32_t)q[j] * (vt == ATTN_DTYPE_KV_INT8 ? (int32_t)v[c]
-                                                : vt == ATTN_DTYPE_Q4_0  ? attn_q4_code(v, c) - 8
-                                                                         : attn_q4a_code(v, Dv, c));
-                    }
+                    for (int64_t j = 0; j < nb; j++) acc += (int32_t)q[j] * pvi_code(Vb + (size_t)j * vs, vt, Dv, c);
                     O[r * ldo + c] = fmaf(u, (float)acc, O[r * ldo + c]);
                 }
             }

@@ -2162,15 +2162,32 @@ INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI_DPWSSD(acc, v, p)
 INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI(add_epi32)(acc, PVI(madd_epi16)(v, p)); }
 #endif
 
+/* the V types whose P is a row of weights a block of 32 columns (P times each key's block scale) */
+#define PVI_BLK(t) ((t) == KV_Q4 || (t) == KV_Q8)
 /* 16 codes of a V row from column c as bytes (int4: byte c % half, the high nibble from half on; q4_0: c a
- * multiple of 16, the block's bytes, its high nibbles from column 16 of the block on) */
+ * multiple of 16, the block's bytes, its high nibbles from column 16 of the block on; q8_0: c a multiple of 16,
+ * signed) */
 INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm_loadu_si128((const __m128i *)(const void *)(v + c));
+    if (t == KV_Q8) return _mm_loadu_si128((const __m128i *)(const void *)(v + attn_q8_row_bytes(c) + 2 + c % 32));
     const uint8_t *p = t == KV_Q4 ? v + (size_t)(c / 32) * ATTN_Q4_BYTES + 2 : int4_at(v, c, half);
     int hi = t == KV_Q4 ? c % 32 >= 16 : c >= half;
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
     return _mm_and_si128(hi ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
 }
+
+/* 16 bytes widened to words: q8_0's signed codes with their sign, the others' unsigned */
+INLINE __m256i pvi_w16(__m128i x, int t) { return t == KV_Q8 ? _mm256_cvtepi8_epi16(x) : _mm256_cvtepu8_epi16(x); }
+#if VL == 16
+/* 32 bytes widened to words (pvi_w16; SIMDe has no VPMOVZXBW zmm: the same values in two halves) */
+INLINE __m512i pvi_w32(__m256i x, int t) {
+#if defined(ATTN_VEC_SIMDE)
+    return join256(pvi_w16(_mm256_castsi256_si128(x), t), pvi_w16(_mm256_extracti128_si256(x, 1), t));
+#else
+    return t == KV_Q8 ? _mm512_cvtepi8_epi16(x) : _mm512_cvtepu8_epi16(x);
+#endif
+}
+#endif
 
 /* The codes of two keys' rows (v0, v1) at 16 columns from c interleaved
  * column by column to int16 pairs, in column order: x[0] (and on AVX2 x[1],
@@ -2178,12 +2195,10 @@ INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
 INLINE void pvi_codes(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
     __m128i c0 = code16(v0, c, half, t), c1 = code16(v1, c, half, t);
     __m128i lo = _mm_unpacklo_epi8(c0, c1), hi = _mm_unpackhi_epi8(c0, c1);
-#if VL == 16 && defined(ATTN_VEC_SIMDE) /* SIMDe has no VPMOVZXBW zmm: the same values in two halves */
-    x[0] = join256(_mm256_cvtepu8_epi16(lo), _mm256_cvtepu8_epi16(hi));
-#elif VL == 16
-    x[0] = _mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo));
+#if VL == 16
+    x[0] = pvi_w32(_mm256_set_m128i(hi, lo), t);
 #else
-    x[0] = _mm256_cvtepu8_epi16(lo), x[1] = _mm256_cvtepu8_epi16(hi);
+    x[0] = pvi_w16(lo, t), x[1] = pvi_w16(hi, t);
 #endif
 }
 
@@ -2211,9 +2226,10 @@ INLINE void pvi_store(float *o, float u, pvi_t *a, int32_t z) {
  * c + 24..31 (pvi_pass's store puts them back in order). int4: the 32
  * columns lie in one half (PVI_W32). SIMDe has no VPMOVZXBW zmm: the same
  * values widened in two halves */
-#define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || (t) == KV_Q4 || (half) % 32 == 0))
+#define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || PVI_BLK(t) || (half) % 32 == 0))
 INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + c));
+    if (t == KV_Q8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + attn_q8_row_bytes(c) + 2));
     __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)int4_at(v, c, half));
     return _mm256_and_si256(c < half ? x : _mm256_srli_epi16(x, 4), _mm256_set1_epi8(15));
 }
@@ -2246,15 +2262,7 @@ INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t
         return;
     }
     __m256i c0 = code32(v0, c, half, t), c1 = code32(v1, c, half, t);
-    __m256i lo = _mm256_unpacklo_epi8(c0, c1), hi = _mm256_unpackhi_epi8(c0, c1);
-#if defined(ATTN_VEC_SIMDE)
-    x[0] = join256(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(lo)),
-                   _mm256_cvtepu8_epi16(_mm256_extracti128_si256(lo, 1)));
-    x[1] = join256(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(hi)),
-                   _mm256_cvtepu8_epi16(_mm256_extracti128_si256(hi, 1)));
-#else
-    x[0] = _mm512_cvtepu8_epi16(lo), x[1] = _mm512_cvtepu8_epi16(hi);
-#endif
+    x[0] = pvi_w32(_mm256_unpacklo_epi8(c0, c1), t), x[1] = pvi_w32(_mm256_unpackhi_epi8(c0, c1), t);
 }
 #else /* AVX2: 16 columns a step (PVI_W32 0: this stand-in is never called) */
 #define PVI_W32(G, half, t) 0
@@ -2263,18 +2271,19 @@ INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t
 }
 #endif
 
-/* the rows of P for row r and the 16 columns of group g of a pass from column c0: q4_0 has a row of weights for
- * each block of 32 columns (the pass's first block at row 4 r), the others one (4 r) */
-INLINE int pvi_qrow(int r, int g, int64_t c0, int t) { return 4 * r + (t == KV_Q4 ? (int)(c0 % 32 + 16 * g) / 32 : 0); }
-/* q4_0 on the 16-lane tables: the weights of 4 blocks a 64-key chunk (pvi_q4_lanes), key pair i's at int32 lanes
- * 16 i + 4 b + r (block b of the 4, row r), held in q's rows as a flat array; the 4 blocks from column c0 - c0 % 128 */
-#define PVI_Q4_LANES (VL == 16)
+/* the rows of P for row r and the 16 columns of group g of a pass from column c0: q4_0 and q8_0 have a row of
+ * weights for each block of 32 columns (the pass's first block at row 4 r), the others one (4 r) */
+INLINE int pvi_qrow(int r, int g, int64_t c0, int t) { return 4 * r + (PVI_BLK(t) ? (int)(c0 % 32 + 16 * g) / 32 : 0); }
+/* q4_0 and q8_0 on the 16-lane tables: the weights of 4 blocks a 64-key chunk (pvi_blk_lanes), key pair i's at int32
+ * lanes 16 i + 4 b + r (block b of the 4, row r), held in q's rows as a flat array; the 4 blocks from column c0 - c0 %
+ * 128 */
+#define PVI_LANES(t) (VL == 16 && PVI_BLK(t))
 INLINE int pvi_lane(int r, int g, int64_t c0) { return 4 * (int)((c0 % 128 + 16 * g) / 32) + r; }
 /* the int16 pair (keys j, j + 1) of row r's weights for group g of the pass from c0 (q4_0: q and c0 from the
  * pass's first block, pvi_pass) */
 INLINE int32_t pvi_weight(int16_t (*q)[66], int r, int g, int64_t c0, int64_t j, int t) {
     int32_t w;
-    if (t == KV_Q4 && PVI_Q4_LANES)
+    if (PVI_LANES(t))
         memcpy(&w, (const int32_t *)(const void *)q + 8 * j + pvi_lane(r, g, c0), 4);
     else
         memcpy(&w, q[pvi_qrow(r, g, c0, t)] + j, 4);
@@ -2324,15 +2333,17 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     pvi_t a[4][8];
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
-    /* q4_0: the rows and the weights' lanes from the pass's first block, cp the column in it (0 where G is even: such
-     * passes start at multiples of 32), so that the loop addresses each by constant offsets from one base (at four
+    /* q4_0, q8_0: the codes and the weights (the 16-lane tables: their lanes) from the pass's first block, cp the
+     * column in it (0 where G is even:
+     * such passes start at multiples of 32), so that the loop addresses each by constant offsets from one base (at four
      * rows on Zen 5: the kernel 0.9x) */
     int16_t(*qp)[66] = q;
     const uint8_t *Vp = V;
     int64_t cp = c0;
-    if (t == KV_Q4) {
-        Vp = V + (size_t)(c0 / 32) * ATTN_Q4_BYTES, cp = PVI_W32(G, half, t) ? 0 : c0 % 32;
-        if (PVI_Q4_LANES) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
+    if (PVI_BLK(t)) {
+        Vp = V + (size_t)(c0 / 32) * (t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES);
+        cp = PVI_W32(G, half, t) ? 0 : c0 % 32;
+        if (PVI_LANES(t)) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
     }
     int64_t j = 0;
     if (pp) /* the first pass: the prefetches spread over it (all at its start ran slower) */
@@ -2354,13 +2365,13 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     for (int r = 0; r < NR; r++)
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
-            int k = t == KV_Q4 && PVI_Q4_LANES ? pvi_lane(r, g, c0) : pvi_qrow(r, g, c0, t);
+            int k = PVI_LANES(t) ? pvi_lane(r, g, c0) : pvi_qrow(r, g, c0, t);
             pvi_store(O + r * ldo + c0 + 16 * g, u[k], a[r] + PVI_N * g, t == KV_Q4 ? z[k] : 0);
         }
 }
 
-/* the block scales at byte o of n <= 64 q4_0 rows vs bytes apart as floats */
-INLINE void pvi_q4_scales(const uint8_t *V, size_t vs, int64_t n, size_t o, float *d) {
+/* the block scales at byte o of n <= 64 q4_0 / q8_0 rows vs bytes apart as floats */
+INLINE void pvi_blk_scales(const uint8_t *V, size_t vs, int64_t n, size_t o, float *d) {
     for (int64_t j = 0; j < n; j++) d[j] = q8_d(V + (size_t)j * vs + o);
 }
 /* 8 times the sum of q[0..n) (n <= 64): q4_0's zero point in integers */
@@ -2376,26 +2387,29 @@ INLINE int32_t pvi_q4_zero(const int16_t *q, int64_t n) {
     for (; j < n; j++) sum += q[j];
     return 8 * sum;
 }
-/* q4_0: rows 4 r + i of q (u, z) for the nr rows of P and the blocks of the G groups of 16 columns from c0: each
- * key's weight P d (d its block scale), rounded as P16_ROW rounds; z 8 sum q */
-INLINE void pvi_q4_weights(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t c0,
-                           int64_t G, int16_t (*q)[66], float *u, int32_t *z) {
+/* q4_0, q8_0 on AVX2: rows 4 r + i of q (u, z) for the nr rows of P and the blocks of the G groups of 16 columns
+ * from c0: each key's weight P d (d its block scale), rounded as P16_ROW rounds; q4_0's z 8 sum q (weights four
+ * blocks by four rows a vector, as the 16-lane tables make them, ran this CPU kind slower: Zen 1, the kernel at
+ * one row 1.2x, at four 1.0x) */
+INLINE void pvi_blk_weights(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t c0,
+                            int64_t G, int16_t (*q)[66], float *u, int32_t *z, int t) {
     float d[64], w[64];
     for (int64_t i = 0; i < (c0 % 32 + 16 * G + 31) / 32; i++) {
-        pvi_q4_scales(V, vs, n, (size_t)(c0 / 32 + i) * ATTN_Q4_BYTES, d);
+        pvi_blk_scales(V, vs, n, (size_t)(c0 / 32 + i) * (t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES), d);
         for (int64_t r = 0; r < nr; r++) {
             for (int64_t j = 0; j < n; j++) w[j] = P[r * ldp + j] * d[j];
             u[4 * r + i] = P16_ROW(w, n, q[4 * r + i]);
-            z[4 * r + i] = pvi_q4_zero(q[4 * r + i], n);
+            if (t == KV_Q4) z[4 * r + i] = pvi_q4_zero(q[4 * r + i], n);
         }
     }
 }
 
 #if VL == 16
-/* words 0 .. 31 of a q4_0 row from block b0 (18 bytes a block), past the row's nbk blocks 0 */
-INLINE __m512i pvi_q4_words(const uint8_t *v, int64_t b0, int64_t nbk) {
-    int64_t words = (nbk - b0) * (ATTN_Q4_BYTES / 2);
-    const uint8_t *p = v + (size_t)b0 * ATTN_Q4_BYTES;
+/* words w0 .. w0 + 31 of a q4_0 or q8_0 row from block b0 (bb bytes a block), past the row's nbk blocks 0 */
+INLINE __m512i pvi_words(const uint8_t *v, int64_t b0, int64_t nbk, size_t bb, int64_t w0) {
+    int64_t words = (nbk - b0) * (int64_t)(bb / 2) - w0;
+    const uint8_t *p = v + (size_t)b0 * bb + 2 * (size_t)w0;
+    if (words <= 0) return _mm512_setzero_si512();
     if (words >= 32) return _mm512_loadu_si512((const void *)p);
 #ifdef ATTN_VEC_SIMDE /* no masked loads of words in SIMDe 0.7.4 */
     uint16_t t[32] = {0};
@@ -2413,20 +2427,27 @@ INLINE __m512i pvi_cvt(vf x) {
     return _mm512_cvtps_epi32(x);
 #endif
 }
-/* q4_0's weights on the 16-lane tables: blocks b0 .. b0 + 3 (those of the row's nbk) of the nr rows of P over n
- * <= 64 keys, lane 4 b + r of each key's vector P_rj d_j(b0 + b) (the key's four scales by one word permutation of
- * its row), the lanes' largest |w| by lane, then rounded as attn_p16_quantize rounds each (r, b) row (the same
- * products, lane by lane) and paired: key pair i's int16 pairs at int32 lane 16 i + 4 b + r of q (pvi_weight); u,
- * z by lane (z: 8 sum q) */
-INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t b0,
-                         int64_t nbk, int16_t (*q)[66], float *u, int32_t *z) {
+/* a key's four block scales from block b0 as words 4 b + r (b 0..3, each four times): q4_0's from one 64-byte load
+ * (block b's scale at word 9 b), q8_0's from two (word 17 b) */
+INLINE __m512i pvi_scales4(const uint8_t *v, int64_t b0, int64_t nbk, int t) {
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (i / 4) : 0);
+    const __m512i idx = _mm512_loadu_si512(ix);
+    if (t == KV_Q4) return _mm512_permutexvar_epi16(idx, pvi_words(v, b0, nbk, ATTN_Q4_BYTES, 0));
+    return _mm512_permutex2var_epi16(pvi_words(v, b0, nbk, ATTN_Q8_BYTES, 0), idx,
+                                     pvi_words(v, b0, nbk, ATTN_Q8_BYTES, 32));
+}
+/* q4_0's and q8_0's weights on the 16-lane tables: blocks b0 .. b0 + 3 (those of the row's nbk) of the nr rows of P
+ * over n <= 64 keys, lane 4 b + r of each key's vector P_rj d_j(b0 + b) (the key's four scales by a word permutation
+ * of its row, pvi_scales4), the lanes' largest |w| by lane, then rounded as attn_p16_quantize rounds each (r, b) row
+ * (the same products, lane by lane) and paired: key pair i's int16 pairs at int32 lane 16 i + 4 b + r of q
+ * (pvi_weight); u, q4_0's z by lane (z: 8 sum q) */
+INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t b0,
+                          int64_t nbk, int16_t (*q)[66], float *u, int32_t *z, int t) {
     float pt[4 * 65] __attribute__((aligned(16)));
     vf w[64];
     for (int64_t j = 0; j < n; j++)
         for (int r = 0; r < 4; r++) pt[4 * j + r] = r < nr ? P[r * ldp + j] : 0.0f;
-    uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? 9 * (i / 4) : 0); /* block b's scale: word 9 b */
-    const __m512i idx = _mm512_loadu_si512(ix);
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
     const vmask ok = (vmask)(((1u << 4 * nb4) - 1) & (0x1111u * ((1u << nr) - 1)));
     /* the largest |w| by lane as the integer max of the bit patterns (sign clear: signed compares order them): the
@@ -2434,8 +2455,7 @@ INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t 
      * integer max a key, no compare) */
     __m512i amaxi = _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j++) {
-        __m512i x = _mm512_permutexvar_epi16(idx, pvi_q4_words(V + (size_t)j * vs, b0, nbk));
-        vf d = vf_cvt_h16(_mm512_castsi512_si256(x));
+        vf d = vf_cvt_h16(_mm512_castsi512_si256(pvi_scales4(V + (size_t)j * vs, b0, nbk, t)));
         w[j] = _mm512_maskz_mul_ps(ok, _mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * j)), d);
         amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j])));
     }
@@ -2457,11 +2477,11 @@ INLINE void pvi_q4_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t 
         zs = _mm512_add_epi32(zs, _mm512_add_epi32(qa, qb));
     }
     vf_store(u, uv);
-    _mm512_storeu_si512((void *)z, _mm512_slli_epi32(zs, 3));
+    if (t == KV_Q4) _mm512_storeu_si512((void *)z, _mm512_slli_epi32(zs, 3));
 }
 #endif
 
-/* Per 64 keys, per 4 rows: the rows' P rounded (P16_ROW; q4_0: per pass, a row a block), then column
+/* Per 64 keys, per 4 rows: the rows' P rounded (P16_ROW; q4_0, q8_0: a row a block), then column
  * passes of 16 G columns (G = 4 / rows, 3 rows 1, on AVX2: 8 accumulators;
  * twice that on the 16-lane tables, one register a group: 8 of 32, and
  * three or four rows 4 groups: 12 or 16 of 32, the V pairs' codes read in
@@ -2484,17 +2504,17 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             int64_t nr = R - r0 < 4 ? R - r0 : 4, G = nr == 1 ? 4 * PVI_G : nr == 2 ? 2 * PVI_G : PVI_G4;
             int64_t c0 = 0;
-            for (int64_t r = 0; t != KV_Q4 && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
+            for (int64_t r = 0; !PVI_BLK(t) && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
             float *o = O + r0 * ldo;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
                 const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
-#if PVI_Q4_LANES
-                if (t == KV_Q4 && c0 % 128 == 0)
-                    pvi_q4_lanes(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z);
+#if VL == 16
+                if (PVI_LANES(t) && c0 % 128 == 0) /* once four blocks (their passes reuse them) */
+                    pvi_blk_lanes(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z, t);
 #else
-                if (t == KV_Q4 && c0 % 32 == 0) /* once a block (its second pass of 16 columns reuses them) */
-                    pvi_q4_weights(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0, G, q, u, z);
+                if (PVI_BLK(t) && c0 % 32 == 0) /* once a block (its second pass of 16 columns reuses them) */
+                    pvi_blk_weights(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0, G, q, u, z, t);
 #endif
                 if (G == 1 && nr == 4) /* the columns left */
                     pvi_pass(q, u, z, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
@@ -2523,6 +2543,8 @@ static void pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, i
         pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U8);
     else if (vt == KV_Q4)
         pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q4);
+    else if (vt == KV_Q8)
+        pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_Q8);
     else
         pvi_body(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, KV_U4);
 }
