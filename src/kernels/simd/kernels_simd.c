@@ -2334,9 +2334,8 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
     /* q4_0, q8_0: the codes and the weights (the 16-lane tables: their lanes) from the pass's first block, cp the
-     * column in it (0 where G is even:
-     * such passes start at multiples of 32), so that the loop addresses each by constant offsets from one base (at four
-     * rows on Zen 5: the kernel 0.9x) */
+     * column in it (0 where G is even: such passes start at multiples of 32), so that the loop addresses each by
+     * constant offsets from one base (at four rows on Zen 5: the kernel 0.9x) */
     int16_t(*qp)[66] = q;
     const uint8_t *Vp = V;
     int64_t cp = c0;
@@ -2427,12 +2426,15 @@ INLINE __m512i pvi_cvt(vf x) {
     return _mm512_cvtps_epi32(x);
 #endif
 }
-/* a key's four block scales from block b0 as words 4 b + r (b 0..3, each four times): q4_0's from one 64-byte load
- * (block b's scale at word 9 b), q8_0's from two (word 17 b) */
-INLINE __m512i pvi_scales4(const uint8_t *v, int64_t b0, int64_t nbk, int t) {
+/* the word permutation of pvi_scales4: word 4 b + r (b 0..3) from block b's scale, word 9 b (q4_0) or 17 b (q8_0) */
+INLINE __m512i pvi_scales_idx(int t) {
     uint16_t ix[32];
     for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (i / 4) : 0);
-    const __m512i idx = _mm512_loadu_si512(ix);
+    return _mm512_loadu_si512(ix);
+}
+/* a key's four block scales from block b0 as words 4 b + r (b 0..3, each four times; idx pvi_scales_idx): q4_0's
+ * from one 64-byte load, q8_0's from two */
+INLINE __m512i pvi_scales4(const uint8_t *v, int64_t b0, int64_t nbk, __m512i idx, int t) {
     if (t == KV_Q4) return _mm512_permutexvar_epi16(idx, pvi_words(v, b0, nbk, ATTN_Q4_BYTES, 0));
     return _mm512_permutex2var_epi16(pvi_words(v, b0, nbk, ATTN_Q8_BYTES, 0), idx,
                                      pvi_words(v, b0, nbk, ATTN_Q8_BYTES, 32));
@@ -2449,13 +2451,14 @@ INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t
     for (int64_t j = 0; j < n; j++)
         for (int r = 0; r < 4; r++) pt[4 * j + r] = r < nr ? P[r * ldp + j] : 0.0f;
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
+    const __m512i idx = pvi_scales_idx(t);
     const vmask ok = (vmask)(((1u << 4 * nb4) - 1) & (0x1111u * ((1u << nr) - 1)));
     /* the largest |w| by lane as the integer max of the bit patterns (sign clear: signed compares order them): the
      * float max where all are finite, from +inf's pattern (0x7f800000) on where an infinity or a NaN came (one
      * integer max a key, no compare) */
     __m512i amaxi = _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j++) {
-        vf d = vf_cvt_h16(_mm512_castsi512_si256(pvi_scales4(V + (size_t)j * vs, b0, nbk, t)));
+        vf d = vf_cvt_h16(_mm512_castsi512_si256(pvi_scales4(V + (size_t)j * vs, b0, nbk, idx, t)));
         w[j] = _mm512_maskz_mul_ps(ok, _mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * j)), d);
         amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j])));
     }
