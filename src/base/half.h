@@ -152,8 +152,8 @@ static inline float attn_q8_d(const void *row, int64_t idx) {
     return attn_f16_to_f32(dh);
 }
 static inline int attn_q8_code(const void *row, int64_t idx) {
-    return (
-        int8_t)((const unsigned char *)row)[(size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + idx % ATTN_Q8_BLOCK];
+    const unsigned char *blk = (const unsigned char *)row + (size_t)(idx / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES;
+    return (int8_t)blk[2 + idx % ATTN_Q8_BLOCK];
 }
 static inline float attn_q8_get(const void *row, int64_t idx) {
     return attn_q8_d(row, idx) * (float)attn_q8_code(row, idx);

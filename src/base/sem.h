@@ -212,10 +212,10 @@ static inline attn_dtype attn_sem_kv_type(const attn_sdpa_desc *d, attn_dtype dt
  * (whose values bf16 holds exactly) */
 static inline int attn_sem_bf16_data(attn_dtype t) { return t == ATTN_DTYPE_F32 || attn_sem_fp8(t); }
 
-/* the type the unnormalized P is rounded to for P V (an integer V: F32,
- * but see attn_sem_p_int16 for decode's rows). BF16 mode: bf16 for float32 V and for fp8 V (whose values bf16
- * holds exactly: both products' operands then bf16, as over fp8 K, whose q
- * attn_sem_q_type rounds to bf16) */
+/* the type the unnormalized P is rounded to for P V (an integer V: F32;
+ * decode's rows: attn_sem_p_int16). BF16 mode: bf16 for float32 V and for
+ * fp8 V (whose values bf16 holds exactly: both products' operands then
+ * bf16, as over fp8 K, whose q attn_sem_q_type rounds to bf16) */
 static inline attn_dtype attn_sem_p_type(const attn_sdpa_desc *d, attn_dtype vdt) {
     if (d->math == ATTN_MATH_STRICT) return ATTN_DTYPE_F32;
     if (vdt == ATTN_DTYPE_F16 || vdt == ATTN_DTYPE_BF16) return vdt;
