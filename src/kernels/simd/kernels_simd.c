@@ -2340,7 +2340,7 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     const uint8_t *Vp = V;
     int64_t cp = c0;
     if (PVI_BLK(t)) {
-        Vp = V + (size_t)(c0 / 32) * (t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES);
+        Vp = V + attn_storage_bytes((attn_dtype)t, c0 - c0 % 32);
         cp = PVI_W32(G, half, t) ? 0 : c0 % 32;
         if (PVI_LANES(t)) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
     }
@@ -2369,6 +2369,7 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
         }
 }
 
+#if VL == 8 /* AVX2's weights (the 16-lane tables': pvi_blk_lanes) */
 /* the block scales at byte o of n <= 64 q4_0 / q8_0 rows vs bytes apart as floats */
 INLINE void pvi_blk_scales(const uint8_t *V, size_t vs, int64_t n, size_t o, float *d) {
     for (int64_t j = 0; j < n; j++) d[j] = q8_d(V + (size_t)j * vs + o);
@@ -2394,7 +2395,7 @@ INLINE void pvi_blk_weights(const float *P, int64_t ldp, int64_t nr, const uint8
                             int64_t G, int16_t (*q)[66], float *u, int32_t *z, int t) {
     float d[64], w[64];
     for (int64_t i = 0; i < (c0 % 32 + 16 * G + 31) / 32; i++) {
-        pvi_blk_scales(V, vs, n, (size_t)(c0 / 32 + i) * (t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES), d);
+        pvi_blk_scales(V, vs, n, attn_storage_bytes((attn_dtype)t, c0 - c0 % 32 + 32 * i), d);
         for (int64_t r = 0; r < nr; r++) {
             for (int64_t j = 0; j < n; j++) w[j] = P[r * ldp + j] * d[j];
             u[4 * r + i] = P16_ROW(w, n, q[4 * r + i]);
@@ -2402,6 +2403,7 @@ INLINE void pvi_blk_weights(const float *P, int64_t ldp, int64_t nr, const uint8
         }
     }
 }
+#endif
 
 #if VL == 16
 /* words w0 .. w0 + 31 of a q4_0 or q8_0 row from block b0 (bb bytes a block), past the row's nbk blocks 0 */
