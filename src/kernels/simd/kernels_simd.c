@@ -463,7 +463,10 @@ INLINE __m256 nib8(const uint8_t *p, int hi) {
 INLINE __m256i fp8_halves16(const uint8_t *p, int t) {
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)p);
     if (t == KV_E4M3) return e4m3_halves(_mm256_cvtepi8_epi16(b));
-    return _mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8);
+    /* e5m2: each byte moved to the high byte of its word by one VPSHUFB (vec.h vf_load_bf16) */
+    const __m256i idx = _mm256_setr_epi8(-1, 0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1, 8, -1, 9, -1, 10,
+                                         -1, 11, -1, 12, -1, 13, -1, 14, -1, 15);
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), idx);
 }
 /* 16 fp8 values from p: the first 8 in x[0], the next in x[1] (as e4m3x8,
  * e5m2x8; raw: e4m3's times 2^-8, as converted) */
@@ -547,6 +550,12 @@ INLINE vf kq_ld(const void *row, int64_t idx, int t) {
 #endif
 }
 
+/* kq_ld for the loops that hold every register (four rows' Q K^T): bf16
+ * widened and shifted, no index register (vec.h vf_load_bf16) */
+INLINE vf kq_ld_w(const void *row, int64_t idx, int t) {
+    return t == KV_BF16 ? vf_load_bf16_w((const uint16_t *)row + idx) : kq_ld(row, idx, t);
+}
+
 /* the first m < VL elements from idx, the rest 0 (no read past the row);
  * qk: as kq_ld loads them */
 INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t, int qk) {
@@ -554,7 +563,7 @@ INLINE vf kv_ld_tail(const void *row, int64_t idx, int64_t m, int t, int qk) {
     if (t == KV_Q8) return vf_zero(); /* q8_0 rows are whole blocks: no tails */
     uint16_t buf[VL] = {0};
     memcpy(buf, (const char *)row + attn_storage_bytes((attn_dtype)t, idx), attn_storage_bytes((attn_dtype)t, m));
-    return qk ? kq_ld(buf, 0, t) : kv_ld(buf, 0, t);
+    return qk ? kq_ld_w(buf, 0, t) : kv_ld(buf, 0, t);
 }
 
 /* the byte address of element idx of a row (q8_0: of its values) */
@@ -863,7 +872,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                 vf a00 = vf_zero(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00, a20 = a00, a21 = a00,
                    a22 = a00, a30 = a00, a31 = a00, a32 = a00;
                 for (int64_t c = 0; c < D; c += VL) {
-                    vf x0 = kq_ld(k0, c, t), x1 = kq_ld(k1, c, t), x2 = kq_ld(k2, c, t), y;
+                    vf x0 = kq_ld_w(k0, c, t), x1 = kq_ld_w(k1, c, t), x2 = kq_ld_w(k2, c, t), y;
                     y = vf_load_reg(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01),
                     a02 = vf_fma(y, x2, a02);
                     y = vf_load_reg(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11),
@@ -901,7 +910,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
                     if ((c & 31) == 0) s0 = q8_scale(k0, c), s1 = q8_scale(k1, c);
                     x0 = vf_mul(q8_raw(k0, c), s0), x1 = vf_mul(q8_raw(k1, c), s1);
                 } else {
-                    x0 = kq_ld(k0, c, t), x1 = kq_ld(k1, c, t);
+                    x0 = kq_ld_w(k0, c, t), x1 = kq_ld_w(k1, c, t);
                 }
                 y = vf_load_reg(q[0] + c), a00 = vf_fma(y, x0, a00), a01 = vf_fma(y, x1, a01);
                 y = vf_load_reg(q[1] + c), a10 = vf_fma(y, x0, a10), a11 = vf_fma(y, x1, a11);
@@ -926,7 +935,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             for (int64_t u = 0; u < nr; u++) {
                 vf a = vf_zero();
                 int64_t c = 0;
-                for (; c < DV; c += VL) a = vf_fma(vf_load(q[u] + c), kq_ld(k0, c, t), a);
+                for (; c < DV; c += VL) a = vf_fma(vf_load(q[u] + c), kq_ld_w(k0, c, t), a);
                 if (c < D) a = vf_fma(vf_maskz_load(q[u] + c, mk), kv_ld_tail(k0, c, D - c, t, 1), a);
                 S[(r0 + u) * lds + j] = vf_sum(a);
             }
