@@ -550,8 +550,9 @@ INLINE vf kq_ld(const void *row, int64_t idx, int t) {
 #endif
 }
 
-/* kq_ld for the loops that hold every register (four rows' Q K^T): bf16
- * widened and shifted, no index register (vec.h vf_load_bf16) */
+/* kq_ld for qk_body's loops of three and four rows, whose 12 accumulators
+ * hold every register, and the tails inside them: bf16 widened and shifted,
+ * without the shuffle's index register (vec.h vf_load_bf16); the same values */
 INLINE vf kq_ld_w(const void *row, int64_t idx, int t) {
     return t == KV_BF16 ? vf_load_bf16_w((const uint16_t *)row + idx) : kq_ld(row, idx, t);
 }

@@ -145,14 +145,14 @@ VEC_INLINE vf vf_cvt_h16(__m256i h) {
     return vf_join(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
 }
 VEC_INLINE vf vf_load_bf16(const void *p) { return vf_join(bf16x8(p), bf16x8((const char *)p + 16)); }
-#define vf_load_bf16_w vf_load_bf16
+VEC_INLINE vf vf_load_bf16_w(const void *p) { return vf_load_bf16(p); } /* (8 lanes: without an index register) */
 VEC_INLINE vf vf_load_i8(const void *p) { return vf_join(i8x8(p), i8x8((const char *)p + 8)); }
 #else
 VEC_INLINE vf vf_cvt_h16(__m256i h) { return _mm512_cvtph_ps(h); }
 VEC_INLINE vf vf_load_bf16(const void *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
-#define vf_load_bf16_w vf_load_bf16
+VEC_INLINE vf vf_load_bf16_w(const void *p) { return vf_load_bf16(p); }
 VEC_INLINE vf vf_load_i8(const void *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
