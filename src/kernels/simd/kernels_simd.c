@@ -2179,7 +2179,7 @@ INLINE pvi_t pv_dot2(pvi_t acc, pvi_t v, pvi_t p) { return PVI(add_epi32)(acc, P
  * signed) */
 INLINE __m128i code16(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm_loadu_si128((const __m128i *)(const void *)(v + c));
-    if (t == KV_Q8) return _mm_loadu_si128((const __m128i *)(const void *)(v + attn_q8_row_bytes(c) + 2 + c % 32));
+    if (t == KV_Q8) return _mm_loadu_si128((const __m128i *)kv_elem(v, c, t));
     const uint8_t *p = t == KV_Q4 ? v + (size_t)(c / 32) * ATTN_Q4_BYTES + 2 : int4_at(v, c, half);
     int hi = t == KV_Q4 ? c % 32 >= 16 : c >= half;
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
@@ -2239,7 +2239,7 @@ INLINE void pvi_store(float *o, float u, pvi_t *a, int32_t z) {
 #define PVI_W32(G, half, t) ((G) % 2 == 0 && ((t) == KV_U8 || PVI_BLK(t) || (half) % 32 == 0))
 INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
     if (t == KV_U8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + c));
-    if (t == KV_Q8) return _mm256_loadu_si256((const __m256i *)(const void *)(v + attn_q8_row_bytes(c) + 2));
+    if (t == KV_Q8) return _mm256_loadu_si256((const __m256i *)kv_elem(v, c, t));
     __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)int4_at(v, c, half));
     return _mm256_and_si256(c < half ? x : _mm256_srli_epi16(x, 4), _mm256_set1_epi8(15));
 }
