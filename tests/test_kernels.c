@@ -319,6 +319,7 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     float *x = malloc((size_t)D * sizeof *x), S[NR * LDS], par[2];
     for (int r = 0; r < NR; r++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
+        for (int c = 0; r < 2 && c < 32; c++) x[c] = r ? -1.0f : 1.0f;  /* codes of +-127: the largest dots */
         if (ktype == ATTN_DTYPE_KV_INT8 || ktype == ATTN_DTYPE_KV_INT4) /* one scale a row (Q8_ROW) */
             attn_q8_quantize_row(x, D, Q + r * qr);
         else
@@ -326,6 +327,7 @@ static void test_qk_q8_d(const attn_kernel_table *kt, int D, attn_dtype ktype) {
     }
     for (int j = 0; j < NK; j++) {
         for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
+        for (int c = 0; j == 3 && c < 32; c++) x[c] = c ? 7.0f : -8.0f; /* q4_0: codes 15 after a 0 */
         if (j == 5 && D > 40 && (ktype == ATTN_DTYPE_Q8_0 || ktype == ATTN_DTYPE_Q4_0))
             x[40] = NAN; /* a NaN block scale */
         if (ktype == ATTN_DTYPE_KV_INT8 || ktype == ATTN_DTYPE_KV_INT4)
@@ -616,7 +618,8 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
  * rows 1..9 (4-row groups and their tails); int8 Dv 16 .. 144 (a 16-column
  * tail after 32-column passes), int4, q4_0 and q8_0 Dv 32 .. 288 (q8_0's
  * codes of every byte, -128 included); rows of zeros (u 0), of tiny weights
- * (below 2^-100: the prescale), negative weights, a NaN (the row NaN); q4_0
+ * (below 2^-100: the prescale), negative weights, a NaN and an infinity (the
+ * row NaN); q4_0
  * and q8_0: one key's block with a NaN scale (its columns NaN in every row
  * of its 64 keys) */
 static int64_t pv_i16_code(const unsigned char *v, attn_dtype t, int Dv, int c) {
@@ -658,6 +661,7 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                             P[r * N + j] = r == 1 ? 0.0f : r == 2 ? x * 1e-33f : r == 3 ? x - 1024.0f : x;
                         }
                     if (R > 4) P[4 * N + n / 2] = NAN;
+                    if (R > 5) P[5 * N + n - 1] = R % 2 ? INFINITY : -INFINITY; /* the row NaN too */
                     int ldo = Dv + 8;
                     for (int i = 0; i < RM * (DM + 8); i++) O[i] = i / ldo == 2 ? 0.0f : 0.5f; /* row 2: tiny sums */
                     kt->pv_rows_i16(P, N, R, V, ldv, n, Dv, O, ldo, NULL, 0, 0, t);
@@ -685,8 +689,8 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                             float got = O[r * ldo + c], w = c < Dv ? want[c] : o0;
                             bad += !(got == w || (got != got && w != w));
                         }
-                        if (r == 4 && R > 4) bad += !isnan(O[r * ldo]);                  /* the NaN row */
-                        if (r == 2) bad += O[r * ldo] == 0.0f && O[r * ldo + 1] == 0.0f; /* tiny weights count */
+                        if ((r == 4 && R > 4) || (r == 5 && R > 5)) bad += !isnan(O[r * ldo]); /* NaN rows */
+                        if (r == 2) bad += O[r * ldo] == 0.0f && O[r * ldo + 1] == 0.0f;       /* tiny weights count */
                         if (blk && R == 7 && r != 1) bad += !isnan(O[r * ldo + Dv / 64 * 32 + 5]); /* the block */
                     }
                     for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != (i / ldo == 2 ? 0.0f : 0.5f);

@@ -1234,20 +1234,23 @@ INLINE void q8_keys(const void *K, size_t kr, int64_t j, int64_t n, int NK, cons
     if (pre) prefetch_rows(pre, pr, j, n - j < NK ? n - j : NK, pb);
 }
 #define QB 32 /* blocks per chunk of the rows' scales (D = 1024) */
+/* the tree's adds in int32 lanes, or (w16) in int16 lanes: the lanes move as
+ * 32-bit words, so that each word's two int16 halves stay one vector's */
+INLINE __m256i vi_add(__m256i a, __m256i b, int w16) { return w16 ? _mm256_add_epi16(a, b) : _mm256_add_epi32(a, b); }
 /* the eight sums of int32 lanes a[0..7] (lane i a[i]'s, exact in any order), in a tree of unpacks and adds: pairs
  * first ([a0+a2, b0+b2, a1+a3, b1+b3 | lanes 4..7 alike]), then quads, then the halves; VPHADDD's tree (a third of
  * an instruction a cycle on Zen 1) ran the int8 / int4 kernels the same (0.94-1.05x) */
-INLINE __m256i vi_pair(__m256i a, __m256i b) {
-    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+INLINE __m256i vi_pair(__m256i a, __m256i b, int w16) {
+    return vi_add(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b), w16);
 }
 /* vi_pair's four results (of a[0..7]) to the eight lane sums */
-INLINE __m256i vi_quads(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
-    __m256i v0 = _mm256_add_epi32(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1));
-    __m256i v1 = _mm256_add_epi32(_mm256_unpacklo_epi64(s2, s3), _mm256_unpackhi_epi64(s2, s3));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(v0, v1, 0x21), _mm256_blend_epi32(v0, v1, 0xf0));
+INLINE __m256i vi_quads(__m256i s0, __m256i s1, __m256i s2, __m256i s3, int w16) {
+    __m256i v0 = vi_add(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1), w16);
+    __m256i v1 = vi_add(_mm256_unpacklo_epi64(s2, s3), _mm256_unpackhi_epi64(s2, s3), w16);
+    return vi_add(_mm256_permute2x128_si256(v0, v1, 0x21), _mm256_blend_epi32(v0, v1, 0xf0), w16);
 }
 INLINE __m256i vi_sum8(const __m256i *a) {
-    return vi_quads(vi_pair(a[0], a[1]), vi_pair(a[2], a[3]), vi_pair(a[4], a[5]), vi_pair(a[6], a[7]));
+    return vi_quads(vi_pair(a[0], a[1], 0), vi_pair(a[2], a[3], 0), vi_pair(a[4], a[5], 0), vi_pair(a[6], a[7], 0), 0);
 }
 /* the block scales of keys k[0 .. NK - 1] (block b), key e's in lanes e, e + NK, ...: the f16 words gathered in a
  * scalar register (NK 8: two) and converted at once */
@@ -1264,8 +1267,17 @@ INLINE __m256 q8_dk(const unsigned char *const *k, int64_t b, int NK, int t) {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)w[1], (long long)w[0]));
 }
 /* block b's int32 dot of a query block y and key e's K operand (q8_0: x and |x| in ax; q4_0: codes, zq taken off
- * after the tree) */
+ * after the tree). q4_0 without VNNI (Q4_W16): VPMADDUBSW's int16 pairs (|pair| <= 2 * 15 * 128), summed in int16
+ * through the tree's three levels (8 pairs: <= 30720, exact) and widened once after it by a VPMADDWD, where each
+ * (row, key) took a VPMADDWD of its own: the same exact sums. Zen 1 runs both multiplies on one pipe: the kernel over
+ * q4_0 0.88x / 0.79x / 0.73x at one, two and four rows (zen1/pvi-weights-kernels-ab) */
+#ifdef ATTN_Q8_DPBUSD
+#define Q4_W16(t) 0
+#else
+#define Q4_W16(t) ((t) == KV_Q4)
+#endif
 INLINE __m256i q8_blk_dot(__m256i x, __m256i ax, __m256i y, int t) {
+    if (Q4_W16(t)) return _mm256_maddubs_epi16(x, y);
     return t == KV_Q4 ? q8_quads(x, y) : q8_quads(ax, _mm256_sign_epi8(y, x));
 }
 INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m256i *zq, int64_t b0, int64_t b1,
@@ -1284,7 +1296,7 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
                     d[e] = q8_blk_dot(x, ax, y, t);
                 }
                 for (int p = 0; p < 4; p++)
-                    s[p] = 2 * p < NK ? vi_pair(d[2 * p], d[2 * p + 1]) : _mm256_setzero_si256();
+                    s[p] = 2 * p < NK ? vi_pair(d[2 * p], d[2 * p + 1], Q4_W16(t)) : _mm256_setzero_si256();
             } else {
                 __m256i x[4], ax[4];
                 for (int e = 0; e < NK; e++) ax[e] = _mm256_setzero_si256(), x[e] = key_block(k[e], b, t, &ax[e]);
@@ -1292,11 +1304,13 @@ INLINE void q8_rows(const unsigned char *const *q, const __m256 *dqv, const __m2
                     __m256i y =
                         _mm256_loadu_si256((const __m256i *)(const void *)(q[u] + (size_t)b * ATTN_Q8_BYTES + 2));
                     for (int e = 0; e < NK; e++) d[u * NK + e] = q8_blk_dot(x[e], ax[e], y, t);
-                    for (int e = 0; e < NK; e += 2) s[(u * NK + e) / 2] = vi_pair(d[u * NK + e], d[u * NK + e + 1]);
+                    for (int e = 0; e < NK; e += 2)
+                        s[(u * NK + e) / 2] = vi_pair(d[u * NK + e], d[u * NK + e + 1], Q4_W16(t));
                 }
                 if (NR * NK < 8) s[3] = _mm256_setzero_si256(); /* three rows: lanes 6, 7 unused */
             }
-            __m256i dot = vi_quads(s[0], s[1], s[2], s[3]);
+            __m256i dot = vi_quads(s[0], s[1], s[2], s[3], Q4_W16(t));
+            if (Q4_W16(t)) dot = _mm256_madd_epi16(dot, _mm256_set1_epi16(1));
             if (t == KV_Q4) dot = _mm256_sub_epi32(dot, zq[b - b0]);
             a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dqv[b - b0], q8_dk(k, b, NK, t)), a);
         }
@@ -2082,36 +2096,51 @@ INLINE int p16_scale(float amax, int bad, int64_t n, int16_t *q, float *sc, floa
     *ret = amax / ATTN_P16_MAX;
     return 1;
 }
-/* attn_p16_quantize in vectors, the same bits (the same products, rounded
- * to nearest even; the largest |p| is exact in any order): n <= 64 weights
- * into q, with a 0 at q[n] for an odd n (keys go in pairs); returns u */
-INLINE float p16_row(const float *p, int64_t n, int16_t *q) {
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(FLT_MAX);
-    __m256 a8 = _mm256_setzero_ps(), bad8 = a8;
+/* attn_p16_quantize in vectors, the same bits, of the weights w = p (d NULL)
+ * or p d (q4_0 / q8_0: P times the keys' block scales, made in each of the
+ * two passes, not stored): the same products, rounded to nearest even; the
+ * largest |w| is exact in any order. The NaN and infinity test rides on an
+ * integer maximum of the bits of |w| (0x7f800000 or more: a NaN or an
+ * infinity; below, the bits order as the values), and a row whose
+ * prescale is 1 takes one product (w 1 is w): the kernel over q8_0 at one
+ * and four rows 0.97-0.99x (Zen 1). n <= 64 weights into q, with a 0 at
+ * q[n] for an odd n (keys go in pairs); returns u */
+INLINE __m256 p16_w(const float *p, const float *d, int64_t i) {
+    __m256 x = _mm256_loadu_ps(p + i);
+    return d ? _mm256_mul_ps(x, _mm256_loadu_ps(d + i)) : x;
+}
+INLINE float p16_row_w(const float *p, const float *d, int64_t n, int16_t *q) {
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i a8 = _mm256_setzero_si256();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_and_ps(_mm256_loadu_ps(p + i), absm);
-        bad8 = _mm256_or_ps(bad8, _mm256_cmp_ps(x, big, _CMP_NLE_UQ)), a8 = _mm256_max_ps(a8, x);
-    }
-    float a8s[8], a = 0.0f;
-    _mm256_storeu_ps(a8s, a8);
-    int bad = _mm256_movemask_ps(bad8) != 0;
-    for (int e = 0; e < 8; e++) a = a8s[e] > a ? a8s[e] : a;
+    for (; i + 8 <= n; i += 8) a8 = _mm256_max_epi32(a8, _mm256_and_si256(_mm256_castps_si256(p16_w(p, d, i)), absm));
+    int32_t a8s[8], ab = 0;
+    _mm256_storeu_si256((__m256i *)(void *)a8s, a8);
+    for (int e = 0; e < 8; e++) ab = a8s[e] > ab ? a8s[e] : ab;
     for (; i < n; i++) {
-        float x = fabsf(p[i]);
-        bad |= !(x <= FLT_MAX);
-        a = x > a ? x : a;
+        float x = d ? p[i] * d[i] : p[i];
+        int32_t xb;
+        memcpy(&xb, &x, 4);
+        ab = (xb & 0x7fffffff) > ab ? xb & 0x7fffffff : ab;
     }
+    float a, sc, inv, ret;
+    memcpy(&a, &ab, 4);
     q[n] = 0;
-    float sc, inv, ret;
-    if (!p16_scale(a, bad, n, q, &sc, &inv, &ret)) return ret;
+    if (!p16_scale(a, ab >= 0x7f800000, n, q, &sc, &inv, &ret)) return ret;
     __m256 sv = _mm256_set1_ps(sc), iv = _mm256_set1_ps(inv);
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), sv), iv));
-        __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i + 8), sv), iv));
-        _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
-    }
-    for (; i < n; i++) q[i] = (int16_t)nearbyintf(p[i] * sc * inv);
+    if (sc == 1.0f)
+        for (i = 0; i + 16 <= n; i += 16) {
+            __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(p16_w(p, d, i), iv));
+            __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(p16_w(p, d, i + 8), iv));
+            _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
+        }
+    else
+        for (i = 0; i + 16 <= n; i += 16) {
+            __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(p16_w(p, d, i), sv), iv));
+            __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(p16_w(p, d, i + 8), sv), iv));
+            _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
+        }
+    for (; i < n; i++) q[i] = (int16_t)nearbyintf((d ? p[i] * d[i] : p[i]) * sc * inv);
     return ret;
 }
 
@@ -2147,7 +2176,7 @@ INLINE float p16_row16(const float *p, int64_t n, int16_t *q) {
 }
 #define P16_ROW p16_row16
 #else
-#define P16_ROW p16_row
+#define P16_ROW(p, n, q) p16_row_w(p, NULL, n, q)
 #endif
 
 /* acc + the int32 sums of int16 pairs v x p, one sum a 32-bit lane:
@@ -2329,6 +2358,19 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
         for (int w = 0; w < G * PVI_N; w++) KEEP_REG(a[r][w]);
 }
 
+/* pvi_pass's loop over the n keys, two a step (an odd last key against itself with P 0) */
+INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t vs, int64_t n, int64_t c0, int64_t half,
+                     const char *pp, size_t ps, int64_t pb, int t, pvi_t (*a)[8]) {
+    int64_t j = 0;
+    if (pp) /* the first pass: the prefetches spread over it (all at its start ran slower) */
+        for (; j + 2 <= n; j += 2) {
+            prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
+            pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
+        }
+    for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
+    if (j < n) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)j * vs, c0, half, t, a);
+}
+
 /* One pass over n keys (two a step, each pair's P in one 32-bit lane; an
  * odd last key against itself with P 0) for NR rows of q and G groups of 16
  * columns from c0: G PVI_N int32 accumulators a row, then O += u sum (u as q's
@@ -2344,24 +2386,24 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
     /* q4_0, q8_0: the codes and the weights (the 16-lane tables: their lanes) from the pass's first block, cp the
-     * column in it (0 where G is even: such passes start at multiples of 32), so that the loop addresses each by
-     * constant offsets from one base (at four rows on Zen 5: the kernel 0.9x) */
+     * column in it (0 where G is even: such passes start at multiples of 32; else 0 or 16), so that the loop
+     * addresses each by constant offsets from one base (at four rows on Zen 5: the kernel 0.9x), cp a constant in
+     * the loop (a run-time cp left the weights' rows and the codes' offsets to registers, which the loop reloaded
+     * from the stack: the kernel at one row 1.2x, Zen 1) */
     int16_t(*qp)[66] = q;
     const uint8_t *Vp = V;
     int64_t cp = c0;
     if (PVI_BLK(t)) {
         Vp = V + attn_storage_bytes((attn_dtype)t, c0 - c0 % 32);
-        cp = PVI_W32(G, half, t) ? 0 : c0 % 32;
+        cp = G % 2 == 0 ? 0 : c0 % 32;
         if (PVI_LANES(t)) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
     }
-    int64_t j = 0;
-    if (pp) /* the first pass: the prefetches spread over it (all at its start ran slower) */
-        for (; j + 2 <= n; j += 2) {
-            prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
-            pvi_pair(qp, j, NR, G, Vp + (size_t)j * vs, Vp + (size_t)(j + 1) * vs, cp, half, t, a);
-        }
-    for (; j + 2 <= n; j += 2) pvi_pair(qp, j, NR, G, Vp + (size_t)j * vs, Vp + (size_t)(j + 1) * vs, cp, half, t, a);
-    if (j < n) pvi_pair(qp, j, NR, G, Vp + (size_t)j * vs, Vp + (size_t)j * vs, cp, half, t, a);
+    if (PVI_BLK(t) && cp == 0)
+        pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, t, a);
+    else if (PVI_BLK(t))
+        pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, t, a);
+    else
+        pvi_keys(qp, NR, G, Vp, vs, n, cp, half, pp, ps, pb, t, a);
 #if VL == 16
     for (int r = 0; t != KV_Q4 && PVI_W32(G, half, t) && r < NR; r++)
         for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order (q4_0's are) */
@@ -2381,8 +2423,14 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
 
 #if VL == 8 /* AVX2's weights (the 16-lane tables': pvi_blk_lanes) */
 /* the block scales at byte o of n <= 64 q4_0 / q8_0 rows vs bytes apart as floats */
-INLINE void pvi_blk_scales(const uint8_t *V, size_t vs, int64_t n, size_t o, float *d) {
-    for (int64_t j = 0; j < n; j++) d[j] = q8_d(V + (size_t)j * vs + o);
+INLINE void pvi_blk_scales(const uint8_t *V, size_t vs, int64_t n, size_t o, float *d, int t) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) { /* eight at once, as q8_dk (one at a time: 1.2x the P V kernel at one row, Zen 1) */
+        const unsigned char *k[8];
+        for (int e = 0; e < 8; e++) k[e] = V + (size_t)(j + e) * vs + o;
+        _mm256_storeu_ps(d + j, q8_dk(k, 0, 8, t));
+    }
+    for (; j < n; j++) d[j] = q8_d(V + (size_t)j * vs + o);
 }
 /* 8 times the sum of q[0..n) (n <= 64): q4_0's zero point in integers */
 INLINE int32_t pvi_q4_zero(const int16_t *q, int64_t n) {
@@ -2403,12 +2451,11 @@ INLINE int32_t pvi_q4_zero(const int16_t *q, int64_t n) {
  * one row 1.2x, at four 1.0x) */
 INLINE void pvi_blk_weights(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t c0,
                             int64_t G, int16_t (*q)[66], float *u, int32_t *z, int t) {
-    float d[64], w[64];
+    float d[64];
     for (int64_t i = 0; i < (c0 % 32 + 16 * G + 31) / 32; i++) {
-        pvi_blk_scales(V, vs, n, attn_storage_bytes((attn_dtype)t, c0 - c0 % 32 + 32 * i), d);
+        pvi_blk_scales(V, vs, n, attn_storage_bytes((attn_dtype)t, c0 - c0 % 32 + 32 * i), d, t);
         for (int64_t r = 0; r < nr; r++) {
-            for (int64_t j = 0; j < n; j++) w[j] = P[r * ldp + j] * d[j];
-            u[4 * r + i] = P16_ROW(w, n, q[4 * r + i]);
+            u[4 * r + i] = p16_row_w(P + r * ldp, d, n, q[4 * r + i]);
             if (t == KV_Q4) z[4 * r + i] = pvi_q4_zero(q[4 * r + i], n);
         }
     }
