@@ -1362,7 +1362,7 @@ INLINE void tok_store8(const __m256i *acc, int NR, int NK, int u0, __m256i zv, _
  * VPDPBUSD), 16 columns a step; per (row, key) and 16 products one
  * VPMADDWD and an add (the sign trick took VPSIGNB, VPMADDUBSW and
  * VPMADDWD per 32, on the same multiply pipes on Zen 3), each key's
- * widening shared by the rows and each row's by the keys */
+ * widening shared by the rows and each row's by every key (once a call) */
 INLINE void q8_rows_u8w(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
                         size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
                         int NK) {
