@@ -619,9 +619,8 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
  * tail after 32-column passes), int4, q4_0 and q8_0 Dv 32 .. 288 (q8_0's
  * codes of every byte, -128 included); rows of zeros (u 0), of tiny weights
  * (below 2^-100: the prescale), negative weights, a NaN and an infinity (the
- * row NaN); q4_0
- * and q8_0: one key's block with a NaN scale (its columns NaN in every row
- * of its 64 keys) */
+ * row NaN); q4_0 and q8_0: one key's block with a NaN scale (its columns NaN
+ * in every row of its 64 keys) */
 static int64_t pv_i16_code(const unsigned char *v, attn_dtype t, int Dv, int c) {
     if (t == ATTN_DTYPE_Q4_0) return attn_q4_code(v, c) - 8;
     if (t == ATTN_DTYPE_Q8_0) return attn_q8_code(v, c);
