@@ -2121,6 +2121,7 @@ INLINE __m256 p16_w(const float *p, const float *d, int64_t i) {
     __m256 x = _mm256_loadu_ps(p + i);
     return d ? _mm256_mul_ps(x, _mm256_loadu_ps(d + i)) : x;
 }
+INLINE float p16_w1(const float *p, const float *d, int64_t i) { return d ? p[i] * d[i] : p[i]; }
 INLINE float p16_row_w(const float *p, const float *d, int64_t n, int16_t *q) {
     const __m256i absm = _mm256_set1_epi32(0x7fffffff);
     __m256i a8 = _mm256_setzero_si256();
@@ -2130,7 +2131,7 @@ INLINE float p16_row_w(const float *p, const float *d, int64_t n, int16_t *q) {
     _mm256_storeu_si256((__m256i *)(void *)a8s, a8);
     for (int e = 0; e < 8; e++) ab = a8s[e] > ab ? a8s[e] : ab;
     for (; i < n; i++) {
-        float x = d ? p[i] * d[i] : p[i];
+        float x = p16_w1(p, d, i);
         int32_t xb;
         memcpy(&xb, &x, 4);
         ab = (xb & 0x7fffffff) > ab ? xb & 0x7fffffff : ab;
@@ -2140,19 +2141,13 @@ INLINE float p16_row_w(const float *p, const float *d, int64_t n, int16_t *q) {
     q[n] = 0;
     if (!p16_scale(a, ab >= 0x7f800000, n, q, &sc, &inv, &ret)) return ret;
     __m256 sv = _mm256_set1_ps(sc), iv = _mm256_set1_ps(inv);
-    if (sc == 1.0f)
-        for (i = 0; i + 16 <= n; i += 16) {
-            __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(p16_w(p, d, i), iv));
-            __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(p16_w(p, d, i + 8), iv));
-            _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
-        }
-    else
-        for (i = 0; i + 16 <= n; i += 16) {
-            __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(p16_w(p, d, i), sv), iv));
-            __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(p16_w(p, d, i + 8), sv), iv));
-            _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
-        }
-    for (; i < n; i++) q[i] = (int16_t)nearbyintf((d ? p[i] * d[i] : p[i]) * sc * inv);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256 x0 = p16_w(p, d, i), x1 = p16_w(p, d, i + 8);
+        if (sc != 1.0f) x0 = _mm256_mul_ps(x0, sv), x1 = _mm256_mul_ps(x1, sv); /* else w 1 is w */
+        __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(x0, iv)), hi = _mm256_cvtps_epi32(_mm256_mul_ps(x1, iv));
+        _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
+    }
+    for (; i < n; i++) q[i] = (int16_t)nearbyintf(p16_w1(p, d, i) * sc * inv);
     return ret;
 }
 
