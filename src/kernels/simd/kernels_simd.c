@@ -789,13 +789,137 @@ INLINE void qk_one16(const float *const *q, int64_t D, const void *K, int64_t ld
 
 #endif
 
-/* keys [0, n) at nr (1, 2) rows: qk_one16's steps (16 lanes), qk_one's for the keys left; NR a constant at each call
- * (its accumulators in registers) */
+#if VL == 8 && !defined(ATTN_VEC_SIMDE)
+/* 16 values of key row k from column c as two vectors: bf16 in
+ * vf_load_bf16x2's in-lane order (q in the same order: qk_one8), fp8 16
+ * codes a conversion, else two loads */
+INLINE void qk_x16(const void *k, int64_t c, int t, vf *x) {
+    if (t == KV_BF16)
+        vf_load_bf16x2((const uint16_t *)k + c, x, x + 1);
+    else if (t == KV_E4M3 || t == KV_E5M2)
+        fp8_ld16((const uint8_t *)k + c, t, 1, x);
+    else
+        x[0] = kq_ld(k, c, t), x[1] = kq_ld(k, c + VL, t);
+}
+/* NR (1, 2) rows (q: NR rows D apart), keys j .. j + 8 / NR (AVX2), one
+ * key a step read whole in order (qk_one's streaming), two accumulators a
+ * row, the eight sums reduced together (vh_sum8) and stored as vectors:
+ * qk_one's reduction a key took nine dependent operations and a scalar
+ * store. bf16 keys are unpacked in-lane (vf_load_bf16x2) against q in that
+ * order (qk_ones8 permutes it); fp8 16 codes a conversion */
+INLINE void qk_one8(const float *q, int NR, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
+                    const void *pre, int64_t ldpre, int64_t pb, int t) {
+    const int NK = 8 / NR;
+    vf s[8];
+    for (int e = 0; e < NK; e++) {
+        const void *k = kv_row(K, j + e, ldk, t);
+        if (pre) prefetch_bytes(kv_row(pre, j + e, ldpre, t), pb);
+        vf a[4] = {vf_zero(), vf_zero(), vf_zero(), vf_zero()}; /* row u: a[2 u], a[2 u + 1] */
+        __asm__("" : "+r"(q)); /* q read by the FMAs, not hoisted out of the keys' loop (and spilled) */
+        int64_t c = 0;
+        for (; c + 2 * VL <= D; c += 2 * VL) {
+            vf x[2];
+            qk_x16(k, c, t, x);
+            for (int u = 0; u < NR; u++)
+                a[2 * u] = vf_fma(vf_load(q + u * D + c), x[0], a[2 * u]),
+                      a[2 * u + 1] = vf_fma(vf_load(q + u * D + c + VL), x[1], a[2 * u + 1]);
+        }
+        if (c < D) {
+            vf x = kq_ld(k, c, t);
+            for (int u = 0; u < NR; u++) a[2 * u] = vf_fma(vf_load(q + u * D + c), x, a[2 * u]);
+        }
+        for (int u = 0; u < NR; u++) s[u * NK + e] = vf_add(a[2 * u], a[2 * u + 1]);
+    }
+    vf v = vh_sum8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]); /* lane u NK + e: row u, key j + e */
+    if (NR == 1) {
+        vf_store(S + j, v);
+    } else {
+        _mm_storeu_ps(S + j, _mm256_castps256_ps128(v));
+        _mm_storeu_ps(S + lds + j, _mm256_extractf128_ps(v, 1));
+    }
+}
+#define QP_MAX 1024 /* the longest bf16 query row permuted on the stack (qk_bf_perm) */
+/* query row q (D <= QP_MAX) into qp in vf_load_bf16x2's order, whole groups of 16 (a last 8 in order) */
+INLINE void qk_bf_perm(const float *q, int64_t D, float *qp) {
+    int64_t c = 0;
+    for (; c + 16 <= D; c += 16) {
+        vf lo, hi;
+        bf16_split(vf_load(q + c), vf_load(q + c + 8), &lo, &hi);
+        vf_store(qp + c, lo), vf_store(qp + c + 8, hi);
+    }
+    if (c < D) vf_store(qp + c, vf_load(q + c));
+}
+/* keys [0, n) at NR (1, 2) rows q[0..NR-1] by qk_one8's steps; returns the keys taken */
+INLINE int64_t qk_ones8(const float *const *q, int NR, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                        int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int t) {
+    float qp[t == KV_BF16 || NR == 2 ? 2 * QP_MAX : 1] __attribute__((aligned(32))); /* the rows D apart */
+    if (D > QP_MAX) return 0;
+    const float *qr = q[0];
+    if (t == KV_BF16)
+        for (int u = 0; u < NR; u++) qk_bf_perm(q[u], D, qp + u * D);
+    else if (NR == 2)
+        memcpy(qp, q[0], (size_t)D * sizeof(float)), memcpy(qp + D, q[1], (size_t)D * sizeof(float));
+    if (t == KV_BF16 || NR == 2) qr = qp;
+    int64_t j = 0;
+    for (; j + 8 / NR <= n; j += 8 / NR) qk_one8(qr, NR, D, K, ldk, j, S, lds, pre, ldpre, pb, t);
+    return j;
+}
+
+/* bf16 keys j, j + 1 against four query rows (qp: each permuted, D apart;
+ * nr of them stored): 16 columns a step, each K load unpacked in-lane
+ * (vf_load_bf16x2), 8 accumulators, reduced together (vh_sum8). The 3-key
+ * step's widening and 16-bit shift (kq_ld_w) issued beside the FMAs on
+ * Zen 1, one shift for every four FMAs; the unpacks pair with them */
+INLINE void qk_bf8_pair(const float *qp, int64_t D, const void *k0, const void *k1, float *S, int64_t lds, int64_t j,
+                        int64_t nr) {
+    vf a[8]; /* row u, key e: a[2 u + e] */
+    for (int i = 0; i < 8; i++) a[i] = vf_zero();
+    int64_t c = 0;
+    for (; c + 16 <= D; c += 16) {
+        vf x0[2], x1[2];
+        vf_load_bf16x2((const uint16_t *)k0 + c, x0, x0 + 1), vf_load_bf16x2((const uint16_t *)k1 + c, x1, x1 + 1);
+        for (int u = 0; u < 4; u++)
+            for (int g = 0; g < 2; g++) {
+                vf y = vf_load_reg(qp + u * D + c + 8 * g);
+                a[2 * u] = vf_fma(y, x0[g], a[2 * u]), a[2 * u + 1] = vf_fma(y, x1[g], a[2 * u + 1]);
+            }
+        for (int i = 0; i < 8; i++) KEEP_REG(a[i]);
+    }
+    if (c < D) {
+        vf x0 = kq_ld_w(k0, c, KV_BF16), x1 = kq_ld_w(k1, c, KV_BF16);
+        for (int u = 0; u < 4; u++) {
+            vf y = vf_load_reg(qp + u * D + c);
+            a[2 * u] = vf_fma(y, x0, a[2 * u]), a[2 * u + 1] = vf_fma(y, x1, a[2 * u + 1]);
+        }
+    }
+    float r[8];
+    vf_store(r, vh_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+    for (int64_t u = 0; u < nr; u++) S[u * lds + j] = r[2 * u], S[u * lds + j + 1] = r[2 * u + 1];
+}
+/* keys [0, n) in pairs at three or four rows q[0..3] (bf16, D <= QP_MAX); returns the keys taken */
+INLINE int64_t qk_bf8_rows(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                           int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int64_t nr) {
+    float qp[4 * QP_MAX] __attribute__((aligned(32)));
+    for (int u = 0; u < 4; u++) qk_bf_perm(q[u], D, qp + u * D);
+    int64_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        if (pre)
+            prefetch_bytes(kv_row(pre, j, ldpre, KV_BF16), pb), prefetch_bytes(kv_row(pre, j + 1, ldpre, KV_BF16), pb);
+        qk_bf8_pair(qp, D, kv_row(K, j, ldk, KV_BF16), kv_row(K, j + 1, ldk, KV_BF16), S, lds, j, nr);
+    }
+    return j;
+}
+#endif
+
+/* keys [0, n) at nr (1, 2) rows: qk_one16's steps (16 lanes; 8 lanes: qk_ones8's, bf16 and fp8), qk_one's for the
+ * keys left; NR a constant at each call (its accumulators in registers) */
 INLINE int64_t qk_ones_nr(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                           int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
     int64_t j = 0;
 #if ONE16
     for (; j + 16 / NR <= n; j += 16 / NR) qk_one16(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
+#elif VL == 8 && !defined(ATTN_VEC_SIMDE)
+    if (t == KV_BF16 || t == KV_E4M3 || t == KV_E5M2) j = qk_ones8(q, NR, D, K, ldk, n, S, lds, pre, ldpre, pb, t);
 #endif
     for (; j < n; j++) qk_one(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
     return j;
@@ -854,6 +978,13 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             else
                 for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, 4, t);
         }
+#if VL == 8 && !defined(ATTN_VEC_SIMDE)
+        if (t == KV_BF16 && nr > 2 && DV == D && D <= QP_MAX) {
+            const void *pf = pre && r0 == 0 ? pre : NULL;
+            j = HEAD128(D) ? qk_bf8_rows(q, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr)
+                           : qk_bf8_rows(q, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr);
+        }
+#endif
 #if VL == 16
         /* 16 lanes: 4 keys a step, 16 accumulators reduced together in one transposing tree (vf_reduce16: 2.8
          * instructions a score, against the 3-key step's folds and hadds, which took more of its time than the
@@ -1028,6 +1159,24 @@ INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
  * One index for P and one V pointer stepped by the row stride: the front
  * end, not the FMA units, had bounded these loops. */
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
+/* PV_BF2(t): bf16 rows on 8 lanes read 16 values a load in vf_load_bf16x2's
+ * in-lane order, the pass's accumulators kept in that order (bf16_split at
+ * its start and end): each O element the same chain of FMAs */
+#if VL == 8 && !defined(ATTN_VEC_SIMDE)
+#define PV_BF2(t) ((t) == KV_BF16)
+/* NW vectors of a bf16 row from column cc, in that order */
+INLINE void pv_bf2_ld(const char *vp, int64_t cc, int NW, vf *x) {
+    for (int w = 0; w < NW; w += 2) vf_load_bf16x2((const uint16_t *)vp + cc + w * VL, x + w, x + w + 1);
+}
+/* NW accumulators into that order, and back */
+INLINE void pv_bf2_order(vf *a, int NW) {
+    for (int w = 0; w < NW; w += 2) bf16_split(a[w], a[w + 1], &a[w], &a[w + 1]);
+}
+#else
+#define PV_BF2(t) 0
+INLINE void pv_bf2_ld(const char *vp, int64_t cc, int NW, vf *x) { (void)vp, (void)cc, (void)NW, (void)x; }
+INLINE void pv_bf2_order(vf *a, int NW) { (void)a, (void)NW; }
+#endif
 /* One pass over the n keys for NR rows (pr[u]: row u of P; e4m3: P times
  * 256, pv_body) and NW vectors of columns from cc: O rows (from O, ldo
  * apart) += P V, prefetching the pass's bytes of the pre rows (pp, ps
@@ -1038,6 +1187,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
 #define PV_C(u) ((u) < 4 ? c4[(u)] : c8[(u)-4])
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_load(O + u * ldo + cc + w * VL);
+    for (int u = 0; PV_BF2(t) && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
     const char *vp = (const char *)V;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
     for (int64_t j = 0; j < n; j++, vp += vs) {
@@ -1054,6 +1204,18 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
             for (int w = 0; w < NW; w++) x[w] = vf_mul(x[w], vf_set1(d[w]));
         } else if (t == KV_E4M3 || t == KV_E5M2) { /* 16 codes a conversion (NW even at 8 lanes) */
             for (int w = 0; w < NW; w += 16 / VL) fp8_ld16((const uint8_t *)vp + cc + w * VL, t, 1, x + w);
+        } else if (NR == 1) { /* each vector used as loaded: 8 held for one row spilled on 8 lanes */
+            vf p = vf_set1(pr[0][j]);
+            for (int w = 0; w < NW; w += 2) {
+                if (PV_BF2(t))
+                    pv_bf2_ld(vp, cc + w * VL, 2, x);
+                else
+                    x[0] = pv_ld(vp, cc + w * VL, t, half), x[1] = pv_ld(vp, cc + (w + 1) * VL, t, half);
+                c4[0][w] = vf_fma(p, x[0], c4[0][w]), c4[0][w + 1] = vf_fma(p, x[1], c4[0][w + 1]);
+            }
+            continue;
+        } else if (PV_BF2(t)) {
+            pv_bf2_ld(vp, cc, NW, x);
         } else {
             for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
         }
@@ -1062,6 +1224,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
             for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_fma(p, x[w], PV_C(u)[w]);
         }
     }
+    for (int u = 0; PV_BF2(t) && u < NR; u++) pv_bf2_order(PV_C(u), NW);
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) vf_store(O + u * ldo + cc + w * VL, PV_C(u)[w]);
 #undef PV_C
