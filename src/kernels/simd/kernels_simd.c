@@ -1161,7 +1161,9 @@ INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
 /* PV_BF2(t): bf16 rows on 8 lanes read 16 values a load in vf_load_bf16x2's
  * in-lane order, the pass's accumulators kept in that order (bf16_split at
- * its start and end): each O element the same chain of FMAs */
+ * its start and end): each O element the same chain of FMAs. Not at two
+ * rows, whose passes of 32 columns read a cache line a key: there the
+ * decode stream ran slower with it (Zen 1, zen1/bf16-unpack-step-ab) */
 #if VL == 8 && !defined(ATTN_VEC_SIMDE)
 #define PV_BF2(t) ((t) == KV_BF16)
 /* NW vectors of a bf16 row from column cc, in that order */
@@ -1187,7 +1189,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
 #define PV_C(u) ((u) < 4 ? c4[(u)] : c8[(u)-4])
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_load(O + u * ldo + cc + w * VL);
-    for (int u = 0; PV_BF2(t) && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
+    for (int u = 0; PV_BF2(t) && NR != 2 && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
     const char *vp = (const char *)V;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
     for (int64_t j = 0; j < n; j++, vp += vs) {
@@ -1214,7 +1216,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
                 c4[0][w] = vf_fma(p, x[0], c4[0][w]), c4[0][w + 1] = vf_fma(p, x[1], c4[0][w + 1]);
             }
             continue;
-        } else if (PV_BF2(t)) {
+        } else if (PV_BF2(t) && NR != 2) {
             pv_bf2_ld(vp, cc, NW, x);
         } else {
             for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
@@ -1224,7 +1226,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
             for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_fma(p, x[w], PV_C(u)[w]);
         }
     }
-    for (int u = 0; PV_BF2(t) && u < NR; u++) pv_bf2_order(PV_C(u), NW);
+    for (int u = 0; PV_BF2(t) && NR != 2 && u < NR; u++) pv_bf2_order(PV_C(u), NW);
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) vf_store(O + u * ldo + cc + w * VL, PV_C(u)[w]);
 #undef PV_C
