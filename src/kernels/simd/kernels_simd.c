@@ -461,7 +461,8 @@ INLINE __m256 nib8(const uint8_t *p, int hi) {
 INLINE __m256i fp8_halves16(const uint8_t *p, int t) {
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)p);
     if (t == KV_E4M3) return e4m3_halves(_mm256_cvtepi8_epi16(b));
-    /* e5m2: each byte moved to the high byte of its word by one VPSHUFB (vec.h vf_load_bf16) */
+    /* e5m2: each byte moved to the high byte of its word by one VPSHUFB (vec.h vf_load_bf16); the 16-lane tables'
+     * 256 bits whole for one conversion (fp8_pair_raw takes two 128-bit unpacks for 8 lanes) */
     const __m256i idx = _mm256_setr_epi8(-1, 0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1, 8, -1, 9, -1, 10,
                                          -1, 11, -1, 12, -1, 13, -1, 14, -1, 15);
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), idx);
