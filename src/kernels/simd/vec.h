@@ -239,9 +239,9 @@ VEC_INLINE vf vf_load_bf16_w(const void *p) {
 /* 16 bf16 values as floats in two vectors, in-lane order: *lo values
  * 0..3 and 8..11, *hi 4..7 and 12..15 (bf16_split's order). One 256-bit
  * load and one VPUNPCK a vector against a zero, no shuffle index and no
- * broadcast: decode's Q K^T over bf16 keys in L1 ran 0.86x at one row,
- * 0.91x at four, its P V 0.73-0.93x (Zen 1, against q and O kept in the
- * same order) */
+ * broadcast: decode's Q K^T over bf16 keys ran 0.86x at one row and 0.89x
+ * at four, its P V 0.93x at four (Zen 1, kernels alone, q and O kept in
+ * the same order; zen1/bf16-unpack-kernels-ab) */
 VEC_INLINE void vf_load_bf16x2(const void *p, vf *lo, vf *hi) {
     __m256i x = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
     __asm__("" : "+x"(x)); /* one load for both (GCC folded it into each unpack: two) */
