@@ -853,17 +853,16 @@ INLINE void qk_bf_perm(const float *q, int64_t D, float *qp) {
     }
     if (c < D) vf_store(qp + c, vf_load(q + c));
 }
-/* keys [0, n) at NR (1, 2) rows q[0..NR-1] by qk_one8's steps; returns the keys taken */
+/* keys [0, n) at NR (1, 2) rows q[0..NR-1], D apart, by qk_one8's steps; returns the keys taken */
 INLINE int64_t qk_ones8(const float *const *q, int NR, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                         int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int t) {
-    float qp[t == KV_BF16 || NR == 2 ? 2 * QP_MAX : 1] __attribute__((aligned(32))); /* the rows D apart */
-    if (D > QP_MAX) return 0;
-    const float *qr = q[0];
-    if (t == KV_BF16)
+    float qp[t == KV_BF16 ? 2 * QP_MAX : 1] __attribute__((aligned(32))); /* bf16: the rows permuted, D apart */
+    if (t == KV_BF16 && D > QP_MAX) return 0;
+    const float *qr = q[0]; /* fp8: the rows as given, D apart (qk_body) */
+    if (t == KV_BF16) {
         for (int u = 0; u < NR; u++) qk_bf_perm(q[u], D, qp + u * D);
-    else if (NR == 2)
-        memcpy(qp, q[0], (size_t)D * sizeof(float)), memcpy(qp + D, q[1], (size_t)D * sizeof(float));
-    if (t == KV_BF16 || NR == 2) qr = qp;
+        qr = qp;
+    }
     int64_t j = 0;
     for (; j + 8 / NR <= n; j += 8 / NR) qk_one8(qr, NR, D, K, ldk, j, S, lds, pre, ldpre, pb, t);
     return j;
@@ -1163,13 +1162,13 @@ INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
  * One index for P and one V pointer stepped by the row stride: the front
  * end, not the FMA units, had bounded these loops. */
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
-/* PV_BF2(t): bf16 rows on 8 lanes read 16 values a load in vf_load_bf16x2's
+/* PV_BF2(t, NR): bf16 rows on 8 lanes read 16 values a load in vf_load_bf16x2's
  * in-lane order, the pass's accumulators kept in that order (bf16_split at
  * its start and end): each O element the same chain of FMAs. Not at two
  * rows, whose passes of 32 columns read a cache line a key: there the
  * decode stream ran slower with it (Zen 1, zen1/bf16-unpack-step-ab) */
 #if VL == 8 && !defined(ATTN_VEC_SIMDE)
-#define PV_BF2(t) ((t) == KV_BF16)
+#define PV_BF2(t, NR) ((t) == KV_BF16 && (NR) != 2)
 /* NW vectors of a bf16 row from column cc, in that order */
 INLINE void pv_bf2_ld(const char *vp, int64_t cc, int NW, vf *x) {
     for (int w = 0; w < NW; w += 2) vf_load_bf16x2((const uint16_t *)vp + cc + w * VL, x + w, x + w + 1);
@@ -1179,7 +1178,7 @@ INLINE void pv_bf2_order(vf *a, int NW) {
     for (int w = 0; w < NW; w += 2) bf16_split(a[w], a[w + 1], &a[w], &a[w + 1]);
 }
 #else
-#define PV_BF2(t) 0
+#define PV_BF2(t, NR) 0
 INLINE void pv_bf2_ld(const char *vp, int64_t cc, int NW, vf *x) { (void)vp, (void)cc, (void)NW, (void)x; }
 INLINE void pv_bf2_order(vf *a, int NW) { (void)a, (void)NW; }
 #endif
@@ -1193,7 +1192,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
 #define PV_C(u) ((u) < 4 ? c4[(u)] : c8[(u)-4])
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_load(O + u * ldo + cc + w * VL);
-    for (int u = 0; PV_BF2(t) && NR != 2 && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
+    for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
     const char *vp = (const char *)V;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
     for (int64_t j = 0; j < n; j++, vp += vs) {
@@ -1213,14 +1212,14 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
         } else if (NR == 1) { /* each vector used as loaded: 8 held for one row spilled on 8 lanes */
             vf p = vf_set1(pr[0][j]);
             for (int w = 0; w < NW; w += 2) {
-                if (PV_BF2(t))
+                if (PV_BF2(t, 1))
                     pv_bf2_ld(vp, cc + w * VL, 2, x);
                 else
                     x[0] = pv_ld(vp, cc + w * VL, t, half), x[1] = pv_ld(vp, cc + (w + 1) * VL, t, half);
                 c4[0][w] = vf_fma(p, x[0], c4[0][w]), c4[0][w + 1] = vf_fma(p, x[1], c4[0][w + 1]);
             }
             continue;
-        } else if (PV_BF2(t) && NR != 2) {
+        } else if (PV_BF2(t, NR)) {
             pv_bf2_ld(vp, cc, NW, x);
         } else {
             for (int w = 0; w < NW; w++) x[w] = pv_ld(vp, cc + w * VL, t, half);
@@ -1230,7 +1229,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
             for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_fma(p, x[w], PV_C(u)[w]);
         }
     }
-    for (int u = 0; PV_BF2(t) && NR != 2 && u < NR; u++) pv_bf2_order(PV_C(u), NW);
+    for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW);
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) vf_store(O + u * ldo + cc + w * VL, PV_C(u)[w]);
 #undef PV_C
