@@ -415,17 +415,30 @@ INLINE __m256i u8x8(const uint8_t *p) {
  * t + 0x80 differs from the sign's copy exactly when the result's bit 14
  * must be set: t ^ ((t + 0x80) & 0x4000) (AND and XOR: one VPTERNLOG under
  * AVX-512VL). All 256 codes are checked by test_kernels' fp8 case.
- * e4m3_halves: those steps 16 at a time (e4m3x8 uses the low 8). */
+ * e4m3_halves: those steps 16 at a time (the 16-lane tables; 8 lanes take
+ * e4m3_halves_b). */
 INLINE __m256i e4m3_halves(__m256i w) {
     __m256i t = _mm256_slli_epi16(w, 7);
     return _mm256_xor_si256(t,
                             _mm256_and_si256(_mm256_add_epi16(t, _mm256_set1_epi16(0x80)), _mm256_set1_epi16(0x4000)));
 }
+/* The same halves from 16 codes b in bytes, for 8 lanes: the high byte is
+ * the sign and the magnitude m's top six bits, b - ceil(m / 2), where the
+ * unsigned average avg(b, 0) = ceil(b / 2) is 64 S + ceil(m / 2), whose six
+ * low bits are ceil(m / 2), except 0 for m = 0x7f: that code's high byte
+ * stays S.1111111, NaN. The low byte is m's last bit at bit 7. One 128-bit
+ * shift for 16 codes, where e4m3_halves widens and takes a 256-bit shift,
+ * add, AND and XOR (Zen 1: one shift pipe, 256 bits two operations).
+ * lo: codes 0-7 as halves, hi: 8-15 */
+INLINE void e4m3_halves_b(__m128i b, __m128i *lo, __m128i *hi) {
+    __m128i h = _mm_sub_epi8(b, _mm_and_si128(_mm_avg_epu8(b, _mm_setzero_si128()), _mm_set1_epi8(0x3f)));
+    __m128i l = _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi8((char)0x80));
+    *lo = _mm_unpacklo_epi8(l, h), *hi = _mm_unpackhi_epi8(l, h);
+}
 INLINE __m256 e4m3x8_raw(const uint8_t *p) {
-    int64_t w;
-    memcpy(&w, p, 8);
-    __m256i h = e4m3_halves(_mm256_castsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(w))));
-    return _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    __m128i lo, hi;
+    e4m3_halves_b(_mm_loadl_epi64((const __m128i *)(const void *)p), &lo, &hi);
+    return _mm256_cvtph_ps(lo);
 }
 INLINE __m256 e4m3x8(const uint8_t *p) { return _mm256_mul_ps(e4m3x8_raw(p), _mm256_set1_ps(256.0f)); }
 
@@ -470,13 +483,12 @@ INLINE __m256i fp8_halves16(const uint8_t *p, int t) {
 /* 16 fp8 values from p: the first 8 in x[0], the next in x[1] (as e4m3x8,
  * e5m2x8; raw: e4m3's times 2^-8, as converted) */
 INLINE void fp8_pair_raw(const uint8_t *p, int t, __m256 *x) {
-    if (t == KV_E5M2) { /* each code the high byte of its half: two 128-bit unpacks against a zero, no shuffle */
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)p), z = _mm_setzero_si128();
-        x[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, b)), x[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, b));
-        return;
-    }
-    __m256i h = fp8_halves16(p, t);
-    x[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h)), x[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)p), lo, hi;
+    if (t == KV_E5M2) /* each code the high byte of its half: two 128-bit unpacks against a zero, no shuffle */
+        lo = _mm_unpacklo_epi8(_mm_setzero_si128(), b), hi = _mm_unpackhi_epi8(_mm_setzero_si128(), b);
+    else
+        e4m3_halves_b(b, &lo, &hi);
+    x[0] = _mm256_cvtph_ps(lo), x[1] = _mm256_cvtph_ps(hi);
 }
 INLINE void fp8_pair(const uint8_t *p, int t, __m256 *x) {
     fp8_pair_raw(p, t, x);
