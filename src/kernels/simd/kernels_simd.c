@@ -865,18 +865,17 @@ INLINE void qk_bf_perm(const float *q, int64_t D, float *qp) {
     }
     if (c < D) vf_store(qp + c, vf_load(q + c));
 }
-/* keys [0, n) at NR (1, 2) rows q[0..NR-1], D apart, by qk_one8's steps; returns the keys taken */
-INLINE int64_t qk_ones8(const float *const *q, int NR, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                        int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int t) {
+/* keys [0, n) at NR (1, 2) rows from q, D apart (qk_body's), by qk_one8's steps; returns the keys taken */
+INLINE int64_t qk_ones8(const float *q, int NR, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                        const void *pre, int64_t ldpre, int64_t pb, int t) {
     float qp[t == KV_BF16 ? 2 * QP_MAX : 1] __attribute__((aligned(32))); /* bf16: the rows permuted, D apart */
     if (t == KV_BF16 && D > QP_MAX) return 0;
-    const float *qr = q[0]; /* fp8: the rows as given, D apart (qk_body) */
     if (t == KV_BF16) {
-        for (int u = 0; u < NR; u++) qk_bf_perm(q[u], D, qp + u * D);
-        qr = qp;
+        for (int u = 0; u < NR; u++) qk_bf_perm(q + u * D, D, qp + u * D);
+        q = qp;
     }
     int64_t j = 0;
-    for (; j + 8 / NR <= n; j += 8 / NR) qk_one8(qr, NR, D, K, ldk, j, S, lds, pre, ldpre, pb, t);
+    for (; j + 8 / NR <= n; j += 8 / NR) qk_one8(q, NR, D, K, ldk, j, S, lds, pre, ldpre, pb, t);
     return j;
 }
 
@@ -934,7 +933,8 @@ INLINE int64_t qk_ones_nr(const float *const *q, int64_t D, const void *K, int64
 #if ONE16
     for (; j + 16 / NR <= n; j += 16 / NR) qk_one16(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
 #elif VL == 8 && !defined(ATTN_VEC_SIMDE)
-    if (t == KV_BF16 || t == KV_E4M3 || t == KV_E5M2) j = qk_ones8(q, NR, D, K, ldk, n, S, lds, pre, ldpre, pb, t);
+    if (t == KV_BF16 || t == KV_E4M3 || t == KV_E5M2) /* NR 2: q[1] is q[0] + D (qk_body) */
+        j = qk_ones8(q[0], NR, D, K, ldk, n, S, lds, pre, ldpre, pb, t);
 #endif
     for (; j < n; j++) qk_one(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
     return j;
