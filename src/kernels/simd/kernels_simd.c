@@ -508,6 +508,103 @@ INLINE void fp8_ld16(const uint8_t *p, int t, int raw, vf *x) {
 #endif
 }
 
+#if VL == 16 && defined(ATTN_FP8_DPBF16)
+#define FP8_X16(F, b)                                                                                                  \
+    F(b), F(b + 1), F(b + 2), F(b + 3), F(b + 4), F(b + 5), F(b + 6), F(b + 7), F(b + 8), F(b + 9), F(b + 10),         \
+        F(b + 11), F(b + 12), F(b + 13), F(b + 14), F(b + 15)
+#define FP8_X128(F)                                                                                                    \
+    FP8_X16(F, 0), FP8_X16(F, 16), FP8_X16(F, 32), FP8_X16(F, 48), FP8_X16(F, 64), FP8_X16(F, 80), FP8_X16(F, 96),     \
+        FP8_X16(F, 112)
+/* the bf16 bits of magnitude c. e4m3: 2^(e-7) (1 + m/8), exponent field e + 120; subnormals m 2^-9; S.1111.111
+ * NaN. e5m2: 2^(e-15) (1 + m/4), e + 112; subnormals m 2^-16; exponent 31 inf (m 0) or NaN */
+#define E4M3_BF(c)                                                                                                     \
+    ((c) == 0x7f ? 0x7fc0                                                                                              \
+     : (c) >= 8  ? ((c) << 4) + 0x3c00                                                                                 \
+     : (c) >= 4  ? 0x3c00 + 0x20 * ((c)-4)                                                                             \
+     : (c) == 3  ? 0x3bc0                                                                                              \
+     : (c) == 2  ? 0x3b80                                                                                              \
+                 : 0x3b00 * (c))
+#define E5M2_BF(c)                                                                                                     \
+    ((c) > 0x7c    ? 0x7fc0                                                                                            \
+     : (c) == 0x7c ? 0x7f80                                                                                            \
+     : (c) >= 4    ? ((c) << 5) + 0x3800                                                                               \
+     : (c) == 3    ? 0x3840                                                                                            \
+     : (c) == 2    ? 0x3800                                                                                            \
+                   : 0x3780 * (c))
+#define E4M3_HI(c) (uint8_t)(E4M3_BF(c) >> 8)
+#define E4M3_LO(c) (uint8_t)(E4M3_BF(c) & 0xff)
+#define E5M2_HI(c) (uint8_t)(E5M2_BF(c) >> 8)
+#define E5M2_LO(c) (uint8_t)(E5M2_BF(c) & 0xff)
+/* e4m3's raw values (times 2^-8, as fp8_ld16 gives them): the exponent field 8 less, but for 0 and NaN */
+#define E4M3R_HI(c) (uint8_t)(((c) == 0 || (c) == 0x7f ? E4M3_BF(c) : E4M3_BF(c) - 0x400) >> 8)
+/* [0] e4m3, [1] e5m2, [2] e4m3 raw: the high bytes, the low bytes (raw e4m3's low bytes are e4m3's) */
+static const uint8_t fp8_bf_tab[3][2][128] __attribute__((aligned(64))) = {{{FP8_X128(E4M3_HI)}, {FP8_X128(E4M3_LO)}},
+                                                                           {{FP8_X128(E5M2_HI)}, {FP8_X128(E5M2_LO)}},
+                                                                           {{FP8_X128(E4M3R_HI)}, {FP8_X128(E4M3_LO)}}};
+
+typedef struct fp8_lut {
+    __m512i h0, h1, l0, l1, sign;
+} fp8_lut;
+INLINE fp8_lut fp8_lut_at(const uint8_t (*tb)[128]) {
+    fp8_lut l = {_mm512_load_si512(tb[0]), _mm512_load_si512(tb[0] + 64), _mm512_load_si512(tb[1]),
+                 _mm512_load_si512(tb[1] + 64), _mm512_set1_epi8((char)0x80)};
+    return l;
+}
+INLINE fp8_lut fp8_lut_of(int t) { return fp8_lut_at(fp8_bf_tab[t == KV_E5M2]); }
+/* e4m3's raw values (e5m2's as they are) */
+INLINE fp8_lut fp8_lut_raw(int t) { return fp8_lut_at(fp8_bf_tab[t == KV_E5M2 ? 1 : 2]); }
+/* 64 codes x as bf16 values: the high and low bytes, in x's order */
+INLINE void fp8_bf_bytes(__m512i x, const fp8_lut *l, __m512i *hi, __m512i *lo) {
+    *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(l->h0, x, l->h1), x, l->sign, 0xf8); /* hi | x & sign */
+    *lo = _mm512_permutex2var_epi8(l->l0, x, l->l1);
+}
+/* The float32 route of the same tables (FP8T: the fp8 products as FMAs on
+ * these tables, qk_rows_x / pv_rows_x): 64 codes in four vectors, in
+ * order, raw (e4m3 times 2^-8, as fp8_ld16). A byte permutation (VPERMB)
+ * puts the codes where the two byte interleaves (VPUNPCKL/HBW: bf16 words
+ * per 128-bit lane) and a shift and an AND (each word to the high half of
+ * its float) leave them in order: x[v] lane 4 L + k is code 16 v + 4 L + k,
+ * taken from byte 16 L + 8 (v / 2) + 2 k + v % 2. Ten operations for 64
+ * codes, where F16C's route takes six for 16 over e4m3 (VCVTPH2PS two).
+ * The same values, exact (each is a bf16 number), in the same order: the
+ * same bits. e4m3 only, and not in qk_four: on the Intel core the two
+ * table lookups hold port 5 for two cycles each, and e5m2's F16C route
+ * (three operations for 16) ran 1.06-1.18x faster than its table route,
+ * as did e4m3's Q K^T at four rows (1.07x), where 16 FMAs a key-block share
+ * those ports; Q K^T at one and two rows and P V at every count gain
+ * (genuineintel-f6-m207/e4m3-table-kernels-ab) */
+#define FP8T_ON 1
+typedef __m512i fp8t_ix;
+/* byte 16 L + 8 h + 2 k + e takes code 16 (2 h + e) + 4 L + k */
+static const uint8_t fp8t_ord[64] __attribute__((aligned(64))) = {
+    0,  16, 1,  17, 2,  18, 3,  19, 32, 48, 33, 49, 34, 50, 35, 51, 4,  20, 5,  21, 6,  22,
+    7,  23, 36, 52, 37, 53, 38, 54, 39, 55, 8,  24, 9,  25, 10, 26, 11, 27, 40, 56, 41, 57,
+    42, 58, 43, 59, 12, 28, 13, 29, 14, 30, 15, 31, 44, 60, 45, 61, 46, 62, 47, 63};
+INLINE fp8t_ix fp8t_order(void) { return _mm512_load_si512(fp8t_ord); }
+INLINE void fp8t_ld64(const uint8_t *p, const fp8_lut *l, fp8t_ix ord, vf *x) {
+    __m512i hi, lo, m = _mm512_set1_epi32((int)0xffff0000u);
+    fp8_bf_bytes(_mm512_permutexvar_epi8(ord, _mm512_loadu_si512(p)), l, &hi, &lo);
+    __m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+    x[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), x[1] = _mm512_castsi512_ps(_mm512_and_si512(w0, m));
+    x[2] = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), x[3] = _mm512_castsi512_ps(_mm512_and_si512(w1, m));
+}
+#else
+#define FP8T_ON 0
+typedef struct fp8_lut {
+    int none;
+} fp8_lut;
+INLINE fp8_lut fp8_lut_raw(int t) {
+    fp8_lut l = {t};
+    return l;
+}
+typedef int fp8t_ix;
+INLINE fp8t_ix fp8t_order(void) { return 0; }
+INLINE void fp8t_ld64(const uint8_t *p, const fp8_lut *l, fp8t_ix ord, vf *x) { (void)p, (void)l, (void)ord, (void)x; }
+#endif
+/* the fp8 formats that take the table route (FP8T_ON: the tables with VBMI): Q K^T at one and two rows (qk_dot1),
+ * P V (pv_pass) */
+#define FP8T(t) (FP8T_ON && (t) == KV_E4M3)
+
 /* VL codes of a one-byte format from p (int4: the low or high nibbles, hi), as floats */
 INLINE __m256 byte8(const uint8_t *p, int t, int hi) {
     if (t == KV_E4M3) return e4m3x8(p);
@@ -756,6 +853,21 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
 INLINE void qk_dot1(const float *const *q, int64_t D, const void *k, int NR, int t, vf *s0, vf *s1) {
     vf a00 = vf_zero(), a01 = a00, a10 = a00, a11 = a00; /* row, half */
     int64_t c = 0;
+    if (FP8T(t)) { /* 64 codes a conversion, the same sums in the same order */
+        const fp8_lut l = fp8_lut_raw(t);
+        const fp8t_ix ord = fp8t_order();
+        for (; c + 4 * VL <= D; c += 4 * VL) {
+            vf x[4];
+            fp8t_ld64((const uint8_t *)k + c, &l, ord, x);
+            for (int h = 0; h < 4; h += 2) {
+                a00 = vf_fma(vf_load(q[0] + c + h * VL), x[h], a00);
+                a01 = vf_fma(vf_load(q[0] + c + (h + 1) * VL), x[h + 1], a01);
+                if (NR == 2)
+                    a10 = vf_fma(vf_load(q[1] + c + h * VL), x[h], a10),
+                    a11 = vf_fma(vf_load(q[1] + c + (h + 1) * VL), x[h + 1], a11);
+            }
+        }
+    }
     for (; c + 2 * VL <= D; c += 2 * VL) {
         vf x[2];
         if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
@@ -1207,6 +1319,8 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
     for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
     const char *vp = (const char *)V;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
+    const fp8_lut lut = fp8_lut_raw(t); /* FP8T */
+    const fp8t_ix ord = fp8t_order();
     for (int64_t j = 0; j < n; j++, vp += vs) {
         if (pp)
             for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
@@ -1219,6 +1333,8 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
                 continue;
             }
             for (int w = 0; w < NW; w++) x[w] = vf_mul(x[w], vf_set1(d[w]));
+        } else if (FP8T(t) && NW % 4 == 0) { /* 64 codes a conversion */
+            for (int w = 0; w < NW; w += 4) fp8t_ld64((const uint8_t *)vp + cc + w * VL, &lut, ord, x + w);
         } else if (t == KV_E4M3 || t == KV_E5M2) { /* 16 codes a conversion (NW even at 8 lanes) */
             for (int w = 0; w < NW; w += 16 / VL) fp8_ld16((const uint8_t *)vp + cc + w * VL, t, 1, x + w);
         } else if (NR == 1) { /* each vector used as loaded: 8 held for one row spilled on 8 lanes */
@@ -2919,55 +3035,12 @@ static void kv_rows(const void *src, int64_t ld, int64_t nb, int64_t n, attn_dty
 
 /* ---- fp8 codes against bf16 operands (the math modes over fp8 caches:
  * kernels.h qk_rows_bf, pv_rows_bf). A code's 7 magnitude bits index two
- * 128-entry byte tables, the high and low bytes of its bf16 value (VPERMT2B,
+ * 128-entry byte tables (fp8_bf_tab, above), the high and low bytes of its bf16 value (VPERMT2B,
  * 64 codes an instruction: VBMI), its sign joins the high byte, and
  * VDPBF16PS takes two products an instruction against bf16 q or P
  * (AVX512-BF16). Each product is exact in float32; fp8's values are normal
  * bf16 numbers (none for the instruction to flush). ------------------------- */
 #if VL == 16 && defined(ATTN_FP8_DPBF16)
-#define FP8_X16(F, b)                                                                                                  \
-    F(b), F(b + 1), F(b + 2), F(b + 3), F(b + 4), F(b + 5), F(b + 6), F(b + 7), F(b + 8), F(b + 9), F(b + 10),         \
-        F(b + 11), F(b + 12), F(b + 13), F(b + 14), F(b + 15)
-#define FP8_X128(F)                                                                                                    \
-    FP8_X16(F, 0), FP8_X16(F, 16), FP8_X16(F, 32), FP8_X16(F, 48), FP8_X16(F, 64), FP8_X16(F, 80), FP8_X16(F, 96),     \
-        FP8_X16(F, 112)
-/* the bf16 bits of magnitude c. e4m3: 2^(e-7) (1 + m/8), exponent field e + 120; subnormals m 2^-9; S.1111.111
- * NaN. e5m2: 2^(e-15) (1 + m/4), e + 112; subnormals m 2^-16; exponent 31 inf (m 0) or NaN */
-#define E4M3_BF(c)                                                                                                     \
-    ((c) == 0x7f ? 0x7fc0                                                                                              \
-     : (c) >= 8  ? ((c) << 4) + 0x3c00                                                                                 \
-     : (c) >= 4  ? 0x3c00 + 0x20 * ((c)-4)                                                                             \
-     : (c) == 3  ? 0x3bc0                                                                                              \
-     : (c) == 2  ? 0x3b80                                                                                              \
-                 : 0x3b00 * (c))
-#define E5M2_BF(c)                                                                                                     \
-    ((c) > 0x7c    ? 0x7fc0                                                                                            \
-     : (c) == 0x7c ? 0x7f80                                                                                            \
-     : (c) >= 4    ? ((c) << 5) + 0x3800                                                                               \
-     : (c) == 3    ? 0x3840                                                                                            \
-     : (c) == 2    ? 0x3800                                                                                            \
-                   : 0x3780 * (c))
-#define E4M3_HI(c) (uint8_t)(E4M3_BF(c) >> 8)
-#define E4M3_LO(c) (uint8_t)(E4M3_BF(c) & 0xff)
-#define E5M2_HI(c) (uint8_t)(E5M2_BF(c) >> 8)
-#define E5M2_LO(c) (uint8_t)(E5M2_BF(c) & 0xff)
-static const uint8_t fp8_bf_tab[2][2][128] __attribute__((aligned(64))) = {{{FP8_X128(E4M3_HI)}, {FP8_X128(E4M3_LO)}},
-                                                                           {{FP8_X128(E5M2_HI)}, {FP8_X128(E5M2_LO)}}};
-
-typedef struct fp8_lut {
-    __m512i h0, h1, l0, l1, sign;
-} fp8_lut;
-INLINE fp8_lut fp8_lut_of(int t) {
-    const uint8_t(*tb)[128] = fp8_bf_tab[t == KV_E5M2];
-    fp8_lut l = {_mm512_load_si512(tb[0]), _mm512_load_si512(tb[0] + 64), _mm512_load_si512(tb[1]),
-                 _mm512_load_si512(tb[1] + 64), _mm512_set1_epi8((char)0x80)};
-    return l;
-}
-/* 64 codes x as bf16 values: the high and low bytes, in x's order */
-INLINE void fp8_bf_bytes(__m512i x, const fp8_lut *l, __m512i *hi, __m512i *lo) {
-    *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(l->h0, x, l->h1), x, l->sign, 0xf8); /* hi | x & sign */
-    *lo = _mm512_permutex2var_epi8(l->l0, x, l->l1);
-}
 INLINE __m512bh bh_of(__m512i x) {
     __m512bh r;
     memcpy(&r, &x, sizeof r);
