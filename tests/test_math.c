@@ -547,30 +547,118 @@ static void refused(void) {
     attn_dropout_end(&drop);
 }
 
-/* the query quantization's rounding and largest |x| without libm's calls
- * (base/half.h attn_round_away, attn_q8_amax): roundf's and fmaxf's values */
+/* the query quantization's codes and largest |x| without libm's calls or
+ * branches (base/half.h attn_q8_code_of, attn_q8_amax): roundf's value
+ * clamped to [-127, 127], fmaxf's; whole blocks against those */
+static int8_t q8_code_ref(float r) {
+    if (r != r) return 0;
+    r = roundf(r);
+    return (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+}
+/* a q8_0 block as attn_q8_quantize's contract says, through roundf and fmaxf */
+static void q8_block_ref(const float *x, unsigned char *o) {
+    float amax = 0.0f;
+    int bad = 0;
+    for (int i = 0; i < ATTN_Q8_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i])), bad |= !isfinite(x[i]);
+    bad |= !(amax <= 65504.0f * 127.0f);
+    float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    uint16_t dh = bad ? (uint16_t)0x7e00 : attn_f32_to_f16(d);
+    memcpy(o, &dh, 2);
+    for (int i = 0; i < ATTN_Q8_BLOCK; i++) o[2 + i] = (unsigned char)(bad ? 0 : q8_code_ref(x[i] * id));
+}
+/* an int8 / int4 row as attn_qa_quantize's contract says, through libm's fminf, fmaxf and nearbyintf */
+static void qa_row_ref(const float *x, int64_t n, int bits, unsigned char *o, float *par) {
+    float lo = INFINITY, hi = -INFINITY;
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]), lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    float qmax = (float)((1 << bits) - 1), scale = (hi - lo) / qmax;
+    memset(o, 0, (size_t)(bits == 8 ? n : n / 2));
+    if (bad || !isfinite(scale) || n == 0) {
+        par[0] = par[1] = NAN;
+        return;
+    }
+    par[0] = scale, par[1] = lo;
+    float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float t = (x[i] - lo) * inv, q = t != t ? 0.0f : nearbyintf(t); /* x = lo, inv = inf: 0 inf, code 0 */
+        int c = q > qmax ? (int)qmax : (int)q;
+        if (bits == 8 || i < n / 2)
+            o[i] = (unsigned char)c;
+        else
+            o[i - n / 2] = (unsigned char)(o[i - n / 2] | c << 4);
+    }
+}
+/* attn_qa_quantize against it: random rows over scales 2^-150 .. 2^149 (ranges below 2^-128 and past float's),
+ * zeros of both signs, ties, constant rows, a NaN or an infinity; int8 and int4, n 2 .. 130 */
+static void qa_rows(void) {
+    int bad = 0;
+    for (int rep = 0; rep < 6000 && !bad; rep++) {
+        int64_t n = 2 * (1 + rep % 65), bits = rep % 2 ? 4 : 8;
+        float x[130], sc = ldexpf(1.0f, (int)(rep % 300) - 150), par[2], pr[2];
+        for (int64_t i = 0; i < n; i++) {
+            lcg = lcg * 1664525u + 1013904223u;
+            x[i] = rep % 7 == 0 ? sc : sc * ((float)(int)(lcg >> 24) - 128.0f) / (rep % 3 ? 1.0f : 2.0f);
+        }
+        if (rep % 5 == 0) x[rep % n] = 0.0f, x[(rep + 1) % n] = -0.0f;
+        if (rep % 101 == 0) x[rep % n] = rep % 2 ? NAN : -INFINITY;
+        unsigned char got[130], want[130];
+        attn_qa_quantize(x, n, (int)bits, got, par);
+        qa_row_ref(x, n, (int)bits, want, pr);
+        bad |= memcmp(got, want, (size_t)(bits == 8 ? n : n / 2)) != 0;
+        bad |= !(par[0] == pr[0] || (par[0] != par[0] && pr[0] != pr[0]));
+        bad |= !(par[1] == pr[1] || (par[1] != par[1] && pr[1] != pr[1]));
+    }
+    CHECK(!bad, "attn_qa_quantize: the codes and (scale, zero) of fminf, fmaxf and nearbyintf (int8, int4; scales "
+                "2^-150 .. 2^149, zeros, ties, constant rows, NaN, inf)");
+}
 static void q8_rounding(void) {
     int bad = 0;
-    for (int k = -1000; k <= 1000 && !bad; k++) { /* ties, their neighbours and random fractions */
-        float t = (float)k + 0.5f, x[5] = {t, nextafterf(t, 0.0f), nextafterf(t, 2e9f), (float)k, 0.0f};
-        lcg = lcg * 1664525u + 1013904223u, x[4] = (float)k + (float)(lcg >> 22) / 1024.0f - 0.5f;
-        for (int e = 0; e < 5; e++)
-            bad |= attn_round_away(x[e]) != roundf(x[e]) || attn_round_away(-x[e]) != roundf(-x[e]);
+    for (int k = -130; k <= 130 && !bad; k++) /* ties, their neighbours and random fractions */
+        for (int rep = 0; rep < 8; rep++) {
+            float t = (float)k + 0.5f, x[5] = {t, nextafterf(t, 0.0f), nextafterf(t, 2e9f), (float)k, 0.0f};
+            lcg = lcg * 1664525u + 1013904223u, x[4] = (float)k + (float)(lcg >> 8) / 16777216.0f - 0.5f;
+            for (int e = 0; e < 5; e++)
+                bad |= attn_q8_code_of(x[e]) != q8_code_ref(x[e]) || attn_q8_code_of(-x[e]) != q8_code_ref(-x[e]);
+        }
+    float big[7] = {127.5f, nextafterf(127.5f, 0.0f), 128.0f, 1e6f, 0x1p22f, nextafterf(0x1p30f, 0.0f), 0x1p-140f};
+    for (int e = 0; e < 7; e++)
+        bad |= attn_q8_code_of(big[e]) != q8_code_ref(big[e]) || attn_q8_code_of(-big[e]) != q8_code_ref(-big[e]);
+    CHECK(!bad, "attn_q8_code_of is roundf (ties away from zero) clamped to +-127: ties, their neighbours, the "
+                "clamp, up to 2^30");
+    /* whole blocks: random scales (down to amax below 127 2^-128, where 1 / d overflows), zeros, ties, a NaN or
+     * an infinity, values past the f16 scale's range */
+    bad = 0;
+    for (int rep = 0; rep < 4000 && !bad; rep++) {
+        float x[ATTN_Q8_BLOCK], sc = ldexpf(1.0f, (int)(rep % 300) - 150);
+        for (int i = 0; i < ATTN_Q8_BLOCK; i++) {
+            lcg = lcg * 1664525u + 1013904223u;
+            x[i] = sc * ((float)(int)(lcg >> 24) - 128.0f) / (rep % 3 ? 7.0f : 2.0f); /* ties: halves of 127 / amax */
+        }
+        if (rep % 17 == 0) x[rep % 32] = 0.0f;
+        if (rep % 101 == 0) x[rep % 29] = rep % 2 ? NAN : -INFINITY;
+        if (rep % 103 == 0) x[rep % 31] = 65504.0f * 128.0f;
+        unsigned char got[ATTN_Q8_BYTES], want[ATTN_Q8_BYTES];
+        attn_q8_quantize(x, ATTN_Q8_BLOCK, got);
+        q8_block_ref(x, want);
+        bad |= memcmp(got, want, sizeof got) != 0;
     }
-    float big[6] = {0x1p22f, nextafterf(0x1p22f, 0.0f), 0x1p22f + 0.5f * 3, 3e9f, INFINITY, 0x1.fffffep21f};
-    for (int e = 0; e < 6; e++)
-        bad |= attn_round_away(big[e]) != roundf(big[e]) || attn_round_away(-big[e]) != roundf(-big[e]);
-    bad |= attn_round_away(NAN) == attn_round_away(NAN);
-    CHECK(!bad, "attn_round_away is roundf (ties away from zero) on ties, their neighbours, 2^22 and past it");
+    CHECK(!bad, "attn_q8_quantize: the blocks of roundf and fmaxf (scales 2^-150 .. 2^149, zeros, ties, NaN, inf)");
     float x[8] = {0.5f, -3.0f, NAN, 2.0f, -0.0f, -7.5f, 1.0f, 7.0f}, m;
-    CHECK(attn_q8_amax(x, 8, &m) && m == 7.5f, "attn_q8_amax: a NaN flagged, the largest |x| of the others");
+    CHECK(attn_q8_amax(x, 8, &m) && m != m, "attn_q8_amax: a NaN flagged, the largest |x| NaN");
     x[2] = 0.25f;
     CHECK(!attn_q8_amax(x, 8, &m) && m == 7.5f, "attn_q8_amax: no NaN, the largest |x|");
+    x[2] = -INFINITY;
+    CHECK(attn_q8_amax(x, 8, &m) && m == INFINITY, "attn_q8_amax: an infinity flagged, the largest |x| inf");
+    x[2] = 65504.0f * 127.0f, x[5] = -nextafterf(x[2], INFINITY);
+    CHECK(attn_q8_amax(x, 8, &m) && m == -x[5], "attn_q8_amax: past the f16 scale's range flagged");
+    x[5] = 0.0f;
+    CHECK(!attn_q8_amax(x, 8, &m) && m == x[2], "attn_q8_amax: the f16 scale's largest range not flagged");
 }
 
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     q8_rounding();
+    qa_rows();
     omp_set_num_threads(2);
     for (int t = 0; t < 2; t++)
         for (int c = 0; c < 2; c++) {
