@@ -534,10 +534,9 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
             for (int64_t c = 0; c < D; c++) row[c] *= ksc;
         qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
         for (int64_t c = 0; c < D; c++) qs[r] += row[c];
-        for (int64_t c = 0; c < D; c++) { /* the rows' largest |q|, NaN once any is (the fold rule) */
-            float a = fabsf(row[c]);
-            *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
-        }
+        float a; /* the rows' largest |q|, NaN once any is (the fold rule) */
+        attn_q8_amax(row, D, &a);
+        *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
     }
 }
 
