@@ -29,6 +29,47 @@ static double e5m2_value(int c) {
     return s ? -v : v;
 }
 
+/* the encoder's contract through libm (frexpf, ldexpf, nearbyintf), against the bit form of base/quant.h */
+static uint8_t fp8_ref(float x, int man, int bias, float max, uint8_t nan_code) {
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    float a = fabsf(x);
+    if (a != a) return (uint8_t)(sign | nan_code);
+    int emin = 1 - bias, e;
+    if (a > max) a = max;
+    frexpf(a, &e);
+    int q = (a < ldexpf(1.0f, emin) ? emin : e - 1) - man;
+    float r = ldexpf(nearbyintf(ldexpf(a, -q)), q);
+    if (r > max) r = max;
+    if (r < ldexpf(1.0f, emin)) return (uint8_t)(sign | (uint8_t)ldexpf(r, man - emin));
+    frexpf(r, &e);
+    return (uint8_t)(sign | ((e - 1 + bias) << man) | ((int)ldexpf(r, man - (e - 1)) - (1 << man)));
+}
+static void fp8_bits(int e5) {
+    uint8_t (*enc)(float) = e5 ? attn_f32_to_e5m2 : attn_f32_to_e4m3;
+    int man = e5 ? 2 : 3, bias = e5 ? 15 : 7, bad = 0;
+    float max = e5 ? 57344.0f : 448.0f;
+    uint8_t nan_code = e5 ? 0x7e : 0x7f;
+    for (uint32_t i = 0; i < 4000000 && !bad; i++) { /* bit patterns of every exponent, NaN and inf among them */
+        uint32_t u = i * 0x9e3779b1u + (i >> 3);
+        float x;
+        memcpy(&x, &u, 4);
+        bad |= enc(x) != fp8_ref(x, man, bias, max, nan_code);
+    }
+    for (int c = 0; c < 127 && !bad; c++) { /* each code's value, the midpoint to the next, and their neighbours */
+        float v = e5 ? attn_e5m2_to_f32((uint8_t)c) : attn_e4m3_to_f32((uint8_t)c);
+        float w = e5 ? attn_e5m2_to_f32((uint8_t)(c + 1)) : attn_e4m3_to_f32((uint8_t)(c + 1));
+        float m = v + (w - v) / 2,
+              x[6] = {v, nextafterf(v, 0.0f), nextafterf(v, 1e30f), m, nextafterf(m, 0.0f), nextafterf(m, 1e30f)};
+        for (int e = 0; e < 6; e++)
+            bad |= enc(x[e]) != fp8_ref(x[e], man, bias, max, nan_code) ||
+                   enc(-x[e]) != fp8_ref(-x[e], man, bias, max, nan_code);
+    }
+    CHECK(!bad,
+          "%s: the encoder's bits are libm's frexpf / ldexpf / nearbyintf form (4M bit patterns, every code's "
+          "midpoints and neighbours)",
+          e5 ? "e5m2" : "e4m3");
+}
+
 static void fp8(int e5) {
     const char *name = e5 ? "e5m2" : "e4m3";
     double (*value)(int) = e5 ? e5m2_value : e4m3_value;
@@ -111,14 +152,15 @@ static void roundtrip(attn_dtype t, const float *x, int n, double s, float *y, f
 /* every value of random rows of every format within its bound; q4_0's block
  * by hand; int4's nibbles; constant and NaN rows */
 static void bounds(void) {
-    static const attn_dtype all[9] = {ATTN_DTYPE_F32,      ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
-                                      ATTN_DTYPE_Q8_0,     ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
-                                      ATTN_DTYPE_KV_INT8,  ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
+    static const attn_dtype all[9] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                      ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                                      ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
     float x[128], y[128], par[2];
     for (int ti = 0; ti < 9; ti++)
         for (int r = 0; r < 400; r++) {
             double amp = ldexp(1, tu_irand(&lcg, -6, 6)), s = ldexp(1, tu_irand(&lcg, -6, 2)) * 0.75;
-            if (all[ti] == ATTN_DTYPE_FP8_E4M3) s = fmax(s, 1.5 * amp / 448); /* the caller's scale keeps x / s in range */
+            if (all[ti] == ATTN_DTYPE_FP8_E4M3)
+                s = fmax(s, 1.5 * amp / 448); /* the caller's scale keeps x / s in range */
             for (int i = 0; i < 128; i++) x[i] = (float)(amp * tu_frand(&lcg) + (r & 1 ? amp / 2 : 0));
             roundtrip(all[ti], x, 128, s, y, par);
             double bound = row_bound(all[ti], x, 128, s), worst = 0;
@@ -240,10 +282,12 @@ int main(int argc, char **argv) {
     tu_init(argc, argv);
     fp8(0);
     fp8(1);
+    fp8_bits(0);
+    fp8_bits(1);
     bounds();
-    static const attn_dtype all[9] = {ATTN_DTYPE_F32,      ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
-                                      ATTN_DTYPE_Q8_0,     ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
-                                      ATTN_DTYPE_KV_INT8,  ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
+    static const attn_dtype all[9] = {ATTN_DTYPE_F32,     ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                      ATTN_DTYPE_Q8_0,    ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2,
+                                      ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q4_0};
     for (int a = 0; a < 9; a++)
         for (int b = 0; b < 9; b++) attention(all[a], all[b]);
     return tu_finish("test_formats");
