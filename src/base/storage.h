@@ -65,7 +65,12 @@ static inline void attn_st_store_bf16(const float *s, int64_t n, void *d) {
     for (int64_t i = 0; i < n; i++) ((uint16_t *)d)[i] = attn_f32_to_bf16(s[i]);
 }
 static inline void attn_st_load_q8(const void *s, int64_t n, float *d) {
-    for (int64_t i = 0; i < n; i++) d[i] = attn_q8_get(s, i);
+    for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK) { /* attn_q8_get's products, the block's scale read once */
+        const unsigned char *blk = (const unsigned char *)s + (size_t)(b0 / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES;
+        float sc = attn_q8_d(blk, 0);
+        int64_t m = n - b0 < ATTN_Q8_BLOCK ? n - b0 : ATTN_Q8_BLOCK;
+        for (int64_t i = 0; i < m; i++) d[b0 + i] = sc * (float)(int8_t)blk[2 + i];
+    }
 }
 
 static inline float attn_st_get_e4m3(const void *r, int64_t i) { return attn_e4m3_to_f32(((const uint8_t *)r)[i]); }

@@ -506,6 +506,18 @@ static void dec_gemm_plan(dec_call *c) {
     c->LR = attn_round_up(c->R, c->kt->gemm_mr), c->DvP = attn_round_up(d->Dv, 16);
 }
 
+/* The sum of a query row of n values in eight partial sums, value c in sum
+ * c % 8 (the tail's in sum 0), added as attn_rowpar_sum8 adds them: the
+ * loop vectorizes, where one sum in order was a chain of n dependent adds */
+static float dec_row_sum(const float *x, int64_t n) {
+    float w[8] = {0};
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        for (int u = 0; u < 8; u++) w[u] += x[c + u];
+    for (; c < n; c++) w[0] += x[c];
+    return attn_rowpar_sum8(w);
+}
+
 /* The group's R query rows of (b, hk) into Qg (qmul folded in, and fp8 K's
  * scale ksc: after the rounding where the mode rounds; 16-bit queries
  * converted; rounded to qt, the math mode's Q operand type) and,
@@ -522,19 +534,23 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
          * are rounded q times the stored values) */
         float m1 = qt == ATTN_DTYPE_F32 ? qmul * ksc : qmul;
         for (int64_t c = 0; c < D; c++) row[c] = m1 * src[c];
+        int rounded = 0;
         if (Qq) { /* the int8 blocks the integer Q K^T reads; the rounded row as floats for every product */
             char *qq = (char *)Qq + (size_t)r * attn_q8_row_bytes(D);
             if (qt == ATTN_DTYPE_Q8_ROW)
                 attn_q8_quantize_row(row, D, qq);
             else
                 attn_q8_quantize(row, D, qq);
+            /* the mode's rounding of the row is those blocks' values (attn_st_round's codes: read back, not
+             * made again) */
+            rounded = (qt == ATTN_DTYPE_Q8_ROW || qt == ATTN_DTYPE_Q8_0) && D % ATTN_Q8_BLOCK == 0;
+            if (rounded) attn_st_load_q8(qq, D, row);
         }
-        attn_st_round(qt, row, D);
+        if (!rounded) attn_st_round(qt, row, D);
         if (qt != ATTN_DTYPE_F32 && ksc != 1.0f)
             for (int64_t c = 0; c < D; c++) row[c] *= ksc;
-        qs[r] = 0.0f; /* the row's sum, as rounded (an int8 / int4 K's zero points) */
-        for (int64_t c = 0; c < D; c++) qs[r] += row[c];
-        float a; /* the rows' largest |q|, NaN once any is (the fold rule) */
+        qs[r] = dec_row_sum(row, D); /* the row's sum, as rounded (an int8 / int4 K's zero points) */
+        float a;                     /* the rows' largest |q|, NaN once any is (the fold rule) */
         attn_q8_amax(row, D, &a);
         *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
     }
