@@ -780,6 +780,50 @@ static void test_rowpar(const attn_kernel_table *kt) {
             }
 }
 
+/* q8_row: the blocks attn_q8_quantize / attn_q8_quantize_row write, byte
+ * for byte, x the values attn_st_load_q8 reads from them and the largest
+ * |value| as attn_q8_amax, bit for bit: rows of 32 .. 256 over scales 2^-140
+ * .. 2^40, with zeros, values on a code's tie, a NaN, an infinity, one too
+ * large for an f16 scale and rows whose scale's inverse overflows */
+static void test_q8_row(const attn_kernel_table *kt) {
+    enum { N = 256 };
+    uint32_t st = 23u;
+    float x[N], y[N], want[N];
+    unsigned char got[N / 32 * ATTN_Q8_BYTES], ref[N / 32 * ATTN_Q8_BYTES];
+    for (int cs = 0; cs < 96; cs++)
+        for (int t = 0; t < 2; t++) {
+            attn_dtype dt = t ? ATTN_DTYPE_Q8_ROW : ATTN_DTYPE_Q8_0;
+            int n = 32 * (1 + cs % 8), v = cs % 12;
+            float sc = ldexpf(1.0f, -140 + 15 * (cs % 13));
+            for (int i = 0; i < n; i++) x[i] = (tu_frand(&st) - 0.5f) * sc;
+            if (v == 1) x[n / 2] = 0.0f, x[n / 3] = -0.0f;
+            if (v == 2) /* ties: k + 1/2 times a scale of 1 (amax 127) */
+                for (int i = 0; i < n; i++) x[i] = i == 0 ? 127.0f : (float)(i % 50) - 24.5f;
+            if (v == 3) x[n - 1] = NAN;
+            if (v == 4) x[n / 2] = -INFINITY;
+            if (v == 5) x[1] = 65504.0f * 127.0f * 2.0f;
+            if (v == 6)
+                for (int i = 0; i < n; i++) x[i] = (tu_frand(&st) - 0.5f) * 0x1p-128f; /* 1 / scale overflows */
+            if (v == 7) memset(x, 0, sizeof x);
+            if (v == 8) x[33 % n] = 0x1p-149f;
+            memcpy(y, x, sizeof x), memcpy(want, x, sizeof x);
+            float a = kt->q8_row(y, n, dt, got), wa;
+            if (t)
+                attn_q8_quantize_row(want, n, ref);
+            else
+                attn_q8_quantize(want, n, ref);
+            attn_st_load_q8(ref, n, want);
+            attn_q8_amax(want, n, &wa);
+            size_t nbytes = (size_t)(n / 32) * ATTN_Q8_BYTES;
+            CHECK(!memcmp(got, ref, nbytes), "%s q8_row %s n %d case %d: blocks differ", kt->name, t ? "row" : "q8_0",
+                  n, v);
+            CHECK(same_bits(y, want, n), "%s q8_row %s n %d case %d: values differ", kt->name, t ? "row" : "q8_0", n,
+                  v);
+            CHECK(!memcmp(&a, &wa, 4), "%s q8_row %s n %d case %d: largest |value| %g, want %g", kt->name,
+                  t ? "row" : "q8_0", n, v, (double)a, (double)wa);
+        }
+}
+
 /* gemm, gemm_tn and (16-lane tables) gemm32 / gemm32_tn: each element of C
  * the chain fmaf(a_k, b_k, c) over k in order from 0 (acc 0) or from C
  * (acc 1), bit for bit (the portable table: c + a_k b_k, each operation
@@ -853,6 +897,7 @@ int main(int argc, char **argv) {
         test_pv_i16(kt);
         test_kv_rows(kt);
         test_rowpar(kt);
+        test_q8_row(kt);
         test_gemm(kt);
     }
     return tu_finish("test_kernels");

@@ -522,10 +522,11 @@ static float dec_row_sum(const float *x, int64_t n) {
  * scale ksc: after the rounding where the mode rounds; 16-bit queries
  * converted; rounded to qt, the math mode's Q operand type) and,
  * given Qq, quantized into q8_0 blocks there too (rows attn_q8_row_bytes(D)
- * apart: the int8 Q K^T's operand); each row's sum into qs, the largest |q|
- * of the rows into *qmax (from 0) */
-static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk, int64_t R, float qmul, float ksc,
-                       attn_dtype qt, float *Qg, void *Qq, float *qs, float *qmax) {
+ * apart: the int8 Q K^T's operand; kt->q8_row, which gives the mode's
+ * rounded row as those blocks' values); each row's sum into qs, the largest
+ * |q| of the rows into *qmax (from 0) */
+static void dec_pack_q(const attn_kernel_table *kt, const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t hk,
+                       int64_t R, float qmul, float ksc, attn_dtype qt, float *Qg, void *Qq, float *qs, float *qmax) {
     int64_t D = d->D, Sq = d->Sq, G = d->H / attn_sem_hkv(d);
     for (int64_t r = 0; r < R; r++) {
         float *row = Qg + r * D;
@@ -534,24 +535,24 @@ static void dec_pack_q(const attn_sdpa_desc *d, attn_view q, int64_t b, int64_t 
          * are rounded q times the stored values) */
         float m1 = qt == ATTN_DTYPE_F32 ? qmul * ksc : qmul;
         for (int64_t c = 0; c < D; c++) row[c] = m1 * src[c];
-        int rounded = 0;
-        if (Qq) { /* the int8 blocks the integer Q K^T reads; the rounded row as floats for every product */
+        int rounded = 0; /* the row rounded and its largest |q| in a (kt->q8_row) */
+        float a = 0.0f;  /* the rows' largest |q|, NaN once any is (the fold rule) */
+        if (Qq) {        /* the int8 blocks the integer Q K^T reads; the rounded row as floats for every product */
             char *qq = (char *)Qq + (size_t)r * attn_q8_row_bytes(D);
-            if (qt == ATTN_DTYPE_Q8_ROW)
+            if ((qt == ATTN_DTYPE_Q8_ROW || qt == ATTN_DTYPE_Q8_0) && D % ATTN_Q8_BLOCK == 0)
+                a = kt->q8_row(row, D, qt, qq), rounded = 1; /* the mode's rounding is those blocks' values */
+            else if (qt == ATTN_DTYPE_Q8_ROW)
                 attn_q8_quantize_row(row, D, qq);
             else
                 attn_q8_quantize(row, D, qq);
-            /* the mode's rounding of the row is those blocks' values (attn_st_round's codes: read back, not
-             * made again) */
-            rounded = (qt == ATTN_DTYPE_Q8_ROW || qt == ATTN_DTYPE_Q8_0) && D % ATTN_Q8_BLOCK == 0;
-            if (rounded) attn_st_load_q8(qq, D, row);
         }
         if (!rounded) attn_st_round(qt, row, D);
-        if (qt != ATTN_DTYPE_F32 && ksc != 1.0f)
+        if (qt != ATTN_DTYPE_F32 && ksc != 1.0f) {
             for (int64_t c = 0; c < D; c++) row[c] *= ksc;
+            rounded = 0;
+        }
         qs[r] = dec_row_sum(row, D); /* the row's sum, as rounded (an int8 / int4 K's zero points) */
-        float a;                     /* the rows' largest |q|, NaN once any is (the fold rule) */
-        attn_q8_amax(row, D, &a);
+        if (!rounded) attn_q8_amax(row, D, &a);
         *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
     }
 }
@@ -609,7 +610,7 @@ static attn_status dec_group(const dec_call *c, attn_view q, float qmul, const d
             if (attn_storage_of(attn_kv_type(kv, 0))->params == ATTN_ST_SCALED && !c->conv_k)
                 attn_kv_par(kv, 0, it0->b, it0->hk + h, 0, par);
             t->qmax[h] = 0.0f;
-            dec_pack_q(d, q, it0->b, it0->hk + h, R, qmul, c->bqk ? 1.0f : par[0], c->qt, t->Qg + h * LR * D,
+            dec_pack_q(c->kt, d, q, it0->b, it0->hk + h, R, qmul, c->bqk ? 1.0f : par[0], c->qt, t->Qg + h * LR * D,
                        c->iqk ? t->Qq + (size_t)h * t->qqr : NULL, t->Qs + h * R, &t->qmax[h]);
             float *qg = t->Qg + h * LR * D;
             if (dec_bqk_fits(c, t->qmax[h])) /* the rounded rows as bf16 (K's scale on the scores) */

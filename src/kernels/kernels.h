@@ -191,6 +191,13 @@ typedef struct attn_kernel_table {
                           int64_t lds);
     void (*rowpar_p)(const float *sc, const float *z, int64_t R, int64_t nb, float *S, int64_t lds, float *wr);
     void (*add_row)(float *x, int64_t n, float a);
+    /* the math modes' query row for the integer Q K^T: x (n floats, a
+     * multiple of 32) into q8_0 blocks at dst as attn_q8_quantize (t Q8_0:
+     * a scale a block) or attn_q8_quantize_row (Q8_ROW: one scale for the
+     * row) writes them, and x replaced by the blocks' values
+     * (attn_st_load_q8): the same bytes and bits. Returns the largest |x|
+     * of the values, as attn_q8_amax (NaN where one is) */
+    float (*q8_row)(float *x, int64_t n, attn_dtype t, void *dst);
 } attn_kernel_table;
 
 /* the math_types of the shipped tables: Q K^T in integers for the q8_0,

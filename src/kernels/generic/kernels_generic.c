@@ -440,6 +440,17 @@ static void add_row(float *x, int64_t n, float a) {
     for (int64_t i = 0; i < n; i++) x[i] += a;
 }
 
+static float q8_row(float *x, int64_t n, attn_dtype t, void *dst) {
+    if (t == ATTN_DTYPE_Q8_ROW)
+        attn_q8_quantize_row(x, n, dst);
+    else
+        attn_q8_quantize(x, n, dst);
+    attn_st_load_q8(dst, n, x);
+    float a;
+    attn_q8_amax(x, n, &a);
+    return a;
+}
+
 const attn_kernel_table attn_kernels_generic = {"generic",
                                                 6,
                                                 4,
@@ -475,4 +486,5 @@ const attn_kernel_table attn_kernels_generic = {"generic",
                                                 attn_rowpar_split,
                                                 attn_rowpar_scores,
                                                 attn_rowpar_p,
-                                                add_row};
+                                                add_row,
+                                                q8_row};

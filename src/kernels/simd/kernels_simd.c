@@ -3364,6 +3364,82 @@ static void add_row(float *x, int64_t n, float a) {
     for (; i < n; i++) x[i] += a;
 }
 
+/* ---- the math modes' query rows as q8_0 blocks (kernels.h q8_row) ---- */
+
+/* the largest |x| of n (a multiple of 8) floats as attn_q8_amax: an integer
+ * maximum of the bits of |x| (a NaN's above every other) */
+INLINE float q8r_amax(const float *x, int64_t n) {
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i m = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n; i += 8)
+        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm));
+    m = _mm256_max_epu32(m, _mm256_permute2x128_si256(m, m, 1));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0x4e));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0xb1));
+    uint32_t b = (uint32_t)_mm256_cvtsi256_si32(m);
+    float a;
+    memcpy(&a, &b, 4);
+    return a;
+}
+/* attn_q8_put's factors for a block's (or row's) largest |x| amax: vec 0 (a
+ * NaN scale or an overflowing inverse) sends the block to base/half.h's loop */
+typedef struct q8r_scale {
+    float amax, id, dv;
+    uint16_t dh;
+    int vec;
+} q8r_scale;
+INLINE q8r_scale q8r_scale_of(float amax) {
+    q8r_scale f = {amax, 0.0f, 0.0f, 0, 0};
+    float d = amax / 127.0f;
+    f.id = d > 0.0f ? 1.0f / d : 0.0f;
+    f.vec = amax <= 65504.0f * 127.0f && f.id <= FLT_MAX;
+    if (f.vec) f.dh = attn_f32_to_f16(d), f.dv = attn_f16_to_f32(f.dh);
+    return f;
+}
+/* attn_q8_put on one block of 32 with the factors f, and x the block's
+ * values; *m the running integer maximum of their |bits|. Codes as
+ * attn_q8_code_of: j = trunc(2 r), (j + sign j) / 2 = sign j ((|j| + 1) >> 1),
+ * clamped to +-127 */
+INLINE void q8r_block(float *x, const q8r_scale *f, unsigned char *o, __m256i *m) {
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    if (!f->vec) {
+        attn_q8_put(x, ATTN_Q8_BLOCK, f->amax, !(f->amax <= 65504.0f * 127.0f), o);
+        attn_st_load_q8(o, ATTN_Q8_BLOCK, x);
+        for (int k = 0; k < 4; k++)
+            *m = _mm256_max_epu32(*m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(void *)(x + 8 * k)), absm));
+        return;
+    }
+    memcpy(o, &f->dh, 2);
+    const __m256i one = _mm256_set1_epi32(1), lim = _mm256_set1_epi32(127);
+    __m256 iv = _mm256_set1_ps(f->id), two = _mm256_set1_ps(2.0f), dv = _mm256_set1_ps(f->dv);
+    __m256i c[4];
+    for (int k = 0; k < 4; k++) {
+        __m256i j = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), iv), two));
+        __m256i s = _mm256_srai_epi32(j, 31), a = _mm256_srli_epi32(_mm256_add_epi32(_mm256_abs_epi32(j), one), 1);
+        __m256i v = _mm256_sub_epi32(_mm256_xor_si256(a, s), s);
+        c[k] = _mm256_max_epi32(_mm256_min_epi32(v, lim), _mm256_sub_epi32(_mm256_setzero_si256(), lim));
+        __m256 y = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(c[k]));
+        _mm256_storeu_ps(x + 8 * k, y);
+        *m = _mm256_max_epu32(*m, _mm256_and_si256(_mm256_castps_si256(y), absm));
+    }
+    /* the packs leave dwords (c0 0..3, c1 0..3, c2, c3 | c0 4..7, ...): back in order */
+    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    _mm256_storeu_si256((__m256i *)(void *)(o + 2),
+                        _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+static float q8_row(float *x, int64_t n, attn_dtype t, void *dst) {
+    unsigned char *o = dst;
+    q8r_scale f = q8r_scale_of(t == ATTN_DTYPE_Q8_ROW ? q8r_amax(x, n) : 0.0f);
+    __m256i m = _mm256_setzero_si256();
+    for (int64_t b0 = 0; b0 < n; b0 += ATTN_Q8_BLOCK, o += ATTN_Q8_BYTES) {
+        if (t != ATTN_DTYPE_Q8_ROW) f = q8r_scale_of(q8r_amax(x + b0, ATTN_Q8_BLOCK));
+        q8r_block(x + b0, &f, o, &m);
+    }
+    float mv[8];
+    _mm256_storeu_si256((__m256i *)(void *)mv, m);
+    return q8r_amax(mv, 8);
+}
+
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
                                            VL,
@@ -3400,4 +3476,5 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            rowpar_split,
                                            rowpar_scores,
                                            rowpar_p,
-                                           add_row};
+                                           add_row,
+                                           q8_row};
