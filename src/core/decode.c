@@ -537,14 +537,10 @@ static void dec_pack_q(const attn_kernel_table *kt, const attn_sdpa_desc *d, att
         for (int64_t c = 0; c < D; c++) row[c] = m1 * src[c];
         int rounded = 0; /* the row rounded and its largest |q| in a (kt->q8_row) */
         float a = 0.0f;  /* the rows' largest |q|, NaN once any is (the fold rule) */
-        if (Qq) {        /* the int8 blocks the integer Q K^T reads; the rounded row as floats for every product */
-            char *qq = (char *)Qq + (size_t)r * attn_q8_row_bytes(D);
-            if ((qt == ATTN_DTYPE_Q8_ROW || qt == ATTN_DTYPE_Q8_0) && D % ATTN_Q8_BLOCK == 0)
-                a = kt->q8_row(row, D, qt, qq), rounded = 1; /* the mode's rounding is those blocks' values */
-            else if (qt == ATTN_DTYPE_Q8_ROW)
-                attn_q8_quantize_row(row, D, qq);
-            else
-                attn_q8_quantize(row, D, qq);
+        if (Qq) {        /* the int8 blocks the integer Q K^T reads (qt Q8_0 or Q8_ROW, D a multiple of 32:
+                          * attn_sem_q_type); the mode's rounding of the row is those blocks' values */
+            a = kt->q8_row(row, D, qt, (char *)Qq + (size_t)r * attn_q8_row_bytes(D));
+            rounded = 1;
         }
         if (!rounded) attn_st_round(qt, row, D);
         if (qt != ATTN_DTYPE_F32 && ksc != 1.0f) {

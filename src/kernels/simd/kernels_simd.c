@@ -3386,13 +3386,13 @@ INLINE float q8r_amax(const float *x, int64_t n) {
 typedef struct q8r_scale {
     float amax, id, dv;
     uint16_t dh;
-    int vec;
+    int bad, vec;
 } q8r_scale;
 INLINE q8r_scale q8r_scale_of(float amax) {
-    q8r_scale f = {amax, 0.0f, 0.0f, 0, 0};
+    q8r_scale f = {amax, 0.0f, 0.0f, 0, !(amax <= 65504.0f * 127.0f), 0};
     float d = amax / 127.0f;
     f.id = d > 0.0f ? 1.0f / d : 0.0f;
-    f.vec = amax <= 65504.0f * 127.0f && f.id <= FLT_MAX;
+    f.vec = !f.bad && f.id <= FLT_MAX;
     if (f.vec) f.dh = attn_f32_to_f16(d), f.dv = attn_f16_to_f32(f.dh);
     return f;
 }
@@ -3403,7 +3403,7 @@ INLINE q8r_scale q8r_scale_of(float amax) {
 INLINE void q8r_block(float *x, const q8r_scale *f, unsigned char *o, __m256i *m) {
     const __m256i absm = _mm256_set1_epi32(0x7fffffff);
     if (!f->vec) {
-        attn_q8_put(x, ATTN_Q8_BLOCK, f->amax, !(f->amax <= 65504.0f * 127.0f), o);
+        attn_q8_put(x, ATTN_Q8_BLOCK, f->amax, f->bad, o);
         attn_st_load_q8(o, ATTN_Q8_BLOCK, x);
         for (int k = 0; k < 4; k++)
             *m = _mm256_max_epu32(*m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(void *)(x + 8 * k)), absm));
