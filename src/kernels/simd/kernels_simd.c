@@ -2636,6 +2636,22 @@ INLINE int32_t pvi_weight(int16_t (*q)[66], int r, int g, int64_t c0, int64_t j,
  * accumulators a of the 16 G columns from c0 */
 INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *v0, const uint8_t *v1, int64_t c0,
                      int64_t half, int t, pvi_t (*a)[8]) {
+    if (PVI_W32(G, half, t) && G == 4 && !PVI_BLK(t)) {
+        /* int8 / int4 at two to four rows: the pair's four code vectors and the rows' weights made first and held
+         * in registers, then the products (interleaved, GCC spilled an accumulator and copied a dozen registers a
+         * step; Emerald Rapids, 128 keys in L1: int4's P V 0.93-0.97x the time at two to four rows, int8's the same:
+         * genuineintel-f6-m207/pv-pair-regs-ab) */
+        pvi_t x[4], pr[4];
+        pvi_codes32(v0, v1, c0, half, t, x), pvi_codes32(v0, v1, c0 + 32, half, t, x + 2);
+        for (int r = 0; r < NR; r++) pr[r] = PVI(set1_epi32)(pvi_weight(q, r, 0, c0, j, t));
+        for (int e = 0; e < 4; e++) KEEP_REG(x[e]);
+        for (int r = 0; r < NR; r++) KEEP_REG(pr[r]);
+        for (int r = 0; r < NR; r++)
+            for (int e = 0; e < 4; e++) a[r][e] = pv_dot2(a[r][e], x[e], pr[r]);
+        for (int r = 0; r < NR; r++)
+            for (int w = 0; w < 4; w++) KEEP_REG(a[r][w]);
+        return;
+    }
     if (PVI_W32(G, half, t)) {
         for (int g = 0; g < G; g += 2) {
             pvi_t x[2 * PVI_N];
@@ -2682,6 +2698,7 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
  * stores' loop is unrolled in full, so that a's indices are constants: GCC 12
  * left it rolled over q4_0's four rows, and a then lived in memory, 16
  * 512-bit stores a key pair (the kernel 2x int4's at four rows on Zen 5) */
+#define PVI_LOW ((int64_t)1 << 40) /* an int4 row's half past every column: each read from the low nibbles */
 INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR, int G, const uint8_t *V, size_t vs,
                      int64_t n, float *O, int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb,
                      int t) {
@@ -2705,6 +2722,12 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
         pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, t, a);
     else if (PVI_BLK(t))
         pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, t, a);
+    /* int4, a pass within one half of the row: its nibble a constant (half PVI_LOW: every column low; 0 and the
+     * columns from the half: every column high), where c < half was a branch for each code load */
+    else if (t == KV_U4 && PVI_W32(G, half, t) && c0 + 16 * G <= half)
+        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_LOW, pp, ps, pb, t, a);
+    else if (t == KV_U4 && PVI_W32(G, half, t) && c0 >= half)
+        pvi_keys(qp, NR, G, Vp, vs, n, c0 - half, 0, pp, ps, pb, t, a);
     else
         pvi_keys(qp, NR, G, Vp, vs, n, cp, half, pp, ps, pb, t, a);
 #if VL == 16
