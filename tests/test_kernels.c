@@ -631,8 +631,9 @@ static float pv_i16_d(const unsigned char *v, attn_dtype t, int c) {
     return t == ATTN_DTYPE_Q4_0 ? attn_q4_d(v, c) : attn_q8_d(v, c);
 }
 static void test_pv_i16(const attn_kernel_table *kt) {
-    /* int4's Dv 128: halves a multiple of 32 (the 16-lane tables' 32-column codes, pvi_codes32) */
-    static const int ns[4] = {1, 37, 64, 130}, dv8[4] = {16, 48, 128, 144}, dv4[4] = {32, 96, 128, 288};
+    /* int4's Dv 128 and 192: halves a multiple of 32 (the 16-lane tables' 32-column codes, pvi_codes32), 192's
+     * passes of 64 columns from 0 (low nibbles), 64 (across the halves) and 128 (high, from column 32 of the half) */
+    static const int ns[4] = {1, 37, 64, 130}, dv8[5] = {16, 48, 128, 144, 80}, dv4[5] = {32, 96, 128, 288, 192};
     static const attn_dtype ts[4] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0};
     enum { N = 130, RM = 9, DM = 288 };
     uint32_t st = 33u;
@@ -640,7 +641,7 @@ static void test_pv_i16(const attn_kernel_table *kt) {
     float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float)), w64[64];
     int16_t q[64];
     for (int f = 0; f < 4; f++)
-        for (int di = 0; di < 4; di++)
+        for (int di = 0; di < 5; di++)
             for (int ni = 0; ni < 4; ni++)
                 for (int R = 1; R <= RM; R++) { /* every remainder of 4 rows */
                     attn_dtype t = ts[f];
