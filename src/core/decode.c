@@ -535,20 +535,19 @@ static void dec_pack_q(const attn_kernel_table *kt, const attn_sdpa_desc *d, att
          * are rounded q times the stored values) */
         float m1 = qt == ATTN_DTYPE_F32 ? qmul * ksc : qmul;
         for (int64_t c = 0; c < D; c++) row[c] = m1 * src[c];
-        int rounded = 0; /* the row rounded and its largest |q| in a (kt->q8_row) */
-        float a = 0.0f;  /* the rows' largest |q|, NaN once any is (the fold rule) */
-        if (Qq) {        /* the int8 blocks the integer Q K^T reads (qt Q8_0 or Q8_ROW, D a multiple of 32:
-                          * attn_sem_q_type); the mode's rounding of the row is those blocks' values */
+        float a = 0.0f;         /* the rows' largest |q|, NaN once any is (the fold rule) */
+        int has_a = Qq != NULL; /* a is this row's (kt->q8_row) */
+        if (Qq)                 /* the int8 blocks the integer Q K^T reads (qt Q8_0 or Q8_ROW, D a multiple of 32:
+                                 * attn_sem_q_type); the mode's rounding of the row is those blocks' values */
             a = kt->q8_row(row, D, qt, (char *)Qq + (size_t)r * attn_q8_row_bytes(D));
-            rounded = 1;
-        }
-        if (!rounded) attn_st_round(qt, row, D);
+        else
+            attn_st_round(qt, row, D);
         if (qt != ATTN_DTYPE_F32 && ksc != 1.0f) {
             for (int64_t c = 0; c < D; c++) row[c] *= ksc;
-            rounded = 0;
+            has_a = 0;
         }
         qs[r] = dec_row_sum(row, D); /* the row's sum, as rounded (an int8 / int4 K's zero points) */
-        if (!rounded) attn_q8_amax(row, D, &a);
+        if (!has_a) attn_q8_amax(row, D, &a);
         *qmax = a != a || *qmax != *qmax ? NAN : a > *qmax ? a : *qmax;
     }
 }
