@@ -616,8 +616,8 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
  * (q4_0, q8_0: the weights P d, a row a block of 32 columns), each column's
  * integer sum exact, O += u sum as one fmaf: bit for bit on every table.
  * Keys 1, 37 (odd: the last pair half empty), 64 and 130 (three chunks);
- * rows 1..9 (4-row groups and their tails); int8 Dv 16 .. 144 (a 16-column
- * tail after 32-column passes), int4, q4_0 and q8_0 Dv 32 .. 288 (q8_0's
+ * rows 1..9 (4-row groups and their tails); int8 Dv 16 .. 208 (a 16-column
+ * tail after 32-column passes), int4, q4_0 and q8_0 Dv 32 .. 448 (q8_0's
  * codes of every byte, -128 included); rows of zeros (u 0), of tiny weights
  * (below 2^-100: the prescale), negative weights, a NaN and an infinity (the
  * row NaN); q4_0 and q8_0: one key's block with a NaN scale (its columns NaN
@@ -631,17 +631,19 @@ static float pv_i16_d(const unsigned char *v, attn_dtype t, int c) {
     return t == ATTN_DTYPE_Q4_0 ? attn_q4_d(v, c) : attn_q8_d(v, c);
 }
 static void test_pv_i16(const attn_kernel_table *kt) {
-    /* int4's Dv 128 and 192: halves a multiple of 32 (the 16-lane tables' 32-column codes, pvi_codes32), 192's
-     * passes of 64 columns from 0 (low nibbles), 64 (across the halves) and 128 (high, from column 32 of the half) */
-    static const int ns[4] = {1, 37, 64, 130}, dv8[5] = {16, 48, 128, 144, 80}, dv4[5] = {32, 96, 128, 288, 192};
+    /* int4 on the 16-lane tables: Dv 128 and 192 at two to four rows (passes of 64 columns), 128 at one (128):
+     * every pass pairs its groups over bytes (PVI_NIB). At one row 192's pass from 0 runs across the halves; 448's
+     * passes of 128 lie in the low half (from 0), across (128) and in the high half (256: from column 32 of it) */
+    static const int ns[4] = {1, 37, 64, 130}, dv8[6] = {16, 48, 128, 144, 80, 208},
+                     dv4[6] = {32, 96, 128, 288, 192, 448};
     static const attn_dtype ts[4] = {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0};
-    enum { N = 130, RM = 9, DM = 288 };
+    enum { N = 130, RM = 9, DM = 448 };
     uint32_t st = 33u;
     unsigned char *V = malloc((size_t)N * attn_storage_bytes(ATTN_DTYPE_Q8_0, DM + 32)); /* the widest rows */
     float *P = malloc(RM * N * sizeof(float)), *O = malloc(RM * (DM + 8) * sizeof(float)), w64[64];
     int16_t q[64];
     for (int f = 0; f < 4; f++)
-        for (int di = 0; di < 5; di++)
+        for (int di = 0; di < 6; di++)
             for (int ni = 0; ni < 4; ni++)
                 for (int R = 1; R <= RM; R++) { /* every remainder of 4 rows */
                     attn_dtype t = ts[f];

@@ -2561,6 +2561,11 @@ INLINE void pvi_store(float *o, float u, pvi_t *a, int32_t z) {
 #endif
 }
 
+/* pvi_pass's int4 halves (as constants): PVI_LOW, a row's half past every column (each read from the low nibbles);
+ * PVI_NIB, the 16-lane tables' pairs of groups over bytes (pvi_codes_nib: the pass from column c covers bytes c / 2
+ * .., its even groups the low nibbles' columns, the odd ones the high nibbles' from the half) */
+#define PVI_LOW ((int64_t)1 << 40)
+#define PVI_NIB ((int64_t)1 << 41)
 #if VL == 16
 /* 32 columns of two keys' rows from c at once (pvi_codes took 16): two
  * 256-bit loads, byte unpacks within 128-bit lanes and two widenings,
@@ -2575,13 +2580,12 @@ INLINE __m256i code32(const uint8_t *v, int64_t c, int64_t half, int t) {
     __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)int4_at(v, c, half));
     return _mm256_and_si256(c < half ? x : _mm256_srli_epi16(x, 4), _mm256_set1_epi8(15));
 }
-/* q4_0: the block of columns c .. c + 31 (c a multiple of 32) of two keys: its 16 bytes a key interleaved to
- * words, the low nibbles columns c .. c + 15 in x[0], the high ones the rest in x[1] (in order; VBMI: one byte
- * permutation into the words' low bytes) */
-INLINE void pvi_codes_q4(const uint8_t *v0, const uint8_t *v1, int64_t c, pvi_t *x) {
-    size_t o = (size_t)(c / 32) * ATTN_Q4_BYTES + 2;
-    __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(v0 + o));
-    __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(v1 + o));
+/* Two keys' 16 bytes of nibbles at p0, p1 interleaved to words: the low nibbles in x[0], the high ones in x[1]
+ * (each in byte order; VBMI: one byte permutation into the words' low bytes). q4_0: a block's bytes, columns c ..
+ * c + 15 and c + 16 .. c + 31 (pvi_codes32); int4: bytes b .. b + 15, columns b .. and half + b .. (PVI_NIB) */
+INLINE void pvi_codes_nib(const uint8_t *p0, const uint8_t *p1, pvi_t *x) {
+    __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)p0);
+    __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)p1);
 #if defined(ATTN_FP8_DPBF16) && !defined(ATTN_VEC_SIMDE)
     /* word i: byte i / 2 of key i % 2 (the byte index in the low byte of each word) */
     const __m512i ix = _mm512_set_epi64(0x001f000f001e000e, 0x001d000d001c000c, 0x001b000b001a000a, 0x0019000900180008,
@@ -2599,8 +2603,9 @@ INLINE void pvi_codes_q4(const uint8_t *v0, const uint8_t *v1, int64_t c, pvi_t 
     x[0] = _mm512_and_si512(w, _mm512_set1_epi16(15)), x[1] = _mm512_srli_epi16(w, 4);
 }
 INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t half, int t, pvi_t *x) {
-    if (t == KV_Q4) {
-        pvi_codes_q4(v0, v1, c, x);
+    if (t == KV_Q4 || (t == KV_U4 && half == PVI_NIB)) {
+        size_t o = t == KV_Q4 ? (size_t)(c / 32) * ATTN_Q4_BYTES + 2 : (size_t)c / 2;
+        pvi_codes_nib(v0 + o, v1 + o, x);
         return;
     }
     __m256i c0 = code32(v0, c, half, t), c1 = code32(v1, c, half, t);
@@ -2698,7 +2703,6 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
  * stores' loop is unrolled in full, so that a's indices are constants: GCC 12
  * left it rolled over q4_0's four rows, and a then lived in memory, 16
  * 512-bit stores a key pair (the kernel 2x int4's at four rows on Zen 5) */
-#define PVI_LOW ((int64_t)1 << 40) /* an int4 row's half past every column: each read from the low nibbles */
 INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR, int G, const uint8_t *V, size_t vs,
                      int64_t n, float *O, int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb,
                      int t) {
@@ -2718,12 +2722,18 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
         cp = G % 2 == 0 ? 0 : c0 % 32;
         if (PVI_LANES(t)) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
     }
+    /* int4 on the 16-lane tables where the row's passes all pair their groups: 16 bytes a key give two groups,
+     * the low and the high nibbles (PVI_NIB), where a group from one half took a load, an unpack and a widening
+     * of its own a key pair */
+    const int nib = VL == 16 && t == KV_U4 && G % 2 == 0 && (2 * half) % (16 * G) == 0;
     if (PVI_BLK(t) && cp == 0)
         pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, t, a);
     else if (PVI_BLK(t))
         pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, t, a);
     /* int4, a pass within one half of the row: its nibble a constant (half PVI_LOW: every column low; 0 and the
      * columns from the half: every column high), where c < half was a branch for each code load */
+    else if (nib)
+        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_NIB, pp, ps, pb, t, a);
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 + 16 * G <= half)
         pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_LOW, pp, ps, pb, t, a);
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 >= half)
@@ -2731,8 +2741,8 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     else
         pvi_keys(qp, NR, G, Vp, vs, n, cp, half, pp, ps, pb, t, a);
 #if VL == 16
-    for (int r = 0; t != KV_Q4 && PVI_W32(G, half, t) && r < NR; r++)
-        for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order (q4_0's are) */
+    for (int r = 0; t != KV_Q4 && !nib && PVI_W32(G, half, t) && r < NR; r++)
+        for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order (q4_0's and PVI_NIB's are) */
             pvi_t x = a[r][g], y = a[r][g + 1];
             a[r][g] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), y);
             a[r][g + 1] = _mm512_permutex2var_epi64(x, _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4), y);
@@ -2743,7 +2753,8 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             int k = PVI_LANES(t) ? pvi_lane(r, g, c0) : pvi_qrow(r, g, c0, t);
-            pvi_store(O + r * ldo + c0 + 16 * g, u[k], a[r] + PVI_N * g, t == KV_Q4 ? z[k] : 0);
+            int64_t col = nib ? c0 / 2 + 8 * (g - g % 2) + g % 2 * half : c0 + 16 * g;
+            pvi_store(O + r * ldo + col, u[k], a[r] + PVI_N * g, t == KV_Q4 ? z[k] : 0);
         }
 }
 
