@@ -2622,16 +2622,19 @@ INLINE void pvi_codes32(const uint8_t *v0, const uint8_t *v1, int64_t c, int64_t
  * weights for each block of 32 columns (the pass's first block at row 4 r), the others one (4 r) */
 INLINE int pvi_qrow(int r, int g, int64_t c0, int t) { return 4 * r + (PVI_BLK(t) ? (int)(c0 % 32 + 16 * g) / 32 : 0); }
 /* q4_0 and q8_0 on the 16-lane tables: the weights of 4 blocks a 64-key chunk (pvi_blk_lanes), key pair i's at int32
- * lanes 16 i + 4 b + r (block b of the 4, row r), held in q's rows as a flat array; the 4 blocks from column c0 - c0 %
- * 128 */
+ * lanes 16 i + 4 b + r (block b of the 4, row r; one row, NR 1: lanes 4 i + b, pvi_blk_lanes1), held in q's rows as a
+ * flat array; the 4 blocks from column c0 - c0 % 128 */
 #define PVI_LANES(t) (VL == 16 && PVI_BLK(t))
-INLINE int pvi_lane(int r, int g, int64_t c0) { return 4 * (int)((c0 % 128 + 16 * g) / 32) + r; }
+INLINE int pvi_lane(int NR, int r, int g, int64_t c0) {
+    int b = (int)((c0 % 128 + 16 * g) / 32);
+    return NR == 1 ? b : 4 * b + r;
+}
 /* the int16 pair (keys j, j + 1) of row r's weights for group g of the pass from c0 (q4_0: q and c0 from the
  * pass's first block, pvi_pass) */
-INLINE int32_t pvi_weight(int16_t (*q)[66], int r, int g, int64_t c0, int64_t j, int t) {
+INLINE int32_t pvi_weight(int16_t (*q)[66], int NR, int r, int g, int64_t c0, int64_t j, int t) {
     int32_t w;
     if (PVI_LANES(t))
-        memcpy(&w, (const int32_t *)(const void *)q + 8 * j + pvi_lane(r, g, c0), 4);
+        memcpy(&w, (const int32_t *)(const void *)q + (NR == 1 ? 2 : 8) * j + pvi_lane(NR, r, g, c0), 4);
     else
         memcpy(&w, q[pvi_qrow(r, g, c0, t)] + j, 4);
     return w;
@@ -2648,7 +2651,7 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
          * genuineintel-f6-m207/pv-pair-regs-ab) */
         pvi_t x[4], pr[4];
         pvi_codes32(v0, v1, c0, half, t, x), pvi_codes32(v0, v1, c0 + 32, half, t, x + 2);
-        for (int r = 0; r < NR; r++) pr[r] = PVI(set1_epi32)(pvi_weight(q, r, 0, c0, j, t));
+        for (int r = 0; r < NR; r++) pr[r] = PVI(set1_epi32)(pvi_weight(q, NR, r, 0, c0, j, t));
         for (int e = 0; e < 4; e++) KEEP_REG(x[e]);
         for (int r = 0; r < NR; r++) KEEP_REG(pr[r]);
         for (int r = 0; r < NR; r++)
@@ -2662,7 +2665,7 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
             pvi_t x[2 * PVI_N];
             pvi_codes32(v0, v1, c0 + 16 * g, half, t, x);
             for (int r = 0; r < NR; r++) {
-                pvi_t pr = PVI(set1_epi32)(pvi_weight(q, r, g, c0, j, t));
+                pvi_t pr = PVI(set1_epi32)(pvi_weight(q, NR, r, g, c0, j, t));
                 for (int e = 0; e < 2 * PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
             }
         }
@@ -2674,7 +2677,7 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
         pvi_t x[PVI_N];
         pvi_codes(v0, v1, c0 + 16 * g, half, t, x);
         for (int r = 0; r < NR; r++) { /* the pair's P, broadcast from memory where it is used */
-            pvi_t pr = PVI(set1_epi32)(pvi_weight(q, r, g, c0, j, t));
+            pvi_t pr = PVI(set1_epi32)(pvi_weight(q, NR, r, g, c0, j, t));
             for (int e = 0; e < PVI_N; e++) a[r][PVI_N * g + e] = pv_dot2(a[r][PVI_N * g + e], x[e], pr);
         }
     }
@@ -2720,7 +2723,7 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     if (PVI_BLK(t)) {
         Vp = V + attn_storage_bytes((attn_dtype)t, c0 - c0 % 32);
         cp = G % 2 == 0 ? 0 : c0 % 32;
-        if (PVI_LANES(t)) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(0, 0, c0 - c0 % 32));
+        if (PVI_LANES(t)) qp = (int16_t(*)[66])(void *)((int32_t *)(void *)q + pvi_lane(NR, 0, 0, c0 - c0 % 32));
     }
     /* int4 on the 16-lane tables where the row's passes all pair their groups: 16 bytes a key give two groups,
      * the low and the high nibbles (PVI_NIB), where a group from one half took a load, an unpack and a widening
@@ -2752,7 +2755,7 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
     for (int r = 0; r < NR; r++)
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
-            int k = PVI_LANES(t) ? pvi_lane(r, g, c0) : pvi_qrow(r, g, c0, t);
+            int k = PVI_LANES(t) ? pvi_lane(NR, r, g, c0) : pvi_qrow(r, g, c0, t);
             int64_t col = nib ? c0 / 2 + 8 * (g - g % 2) + g % 2 * half : c0 + 16 * g;
             pvi_store(O + r * ldo + col, u[k], a[r] + PVI_N * g, t == KV_Q4 ? z[k] : 0);
         }
@@ -2828,6 +2831,37 @@ INLINE __m512i pvi_scales_idx(int t) {
     for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (i / 4) : 0);
     return _mm512_loadu_si512(ix);
 }
+/* pvi_blk_lanes1's: word 4 k + b (k 0..3) from block b's scale */
+INLINE __m512i pvi_scales_idx1(int t) {
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (i % 4) : 0);
+    return _mm512_loadu_si512(ix);
+}
+/* pvi_blk_lanes1's pairs: word 2 (4 i + b) + e (key 2 i + e of the four, block b) from the low word of int32 lane
+ * 4 (2 i + e) + b */
+static const uint16_t pvi_pair_words[32]
+    __attribute__((aligned(64))) = {0, 8, 2, 10, 4, 12, 6, 14, 16, 24, 18, 26, 20, 28, 22, 30};
+/* attn_p16_quantize's factors by lane from the lanes' largest |w| as bits (amaxi; from +inf's pattern on: an
+ * infinity or a NaN came): a row of zeros or with a NaN / infinity rounds to 0 (u 0, NaN) */
+typedef struct pvi_factors {
+    vf sc, inv, u;
+    vmask live;
+} pvi_factors;
+INLINE pvi_factors pvi_factors_of(__m512i amaxi) {
+    pvi_factors f;
+    vmask bad = _mm512_cmpgt_epi32_mask(amaxi, _mm512_set1_epi32(0x7f7fffff));
+    vf amax = _mm512_castsi512_ps(amaxi);
+    f.live = (vmask)(~bad & _mm512_cmp_ps_mask(amax, vf_zero(), _CMP_NEQ_UQ));
+    f.sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(amax, vf_set1(ATTN_P16_TINY), _CMP_LT_OQ), vf_set1(1.0f),
+                                vf_set1(0x1p100f));
+    f.inv = _mm512_div_ps(vf_set1(ATTN_P16_MAX), vf_mul(amax, f.sc));
+    f.u = _mm512_mask_blend_ps(bad, _mm512_maskz_div_ps(f.live, amax, vf_set1(ATTN_P16_MAX)), vf_set1(NAN));
+    return f;
+}
+/* w's lanes rounded as attn_p16_quantize rounds them (0 where the lane's row is not live) */
+INLINE __m512i pvi_round(vf w, const pvi_factors *f) {
+    return _mm512_maskz_mov_epi32(f->live, pvi_cvt(vf_mul(vf_mul(w, f->sc), f->inv)));
+}
 /* a key's four block scales from block b0 as words 4 b + r (b 0..3, each four times; idx pvi_scales_idx): q4_0's
  * from one 64-byte load, q8_0's from two */
 INLINE __m512i pvi_scales4(const uint8_t *v, int64_t b0, int64_t nbk, __m512i idx, int t) {
@@ -2858,24 +2892,56 @@ INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t
         w[j] = _mm512_maskz_mul_ps(ok, _mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * j)), d);
         amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j])));
     }
-    vmask bad = _mm512_cmpgt_epi32_mask(amaxi, _mm512_set1_epi32(0x7f7fffff));
-    vf amax = _mm512_castsi512_ps(amaxi);
-    /* attn_p16_quantize's factors by lane: a row of zeros or with a NaN / infinity rounds to 0 (u 0, NaN) */
-    vmask live = (vmask)(~bad & _mm512_cmp_ps_mask(amax, vf_zero(), _CMP_NEQ_UQ));
-    vf sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(amax, vf_set1(ATTN_P16_TINY), _CMP_LT_OQ), vf_set1(1.0f),
-                                 vf_set1(0x1p100f));
-    vf inv = _mm512_div_ps(vf_set1(ATTN_P16_MAX), vf_mul(amax, sc));
-    vf uv = _mm512_mask_blend_ps(bad, _mm512_maskz_div_ps(live, amax, vf_set1(ATTN_P16_MAX)), vf_set1(NAN));
+    pvi_factors f = pvi_factors_of(amaxi);
     __m512i zs = _mm512_setzero_si512(), lo16 = _mm512_set1_epi32(0xffff);
     for (int64_t j = 0; j < n; j += 2) {
-        __m512i qa = _mm512_maskz_mov_epi32(live, pvi_cvt(vf_mul(vf_mul(w[j], sc), inv)));
-        __m512i qb = j + 1 < n ? _mm512_maskz_mov_epi32(live, pvi_cvt(vf_mul(vf_mul(w[j + 1], sc), inv)))
-                               : _mm512_setzero_si512();
+        __m512i qa = pvi_round(w[j], &f);
+        __m512i qb = j + 1 < n ? pvi_round(w[j + 1], &f) : _mm512_setzero_si512();
         __m512i pr = _mm512_or_si512(_mm512_and_si512(qa, lo16), _mm512_slli_epi32(qb, 16));
         _mm512_storeu_si512((void *)((int32_t *)(void *)q + 8 * j), pr);
         zs = _mm512_add_epi32(zs, _mm512_add_epi32(qa, qb));
     }
-    vf_store(u, uv);
+    vf_store(u, f.u);
+    if (t == KV_Q4) _mm512_storeu_si512((void *)z, _mm512_slli_epi32(zs, 3));
+}
+/* pvi_blk_lanes at one row (R 1, and the rows after each 4 of 5, 9, ...): four keys a vector, lane 4 k + b (key k
+ * of the four, block b), where a key took a vector of which a quarter was live; each key's scales by a merging word
+ * permutation into its lanes, the largest |w| of the four keys' lanes by two lane swaps, and key pair i's int16
+ * pairs at int32 lanes 4 i + b of q (pvi_weight at NR 1) by one word permutation a vector. The same products and
+ * rounding, lane by lane */
+INLINE void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t n, int64_t b0, int64_t nbk,
+                           int16_t (*q)[66], float *u, int32_t *z, int t) {
+    vf w[16];
+    int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
+    const __m512i idx = pvi_scales_idx1(t);
+    const vmask ok = (vmask)(0x1111u * ((1u << nb4) - 1));
+    __m512i amaxi = _mm512_setzero_si512();
+    for (int64_t j = 0; j < n; j += 4) {
+        int m = n - j < 4 ? (int)(n - j) : 4;
+        __m512i sw = _mm512_setzero_si512();
+        for (int k = 0; k < m; k++)
+            sw = _mm512_mask_mov_epi16(sw, (__mmask32)(0xfu << 4 * k),
+                                       pvi_scales4(V + (size_t)(j + k) * vs, b0, nbk, idx, t));
+        vf pv = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                      _mm512_castps128_ps512(_mm_maskz_loadu_ps((__mmask8)((1u << m) - 1), P + j)));
+        w[j / 4] = _mm512_maskz_mul_ps(ok, pv, vf_cvt_h16(_mm512_castsi512_si256(sw)));
+        amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j / 4])));
+    }
+    /* each block's largest over the four keys' lanes, in every key's lanes */
+    amaxi = _mm512_max_epi32(amaxi, _mm512_shuffle_i32x4(amaxi, amaxi, 0x4e));
+    amaxi = _mm512_max_epi32(amaxi, _mm512_shuffle_i32x4(amaxi, amaxi, 0xb1));
+    pvi_factors f = pvi_factors_of(amaxi);
+    const __m512i pix = _mm512_load_si512(pvi_pair_words);
+    __m512i zs = _mm512_setzero_si512();
+    for (int64_t j = 0; j < n; j += 4) {
+        __m512i qa = pvi_round(w[j / 4], &f);
+        _mm256_storeu_si256((__m256i *)(void *)((int32_t *)(void *)q + 2 * j),
+                            _mm512_castsi512_si256(_mm512_permutexvar_epi16(pix, qa)));
+        zs = _mm512_add_epi32(zs, qa);
+    }
+    zs = _mm512_add_epi32(zs, _mm512_shuffle_i32x4(zs, zs, 0x4e));
+    zs = _mm512_add_epi32(zs, _mm512_shuffle_i32x4(zs, zs, 0xb1));
+    vf_store(u, f.u);
     if (t == KV_Q4) _mm512_storeu_si512((void *)z, _mm512_slli_epi32(zs, 3));
 }
 #endif
@@ -2909,7 +2975,9 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
                 if (c0 + 16 * G > Dv) G = 1;
                 const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
 #if VL == 16
-                if (PVI_LANES(t) && c0 % 128 == 0) /* once four blocks (their passes reuse them) */
+                if (PVI_LANES(t) && c0 % 128 == 0 && nr == 1) /* once four blocks (their passes reuse them) */
+                    pvi_blk_lanes1(P + r0 * ldp + j0, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z, t);
+                else if (PVI_LANES(t) && c0 % 128 == 0)
                     pvi_blk_lanes(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z, t);
 #else
                 if (PVI_BLK(t) && c0 % 32 == 0) /* once a block (its second pass of 16 columns reuses them) */
