@@ -2733,10 +2733,10 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
         pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, t, a);
     else if (PVI_BLK(t))
         pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, t, a);
-    /* int4, a pass within one half of the row: its nibble a constant (half PVI_LOW: every column low; 0 and the
-     * columns from the half: every column high), where c < half was a branch for each code load */
     else if (nib)
         pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_NIB, pp, ps, pb, t, a);
+    /* int4, a pass within one half of the row: its nibble a constant (half PVI_LOW: every column low; 0 and the
+     * columns from the half: every column high), where c < half was a branch for each code load */
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 + 16 * G <= half)
         pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_LOW, pp, ps, pb, t, a);
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 >= half)
@@ -2922,8 +2922,10 @@ INLINE void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t 
         for (int k = 0; k < m; k++)
             sw = _mm512_mask_mov_epi16(sw, (__mmask32)(0xfu << 4 * k),
                                        pvi_scales4(V + (size_t)(j + k) * vs, b0, nbk, idx, t));
+        float p4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the last keys' P (SIMDe has no masked 128-bit load) */
+        if (m < 4) memcpy(p4, P + j, (size_t)m * sizeof(float));
         vf pv = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-                                      _mm512_castps128_ps512(_mm_maskz_loadu_ps((__mmask8)((1u << m) - 1), P + j)));
+                                      _mm512_castps128_ps512(_mm_loadu_ps(m < 4 ? p4 : P + j)));
         w[j / 4] = _mm512_maskz_mul_ps(ok, pv, vf_cvt_h16(_mm512_castsi512_si256(sw)));
         amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j / 4])));
     }
