@@ -621,7 +621,8 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
  * codes of every byte, -128 included); rows of zeros (u 0), of tiny weights
  * (below 2^-100: the prescale), negative weights, a NaN and an infinity (the
  * row NaN); q4_0 and q8_0: one key's block with a NaN scale (its columns NaN
- * in every row of its 64 keys) */
+ * in every row of its 64 keys; at 7 and 9 rows: 9's last row takes the
+ * 16-lane tables' one-row weights) */
 static int64_t pv_i16_code(const unsigned char *v, attn_dtype t, int Dv, int c) {
     if (t == ATTN_DTYPE_Q4_0) return attn_q4_code(v, c) - 8;
     if (t == ATTN_DTYPE_Q8_0) return attn_q8_code(v, c);
