@@ -2825,16 +2825,11 @@ INLINE __m512i pvi_cvt(vf x) {
     return _mm512_cvtps_epi32(x);
 #endif
 }
-/* the word permutation of pvi_scales4: word 4 b + r (b 0..3) from block b's scale, word 9 b (q4_0) or 17 b (q8_0) */
-INLINE __m512i pvi_scales_idx(int t) {
+/* the word permutation of pvi_scales4: word 4 b + r (b 0..3) from block b's scale, word 9 b (q4_0) or 17 b (q8_0);
+ * one_row (pvi_blk_lanes1): word 4 k + b (k 0..3) from block b's */
+INLINE __m512i pvi_scales_idx(int t, int one_row) {
     uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (i / 4) : 0);
-    return _mm512_loadu_si512(ix);
-}
-/* pvi_blk_lanes1's: word 4 k + b (k 0..3) from block b's scale */
-INLINE __m512i pvi_scales_idx1(int t) {
-    uint16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (i % 4) : 0);
+    for (int i = 0; i < 32; i++) ix[i] = (uint16_t)(i < 16 ? (t == KV_Q4 ? 9 : 17) * (one_row ? i % 4 : i / 4) : 0);
     return _mm512_loadu_si512(ix);
 }
 /* pvi_blk_lanes1's pairs: word 2 (4 i + b) + e (key 2 i + e of the four, block b) from the low word of int32 lane
@@ -2881,7 +2876,7 @@ INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t
     for (int64_t j = 0; j < n; j++)
         for (int r = 0; r < 4; r++) pt[4 * j + r] = r < nr ? P[r * ldp + j] : 0.0f;
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
-    const __m512i idx = pvi_scales_idx(t);
+    const __m512i idx = pvi_scales_idx(t, 0);
     const vmask ok = (vmask)(((1u << 4 * nb4) - 1) & (0x1111u * ((1u << nr) - 1)));
     /* the largest |w| by lane as the integer max of the bit patterns (sign clear: signed compares order them): the
      * float max where all are finite, from +inf's pattern (0x7f800000) on where an infinity or a NaN came (one
@@ -2913,7 +2908,7 @@ INLINE void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t 
                            int16_t (*q)[66], float *u, int32_t *z, int t) {
     vf w[16];
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
-    const __m512i idx = pvi_scales_idx1(t);
+    const __m512i idx = pvi_scales_idx(t, 1);
     const vmask ok = (vmask)(0x1111u * ((1u << nb4) - 1));
     __m512i amaxi = _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j += 4) {
