@@ -51,7 +51,8 @@ int main(int argc, char **argv) {
         kb[i] = ((lk)dlsym(h, "wrap_lookup"))(getenv("IKAB_TABLE") ? getenv("IKAB_TABLE") : "avx512-bf16");
     }
     enum { D = 128, N = 128 };
-    static unsigned char K[N * 400], V[N * 400], Qq[16 * 200]; /* bf16 rows: 256 bytes */
+    /* 64-byte aligned, as a cache's rows are (2 MB aligned buffers): no line-split loads of whole rows */
+    static unsigned char K[N * 400] __attribute__((aligned(64))), V[N * 400] __attribute__((aligned(64))), Qq[16 * 200];
     static float Q[16 * D], S[16 * N], O[16 * D];
     for (int i = 0; i < N * 400; i++) K[i] = (unsigned char)rand(), V[i] = (unsigned char)rand();
     for (int i = 1; i < N * 400; i += 2) K[i] = 0x3f, V[i] = 0x3f; /* bf16: finite values (1..2) */

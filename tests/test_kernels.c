@@ -115,8 +115,9 @@ static void store_rows(attn_dtype dt, const float *x, int64_t rows, int64_t n, v
  * kernels: the same sums to float32 rounding, nothing written outside S's
  * n columns or O's Dv columns (O rows are round_up(Dv, 8) apart) */
 static void test_decode_rows(const attn_kernel_table *kt) {
-    /* 1040: past the 8-lane tables' longest bf16 / fp8 query permuted for one row (QP_MAX) */
-    static const int64_t dims[] = {8, 16, 24, 32, 40, 64, 72, 96, 128, 136, 256, 1040};
+    /* 1040: past the longest bf16 / fp8 query permuted for one row (QP_MAX); 48, 80: bf16 on 16 lanes, 32 values a
+     * load and a last 16 in order */
+    static const int64_t dims[] = {8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 128, 136, 256, 1040};
     enum { RMAX = 9, NMAX = 67, DMAX = 1040, LD = 72 };
     static float Q[RMAX * DMAX], X[NMAX * DMAX], S1[RMAX * LD], S2[RMAX * LD], P[RMAX * LD];
     static float O1[RMAX * (DMAX + 8)], O2[RMAX * (DMAX + 8)];

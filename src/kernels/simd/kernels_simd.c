@@ -839,6 +839,19 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
         for (int e = 0; e < NK; e++) S[u * lds + j + e] = r[u * NK + e];
 }
 
+#define QP_MAX 1024 /* the longest bf16 query row permuted on the stack (qk_bf_perm) */
+/* query row q (D <= QP_MAX, a multiple of VL) into qp in vf_load_bf16x2's order, whole groups of 2 VL (a last VL
+ * in order) */
+INLINE void qk_bf_perm(const float *q, int64_t D, float *qp) {
+    int64_t c = 0;
+    for (; c + 2 * VL <= D; c += 2 * VL) {
+        vf lo, hi;
+        bf16_split(vf_load(q + c), vf_load(q + c + VL), &lo, &hi);
+        vf_store(qp + c, lo), vf_store(qp + c + VL, hi);
+    }
+    if (c < D) vf_store(qp + c, vf_load(q + c));
+}
+
 /* NR query rows (1 or 2) against key row k alone, two accumulators per row
  * over D (a multiple of VL), a row's sum vector in *s0 / *s1 (qk_one
  * reduces them a key, qk_one16 sixteen sums at once): the key rows are
@@ -850,7 +863,7 @@ INLINE void qk_few(const float *const *q, int64_t D, const void *K, int64_t ldk,
  * q8_0 keeps qk_few. NR is a constant at each call: passed as a run-time
  * count, GCC kept the accumulators in memory (Zen 5, the kernel alone over
  * bf16 keys in L1, D = 128: one row 5.7 -> 3.8 ns a key, two 9.6 -> 5.4) */
-INLINE void qk_dot1(const float *const *q, int64_t D, const void *k, int NR, int t, vf *s0, vf *s1) {
+INLINE void qk_dot1(const float *const *q, int64_t D, const void *k, int NR, int t, int bf2, vf *s0, vf *s1) {
     vf a00 = vf_zero(), a01 = a00, a10 = a00, a11 = a00; /* row, half */
     int64_t c = 0;
     if (FP8T(t)) { /* 64 codes a conversion, the same sums in the same order */
@@ -872,6 +885,8 @@ INLINE void qk_dot1(const float *const *q, int64_t D, const void *k, int NR, int
         vf x[2];
         if (t == KV_E4M3 || t == KV_E5M2) /* 16 codes a conversion */
             for (int o = 0; o < 2 * VL; o += 16) fp8_ld16((const uint8_t *)k + c + o, t, 1, x + o / VL);
+        else if (bf2) /* bf16 against q in vf_load_bf16x2's order (qk_body) */
+            vf_load_bf16x2((const uint16_t *)k + c, x, x + 1);
         else
             x[0] = kq_ld(k, c, t), x[1] = kq_ld(k, c + VL, t);
         a00 = vf_fma(vf_load(q[0] + c), x[0], a00), a01 = vf_fma(vf_load(q[0] + c + VL), x[1], a01);
@@ -888,7 +903,7 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
                    const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
     if (pre) prefetch_bytes(kv_row(pre, j, ldpre, t), pb);
     vf s0, s1;
-    qk_dot1(q, D, kv_row(K, j, ldk, t), NR, t, &s0, &s1);
+    qk_dot1(q, D, kv_row(K, j, ldk, t), NR, t, 0, &s0, &s1);
     S[j] = vf_sum(s0);
     if (NR == 2) S[lds + j] = vf_sum(s1);
 }
@@ -899,12 +914,12 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
  * as vectors (one key's sum took nine dependent operations and a scalar
  * store) */
 INLINE void qk_one16(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
-                     const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
+                     const void *pre, int64_t ldpre, int64_t pb, int NR, int t, int bf2) {
     const int NK = 16 / NR;
     vf a[16], none;
     for (int e = 0; e < NK; e++) {
         if (pre) prefetch_bytes(kv_row(pre, j + e, ldpre, t), pb);
-        qk_dot1(q, D, kv_row(K, j + e, ldk, t), NR, t, &a[e], NR == 2 ? &a[NK + e] : &none);
+        qk_dot1(q, D, kv_row(K, j + e, ldk, t), NR, t, bf2, &a[e], NR == 2 ? &a[NK + e] : &none);
     }
     vf v = vf_reduce16(a); /* lane e: row 0's key j + e; NR 2: lanes 8 + e row 1's */
     if (NR == 1) {
@@ -965,17 +980,6 @@ INLINE void qk_one8(const float *q, int NR, int64_t D, const void *K, int64_t ld
         _mm_storeu_ps(S + j, _mm256_castps256_ps128(v));
         _mm_storeu_ps(S + lds + j, _mm256_extractf128_ps(v, 1));
     }
-}
-#define QP_MAX 1024 /* the longest bf16 query row permuted on the stack (qk_bf_perm) */
-/* query row q (D <= QP_MAX) into qp in vf_load_bf16x2's order, whole groups of 16 (a last 8 in order) */
-INLINE void qk_bf_perm(const float *q, int64_t D, float *qp) {
-    int64_t c = 0;
-    for (; c + 16 <= D; c += 16) {
-        vf lo, hi;
-        bf16_split(vf_load(q + c), vf_load(q + c + 8), &lo, &hi);
-        vf_store(qp + c, lo), vf_store(qp + c + 8, hi);
-    }
-    if (c < D) vf_store(qp + c, vf_load(q + c));
 }
 /* keys [0, n) at NR (1, 2) rows from q, D apart (qk_body's), by qk_one8's steps; returns the keys taken */
 INLINE int64_t qk_ones8(const float *q, int NR, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
@@ -1038,36 +1042,54 @@ INLINE int64_t qk_bf8_rows(const float *const *q, int64_t D, const void *K, int6
 #endif
 
 /* keys [0, n) at nr (1, 2) rows: qk_one16's steps (16 lanes; 8 lanes: qk_ones8's, bf16 and fp8), qk_one's for the
- * keys left; NR a constant at each call (its accumulators in registers) */
-INLINE int64_t qk_ones_nr(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                          int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
+ * keys left; NR a constant at each call (its accumulators in registers). qp: bf16 rows in vf_load_bf16x2's order
+ * for qk_one16 (qk_bf_perm), or NULL */
+INLINE int64_t qk_ones_nr(const float *const *q, const float *const *qp, int64_t D, const void *K, int64_t ldk,
+                          int64_t n, float *S, int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int NR, int t) {
     int64_t j = 0;
 #if ONE16
-    for (; j + 16 / NR <= n; j += 16 / NR) qk_one16(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
+    for (; j + 16 / NR <= n; j += 16 / NR)
+        qk_one16(qp ? qp : q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t, qp != NULL);
 #elif VL == 8 && !defined(ATTN_VEC_SIMDE)
     if (t == KV_BF16 || t == KV_E4M3 || t == KV_E5M2) /* NR 2: q[1] is q[0] + D (qk_body) */
         j = qk_ones8(q[0], NR, D, K, ldk, n, S, lds, pre, ldpre, pb, t);
 #endif
+    (void)qp;
     for (; j < n; j++) qk_one(q, D, K, ldk, j, S, lds, pre, ldpre, pb, NR, t);
     return j;
 }
-INLINE int64_t qk_ones(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
-                       const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
-    return nr == 1 ? qk_ones_nr(q, D, K, ldk, n, S, lds, pre, ldpre, pb, 1, t)
-                   : qk_ones_nr(q, D, K, ldk, n, S, lds, pre, ldpre, pb, 2, t);
+INLINE int64_t qk_ones(const float *const *q, const float *const *qp, int64_t D, const void *K, int64_t ldk, int64_t n,
+                       float *S, int64_t lds, const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
+    return nr == 1 ? qk_ones_nr(q, qp, D, K, ldk, n, S, lds, pre, ldpre, pb, 1, t)
+                   : qk_ones_nr(q, qp, D, K, ldk, n, S, lds, pre, ldpre, pb, 2, t);
 }
 
 #if VL == 16
 /* S rows 0 .. nr - 1 of keys j .. j + 3 for 4 query rows (q[0..3]) */
 INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
-                    const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t) {
+                    const void *pre, int64_t ldpre, int64_t pb, int64_t nr, int t, int bf2) {
     const void *k[4];
     for (int e = 0; e < 4; e++) k[e] = kv_row(K, j + e, ldk, t);
     if (pre) prefetch_rows(pre, (size_t)attn_storage_bytes((attn_dtype)t, ldpre), j, 4, pb);
     vf a[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
-    for (int64_t c = 0; c < D; c += VL) {
+    int64_t c = 0;
+    if (bf2) /* bf16 against q in vf_load_bf16x2's order (qk_body): 32 values a load, two operations */
+        for (; c + 2 * VL <= D; c += 2 * VL) {
+            vf x[8];
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) vf_load_bf16x2((const uint16_t *)k[e] + c, x + e, x + 4 + e);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) {
+                    vf y = vf_load_reg(q[u] + c + h * VL);
+#pragma GCC unroll 4
+                    for (int e = 0; e < 4; e++) a[4 * u + e] = vf_fma(y, x[4 * h + e], a[4 * u + e]);
+                }
+        }
+    for (; c < D; c += VL) {
         vf x[4];
 #pragma GCC unroll 4
         for (int e = 0; e < 4; e++) x[e] = kq_ld(k[e], c, t);
@@ -1094,12 +1116,22 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
         const float *q[4];
         for (int64_t u = 0; u < 4; u++) q[u] = Q + (r0 + (u < nr ? u : 0)) * D;
         int64_t j = 0;
+        /* 16 lanes, bf16: the rows in vf_load_bf16x2's order for the key steps (qp; the keys left read q) */
+        const float *const *qv = NULL;
+#if VL == 16
+        const float *qp[4];
+        float qpb[t == KV_BF16 ? 4 * QP_MAX : 1] __attribute__((aligned(64)));
+        if (t == KV_BF16 && DV == D && D <= QP_MAX) {
+            for (int u = 0; u < 4; u++) qk_bf_perm(q[u], D, qpb + u * D), qp[u] = qpb + u * D;
+            qv = qp;
+        }
+#endif
         if (nr <= 2 && DV == D) {
             const void *pf = pre && r0 == 0 ? pre : NULL;
             if (t != KV_Q8 && HEAD128(D)) /* the common head width a constant: unrolled */
-                j = qk_ones(q, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
+                j = qk_ones(q, qv, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
             else if (t != KV_Q8)
-                j = qk_ones(q, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
+                j = qk_ones(q, qv, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
             else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
                 for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, QF1, t);
             else
@@ -1118,7 +1150,8 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
          * FMAs did) */
         if (t != KV_Q8 && DV == D)
             for (; j + 4 <= n; j += 4)
-                qk_four(q, D, K, ldk, j, S + r0 * lds, lds, pre && r0 == 0 ? pre : NULL, ldpre, pb, nr, t);
+                qk_four(qv ? qv : q, D, K, ldk, j, S + r0 * lds, lds, pre && r0 == 0 ? pre : NULL, ldpre, pb, nr, t,
+                        qv != NULL);
 #endif
         /* 3 keys per step: 12 accumulators, 7 loads per 12 FMAs (2 keys: 10 per 8, which bounded the loop by
          * the load ports); e4m3 on 8 lanes takes 2 keys and 16 columns a step below (its conversion's
@@ -1286,25 +1319,31 @@ INLINE vf pv_ld(const void *row, int64_t col, int t, int64_t half) {
  * One index for P and one V pointer stepped by the row stride: the front
  * end, not the FMA units, had bounded these loops. */
 #define PW(t) (VL == 16 && (t) != KV_F32 ? 4 : 2)
-/* PV_BF2(t, NR): bf16 rows on 8 lanes read 16 values a load in vf_load_bf16x2's
- * in-lane order, the pass's accumulators kept in that order (bf16_split at
- * its start and end): each O element the same chain of FMAs. Not at two
- * rows, whose passes of 32 columns read a cache line a key: there the
- * decode stream ran slower with it (Zen 1, zen1/bf16-unpack-step-ab) */
-#if VL == 8 && !defined(ATTN_VEC_SIMDE)
-#define PV_BF2(t, NR) ((t) == KV_BF16 && (NR) != 2)
+/* PV_BF2(t, NR): bf16 rows read 2 VL values a load in vf_load_bf16x2's
+ * order (8 lanes: in-lane unpacks; 16: the even and the odd values), the
+ * pass's accumulators kept in that order (bf16_split at its start,
+ * bf16_merge at its end): each O element the same chain of FMAs, the same
+ * bits. Not at two rows on 8 lanes, whose passes of 32 columns read a
+ * cache line a key: there the decode stream ran slower with it (Zen 1,
+ * zen1/bf16-unpack-step-ab) */
+#if (VL == 8 && !defined(ATTN_VEC_SIMDE)) || VL == 16
+#define PV_BF2(t, NR) ((t) == KV_BF16 && (VL == 16 || (NR) != 2))
 /* NW vectors of a bf16 row from column cc, in that order */
 INLINE void pv_bf2_ld(const char *vp, int64_t cc, int NW, vf *x) {
     for (int w = 0; w < NW; w += 2) vf_load_bf16x2((const uint16_t *)vp + cc + w * VL, x + w, x + w + 1);
 }
-/* NW accumulators into that order, and back */
-INLINE void pv_bf2_order(vf *a, int NW) {
-    for (int w = 0; w < NW; w += 2) bf16_split(a[w], a[w + 1], &a[w], &a[w + 1]);
+/* NW accumulators into that order (back: out of it) */
+INLINE void pv_bf2_order(vf *a, int NW, int back) {
+    for (int w = 0; w < NW; w += 2)
+        if (back)
+            bf16_merge(a[w], a[w + 1], &a[w], &a[w + 1]);
+        else
+            bf16_split(a[w], a[w + 1], &a[w], &a[w + 1]);
 }
 #else
 #define PV_BF2(t, NR) 0
 INLINE void pv_bf2_ld(const char *vp, int64_t cc, int NW, vf *x) { (void)vp, (void)cc, (void)NW, (void)x; }
-INLINE void pv_bf2_order(vf *a, int NW) { (void)a, (void)NW; }
+INLINE void pv_bf2_order(vf *a, int NW, int back) { (void)a, (void)NW, (void)back; }
 #endif
 /* One pass over the n keys for NR rows (pr[u]: row u of P; e4m3: P times
  * 256, pv_body) and NW vectors of columns from cc: O rows (from O, ldo
@@ -1316,7 +1355,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
 #define PV_C(u) ((u) < 4 ? c4[(u)] : c8[(u)-4])
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_load(O + u * ldo + cc + w * VL);
-    for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW); /* in vf_load_bf16x2's order */
+    for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW, 0); /* in vf_load_bf16x2's order */
     const char *vp = (const char *)V;
     int64_t plines = ((int64_t)attn_storage_bytes((attn_dtype)t, NW * VL) + 63) / 64;
     const fp8_lut lut = fp8_lut_raw(t); /* FP8T */
@@ -1357,7 +1396,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
             for (int w = 0; w < NW; w++) PV_C(u)[w] = vf_fma(p, x[w], PV_C(u)[w]);
         }
     }
-    for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW);
+    for (int u = 0; PV_BF2(t, NR) && u < NR; u++) pv_bf2_order(PV_C(u), NW, 1);
     for (int u = 0; u < NR; u++)
         for (int w = 0; w < NW; w++) vf_store(O + u * ldo + cc + w * VL, PV_C(u)[w]);
 #undef PV_C

@@ -157,6 +157,28 @@ VEC_INLINE vf vf_load_i8(const void *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 #endif
+/* 32 bf16 values as floats in two vectors: *lo the even ones (0, 2, .. 30:
+ * each 32-bit word's low half shifted up), *hi the odd ones (the high half
+ * kept, the low cleared). One 512-bit load and two single-cycle operations
+ * (a shift, an AND) for 32 values, where vf_load_bf16 takes a widening (a
+ * shuffle-port operation on Intel) and a shift for 16 */
+VEC_INLINE void vf_load_bf16x2(const void *p, vf *lo, vf *hi) {
+    __m512i x = _mm512_loadu_si512(p);
+    *lo = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    *hi = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* 32 floats a (0..15), b (16..31) into vf_load_bf16x2's order (bf16_split),
+ * and back (bf16_merge) */
+VEC_INLINE void bf16_split(vf a, vf b, vf *lo, vf *hi) {
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    *lo = _mm512_permutex2var_ps(a, ev, b), *hi = _mm512_permutex2var_ps(a, od, b);
+}
+VEC_INLINE void bf16_merge(vf lo, vf hi, vf *a, vf *b) {
+    const __m512i i0 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i i1 = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    *a = _mm512_permutex2var_ps(lo, i0, hi), *b = _mm512_permutex2var_ps(lo, i1, hi);
+}
 
 VEC_INLINE vf vf_load_f16(const void *p) { return vf_cvt_h16(_mm256_loadu_si256((const __m256i *)p)); }
 
@@ -251,6 +273,7 @@ VEC_INLINE void vf_load_bf16x2(const void *p, vf *lo, vf *hi) {
 VEC_INLINE void bf16_split(vf a, vf b, vf *lo, vf *hi) {
     *lo = _mm256_permute2f128_ps(a, b, 0x20), *hi = _mm256_permute2f128_ps(a, b, 0x31);
 }
+VEC_INLINE void bf16_merge(vf lo, vf hi, vf *a, vf *b) { bf16_split(lo, hi, a, b); }
 VEC_INLINE vf vf_load_i8(const void *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
