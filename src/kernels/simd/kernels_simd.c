@@ -1104,6 +1104,29 @@ INLINE void qk_four(const float *const *q, int64_t D, const void *K, int64_t ldk
 }
 #endif
 
+/* qk_body's first keys for nr rows q (D a multiple of VL; qv: the rows in vf_load_bf16x2's order, or NULL): at one
+ * or two rows qk_ones' steps (q8_0: qk_few's), on 8 lanes bf16's four-row key pairs; returns the keys taken */
+INLINE int64_t qk_lead(const float *const *q, const float *const *qv, int64_t nr, int64_t D, const void *K, int64_t ldk,
+                       int64_t n, float *S, int64_t lds, const void *pf, int64_t ldpre, int64_t pb, int t) {
+    int64_t j = 0;
+    if (nr <= 2) {
+        if (t != KV_Q8 && HEAD128(D)) /* the common head width a constant: unrolled */
+            j = qk_ones(q, qv, 128, K, ldk, n, S, lds, pf, ldpre, pb, nr, t);
+        else if (t != KV_Q8)
+            j = qk_ones(q, qv, D, K, ldk, n, S, lds, pf, ldpre, pb, nr, t);
+        else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
+            for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S, lds, pf, ldpre, pb, 1, QF1, t);
+        else
+            for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S, lds, pf, ldpre, pb, 2, 4, t);
+    }
+#if VL == 8 && !defined(ATTN_VEC_SIMDE)
+    if (t == KV_BF16 && nr > 2 && D <= QP_MAX)
+        j = HEAD128(D) ? qk_bf8_rows(q, 128, K, ldk, n, S, lds, pf, ldpre, pb, nr)
+                       : qk_bf8_rows(q, D, K, ldk, n, S, lds, pf, ldpre, pb, nr);
+#endif
+    return j;
+}
+
 /* 4 query rows x 3 keys per step (16 lanes: 4, qk_four; 2 with q8_0 or a D
  * tail), accumulators over D, so each key row is loaded (and converted) once
  * for 4 rows. */
@@ -1126,24 +1149,7 @@ INLINE void qk_body(const float *Q, int64_t R, int64_t D, const void *K, int64_t
             qv = qp;
         }
 #endif
-        if (nr <= 2 && DV == D) {
-            const void *pf = pre && r0 == 0 ? pre : NULL;
-            if (t != KV_Q8 && HEAD128(D)) /* the common head width a constant: unrolled */
-                j = qk_ones(q, qv, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
-            else if (t != KV_Q8)
-                j = qk_ones(q, qv, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr, t);
-            else if (nr == 1) /* q8_0: 4 keys a step ran 1.4x faster than one (Zen 3: the conversions) */
-                for (; j + QF1 <= n; j += QF1) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 1, QF1, t);
-            else
-                for (; j + 4 <= n; j += 4) qk_few(q, D, K, ldk, j, S + r0 * lds, lds, pf, ldpre, pb, 2, 4, t);
-        }
-#if VL == 8 && !defined(ATTN_VEC_SIMDE)
-        if (t == KV_BF16 && nr > 2 && DV == D && D <= QP_MAX) {
-            const void *pf = pre && r0 == 0 ? pre : NULL;
-            j = HEAD128(D) ? qk_bf8_rows(q, 128, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr)
-                           : qk_bf8_rows(q, D, K, ldk, n, S + r0 * lds, lds, pf, ldpre, pb, nr);
-        }
-#endif
+        if (DV == D) j = qk_lead(q, qv, nr, D, K, ldk, n, S + r0 * lds, lds, pre && r0 == 0 ? pre : NULL, ldpre, pb, t);
 #if VL == 16
         /* 16 lanes: 4 keys a step, 16 accumulators reduced together in one transposing tree (vf_reduce16: 2.8
          * instructions a score, against the 3-key step's folds and hadds, which took more of its time than the
