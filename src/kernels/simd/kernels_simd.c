@@ -1965,9 +1965,44 @@ INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, co
         kb_store(_mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(kb_sum4(a0), zv)), dv), NR, S, lds, j, n);
     }
 }
+/* q8_kb_steps on 256-bit registers, rows (0, 1) and (2, 3) side by side
+ * (qy[2c + h]: rows 2h and 2h + 1's chunk c): for cores that run AVX-512 on
+ * 256-bit units (Zen 4), where a 128-bit broadcast into a 512-bit register
+ * costs a shuffle beside its load and into a 256-bit one the load alone.
+ * int4's high nibbles shifted down (one chain a key and row pair). */
+INLINE __m256i kb_sum4y(const __m256i *a) {
+    __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[0], a[1]), _mm256_unpackhi_epi32(a[0], a[1]));
+    __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[2], a[3]), _mm256_unpackhi_epi32(a[2], a[3]));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
+}
+INLINE void q8_kb_steps_y(const __m256i *qy, int64_t nc, __m512i zv, __m512 dv, const void *K, size_t kr, int64_t n,
+                          float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    int64_t kc = t == KV_U4 ? nc / 2 : nc; /* a key row's 16-byte chunks */
+    for (int64_t j = 0; j < n; j += 4) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
+        __m256i a[2][4]; /* row pair, key */
+        for (int e = 0; e < 4; e++) a[0][e] = a[1][e] = _mm256_setzero_si256();
+        for (int64_t c = 0; c < kc; c++)
+            for (int e = 0; e < 4; e++) {
+                __m256i x =
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(k[e] + 16 * c)));
+                if (t == KV_U4) {
+                    __m256i xh = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
+                    x = _mm256_and_si256(x, lo4);
+                    for (int h = 0; h < 2; h++) a[h][e] = ATTN_Q8_DPBUSD(a[h][e], xh, qy[2 * (c + kc) + h]);
+                }
+                for (int h = 0; h < 2; h++) a[h][e] = ATTN_Q8_DPBUSD(a[h][e], x, qy[2 * c + h]);
+            }
+        __m512i sum = join256(kb_sum4y(a[0]), kb_sum4y(a[1]));
+        kb_store(_mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(sum, zv)), dv), NR, S, lds, j, n);
+    }
+}
+/* yw: the steps on 256-bit registers (q8_kb_steps_y) */
 INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
-                       int t) {
+                       int t, int yw) {
     __m512i qc[KB_MAXC];
     int64_t nc = D / 16;
     kb_rows(q, nc, qc);
@@ -1976,7 +2011,15 @@ INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int
     for (int i = 0; i < 16; i++) z16[i] = t == KV_U8 ? 128 * qsum[i / 4] : 0, d16[i] = dq[i / 4];
     const __m512i zv = _mm512_loadu_si512((const void *)z16);
     const __m512 dv = _mm512_loadu_ps(d16);
-    if (nc == 8)
+    if (yw) { /* the same chunks as 256-bit halves: rows (0, 1), (2, 3) */
+        __m256i qy[2 * KB_MAXC];
+        for (int64_t c = 0; c < nc; c++)
+            qy[2 * c] = _mm512_castsi512_si256(qc[c]), qy[2 * c + 1] = _mm512_extracti64x4_epi64(qc[c], 1);
+        if (nc == 8)
+            q8_kb_steps_y(qy, 8, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        else
+            q8_kb_steps_y(qy, nc, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+    } else if (nc == 8)
         q8_kb_steps(qc, 8, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
     else
         q8_kb_steps(qc, nc, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
@@ -2003,7 +2046,7 @@ INLINE void tok_rows_nr(const unsigned char *const *q, const float *dq, const in
         TOK_ROWS(q, dq, qsum, D, K, kr, n, S, lds, pre, pr, pb, 1, 4, t);
 }
 INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t, int yw) {
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
     size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
     int64_t pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
@@ -2022,8 +2065,10 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
         float *Sr = S + r0 * lds;
 #if VL == 16 && defined(ATTN_Q8_DPBUSD)
         if (nr >= 3 && D / 16 <= KB_MAXC)
-            q8_rows_kb(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+            q8_rows_kb(q, dq, qsum, D, K, kr, n, Sr, lds, pf, pr, pb, nr, t, yw);
         else
+#else
+        (void)yw;
 #endif
             if (HEAD128(D)) /* the common head width a constant: the blocks' loop unrolled, int4's halves known */
             tok_rows_nr(q, dq, qsum, 128, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
@@ -2424,15 +2469,35 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
 #define QK_QBLK qk_q8_body
 #endif
 
-static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
+/* yw: int8 / int4 keys in groups of three or four rows through the 256-bit steps (q8_kb_steps_y) */
+INLINE void qk_q8_kinds(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                        int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt, int yw) {
     switch (kt) {
-    case ATTN_DTYPE_KV_INT8: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8); break;
-    case ATTN_DTYPE_KV_INT4: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4); break;
+    case ATTN_DTYPE_KV_INT8: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8, yw); break;
+    case ATTN_DTYPE_KV_INT4: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4, yw); break;
     case ATTN_DTYPE_Q4_0: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4); break;
     default: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8); break;
     }
 }
+static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
+    qk_q8_kinds(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, kt, 0);
+}
+#ifdef ATTN_SIMD_Q8_Y
+/* a static function, and the exported name a jump to it: GCC 12 compiled
+ * the body as the exported function itself without its software
+ * prefetches (none of qk_rows_q8's, the step over int8 at four rows from
+ * L3 0.75x) */
+static void qk_rows_q8_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                         int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
+    qk_q8_kinds(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, kt, 1);
+}
+/* the table's qk_rows_q8 for cores that run AVX-512 on 256-bit units (dispatch.c's avx512-256 tables) */
+void ATTN_SIMD_Q8_Y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S, int64_t lds,
+                    const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt) {
+    qk_rows_q8_y(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, kt);
+}
+#endif
 
 /* ---- P V in integers (the math modes on int8 / int4 V, kernels.h pv_rows_i16) ---- */
 

@@ -7,6 +7,7 @@
 #define ATTN_I16_DPWSSD _mm256_dpwssd_epi32
 #define ATTN_FP8_DPBF16 1
 #define ATTN_VEC_AVX512 1
+#define ATTN_SIMD_Q8_Y attn_qk_rows_q8_bf16_y /* the avx512-256 tables' qk_rows_q8 */
 #define ATTN_SIMD_TABLE attn_kernels_avx512_bf16
 #define ATTN_SIMD_NAME "avx512-bf16"
 #include "kernels_simd.c"
