@@ -5,7 +5,8 @@
  *   generic  the portable kernels, anywhere
  * On CPUs that run AVX-512 on 256-bit units (AMD family 19h, Zen 4) the
  * default is "avx512-256": the avx512 table with the decode Q K^T kernels and
- * the float32 P V kernel of the avx2 table. Measured there
+ * the float32 P V kernel of the avx2 table (its -vnni and -bf16 forms also
+ * with the int8 / int4 Q K^T on 256-bit registers, make_half). Measured there
  * (docs/PERFORMANCE.md, "Per host"): a 16-lane Q K^T row pays twice the
  * horizontal reductions per multiply-add of an 8-lane one for the same FMA
  * rate (12.4 vs 10.3 ns per key, R = 4, D = 128, in L1), and float32 P V
