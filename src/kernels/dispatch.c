@@ -136,10 +136,9 @@ static const attn_kernel_table *avx512_bf16_fma_table(void) {
  * the load, into a 256-bit one the load alone; the kernel 0.79-0.87x the
  * time over int8 at 3, 4 and 8 rows, 0.88-0.89x over int4:
  * zen4/kb-ymm-ab) */
-typedef void (*qk_q8_fn)(const void *, int64_t, int64_t, const void *, int64_t, int64_t, float *, int64_t, const void *,
-                         int64_t, int64_t, attn_dtype);
+typedef __typeof__(attn_qk_rows_q8_vnni_y) qk_q8_fn;
 static attn_kernel_table avx512_256, avx512_256_vnni, avx512_256_bf16;
-static void make_half(attn_kernel_table *t, const attn_kernel_table *base, const char *name, qk_q8_fn qk_q8) {
+static void make_half(attn_kernel_table *t, const attn_kernel_table *base, const char *name, qk_q8_fn *qk_q8) {
     *t = *base;
     t->name = name;
     t->qk_rows = attn_kernels_avx2.qk_rows;

@@ -305,8 +305,8 @@ extern const attn_kernel_table attn_kernels_avx2_vnni;   /* avx2 with AVX-VNNI's
 extern const attn_kernel_table attn_kernels_avx512_vnni; /* avx512 with AVX512-VNNI's int8 dots */
 extern const attn_kernel_table attn_kernels_avx512_bf16; /* avx512-vnni with AVX512-BF16, VBMI, GFNI: fp8 products */
 /* avx512-vnni's and avx512-bf16's qk_rows_q8 for AVX-512 on 256-bit units
- * (the avx512-256 tables): int8 / int4 keys at three or four rows on
- * 256-bit registers, the same sums */
+ * (the avx512-256 tables): int8 / int4 keys in groups of three or four
+ * rows (eight: two groups) on 256-bit registers, the same sums */
 void attn_qk_rows_q8_vnni_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                             int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
 void attn_qk_rows_q8_bf16_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,

@@ -1971,8 +1971,7 @@ INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, co
  * costs a shuffle beside its load and into a 256-bit one the load alone.
  * int4's high nibbles shifted down (one chain a key and row pair). */
 INLINE __m256i kb_sum4y(const __m256i *a) {
-    __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[0], a[1]), _mm256_unpackhi_epi32(a[0], a[1]));
-    __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[2], a[3]), _mm256_unpackhi_epi32(a[2], a[3]));
+    __m256i s01 = vi_pair(a[0], a[1], 0), s23 = vi_pair(a[2], a[3], 0);
     return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
 }
 INLINE void q8_kb_steps_y(const __m256i *qy, int64_t nc, __m512i zv, __m512 dv, const void *K, size_t kr, int64_t n,
@@ -2011,10 +2010,8 @@ INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int
     for (int i = 0; i < 16; i++) z16[i] = t == KV_U8 ? 128 * qsum[i / 4] : 0, d16[i] = dq[i / 4];
     const __m512i zv = _mm512_loadu_si512((const void *)z16);
     const __m512 dv = _mm512_loadu_ps(d16);
-    if (yw) { /* the same chunks as 256-bit halves: rows (0, 1), (2, 3) */
-        __m256i qy[2 * KB_MAXC];
-        for (int64_t c = 0; c < nc; c++)
-            qy[2 * c] = _mm512_castsi512_si256(qc[c]), qy[2 * c + 1] = _mm512_extracti64x4_epi64(qc[c], 1);
+    if (yw) { /* the same chunks as 256-bit halves: rows (0, 1), (2, 3) (GCC's vector types may alias) */
+        const __m256i *qy = (const __m256i *)(const void *)qc;
         if (nc == 8)
             q8_kb_steps_y(qy, 8, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
         else
