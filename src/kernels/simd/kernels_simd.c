@@ -2794,11 +2794,12 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
 
 /* pvi_pass's loop over the n keys, two a step (an odd last key against itself with P 0) */
 INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t vs, int64_t n, int64_t c0, int64_t half,
-                     const char *pp, size_t ps, int64_t pb, int t, pvi_t (*a)[8]) {
+                     const char *pp, size_t ps, int64_t pb, int pw, int t, pvi_t (*a)[8]) {
     int64_t j = 0;
-    if (pp) /* the first pass: the prefetches spread over it (all at its start ran slower) */
+    if (pp) /* the prefetches spread over the pass (all at its start ran slower): of each pair the rows pw says */
         for (; j + 2 <= n; j += 2) {
-            prefetch_bytes(pp + (size_t)j * ps, pb), prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
+            if (pw & 1) prefetch_bytes(pp + (size_t)j * ps, pb);
+            if (pw & 2) prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
             pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
         }
     for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
@@ -2808,14 +2809,14 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
 /* One pass over n keys (two a step, each pair's P in one 32-bit lane; an
  * odd last key against itself with P 0) for NR rows of q and G groups of 16
  * columns from c0: G PVI_N int32 accumulators a row, then O += u sum (u as q's
- * rows); pp: rows to prefetch (pb bytes, ps apart), two a step (the other passes' loop
- * has nothing but its products and loads: it is bound by dispatch). The
+ * rows); pp: rows to prefetch (pb bytes, ps apart), of each key pair the
+ * first (pw 1), the second (2) or both (3). The
  * stores' loop is unrolled in full, so that a's indices are constants: GCC 12
  * left it rolled over q4_0's four rows, and a then lived in memory, 16
  * 512-bit stores a key pair (the kernel 2x int4's at four rows on Zen 5) */
 INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR, int G, const uint8_t *V, size_t vs,
                      int64_t n, float *O, int64_t ldo, int64_t c0, int64_t half, const char *pp, size_t ps, int64_t pb,
-                     int t) {
+                     int pw, int t) {
     pvi_t a[4][8];
     for (int r = 0; r < NR; r++)
         for (int w = 0; w < G * PVI_N; w++) a[r][w] = PVI(set1_epi32)(0);
@@ -2837,19 +2838,19 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
      * of its own a key pair */
     const int nib = VL == 16 && t == KV_U4 && G % 2 == 0 && (2 * half) % (16 * G) == 0;
     if (PVI_BLK(t) && cp == 0)
-        pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, t, a);
+        pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, pw, t, a);
     else if (PVI_BLK(t))
-        pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, t, a);
+        pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, pw, t, a);
     else if (nib)
-        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_NIB, pp, ps, pb, t, a);
+        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_NIB, pp, ps, pb, pw, t, a);
     /* int4, a pass within one half of the row: its nibble a constant (half PVI_LOW: every column low; 0 and the
      * columns from the half: every column high), where c < half was a branch for each code load */
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 + 16 * G <= half)
-        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_LOW, pp, ps, pb, t, a);
+        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_LOW, pp, ps, pb, pw, t, a);
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 >= half)
-        pvi_keys(qp, NR, G, Vp, vs, n, c0 - half, 0, pp, ps, pb, t, a);
+        pvi_keys(qp, NR, G, Vp, vs, n, c0 - half, 0, pp, ps, pb, pw, t, a);
     else
-        pvi_keys(qp, NR, G, Vp, vs, n, cp, half, pp, ps, pb, t, a);
+        pvi_keys(qp, NR, G, Vp, vs, n, cp, half, pp, ps, pb, pw, t, a);
 #if VL == 16
     for (int r = 0; t != KV_Q4 && !nib && PVI_W32(G, half, t) && r < NR; r++)
         for (int g = 0; g < G; g += 2) { /* pvi_codes32's columns back in order (q4_0's and PVI_NIB's are) */
@@ -3075,9 +3076,15 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
             int64_t c0 = 0;
             for (int64_t r = 0; !PVI_BLK(t) && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
             float *o = O + r0 * ldo;
+            /* the next rows' prefetches: over the first pass, or where a row spans two lines or more and the
+             * first two passes are whole, one row of each key pair in each (Zen 4, from memory, one thread:
+             * the step over int8 1.22x the GB/s at four rows, 1.29x at two, 1.16x on the avx2 table; q8_0
+             * 1.11x; rows of one line, int4 and q4_0, 0.97-0.98x: zen4/pvi-prefetch-ab) */
+            int spread = pb >= 128 && Dv >= 32 * G;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
-                const char *pp = pre && r0 == 0 && c0 == 0 ? (const char *)pre + (size_t)j0 * ps : NULL;
+                int pass2 = spread && c0 == 16 * G, pw = !spread ? 3 : pass2 ? 2 : 1;
+                const char *pp = pre && r0 == 0 && (c0 == 0 || pass2) ? (const char *)pre + (size_t)j0 * ps : NULL;
 #if VL == 16
                 if (PVI_LANES(t) && c0 % 128 == 0 && nr == 1) /* once four blocks (their passes reuse them) */
                     pvi_blk_lanes1(P + r0 * ldp + j0, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z, t);
@@ -3088,21 +3095,21 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
                     pvi_blk_weights(P + r0 * ldp + j0, ldp, nr, Vb, vs, nb, c0, G, q, u, z, t);
 #endif
                 if (G == 1 && nr == 4) /* the columns left */
-                    pvi_pass(q, u, z, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 4, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else if (G == 1 && nr == 3)
-                    pvi_pass(q, u, z, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 3, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else if (G == 1 && nr == 2)
-                    pvi_pass(q, u, z, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 2, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else if (G == 1 && nr == 1)
-                    pvi_pass(q, u, z, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 1, 1, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else if (nr == 3)
-                    pvi_pass(q, u, z, 3, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 3, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else if (nr == 4)
-                    pvi_pass(q, u, z, 4, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 4, PVI_G4, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else if (nr == 2)
-                    pvi_pass(q, u, z, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 2, 2 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
                 else
-                    pvi_pass(q, u, z, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, t);
+                    pvi_pass(q, u, z, 1, 4 * PVI_G, Vb, vs, nb, o, ldo, c0, half, pp, ps, pb, pw, t);
             }
         }
     }
