@@ -43,6 +43,7 @@ static double now(void) {
 #define FM(a)                                                                                                          \
     _mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(x), _mm512_castsi512_ps(y)))
 #define SH(a) _mm512_castps_si512(_mm512_shuffle_f32x4(_mm512_castsi512_ps(a), _mm512_castsi512_ps(x), 0x44))
+#define PT(a) _mm512_castps_si512(_mm512_permutex2var_ps(_mm512_castsi512_ps(a), y, _mm512_castsi512_ps(x)))
 #define TL(a) _mm512_ternarylogic_epi32(a, x, y, 0xea)
 #define SR(a) _mm512_srli_epi16(a, 4)
 #define BF(a) _mm512_castps_si512(_mm512_dpbf16_ps(_mm512_castsi512_ps(a), (__m512bh)x, (__m512bh)y))
@@ -150,6 +151,11 @@ int main(int argc, char **argv) {
     BENCH("dpbusd+pshufd", DP, SD);
     BENCH("dpbusd+gf2p8aff", DP, GF);
     BENCH("cvt+unpack", CV, UP);
+    BENCH("vpermt2ps", PT, PT);
+    BENCH("dpbf16+permt2ps", BF, PT);
+    BENCH("dpbf16+shuff32x4", BF, SH);
+    BENCH("dpbf16+permt2b", BF, PB);
+    BENCH("dpbf16+unpack", BF, UP);
     BENCH("fma+permps", FM, PS);
 #else
     __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(5), sink = x;

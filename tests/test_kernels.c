@@ -561,6 +561,48 @@ static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *wa
           attn_storage_of(t)->name, bq, bp, outside);
 }
 
+/* qk_rows_bf over rows longer than the kernel's column chunk (1024: the
+ * rows permuted a chunk at a time, later chunks' scores added): D 1100 and
+ * 2112 (a partial last block of 64; whole blocks), R 1..5, 1..9 keys,
+ * random finite codes against float64 sums; nothing written outside S */
+static void bf_wide(const attn_kernel_table *kt, attn_dtype t, const float *want) {
+    enum { DM = 2112, N = 9, RM = 5, LS = N + 4 };
+    static unsigned char K[(N + 1) * DM];
+    static uint16_t Qb[RM * DM];
+    static float Qf[RM * DM], S[RM * LS], val[(N + 1) * DM];
+    uint32_t st = 301u + (uint32_t)t;
+    int bad = 0, outside = 0;
+    for (int di = 0; di < 2; di++)
+        for (int R = 1; R <= RM; R++)
+            for (int n = 1; n <= N; n += 4) {
+                int D = di ? DM : 1100;
+                for (int j = 0; j < (n + 1) * D; j++) {
+                    unsigned char c = (unsigned char)tu_irand(&st, 0, 255);
+                    K[j] = j >= n * D ? 0x7f : isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38;
+                    val[j] = want[K[j]];
+                }
+                for (int i = 0; i < R * D; i++)
+                    Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f), Qb[i] = bf16_bits(Qf[i]);
+                for (int i = 0; i < RM * LS; i++) S[i] = -7.0f;
+                kt->qk_rows_bf(Qb, D, R, D, K, D, n, S, LS, 0.5f, NULL, 0, 0, t);
+                for (int r = 0; r < RM; r++)
+                    for (int j = 0; j < LS; j++) {
+                        if (r >= R || j >= n) {
+                            outside += S[r * LS + j] != -7.0f;
+                            continue;
+                        }
+                        double w = 0.0, a = 0.0;
+                        for (int c = 0; c < D; c++) {
+                            double x = (double)Qf[r * D + c] * val[j * D + c];
+                            w += x, a += fabs(x);
+                        }
+                        bad += fabs(S[r * LS + j] - 0.5 * w) > 1e-6 * 0.5 * a + 1e-30;
+                    }
+            }
+    CHECK(!bad && !outside, "%s %s: wide rows' bf16 products: %d wrong, %d written outside", kt->name,
+          attn_storage_of(t)->name, bad, outside);
+}
+
 /* qk_rows_bf / pv_rows_bf (the modes' fp8 and bf16 products, where a table has them:
  * avx512-bf16 natively, avx512-simde through SIMDe's emulation). Every code
  * (NaN, e5m2's infinities) exactly: one nonzero code a key against q rows
@@ -609,6 +651,7 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
         }
         CHECK(!bad, "%s %s: %d of the codes' bf16 products wrong", kt->name, attn_storage_of(t)->name, bad);
         bf_random(kt, t, want);
+        bf_wide(kt, t, want);
     }
     bf_random(kt, ATTN_DTYPE_BF16, NULL);
 }

@@ -737,12 +737,14 @@ INLINE vf vf_load_reg(const float *p) {
 }
 
 #if VL == 16
-/* 128-bit blocks of a and b as vf_shuf128(a, b, imm) picks them (through VPERMT2PS: SIMDe has it) */
-INLINE vf vf_shuf128(vf a, vf b, int imm) {
-    int32_t ix[16];
-    for (int i = 0; i < 16; i++) ix[i] = 4 * ((imm >> (2 * (i / 4))) & 3) + i % 4 + (i >= 8 ? 16 : 0);
-    return _mm512_permutex2var_ps(a, _mm512_loadu_si512(ix), b);
-}
+/* 128-bit blocks of a and b as imm picks them (VSHUFF32X4; imm a constant): blocks 0 and 1 from a, 2 and 3 from b.
+ * Not VPERMT2PS, which needs an index register and shares more of the pipes VDPBF16PS issues on (Zen 4: 1.21
+ * a cycle between the two, 1.31 with VSHUFF32X4; zen4/vec-ports) */
+#ifdef ATTN_VEC_SIMDE /* SIMDe 0.7 names this one without the native alias */
+#define vf_shuf128(a, b, imm) simde_mm512_shuffle_f32x4((a), (b), (imm))
+#else
+#define vf_shuf128(a, b, imm) _mm512_shuffle_f32x4((a), (b), (imm))
+#endif
 
 /* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
 INLINE vf vf_reduce16(const vf a[16]) {
@@ -3083,8 +3085,8 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
             int spread = pb >= 128 && Dv >= 32 * G;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
-                int pass2 = spread && c0 == 16 * G, pw = !spread ? 3 : pass2 ? 2 : 1;
-                const char *pp = pre && r0 == 0 && (c0 == 0 || pass2) ? (const char *)pre + (size_t)j0 * ps : NULL;
+                int pw = c0 == 0 ? (spread ? 1 : 3) : spread && c0 == 16 * G ? 2 : 0; /* which rows: pvi_pass */
+                const char *pp = pre && r0 == 0 && pw ? (const char *)pre + (size_t)j0 * ps : NULL;
 #if VL == 16
                 if (PVI_LANES(t) && c0 % 128 == 0 && nr == 1) /* once four blocks (their passes reuse them) */
                     pvi_blk_lanes1(P + r0 * ldp + j0, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z, t);
@@ -3278,59 +3280,88 @@ INLINE void bf_lanes_transpose(const vf q[4], vf out[4]) {
     out[0] = vf_shuf128(u[0], u[1], 0x88), out[1] = vf_shuf128(u[0], u[1], 0xdd);
     out[2] = vf_shuf128(u[2], u[3], 0x88), out[3] = vf_shuf128(u[2], u[3], 0xdd);
 }
-/* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) */
-INLINE void qk_bf_step(const uint16_t *Q, int64_t ldq, const uint16_t *qt, int NR, int NK, int64_t D, const uint8_t *k,
-                       size_t ks, int64_t nk, const fp8_lut *l, __m512i ilo, __m512i ihi, float s, float *S,
-                       int64_t lds) {
+/* bf16 query words in the order fp8_bf_words leaves a block of 64 codes: word i of the block's first half code
+ * 16 (i / 8) + i % 8, of its second 16 (i / 8) + 8 + i % 8 (the byte interleaves' order: in-lane, where putting
+ * the words in code order took two more byte permutes (VPERMT2B) a block of every key) */
+static const uint16_t bf_word_ord[64] __attribute__((aligned(64))) = {
+    0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
+    38, 39, 48, 49, 50, 51, 52, 53, 54, 55, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27,
+    28, 29, 30, 31, 40, 41, 42, 43, 44, 45, 46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
+/* 64 codes x as bf16 words, 32 a vector, in bf_word_ord's order */
+INLINE void fp8_bf_words(__m512i x, const fp8_lut *l, __m512bh *w0, __m512bh *w1) {
+    __m512i hi, lo;
+    fp8_bf_bytes(x, l, &hi, &lo);
+    *w0 = bh_of(_mm512_unpacklo_epi8(lo, hi)), *w1 = bh_of(_mm512_unpackhi_epi8(lo, hi));
+}
+/* NR rows of D bf16 values (ldq apart) into qp (ldp apart) in bf_word_ord's order, zeros past D to a block of 64 */
+INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uint16_t *qp, int64_t ldp) {
+    __m512i o0 = _mm512_load_si512(bf_word_ord), o1 = _mm512_load_si512(bf_word_ord + 32);
+    for (int r = 0; r < NR; r++)
+        for (int64_t c = 0; c < D; c += 64) {
+            const uint8_t *q = (const uint8_t *)(Q + r * ldq + c);
+            __m512i x0 = bf_load_codes(q, 2 * (D - c)), x1 = bf_load_codes(q + 64, 2 * (D - c) - 64);
+            _mm512_store_si512(qp + r * ldp + c, _mm512_permutex2var_epi16(x0, o0, x1));
+            _mm512_store_si512(qp + r * ldp + c + 32, _mm512_permutex2var_epi16(x0, o1, x1));
+        }
+}
+/* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) over D columns, added to S where acc
+ * (a later chunk of columns); q in bf_word_ord's order (qp: NR rows ldp apart, zeros past D to a block of 64) */
+INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int NK, int64_t D, const uint8_t *k, size_t ks,
+                       int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc) {
     vf a[16];
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
     for (int64_t c = 0; c < D; c += 64) {
         for (int u = 0; u < NK; u++) {
-            __m512i hi, lo, x = u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512();
-            fp8_bf_bytes(x, l, &hi, &lo);
-            __m512bh w0 = bh_of(_mm512_permutex2var_epi8(lo, ilo, hi)),
-                     w1 = bh_of(_mm512_permutex2var_epi8(lo, ihi, hi));
-            for (int r = 0; r < NR; r++) { /* the last, partial block's q from qt (zeros past D) */
-                const uint16_t *q = c + 64 <= D ? Q + r * ldq + c : qt + 64 * r;
-                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_loadu_si512(q)));
-                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w1, bh_of(_mm512_loadu_si512(q + 32)));
+            __m512bh w0, w1;
+            fp8_bf_words(u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512(), l, &w0, &w1);
+            for (int r = 0; r < NR; r++) {
+                const uint16_t *q = qp + r * ldp + c;
+                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_load_si512(q)));
+                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w1, bh_of(_mm512_load_si512(q + 32)));
             }
         }
         for (int i = 0; i < NR * NK; i++) KEEP_REG(a[i]); /* the accumulators, not the q values, in registers */
     }
     vf v = vf_mul(vf_reduce16(a), vf_set1(s)); /* row r's scores in lanes r NK .. r NK + NK - 1 */
-    if (NR == 4 && nk == 4) {
+    if (NR == 4 && nk == 4 && !acc) {
         vf_store_lanes4(S, lds, v, 4);
         return;
     }
     float sum[16];
     vf_store(sum, v);
     for (int r = 0; r < NR; r++)
-        for (int u = 0; u < nk; u++) S[r * lds + u] = sum[r * NK + u];
+        for (int u = 0; u < nk; u++) S[r * lds + u] = (acc ? S[r * lds + u] : 0.0f) + sum[r * NK + u];
 }
 
+/* NR rows, their columns in chunks of up to QB_MAX (one for every head width up to it) permuted on the stack, a
+ * later chunk's scores added to the first's */
+#define QB_MAX 1024
 INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
                        float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
     const int NK = NR <= 2 ? 8 / NR : 16 / NR; /* one or two rows: 8 accumulators (16 beside the table spilled) */
     fp8_lut l = fp8_lut_of(t);
-    /* the words of codes 0..31 / 32..63 from the low and high bytes in code order */
-    uint8_t ix[2][64];
-    for (int i = 0; i < 64; i++)
-        ix[0][i] = (uint8_t)(i / 2 + (i & 1) * 64), ix[1][i] = (uint8_t)(32 + i / 2 + (i & 1) * 64);
-    __m512i ilo = _mm512_loadu_si512(ix[0]), ihi = _mm512_loadu_si512(ix[1]);
-    uint16_t qt[4 * 64] = {0}; /* the rows' last, partial block of 64, zeros after */
-    for (int r = 0; D % 64 && r < NR; r++) memcpy(qt + 64 * r, Q + r * ldq + D / 64 * 64, (size_t)(D % 64) * 2);
-    for (int64_t j = 0; j < n; j += NK) {
-        for (int64_t u = 0; pre && u < NK; u++)
-            for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
-        qk_bf_step(Q, ldq, qt, NR, NK, D, K + j * ks, ks, n - j < NK ? n - j : NK, &l, ilo, ihi, s, S + j, lds);
+    uint16_t qp[8 * QB_MAX] __attribute__((aligned(64)));
+    for (int64_t c0 = 0; c0 < D; c0 += QB_MAX) {
+        int64_t w = D - c0 < QB_MAX ? D - c0 : QB_MAX, ldp = (w + 63) / 64 * 64;
+        const uint8_t *kc = K + c0;
+        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp);
+        for (int64_t j = 0; j < n; j += NK) {
+            for (int64_t u = 0; pre && c0 == 0 && u < NK; u++)
+                for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
+            if (j + NK <= n) /* whole steps: nk a constant */
+                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0);
+            else
+                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0);
+        }
     }
 }
 
 /* qk_bf_rows at nr rows (a constant at each call) */
 INLINE void qk_bf_nr(const uint16_t *q, int64_t ldq, int64_t nr, int64_t D, const uint8_t *K, size_t ks, int64_t n,
                      float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
-    if (nr == 4)
+    if (nr == 8)
+        qk_bf_rows(q, ldq, 8, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+    else if (nr == 4)
         qk_bf_rows(q, ldq, 4, D, K, ks, n, s, S, lds, pre, ps, pb, t);
     else if (nr == 3)
         qk_bf_rows(q, ldq, 3, D, K, ks, n, s, S, lds, pre, ps, pb, t);
@@ -3339,11 +3370,11 @@ INLINE void qk_bf_nr(const uint16_t *q, int64_t ldq, int64_t nr, int64_t D, cons
     else
         qk_bf_rows(q, ldq, 1, D, K, ks, n, s, S, lds, pre, ps, pb, t);
 }
-/* the rows in groups of 4 (and the 1-3 left) */
+/* the rows in groups of 8 (each key converted once for them), then 4, and the 1-3 left */
 INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, const uint8_t *K, size_t ks, int64_t n,
                          float *S, int64_t lds, float s, const uint8_t *pre, size_t ps, int64_t pb, int t) {
-    for (int64_t r0 = 0; r0 < R; r0 += 4) {
-        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+    for (int64_t r0 = 0, nr; r0 < R; r0 += nr) {
+        nr = R - r0 >= 8 ? 8 : R - r0 < 4 ? R - r0 : 4;
         const uint8_t *p = r0 == 0 ? pre : NULL;
         if (HEAD128(D)) /* the common head width a constant: no partial block, the blocks' loop unrolled */
             qk_bf_nr(q + r0 * ldq, ldq, nr, 128, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
@@ -3418,7 +3449,8 @@ INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, siz
         for (int h = 0; h < NC; h++) { /* the 128-bit lanes transposed: block L of columns 16 L .. 16 L + 15 */
             vf *q = a[r] + 4 * h, u[4], out[4];
             if (t == KV_BF16) { /* accumulator q, lane L: columns 32 (q / 2) + 8 L + 4 (q % 2) + (0..3) */
-                for (int i = 0; i < 4; i++) u[i] = vf_shuf128(q[i & 2], q[(i & 2) + 1], i & 1 ? 0xee : 0x44);
+                u[0] = vf_shuf128(q[0], q[1], 0x44), u[1] = vf_shuf128(q[0], q[1], 0xee);
+                u[2] = vf_shuf128(q[2], q[3], 0x44), u[3] = vf_shuf128(q[2], q[3], 0xee);
                 for (int i = 0; i < 4; i++) out[i] = vf_shuf128(u[i], u[i], 0xd8);
             } else
                 bf_lanes_transpose(q, out);
