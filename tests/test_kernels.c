@@ -563,10 +563,11 @@ static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *wa
 
 /* qk_rows_bf over rows longer than the kernel's column chunk (1024: the
  * rows permuted a chunk at a time, later chunks' scores added): D 1100 and
- * 2112 (a partial last block of 64; whole blocks), R 1..5, 1..9 keys,
- * random finite codes against float64 sums; nothing written outside S */
+ * 2112 (a partial last block of 64; whole blocks), R 1..9 (groups of
+ * eight, four and the rows left), 1..9 keys, random finite codes against
+ * float64 sums; nothing written outside S */
 static void bf_wide(const attn_kernel_table *kt, attn_dtype t, const float *want) {
-    enum { DM = 2112, N = 9, RM = 5, LS = N + 4 };
+    enum { DM = 2112, N = 9, RM = 9, LS = N + 4 };
     static unsigned char K[(N + 1) * DM];
     static uint16_t Qb[RM * DM];
     static float Qf[RM * DM], S[RM * LS], val[(N + 1) * DM];
