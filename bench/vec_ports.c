@@ -52,6 +52,11 @@ static double now(void) {
 #define ZX(a) _mm512_add_epi32(a, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(a)))
 #define SD(a) _mm512_shuffle_epi32(a, _MM_PERM_BBBB)
 #define GF(a) _mm512_gf2p8affine_epi64_epi8(a, x, 0)
+#define WS(a) _mm512_dpwssd_epi32(a, x, y)
+#define XR(a) _mm512_xor_si512(a, x)
+#define XY(a) _mm512_castsi256_si512(_mm256_xor_si256(_mm512_castsi512_si256(a), _mm512_castsi512_si256(x)))
+#define SI(a) _mm512_shuffle_i32x4(a, a, 0x55)
+#define SW(a) _mm512_add_epi16(a, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(a)))
 #define VT __m512i
 #define VADD _mm512_add_epi32
 #define NCH 24
@@ -157,6 +162,13 @@ int main(int argc, char **argv) {
     BENCH("dpbf16+permt2b", BF, PB);
     BENCH("dpbf16+unpack", BF, UP);
     BENCH("fma+permps", FM, PS);
+    BENCH("vpdpwssd", WS, WS);
+    BENCH("vpxord", XR, XR);
+    BENCH("vpxor ymm", XY, XY);
+    BENCH("dpbusd+xor", DP, XR);
+    BENCH("dpbusd+xor ymm", DP, XY);
+    BENCH("dpbusd+shufi32x4", DP, SI);
+    BENCH("dpwssd+movsxbw+add", WS, SW);
 #else
     __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(5), sink = x;
     BENCH("vpmaddubsw", MB, MB);

@@ -135,7 +135,10 @@ static const attn_kernel_table *avx512_bf16_fma_table(void) {
  * a 128-bit broadcast into a 512-bit register costs Zen 4 a shuffle beside
  * the load, into a 256-bit one the load alone; the kernel 0.79-0.87x the
  * time over int8 at 3, 4 and 8 rows, 0.88-0.89x over int4:
- * zen4/kb-ymm-ab) */
+ * zen4/kb-ymm-ab), and q8_0's key blocks read by one 256-bit load and
+ * XOR each, then lane shuffles, where two 128-bit broadcasts and two
+ * 512-bit XORs took 1.08-1.14x the kernel's time at one to four rows
+ * (zen4/q8-ymm-xor-ab) */
 typedef __typeof__(attn_qk_rows_q8_vnni_y) qk_q8_fn;
 static attn_kernel_table avx512_256, avx512_256_vnni, avx512_256_bf16;
 static void make_half(attn_kernel_table *t, const attn_kernel_table *base, const char *name, qk_q8_fn *qk_q8) {

@@ -1983,8 +1983,10 @@ INLINE void q8_kb_steps_y(const __m256i *qy, int64_t nc, __m512i zv, __m512 dv, 
     for (int64_t j = 0; j < n; j += 4) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
-        __m256i a[2][4]; /* row pair, key */
-        for (int e = 0; e < 4; e++) a[0][e] = a[1][e] = _mm256_setzero_si256();
+        /* row pair, key; int4's high nibbles in chains of their own (one chain: 8 VPDPBUSD deep a step, the
+         * kernel at three to eight rows 1.06-1.09x the time on Zen 4: zen4/q8-ymm-xor-ab) */
+        __m256i a[2][4], b[2][4];
+        for (int e = 0; e < 4; e++) a[0][e] = a[1][e] = b[0][e] = b[1][e] = _mm256_setzero_si256();
         for (int64_t c = 0; c < kc; c++)
             for (int e = 0; e < 4; e++) {
                 __m256i x =
@@ -1992,10 +1994,12 @@ INLINE void q8_kb_steps_y(const __m256i *qy, int64_t nc, __m512i zv, __m512 dv, 
                 if (t == KV_U4) {
                     __m256i xh = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
                     x = _mm256_and_si256(x, lo4);
-                    for (int h = 0; h < 2; h++) a[h][e] = ATTN_Q8_DPBUSD(a[h][e], xh, qy[2 * (c + kc) + h]);
+                    for (int h = 0; h < 2; h++) b[h][e] = ATTN_Q8_DPBUSD(b[h][e], xh, qy[2 * (c + kc) + h]);
                 }
                 for (int h = 0; h < 2; h++) a[h][e] = ATTN_Q8_DPBUSD(a[h][e], x, qy[2 * c + h]);
             }
+        for (int h = 0; t == KV_U4 && h < 2; h++)
+            for (int e = 0; e < 4; e++) a[h][e] = _mm256_add_epi32(a[h][e], b[h][e]);
         __m512i sum = join256(kb_sum4y(a[0]), kb_sum4y(a[1]));
         kb_store(_mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(sum, zv)), dv), NR, S, lds, j, n);
     }
@@ -2077,7 +2081,8 @@ INLINE void qk_tok_body(const void *Q, int64_t R, int64_t D, const void *K, int6
 }
 
 INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+                       int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t, int yw) {
+    (void)yw; /* one form on every 8-lane table */
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
     size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
     int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
@@ -2245,6 +2250,16 @@ INLINE __m512i q4_high(__m512i x, __m512i lo4) {
     return _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
 #endif
 }
+/* q8_0's block of 32 codes at k as two 16-byte chunks, each in every 128-bit lane, unsigned (x ^ 0x80): one
+ * 256-bit load and XOR, then two lane shuffles, on the avx512-256 tables (yw). Two 128-bit broadcasts from memory
+ * and two 512-bit XORs (the same count of shuffles; VPXORD and VPDPBUSD issue two a cycle together here, so not
+ * the XORs' pipes) took Zen 4 1.13x the kernel's time at three and four rows, the step over q8_0 at four rows
+ * 0.84x the GB/s (zen4/q8-ymm-xor-ab, vec-ports) */
+INLINE void kb_q8_pair(const unsigned char *k, __m512i *x0, __m512i *x1) {
+    __m256i y = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)k), _mm256_set1_epi8(-128));
+    __m512i z = _mm512_castsi256_si512(y);
+    *x0 = _mm512_shuffle_i32x4(z, z, 0x00), *x1 = _mm512_shuffle_i32x4(z, z, 0x55);
+}
 /* q8_0 / q4_0 keys at three or four rows: q8_rows_kb's layout (the rows'
  * chunks side by side, each key's chunk broadcast) with a block's two
  * chunks into one int32 sum a lane, started at minus the codes' offset
@@ -2258,7 +2273,7 @@ INLINE __m512i q4_high(__m512i x, __m512i lo4) {
  * rows 0.83-0.94x, q4_0's step 0.98x: zen5/qk-blk-sum4-ab) */
 INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb, int64_t nb, int NG, const void *K,
                          size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
-                         int t) {
+                         int t, int yw) {
     const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
     const __m512i pick = _mm512_set_epi32(12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0); /* 4 u + e -> 4 e */
     size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
@@ -2273,11 +2288,16 @@ INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb
                 __m512i a[2][4];
                 for (int e = 0; e < 4; e++) {
                     const unsigned char *blk = k[e] + b * bb;
-                    __m512i x = kb_chunk(blk + 2, 0), x0, x1; /* the key's chunks, read once for the NG groups */
-                    if (t == KV_Q4)
+                    __m512i x0, x1; /* the key's chunks, read once for the NG groups */
+                    if (t == KV_Q4) {
+                        __m512i x = kb_chunk(blk + 2, 0);
                         x0 = _mm512_and_si512(x, lo4), x1 = q4_high(x, lo4);
-                    else
-                        x0 = _mm512_xor_si512(x, sgn), x1 = _mm512_xor_si512(kb_chunk(blk + 2, 1), sgn);
+                    } else if (yw) {
+                        kb_q8_pair(blk + 2, &x0, &x1);
+                    } else {
+                        x0 = _mm512_xor_si512(kb_chunk(blk + 2, 0), sgn),
+                        x1 = _mm512_xor_si512(kb_chunk(blk + 2, 1), sgn);
+                    }
                     for (int g = 0; g < NG; g++)
                         a[g][e] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nz[g * nb + b], x0, qc[g * 2 * nb + 2 * b]),
                                                       x1, qc[g * 2 * nb + 2 * b + 1]);
@@ -2295,7 +2315,7 @@ INLINE void q8_blk_steps(const __m512i *qc, const __m512i *nz, const __m512 *dqb
  * (two groups: eight rows a kv head; the kernel 0.87-0.89x the time of two
  * four-row calls, the step at 8 and 16 rows 0.95-0.97x: zen5/qk-rows8-ab) */
 INLINE void q8_blk_kb(const unsigned char *const *q, int64_t D, int NG, const void *K, size_t kr, int64_t n, float *S,
-                      int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+                      int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t, int yw) {
     __m512i qc[2 * KB_MAXC], nz[KB_MAXC];
     __m512 dqb[KB_MAXC];
     int64_t nb = D / ATTN_Q8_BLOCK;
@@ -2313,13 +2333,13 @@ INLINE void q8_blk_kb(const unsigned char *const *q, int64_t D, int NG, const vo
         }
     }
     if (nb == 4 && NG == 2)
-        q8_blk_steps(qc, nz, dqb, 4, 2, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_blk_steps(qc, nz, dqb, 4, 2, K, kr, n, S, lds, pre, pr, pb, NR, t, yw);
     else if (nb == 4)
-        q8_blk_steps(qc, nz, dqb, 4, 1, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_blk_steps(qc, nz, dqb, 4, 1, K, kr, n, S, lds, pre, pr, pb, NR, t, yw);
     else if (NG == 2)
-        q8_blk_steps(qc, nz, dqb, nb, 2, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_blk_steps(qc, nz, dqb, nb, 2, K, kr, n, S, lds, pre, pr, pb, NR, t, yw);
     else
-        q8_blk_steps(qc, nz, dqb, nb, 1, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_blk_steps(qc, nz, dqb, nb, 1, K, kr, n, S, lds, pre, pr, pb, NR, t, yw);
 }
 /* q8_0 / q4_0 keys at one or two rows: four keys side by side, key e's
  * 16-byte chunk in 128-bit lane e against each query chunk broadcast, so
@@ -2340,8 +2360,21 @@ INLINE __m512i kl_keys(const unsigned char *const *k, size_t off) {
     x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[2] + off)), 2);
     return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(k[3] + off)), 3);
 }
+/* q8_0 on the avx512-256 tables (yw): the four keys' blocks at byte off as kl_keys' two chunks, unsigned
+ * (x ^ 0x80): four 256-bit loads, two inserts and two lane shuffles, where two kl_keys took six inserts (Zen 4, the
+ * kernel at one and two rows 1.08x the time: zen4/q8-ymm-xor-ab) */
+INLINE void kl_q8_pairs(const unsigned char *const *k, size_t off, __m512i *x0, __m512i *x1) {
+    __m256i y[4];
+    for (int e = 0; e < 4; e++) y[e] = _mm256_loadu_si256((const __m256i *)(const void *)(k[e] + off));
+    __m512i t01 = _mm512_inserti64x4(_mm512_castsi256_si512(y[0]), y[1], 1);
+    __m512i t23 = _mm512_inserti64x4(_mm512_castsi256_si512(y[2]), y[3], 1);
+    const __m512i sgn = _mm512_set1_epi8(-128);
+    *x0 = _mm512_xor_si512(_mm512_shuffle_i32x4(t01, t23, 0x88), sgn);
+    *x1 = _mm512_xor_si512(_mm512_shuffle_i32x4(t01, t23, 0xdd), sgn);
+}
 INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg, int64_t nb, const void *K, size_t kr,
-                        int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+                        int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t,
+                        int yw) {
     const __m512i lo4 = _mm512_set1_epi8(15), sgn = _mm512_set1_epi8(-128);
     const __m512i perm = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     size_t bb = t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES;
@@ -2366,7 +2399,10 @@ INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg,
                         __m512i x = kl_keys(k, o);
                         x0 = _mm512_and_si512(x, lo4), x1 = q4_high(x, lo4);
                     } else {
-                        x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
+                        if (yw)
+                            kl_q8_pairs(k, o, &x0, &x1);
+                        else
+                            x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
                     }
                     for (int u = 0; u < NR; u++) {
                         const __m512i *y = qb + 2 * (u * (KB_MAXC / 2) + g + b);
@@ -2386,7 +2422,7 @@ INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg,
     }
 }
 INLINE void q8_kl(const unsigned char *const *q, int64_t D, const void *K, size_t kr, int64_t n, float *S, int64_t lds,
-                  const void *pre, size_t pr, int64_t pb, int NR, int t) {
+                  const void *pre, size_t pr, int64_t pb, int NR, int t, int yw) {
     __m512i nz[2 * (KB_MAXC / 2)], qb[4 * (KB_MAXC / 2)]; /* qb: the rows' chunks broadcast, made once a call */
     __m512 dqg[2 * (KB_MAXC / 8)];
     int64_t nb = D / ATTN_Q8_BLOCK;
@@ -2404,12 +2440,12 @@ INLINE void q8_kl(const unsigned char *const *q, int64_t D, const void *K, size_
             dqg[u * (KB_MAXC / 8) + b / 4] = _mm512_loadu_ps(d16);
         }
     if (nb == 4)
-        q8_kl_steps(qb, nz, dqg, 4, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_kl_steps(qb, nz, dqg, 4, K, kr, n, S, lds, pre, pr, pb, NR, t, yw);
     else
-        q8_kl_steps(qb, nz, dqg, nb, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        q8_kl_steps(qb, nz, dqg, nb, K, kr, n, S, lds, pre, pr, pb, NR, t, yw);
 }
 INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                          int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t) {
+                          int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, int t, int yw) {
     size_t kr = attn_storage_bytes((attn_dtype)t, ldk), qr = attn_q8_row_bytes(D);
     size_t pr = attn_storage_bytes((attn_dtype)t, ldpre);
     int64_t nb = D / ATTN_Q8_BLOCK, pb = (int64_t)attn_storage_bytes((attn_dtype)t, wpre);
@@ -2424,18 +2460,18 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
             if (R - r0 >= 8) {
                 const unsigned char *q8[8];
                 for (int u = 0; u < 8; u++) q8[u] = (const unsigned char *)Q + (size_t)(r0 + u) * qr;
-                q8_blk_kb(q8, D, 2, K, kr, n, Sr, lds, pf, pr, pb, 4, t);
+                q8_blk_kb(q8, D, 2, K, kr, n, Sr, lds, pf, pr, pb, 4, t, yw);
                 r0 += 4;
                 continue;
             }
             const unsigned char *q[4];
             for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
             if (nr >= 3)
-                q8_blk_kb(q, D, 1, K, kr, n, Sr, lds, pf, pr, pb, nr, t);
+                q8_blk_kb(q, D, 1, K, kr, n, Sr, lds, pf, pr, pb, nr, t, yw);
             else if (nr == 2)
-                q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 2, t);
+                q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 2, t, yw);
             else
-                q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 1, t);
+                q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 1, t, yw);
             continue;
         }
         /* longer rows: the query pairs, their offset terms and scales a chunk of QB blocks at a time */
@@ -2474,8 +2510,8 @@ INLINE void qk_q8_kinds(const void *Q, int64_t R, int64_t D, const void *K, int6
     switch (kt) {
     case ATTN_DTYPE_KV_INT8: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U8, yw); break;
     case ATTN_DTYPE_KV_INT4: qk_tok_body(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_U4, yw); break;
-    case ATTN_DTYPE_Q4_0: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4); break;
-    default: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8); break;
+    case ATTN_DTYPE_Q4_0: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q4, yw); break;
+    default: QK_QBLK(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, KV_Q8, yw); break;
     }
 }
 static void qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
