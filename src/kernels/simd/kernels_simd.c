@@ -2398,11 +2398,10 @@ INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg,
                     if (t == KV_Q4) {
                         __m512i x = kl_keys(k, o);
                         x0 = _mm512_and_si512(x, lo4), x1 = q4_high(x, lo4);
+                    } else if (yw) {
+                        kl_q8_pairs(k, o, &x0, &x1);
                     } else {
-                        if (yw)
-                            kl_q8_pairs(k, o, &x0, &x1);
-                        else
-                            x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
+                        x0 = _mm512_xor_si512(kl_keys(k, o), sgn), x1 = _mm512_xor_si512(kl_keys(k, o + 16), sgn);
                     }
                     for (int u = 0; u < NR; u++) {
                         const __m512i *y = qb + 2 * (u * (KB_MAXC / 2) + g + b);
