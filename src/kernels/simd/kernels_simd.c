@@ -3009,6 +3009,36 @@ INLINE __m512i pvi_scales4(const uint8_t *v, int64_t b0, int64_t nbk, __m512i id
     return _mm512_permutex2var_epi16(pvi_words(v, b0, nbk, ATTN_Q8_BYTES, 0), idx,
                                      pvi_words(v, b0, nbk, ATTN_Q8_BYTES, 32));
 }
+/* keys j0 .. j0 + m - 1 (m <= 16) of the nr <= 4 rows of P (the rest 0) transposed: key j0 + i's rows at pt[4 i ..
+ * 4 i + 3] (a 4 x 4 transpose in each 128-bit lane, then of the lanes) */
+INLINE void pvi_p4(const float *P, int64_t ldp, int64_t nr, int64_t j0, int m, float *pt) {
+    vf x[4];
+    for (int r = 0; r < 4; r++) {
+        if (r >= nr) {
+            x[r] = vf_zero();
+        } else if (m == 16) {
+            x[r] = vf_load(P + r * ldp + j0);
+        } else { /* the last keys (SIMDe: no masked loads here) */
+            float tl[16] = {0};
+            memcpy(tl, P + r * ldp + j0, (size_t)m * sizeof(float));
+            x[r] = vf_load(tl);
+        }
+    }
+    vf t0 = _mm512_unpacklo_ps(x[0], x[1]), t1 = _mm512_unpackhi_ps(x[0], x[1]);
+    vf t2 = _mm512_unpacklo_ps(x[2], x[3]), t3 = _mm512_unpackhi_ps(x[2], x[3]);
+    /* lane k of u[i]: key 4 k + i */
+    vf u0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    vf u1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    vf u2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    vf u3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    /* a0: lanes 0, 1 of u0, then of u1 (a1: lanes 2, 3; a2, a3 of u2, u3); stored vector k: lane k of u0 .. u3 */
+    vf a0 = vf_shuf128(u0, u1, 0x44), a1 = vf_shuf128(u0, u1, 0xee);
+    vf a2 = vf_shuf128(u2, u3, 0x44), a3 = vf_shuf128(u2, u3, 0xee);
+    _mm512_store_ps(pt, vf_shuf128(a0, a2, 0x88));
+    _mm512_store_ps(pt + 16, vf_shuf128(a0, a2, 0xdd));
+    _mm512_store_ps(pt + 32, vf_shuf128(a1, a3, 0x88));
+    _mm512_store_ps(pt + 48, vf_shuf128(a1, a3, 0xdd));
+}
 /* q4_0's and q8_0's weights on the 16-lane tables: blocks b0 .. b0 + 3 (those of the row's nbk) of the nr rows of P
  * over n <= 64 keys, lane 4 b + r of each key's vector P_rj d_j(b0 + b) (the key's four scales by a word permutation
  * of its row, pvi_scales4), the lanes' largest |w| by lane, then rounded as attn_p16_quantize rounds each (r, b) row
@@ -3016,10 +3046,9 @@ INLINE __m512i pvi_scales4(const uint8_t *v, int64_t b0, int64_t nbk, __m512i id
  * (pvi_weight); u, q4_0's z by lane (z: 8 sum q) */
 INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t b0,
                           int64_t nbk, int16_t (*q)[66], float *u, int32_t *z, int t) {
-    float pt[4 * 65] __attribute__((aligned(16)));
+    float pt[4 * 64] __attribute__((aligned(64)));
     vf w[64];
-    for (int64_t j = 0; j < n; j++)
-        for (int r = 0; r < 4; r++) pt[4 * j + r] = r < nr ? P[r * ldp + j] : 0.0f;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) pvi_p4(P, ldp, nr, j0, n - j0 < 16 ? (int)(n - j0) : 16, pt + 4 * j0);
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
     const __m512i idx = pvi_scales_idx(t, 0);
     const vmask ok = (vmask)(((1u << 4 * nb4) - 1) & (0x1111u * ((1u << nr) - 1)));
