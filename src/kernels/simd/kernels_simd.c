@@ -746,6 +746,14 @@ INLINE vf vf_load_reg(const float *p) {
 #define vf_shuf128(a, b, imm) _mm512_shuffle_f32x4((a), (b), (imm))
 #endif
 
+/* 128-bit lanes transposed: out[i] lane L = q[L] lane i (through vf_shuf128) */
+INLINE void vf_lanes_transpose(const vf q[4], vf out[4]) {
+    vf u[4] = {vf_shuf128(q[0], q[1], 0x44), vf_shuf128(q[2], q[3], 0x44), vf_shuf128(q[0], q[1], 0xee),
+               vf_shuf128(q[2], q[3], 0xee)};
+    out[0] = vf_shuf128(u[0], u[1], 0x88), out[1] = vf_shuf128(u[0], u[1], 0xdd);
+    out[2] = vf_shuf128(u[2], u[3], 0x88), out[3] = vf_shuf128(u[2], u[3], 0xdd);
+}
+
 /* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
 INLINE vf vf_reduce16(const vf a[16]) {
     vf u[4];
@@ -3026,18 +3034,13 @@ INLINE void pvi_p4(const float *P, int64_t ldp, int64_t nr, int64_t j0, int m, f
     }
     vf t0 = _mm512_unpacklo_ps(x[0], x[1]), t1 = _mm512_unpackhi_ps(x[0], x[1]);
     vf t2 = _mm512_unpacklo_ps(x[2], x[3]), t3 = _mm512_unpackhi_ps(x[2], x[3]);
-    /* lane k of u[i]: key 4 k + i */
-    vf u0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-    vf u1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-    vf u2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-    vf u3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-    /* a0: lanes 0, 1 of u0, then of u1 (a1: lanes 2, 3; a2, a3 of u2, u3); stored vector k: lane k of u0 .. u3 */
-    vf a0 = vf_shuf128(u0, u1, 0x44), a1 = vf_shuf128(u0, u1, 0xee);
-    vf a2 = vf_shuf128(u2, u3, 0x44), a3 = vf_shuf128(u2, u3, 0xee);
-    _mm512_store_ps(pt, vf_shuf128(a0, a2, 0x88));
-    _mm512_store_ps(pt + 16, vf_shuf128(a0, a2, 0xdd));
-    _mm512_store_ps(pt + 32, vf_shuf128(a1, a3, 0x88));
-    _mm512_store_ps(pt + 48, vf_shuf128(a1, a3, 0xdd));
+    vf u[4], v[4]; /* lane k of u[i]: key 4 k + i; v[k]: keys 4 k .. 4 k + 3 */
+    u[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    u[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    u[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    u[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    vf_lanes_transpose(u, v);
+    for (int k = 0; k < 4; k++) _mm512_store_ps(pt + 16 * k, v[k]);
 }
 /* q4_0's and q8_0's weights on the 16-lane tables: blocks b0 .. b0 + 3 (those of the row's nbk) of the nr rows of P
  * over n <= 64 keys, lane 4 b + r of each key's vector P_rj d_j(b0 + b) (the key's four scales by a word permutation
@@ -3337,13 +3340,6 @@ INLINE __m512i bf_load_codes(const uint8_t *p, int64_t left) {
     return _mm512_maskz_loadu_epi8((__mmask64)((1ull << left) - 1), p);
 #endif
 }
-/* 128-bit lanes transposed: out[i] lane L = q[L] lane i (through vf_shuf128) */
-INLINE void bf_lanes_transpose(const vf q[4], vf out[4]) {
-    vf u[4] = {vf_shuf128(q[0], q[1], 0x44), vf_shuf128(q[2], q[3], 0x44), vf_shuf128(q[0], q[1], 0xee),
-               vf_shuf128(q[2], q[3], 0xee)};
-    out[0] = vf_shuf128(u[0], u[1], 0x88), out[1] = vf_shuf128(u[0], u[1], 0xdd);
-    out[2] = vf_shuf128(u[2], u[3], 0x88), out[3] = vf_shuf128(u[2], u[3], 0xdd);
-}
 /* bf16 query words in the order fp8_bf_words leaves a block of 64 codes: word i of the block's first half code
  * 16 (i / 8) + i % 8, of its second 16 (i / 8) + 8 + i % 8 (the byte interleaves' order: in-lane, where putting
  * the words in code order took two more byte permutes (VPERMT2B) a block of every key) */
@@ -3517,7 +3513,7 @@ INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, siz
                 u[2] = vf_shuf128(q[2], q[3], 0x44), u[3] = vf_shuf128(q[2], q[3], 0xee);
                 for (int i = 0; i < 4; i++) out[i] = vf_shuf128(u[i], u[i], 0xd8);
             } else
-                bf_lanes_transpose(q, out);
+                vf_lanes_transpose(q, out);
             for (int L = 0; L < 4; L++) {
                 int64_t col = c0 + 64 * h + 16 * L, left = Dv - col;
                 if (left <= 0) break;
