@@ -923,6 +923,42 @@ static void test_gemm(const attn_kernel_table *kt) {
         CHECK(kt->gemm32 && kt->gemm32_tn, "%s: the 16-lane table has 32-column products", kt->name);
 }
 
+/* q4_0's Q K^T at one and two rows on the VBMI tables (one key a vector) gives the bits of the tables without
+ * VBMI (four keys a vector), where this CPU runs both */
+static void test_qk_q4_same_bits(void) {
+    const char *pairs[2][2] = {{"avx512-256-vnni", "avx512-256-bf16"}, {"avx512-vnni", "avx512-bf16"}};
+    enum { D = 128, NK = 37 };
+    uint32_t seed = 5u;
+    size_t qr = attn_q8_row_bytes(D), kr = attn_storage_bytes(ATTN_DTYPE_Q4_0, D);
+    unsigned char Q[2 * 136], K[NK * 72];
+    float x[D], S[2][2 * NK];
+    for (int r = 0; r < 2; r++) {
+        for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
+        attn_q8_quantize(x, D, Q + r * qr);
+    }
+    for (int j = 0; j < NK; j++) {
+        for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
+        if (j == 5) x[100] = NAN; /* a NaN block scale */
+        attn_storage_of(ATTN_DTYPE_Q4_0)->store(x, D, K + j * kr);
+    }
+    for (int p = 0; p < 2; p++) {
+        const attn_kernel_table *a = attn_kernels_lookup(pairs[p][0]), *b = attn_kernels_lookup(pairs[p][1]);
+        if (!a || !b) continue;
+        for (int R = 1; R <= 2; R++)
+            for (int n = 1; n <= NK; n += 6) {
+                a->qk_rows_q8(Q, R, D, K, D, n, S[0], NK, NULL, 0, 0, ATTN_DTYPE_Q4_0);
+                b->qk_rows_q8(Q, R, D, K, D, n, S[1], NK, NULL, 0, 0, ATTN_DTYPE_Q4_0);
+                for (int r = 0; r < R; r++)
+                    for (int j = 0; j < n; j++) {
+                        float u = S[0][r * NK + j], v = S[1][r * NK + j];
+                        CHECK(isnan(u) ? isnan(v) : !memcmp(&u, &v, sizeof u),
+                              "q4_0 qk_rows_q8 %s / %s R=%d n=%d [%d][%d]: %.9g / %.9g", pairs[p][0], pairs[p][1], R, n,
+                              r, j, (double)u, (double)v);
+                    }
+            }
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     /* every table this build has and this CPU runs */
@@ -950,5 +986,6 @@ int main(int argc, char **argv) {
         test_q8_row(kt);
         test_gemm(kt);
     }
+    test_qk_q4_same_bits();
     return tu_finish("test_kernels");
 }

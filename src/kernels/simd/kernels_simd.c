@@ -2428,6 +2428,85 @@ INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg,
         for (int u = 0; u < NR; u++) vf_mask_store(S + u * lds + j0, keep, _mm512_permutexvar_ps(perm, kb_sum4f(f[u])));
     }
 }
+#if defined(__AVX512VBMI__) && !defined(ATTN_VEC_SIMDE)
+#define Q4_KEYV 1
+/* q4_0 at D 128, one and two rows (VBMI): one key a vector, block b's 16 code bytes in 128-bit lane b by one byte
+ * permutation of two loads within the row's 72 bytes, where q8_kl_steps put four keys' block in a vector by three
+ * inserts a block (a shuffle each beside its load); q (qv[2 u], qv[2 u + 1]): row u's blocks' two chunks in
+ * lane b, nz its offset terms, dq its block scales in lanes 4 b + e. A step's four keys fold to lanes 4 b + e
+ * (kb_sum4), take the keys' scales in that order, and four steps' 16 keys sum their blocks in q8_kl_steps' order
+ * ((b0 + b2) + (b1 + b3), kb_sum4f's) after a lane transpose: the same bits. q4_blk_ix: byte 16 b + i of the
+ * permutation from row byte o + i, o = 18 b + 2 (the last block's from the load at row byte 8: its byte 48 + i,
+ * index 64 + 48 + i) */
+#define Q4B(o)                                                                                                         \
+    o, o + 1, o + 2, o + 3, o + 4, o + 5, o + 6, o + 7, o + 8, o + 9, o + 10, o + 11, o + 12, o + 13, o + 14, o + 15
+static const uint8_t q4_blk_ix[64] __attribute__((aligned(64))) = {Q4B(2), Q4B(20), Q4B(38), Q4B(112)};
+#undef Q4B
+INLINE __m512i q4_key_blocks(const unsigned char *k, __m512i ix) {
+    return _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)k), ix, _mm512_loadu_si512((const void *)(k + 8)));
+}
+/* the four keys' block scales in lanes 4 b + e */
+INLINE __m512 q4_scales4t(const unsigned char *const *k) {
+    const __m512i w = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59, 27,
+                                       50, 18, 41, 9, 32, 0);
+    __m512i l[4];
+    for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)k[e]);
+    __m128i p01 = _mm512_castsi512_si128(_mm512_permutex2var_epi16(l[0], w, l[1]));
+    __m128i p23 = _mm512_castsi512_si128(_mm512_permutex2var_epi16(l[2], w, l[3]));
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi32(p01, p23), _mm_unpacklo_epi32(p01, p23)));
+}
+INLINE void q4_keyv_steps(const __m512i *qv, const __m512i *nz, const __m512 *dq, const void *K, size_t kr, int64_t n,
+                          float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR) {
+    const __m512i lo4 = _mm512_set1_epi8(15), ix = _mm512_load_si512(q4_blk_ix);
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        __m512 f[2][4];
+        for (int s = 0; s < 4; s++) {
+            f[0][s] = f[1][s] = _mm512_setzero_ps();
+            int64_t j = j0 + 4 * s;
+            if (j >= n) continue;
+            const unsigned char *k[4];
+            q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
+            __m512i a[2][4];
+            for (int e = 0; e < 4; e++) {
+                __m512i x = q4_key_blocks(k[e], ix);
+                __m512i x0 = _mm512_and_si512(x, lo4), x1 = q4_high(x, lo4);
+                for (int u = 0; u < NR; u++)
+                    a[u][e] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nz[u], x0, qv[2 * u]), x1, qv[2 * u + 1]);
+            }
+            __m512 sc = q4_scales4t(k);
+            for (int u = 0; u < NR; u++) f[u][s] = _mm512_mul_ps(vf_cvt_i32(kb_sum4(a[u])), _mm512_mul_ps(sc, dq[u]));
+        }
+        __mmask16 keep = (__mmask16)(n - j0 >= 16 ? 0xffff : (1u << (n - j0)) - 1);
+        for (int u = 0; u < NR; u++) {
+            vf v[4];
+            vf_lanes_transpose(f[u], v); /* v[b]: lane 4 s + e, key 4 s + e's block b */
+            vf_mask_store(S + u * lds + j0, keep, vf_add(vf_add(v[0], v[2]), vf_add(v[1], v[3])));
+        }
+    }
+}
+INLINE void q4_keyv(const unsigned char *const *q, const void *K, size_t kr, int64_t n, float *S, int64_t lds,
+                    const void *pre, size_t pr, int64_t pb, int NR) {
+    __m512i qv[4], nz[2];
+    __m512 dq[2];
+    const __m512i off = _mm512_set1_epi8(8);
+    for (int u = 0; u < NR; u++) {
+        for (int h = 0; h < 2; h++) {
+            uint8_t c[64];
+            for (int b = 0; b < 4; b++) memcpy(c + 16 * b, q[u] + (size_t)b * ATTN_Q8_BYTES + 2 + 16 * h, 16);
+            qv[2 * u + h] = _mm512_loadu_si512(c);
+        }
+        nz[u] = _mm512_sub_epi32(
+            _mm512_setzero_si512(),
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, qv[2 * u]), off, qv[2 * u + 1]));
+        float d16[16];
+        for (int i = 0; i < 16; i++) d16[i] = q8_d(q[u] + (size_t)(i / 4) * ATTN_Q8_BYTES);
+        dq[u] = _mm512_loadu_ps(d16);
+    }
+    q4_keyv_steps(qv, nz, dq, K, kr, n, S, lds, pre, pr, pb, NR);
+}
+#else
+#define Q4_KEYV 0
+#endif
 INLINE void q8_kl(const unsigned char *const *q, int64_t D, const void *K, size_t kr, int64_t n, float *S, int64_t lds,
                   const void *pre, size_t pr, int64_t pb, int NR, int t, int yw) {
     __m512i nz[2 * (KB_MAXC / 2)], qb[4 * (KB_MAXC / 2)]; /* qb: the rows' chunks broadcast, made once a call */
@@ -2473,8 +2552,13 @@ INLINE void qk_q8_body512(const void *Q, int64_t R, int64_t D, const void *K, in
             }
             const unsigned char *q[4];
             for (int u = 0; u < 4; u++) q[u] = (const unsigned char *)Q + (size_t)(r0 + (u < nr ? u : 0)) * qr;
-            if (nr >= 3)
-                q8_blk_kb(q, D, 1, K, kr, n, Sr, lds, pf, pr, pb, nr, t, yw);
+            if (nr >= 3) q8_blk_kb(q, D, 1, K, kr, n, Sr, lds, pf, pr, pb, nr, t, yw);
+#if Q4_KEYV
+            else if (t == KV_Q4 && D == 128 && nr == 2)
+                q4_keyv(q, K, kr, n, Sr, lds, pf, pr, pb, 2);
+            else if (t == KV_Q4 && D == 128)
+                q4_keyv(q, K, kr, n, Sr, lds, pf, pr, pb, 1);
+#endif
             else if (nr == 2)
                 q8_kl(q, D, K, kr, n, Sr, lds, pf, pr, pb, 2, t, yw);
             else
