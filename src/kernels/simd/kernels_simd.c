@@ -2434,10 +2434,10 @@ INLINE void q8_kl_steps(const __m512i *qb, const __m512i *nz, const __m512 *dqg,
  * permutation of two loads within the row's 72 bytes, where q8_kl_steps put four keys' block in a vector by three
  * inserts a block (a shuffle each beside its load); q (qv[2 u], qv[2 u + 1]): row u's blocks' two chunks in
  * lane b, nz its offset terms, dq its block scales in lanes 4 b + e. A step's four keys fold to lanes 4 b + e
- * (kb_sum4), take the keys' scales in that order, and four steps' 16 keys sum their blocks in q8_kl_steps' order
- * ((b0 + b2) + (b1 + b3), kb_sum4f's) after a lane transpose: the same bits. q4_blk_ix: byte 16 b + i of the
- * permutation from row byte o + i, o = 18 b + 2 (the last block's from the load at row byte 8: its byte 48 + i,
- * index 64 + 48 + i) */
+ * (kb_sum4), take the keys' scales (kl_scales', permuted) in that order, and four steps' 16 keys sum their blocks in
+ * q8_kl_steps' order ((b0 + b2) + (b1 + b3), kb_sum4f's) after a lane transpose: the same bits. q4_blk_ix: byte 16 b +
+ * i of the permutation from row byte o + i, o = 18 b + 2 (the last block's from the load at row byte 8: its byte 48 +
+ * i, index 64 + 48 + i) */
 #define Q4B(o)                                                                                                         \
     o, o + 1, o + 2, o + 3, o + 4, o + 5, o + 6, o + 7, o + 8, o + 9, o + 10, o + 11, o + 12, o + 13, o + 14, o + 15
 static const uint8_t q4_blk_ix[64] __attribute__((aligned(64))) = {Q4B(2), Q4B(20), Q4B(38), Q4B(112)};
@@ -2445,19 +2445,10 @@ static const uint8_t q4_blk_ix[64] __attribute__((aligned(64))) = {Q4B(2), Q4B(2
 INLINE __m512i q4_key_blocks(const unsigned char *k, __m512i ix) {
     return _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)k), ix, _mm512_loadu_si512((const void *)(k + 8)));
 }
-/* the four keys' block scales in lanes 4 b + e */
-INLINE __m512 q4_scales4t(const unsigned char *const *k) {
-    const __m512i w = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59, 27,
-                                       50, 18, 41, 9, 32, 0);
-    __m512i l[4];
-    for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)k[e]);
-    __m128i p01 = _mm512_castsi512_si128(_mm512_permutex2var_epi16(l[0], w, l[1]));
-    __m128i p23 = _mm512_castsi512_si128(_mm512_permutex2var_epi16(l[2], w, l[3]));
-    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi32(p01, p23), _mm_unpacklo_epi32(p01, p23)));
-}
 INLINE void q4_keyv_steps(const __m512i *qv, const __m512i *nz, const __m512 *dq, const void *K, size_t kr, int64_t n,
                           float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR) {
     const __m512i lo4 = _mm512_set1_epi8(15), ix = _mm512_load_si512(q4_blk_ix);
+    const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0); /* 4 e + b -> 4 b + e */
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         __m512 f[2][4];
         for (int s = 0; s < 4; s++) {
@@ -2473,7 +2464,7 @@ INLINE void q4_keyv_steps(const __m512i *qv, const __m512i *nz, const __m512 *dq
                 for (int u = 0; u < NR; u++)
                     a[u][e] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nz[u], x0, qv[2 * u]), x1, qv[2 * u + 1]);
             }
-            __m512 sc = q4_scales4t(k);
+            __m512 sc = _mm512_permutexvar_ps(tr, kl_scales(k, 0, ATTN_Q4_BYTES, 0xffff)); /* lane 4 b + e */
             for (int u = 0; u < NR; u++) f[u][s] = _mm512_mul_ps(vf_cvt_i32(kb_sum4(a[u])), _mm512_mul_ps(sc, dq[u]));
         }
         __mmask16 keep = (__mmask16)(n - j0 >= 16 ? 0xffff : (1u << (n - j0)) - 1);
