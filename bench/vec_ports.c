@@ -6,7 +6,10 @@
  * hide a five-cycle latency at two a cycle). On Zen 5: VPDPBUSD with VFMADD
  * or VDPBF16PS two a cycle between them, with VPERMT2B, VCVTPH2PS or
  * GF2P8AFFINEQB 2.3-2.4, with VPERMPS 2.8; with VCVTDQ2PS, VPADDD, VPUNPCK,
- * VPSHUFD, VPTERNLOGD or VPSRLW four.
+ * VPSHUFD, VPTERNLOGD or VPSRLW four. On Zen 4 (256-bit units): VDPBF16PS
+ * beside VPADDD, VPSRLW, VPXORD, VPSHUFD or a masked byte move two a cycle
+ * between them, beside VPTERNLOGD 1.7, VPUNPCK, VPSHUFB or VSHUFF32X4 1.3,
+ * VPERMT2B 1.2, VCVTPH2PS or GF2P8AFFINEQB 1.0-1.1 (zen4/vec-ports).
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 -mgfni bench/vec_ports.c -o /tmp/vec_ports
  *
  * 256-bit AVX2 (12 chains, six of each kind: 16 registers). On Zen 1 (two
@@ -57,6 +60,9 @@ static double now(void) {
 #define XY(a) _mm512_castsi256_si512(_mm256_xor_si256(_mm512_castsi512_si256(a), _mm512_castsi512_si256(x)))
 #define SI(a) _mm512_shuffle_i32x4(a, a, 0x55)
 #define SW(a) _mm512_add_epi16(a, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(a)))
+#define SB(a) _mm512_shuffle_epi8(a, y)
+#define MB1(a) _mm512_mask_mov_epi8(a, 0x5555555555555555ull, x)
+#define TN(a) _mm512_movm_epi8(_mm512_testn_epi8_mask(a, x))
 #define VT __m512i
 #define VADD _mm512_add_epi32
 #define NCH 24
@@ -169,6 +175,18 @@ int main(int argc, char **argv) {
     BENCH("dpbusd+xor ymm", DP, XY);
     BENCH("dpbusd+shufi32x4", DP, SI);
     BENCH("dpwssd+movsxbw+add", WS, SW);
+    BENCH("vpshufb", SB, SB);
+    BENCH("dpbf16+pshufb", BF, SB);
+    BENCH("dpbf16+add", BF, AD);
+    BENCH("dpbf16+srlw", BF, SR);
+    BENCH("dpbf16+ternlog", BF, TL);
+    BENCH("dpbf16+xor", BF, XR);
+    BENCH("dpbf16+pshufd", BF, SD);
+    BENCH("dpbf16+gf2p8aff", BF, GF);
+    BENCH("dpbf16+cvtph", BF, CH);
+    BENCH("dpbf16+blendb", BF, MB1);
+    BENCH("dpbf16+testnmb+movm", BF, TN);
+    BENCH("dpbf16+xor ymm", BF, XY);
 #else
     __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(5), sink = x;
     BENCH("vpmaddubsw", MB, MB);

@@ -215,19 +215,22 @@ static int dec_flex_empty(const attn_sdpa_desc *d, int64_t b, int64_t hk, int64_
     return 1;
 }
 
-/* Prefetch the (scale, zero) pairs of K's and V's rows j .. j + n - 1 of
- * (b, hk) where the storage keeps them (int8, int4: arrays beside the
- * codes, which the kernels' prefetches do not reach; the split's loads
- * stalled on them). Contiguous rows' pairs are adjacent, a caller's
- * page's pld pairs apart. */
-static void dec_prefetch_par(const attn_kv_src *kv, int64_t b, int64_t hk, int64_t j, int64_t n) {
-    for (int is_v = 0; is_v < 2; is_v++) {
-        if (attn_storage_of(attn_kv_type(kv, is_v))->params != ATTN_ST_ROWPAR) continue;
-        float tmp[2];
-        int64_t pld;
-        const float *par = attn_kv_par_run(kv, is_v, b, hk, j, tmp, &pld);
-        for (int64_t e = 0; e < n; e += pld == 1 ? 8 : 1) __builtin_prefetch(par + 2 * e * pld);
-    }
+/* Prefetch the (scale, zero) pairs of rows j .. j + n - 1 of (b, hk), K's
+ * (is_v 0) or V's (1), where the storage keeps them (int8, int4: arrays
+ * beside the codes, which the kernels' prefetches do not reach; the split's
+ * loads stalled on them). Contiguous rows' pairs are adjacent, a caller's
+ * page's pld pairs apart. dec_block prefetches the next block's K pairs
+ * after its Q K^T and V's before its P V, not the two at its start: there
+ * the 32 lines (128 keys) came beside the Q K^T kernel's own prefetches of
+ * K's rows (Zen 4: int4 at one row 1.08x the GB/s on one thread and two,
+ * 1.03x in 64-token pages, int8 1.00-1.04x; both arrays' after Q K^T
+ * 1.04x / 0.96x; zen4/decode-par-prefetch-ab). */
+static void dec_prefetch_par(const attn_kv_src *kv, int is_v, int64_t b, int64_t hk, int64_t j, int64_t n) {
+    if (attn_storage_of(attn_kv_type(kv, is_v))->params != ATTN_ST_ROWPAR) return;
+    float tmp[2];
+    int64_t pld;
+    const float *par = attn_kv_par_run(kv, is_v, b, hk, j, tmp, &pld);
+    for (int64_t e = 0; e < n; e += pld == 1 ? 8 : 1) __builtin_prefetch(par + 2 * e * pld);
 }
 
 /* nb keys from j0, clipped at multiples of blk, and of a shard's
@@ -285,10 +288,9 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
     }
-    if (!attn_kv_src_paged(kv)) /* the int8 / int4 rows' (scale, zero) pairs: a stream of their own */
-        dec_prefetch_par(kv, b, hk, j0 + DEC_PF, nb);
-    else if (pf_j < skb)
-        dec_prefetch_par(kv, b, pf_hk, pf_j, nb);
+    /* the pairs' prefetch (dec_prefetch_par): contiguous, DEC_PF rows ahead; paged, the block that runs next */
+    int paged = attn_kv_src_paged(kv), pp_on = !paged || pf_j < skb;
+    int64_t pp_hk = paged ? pf_hk : hk, pp_j = paged ? pf_j : j0 + DEC_PF;
     float tmp[2], ksc[DEC_NB], kz[DEC_NB], vsc[DEC_NB], vz[DEC_NB]; /* the rows' scales and zeros */
     int64_t pld;
     int conv_k = c->conv_k, conv_v = c->conv_v, iqk = c->iqk; /* the fold rule: special values read as values */
@@ -333,6 +335,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         kt->qk_rows(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
     if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) /* int8 codes: the rows' (scale, zero) */
         kt->rowpar_scores(ksc, kz, R, nb, qs, S, DEC_NB);
+    if (pp_on) dec_prefetch_par(kv, 0, b, pp_hk, pp_j, nb);
     attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
         int64_t h = hk * G + r / Sq, i = r % Sq;
@@ -340,6 +343,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         attn_score_tile(kt, d, &keys, h, s, DEC_NB, nb, 1, i, j0, NULL);
         attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
     }
+    if (pp_on) dec_prefetch_par(kv, 1, b, pp_hk, pp_j, nb);
     int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN && !c->bpv; /* fp8 in pv_rows_bf: its scale */
     float *wr = S + R * DEC_NB;                                             /* R more floats */
     if (vscaled) kt->rowpar_p(vsc, vz, R, nb, S, DEC_NB, wr);
