@@ -498,7 +498,7 @@ static float bf16_round(float x) { /* nearest even, as the modes round (finite x
     return x;
 }
 
-/* qk_rows_bf (fp8) / pv_rows_bf on random finite values of type t (fp8:
+/* qk_rows_bf / pv_rows_bf on random finite values of type t (fp8:
  * codes, want their values; bf16: the values) against float64 sums: R 1..9, D
  * 32..200 (a partial block of 64; 128), 1..130 keys, the rows after the last
  * holding NaN (read, they would show), nothing written outside S or O */
@@ -529,8 +529,8 @@ static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *wa
                 for (int i = 0; i < R * LD; i++)
                     Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f), Qb[i] = bf16_bits(Qf[i]);
                 for (int i = 0; i < RM * LS; i++) S[i] = -7.0f, P[i] = bf16_round(tu_frand(&st) * 4.0f - 1.0f);
-                if (!bf) kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, LS, sc, K, LD, D, t); /* fp8 keys only */
-                for (int r = 0; r < R && !bf; r++) {
+                kt->qk_rows_bf(Qb, LD, R, D, K, LD, n, S, LS, sc, K, LD, D, t);
+                for (int r = 0; r < R; r++) {
                     for (int j = 0; j < n; j++) {
                         double w = 0.0, a = 0.0;
                         for (int c = 0; c < D; c++) {
@@ -564,23 +564,29 @@ static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *wa
 /* qk_rows_bf over rows longer than the kernel's column chunk (1024: the
  * rows permuted a chunk at a time, later chunks' scores added): D 1100 and
  * 2112 (a partial last block of 64; whole blocks), R 1..9 (groups of
- * eight, four and the rows left), 1..9 keys, random finite codes against
- * float64 sums; nothing written outside S */
+ * eight, four and the rows left), 1..9 keys, random finite codes (t fp8)
+ * or values (bf16) against float64 sums; nothing written outside S */
 static void bf_wide(const attn_kernel_table *kt, attn_dtype t, const float *want) {
     enum { DM = 2112, N = 9, RM = 9, LS = N + 4 };
-    static unsigned char K[(N + 1) * DM];
-    static uint16_t Qb[RM * DM];
+    static unsigned char K8[(N + 1) * DM];
+    static uint16_t K16[(N + 1) * DM], Qb[RM * DM];
     static float Qf[RM * DM], S[RM * LS], val[(N + 1) * DM];
     uint32_t st = 301u + (uint32_t)t;
-    int bad = 0, outside = 0;
+    int bad = 0, outside = 0, bf = t == ATTN_DTYPE_BF16;
+    const void *K = bf ? (const void *)K16 : (const void *)K8;
     for (int di = 0; di < 2; di++)
         for (int R = 1; R <= RM; R++)
             for (int n = 1; n <= N; n += 4) {
                 int D = di ? DM : 1100;
                 for (int j = 0; j < (n + 1) * D; j++) {
+                    if (bf) { /* NaN in the row after the last: read, it would show */
+                        val[j] = j >= n * D ? NAN : bf16_round(tu_frand(&st) * 8.0f - 4.0f);
+                        K16[j] = j >= n * D ? 0x7fc0 : bf16_bits(val[j]);
+                        continue;
+                    }
                     unsigned char c = (unsigned char)tu_irand(&st, 0, 255);
-                    K[j] = j >= n * D ? 0x7f : isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38;
-                    val[j] = want[K[j]];
+                    K8[j] = j >= n * D ? 0x7f : isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38;
+                    val[j] = want[K8[j]];
                 }
                 for (int i = 0; i < R * D; i++)
                     Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f), Qb[i] = bf16_bits(Qf[i]);
@@ -655,6 +661,7 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
         bf_wide(kt, t, want);
     }
     bf_random(kt, ATTN_DTYPE_BF16, NULL);
+    bf_wide(kt, ATTN_DTYPE_BF16, NULL);
 }
 
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says

@@ -3,7 +3,7 @@
  * ctest runs this under ATTN_PRODUCTS=onednn (float32 matmuls on the
  * rounded operands where oneDNN has no bf16: the same calls and reorders
  * as on an AMX host) and plain (auto: where the host has AMX or
- * full-width AVX512-BF16, the products must run on it).
+ * AVX512-BF16, the products must run on it).
  *   - K and V are reordered once per kv head and key block (a GQA group and
  *     every query block share them), never per query block; each tile is
  *     two products (S = Q K^T, O += P V); hidden blocks cost nothing
@@ -11,7 +11,7 @@
  *   - the answer is the mode's reference's (float64 over the same rounded
  *     operands) within the rounding of P, and equal bit for bit for 1 and 2
  *     threads
- *   - under ATTN_PRODUCTS=auto on an AMX or full-width AVX512-BF16 host
+ *   - under ATTN_PRODUCTS=auto on an AMX or AVX512-BF16 host
  *     every product runs on that engine (oneDNN's implementation names),
  *     and never elsewhere. */
 #include "testutil.h"
@@ -321,12 +321,12 @@ static void pack_case(void) {
 
 /* auto where oneDNN multiplies bf16 on the matrix engine: the
  * representative shapes' products run on it (AMX on an AMX host, the
- * AVX512-BF16 kernels on a full-width AVX512-BF16 host) */
+ * AVX512-BF16 kernels on an AVX512-BF16 host) */
 static void amx_check(void) {
     attn_mm *m = attn_mm_thread();
     const char *e = getenv("ATTN_PRODUCTS");
     if (!m || attn_mm_type(ATTN_DTYPE_BF16) != ATTN_DTYPE_BF16 || (e && *e && strcmp(e, "auto"))) {
-        printf("products: auto takes no bf16 products here (AMX or full-width AVX512-BF16); engine check not run\n");
+        printf("products: auto takes no bf16 products here (AMX or AVX512-BF16); engine check not run\n");
         return;
     }
     const char *d = attn_mm_describe(), *want = d && strstr(d, "(AMX") ? "amx" : "avx512_core_bf16";

@@ -51,6 +51,13 @@
  * MLA's 128 rows over bf16 latents in DATA mode 1.3x, the same in f32) */
 #define DEC_GEMM_ROWS 32
 #define DEC_GB 256 /* keys per block of the block products (DEC_SPLIT a multiple) */
+/* rows a kv head from which a bf16 cache's products take the bf16 kernels
+ * (qk_rows_bf, pv_rows_bf): below, the step is bound by memory, and there
+ * the float32 kernels on the same rounded values stream faster (Zen 4, one
+ * thread, T 65536: the bf16 kernels' step 0.87x at one row, 0.81x at two;
+ * 1.10x at four, and 1.15-1.54x at one to four rows from the caches:
+ * zen4/decode-bf16-rows-ab) */
+#define DEC_BF16_ROWS 4
 
 typedef struct dec_item {
     int64_t b, hk, j0, j1; /* keys [j0, j1) */
@@ -199,9 +206,12 @@ static int dec_converts(attn_dtype t, int64_t R, int is_v, int64_t n) {
  * scale) go to qk_rows_bf, K's scale then multiplying the scores? Not where
  * the unscaled products could overflow (qmax D times the format's largest
  * value past 1e30; NaN): there the rows take the scale first, as the stored
- * values would (the same special values), and qk_rows_x multiplies them */
+ * values would (the same special values), and qk_rows_x multiplies them.
+ * A bf16 K has no scale: always. */
 static int dec_bqk_fits(const dec_call *c, float qmax) {
-    float vmax = attn_kv_type(c->kv, 0) == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
+    attn_dtype tk = attn_kv_type(c->kv, 0);
+    if (tk == ATTN_DTYPE_BF16) return c->bqk;
+    float vmax = tk == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
     return c->bqk && qmax * (float)c->d->D * vmax <= 1e30f;
 }
 
@@ -326,7 +336,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     }
     if (iqk) /* a math mode on an integer K: Qq holds int8 blocks (dec_pack_q) */
         kt->qk_rows_q8(Qq, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
-    else if (dec_bqk_fits(c, qmax)) { /* fp8 K: Qq holds the rows as bf16, K's scale on the scores */
+    else if (dec_bqk_fits(c, qmax)) { /* fp8 / bf16 K: Qq holds the rows as bf16, K's scale on the scores */
         attn_kv_par(kv, 0, b, hk, j0, tmp);
         kt->qk_rows_bf(Qq, D, R, D, K, ldk, nb, S, DEC_NB, tmp[0], pk, lpk, D, kk);
     } else if (kk != ATTN_DTYPE_F32)
@@ -683,13 +693,15 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
      * keys a product) */
     c.ipv = attn_sem_p_int16(d, attn_kv_type(kv, 1)) && (c.R < DEC_GEMM_ROWS || c.iqk); /* the rows' kernels */
     if (c.ipv) c.conv_v = 0;
-    /* fp8 (P V: and bf16) under a mode (q and P bf16): two products an
-     * instruction on the values as bf16, where the table has them (kernels.h
-     * qk_rows_bf; a bf16 K's Q K^T stays on the float32 products, faster) */
+    /* fp8 and bf16 under a mode (q and P bf16): two products an instruction
+     * on the values as bf16, where the table has them (kernels.h qk_rows_bf;
+     * a bf16 K's Q K^T where the table says it beats the float32 products;
+     * a bf16 cache's from DEC_BF16_ROWS rows) */
     attn_dtype tk = attn_kv_type(kv, 0), tv = attn_kv_type(kv, 1);
-    c.bqk = c.kt->qk_rows_bf && attn_sem_fp8(tk) && c.qt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS;
-    c.bpv = c.kt->pv_rows_bf && (attn_sem_fp8(tv) || tv == ATTN_DTYPE_BF16) && c.pt == ATTN_DTYPE_BF16 &&
-            c.R < DEC_GEMM_ROWS;
+    c.bqk = c.kt->qk_rows_bf && (c.kt->qk_bf_types >> tk & 1u) && c.qt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS &&
+            (tk != ATTN_DTYPE_BF16 || c.R >= DEC_BF16_ROWS);
+    c.bpv = c.kt->pv_rows_bf && (attn_sem_fp8(tv) || (tv == ATTN_DTYPE_BF16 && c.R >= DEC_BF16_ROWS)) &&
+            c.pt == ATTN_DTYPE_BF16 && c.R < DEC_GEMM_ROWS;
     if (c.bqk) c.conv_k = 0;
     if (c.bpv) c.conv_v = 0;
     dec_gemm_plan(&c);

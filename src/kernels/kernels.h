@@ -175,7 +175,7 @@ typedef struct attn_kernel_table {
      * as bf16; NULL where the table has none). qk_rows_bf: S = s (q . k) for
      * R rows of bf16 q (Q's rows ldq values apart, as uint16 bits) against
      * n fp8 rows of kind (codes, ldk apart: their stored values divided by
-     * the scale s); pv_rows_bf: O rows += s (P V), P's R rows of n float32
+     * the scale s), or bf16 rows (s 1); pv_rows_bf: O rows += s (P V), P's R rows of n float32
      * values that are bf16 values (the mode rounded them), V n rows of Dv
      * values of kind (fp8 codes, or bf16 values with s 1). Each product exact, the sums float32 in the kernel's order
      * (other bits than qk_rows_x / pv_rows_x: within the modes' rule);
@@ -184,6 +184,10 @@ typedef struct attn_kernel_table {
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
     void (*pv_rows_bf)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                        float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
+    /* the K types (bit 1 << attn_dtype) whose Q K^T decode takes through
+     * qk_rows_bf: fp8; and bf16 where that beats qk_rows_x's float32
+     * products on the same values (half-rate 512-bit FMAs: Zen 4) */
+    unsigned qk_bf_types;
     /* decode's folded products over int8 / int4 rows: base/quant.h's
      * attn_rowpar_split / _scores / _p, the same bits; add_row: x += a */
     int (*rowpar_split)(const float *par, int64_t pld, int64_t nb, float lim, float off, float *sc, float *z);
@@ -218,6 +222,10 @@ typedef struct attn_kernel_table {
     ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, two products an instruction, and bf16 caches' decode P V so "    \
                            "where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product "  \
                            "kernels here)"
+#define ATTN_MATH_PRODUCTS_FP8_BF16                                                                                    \
+    ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, two products an instruction, and bf16 caches' decode Q K^T and " \
+                           "P V so where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit "   \
+                           "product kernels here)"
 #define ATTN_MATH_PRODUCTS_FP8_FMA                                                                                     \
     ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, float32 FMAs on the values; f16, bf16, float32 otherwise: "      \
                            "strict (no 16-bit product kernels here)"

@@ -70,16 +70,15 @@ static int probe(dnnl_engine_t eng, attn_dtype t) {
 
 /* Where auto looks at oneDNN at all (starting it costs every process on
  * other hosts): AMX-BF16 and AMX-TILE (CPUID 7.0 EDX bits 22, 24), or
- * AVX512-BF16 (7.1 EAX bit 5) on full-width units. Measured on Zen 5
- * (bench/results/zen5/products-ab.jsonl): oneDNN's bf16 products 1.2-1.7x
- * the kernels' float32 ones in prefill, backward and MLA; on Zen 4's
- * 256-bit units they had run below sgemm. */
+ * AVX512-BF16 (7.1 EAX bit 5). Measured against the kernels' float32
+ * products in prefill, backward and MLA: oneDNN's bf16 products 1.2-1.7x
+ * on Zen 5 (bench/results/zen5/products-ab.jsonl), 1.4-1.8x on Zen 4's
+ * 256-bit units (zen4/products-ab.jsonl). */
 static int cpu_matrix(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (d >> 24 & 1u)) return 1;
-    return __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u) &&
-           !attn_cpu_avx512_half_width();
+    return __get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u);
 #else
     return 0;
 #endif
@@ -142,7 +141,7 @@ attn_dtype attn_mm_type(attn_dtype t) {
     if (!g.ok || (t != ATTN_DTYPE_BF16 && t != ATTN_DTYPE_F16)) return ATTN_DTYPE_Q8_0;
     int has = t == ATTN_DTYPE_BF16 ? g.has_bf16 : g.has_f16;
     if (g.mode == MM_ONEDNN) return has ? t : ATTN_DTYPE_F32;
-    /* auto: on AMX, or bf16 on full-width AVX512-BF16 (cpu_matrix) */
+    /* auto: on AMX, or bf16 on AVX512-BF16 (cpu_matrix) */
     return has && (g.amx || (g.bf16isa && t == ATTN_DTYPE_BF16)) ? t : ATTN_DTYPE_Q8_0;
 }
 

@@ -1,15 +1,14 @@
 /* Block products through oneDNN's matmul: the math modes' Q K^T and P V
  * of the fused forward and the five products of the fused backward, where
- * oneDNN multiplies the operands' 16-bit type fast (AMX, or AVX512-BF16 on
- * full-width units). All oneDNN calls live in mm.c. A build without
- * oneDNN (aarch64, or libdnnl-dev missing) has the same functions: nothing
- * is enabled and attn_mm_new returns NULL.
+ * oneDNN multiplies the operands' 16-bit type fast (AMX, or AVX512-BF16). All oneDNN calls live in mm.c. A build
+ * without oneDNN (aarch64, or libdnnl-dev missing) has the same functions: nothing is enabled and attn_mm_new returns
+ * NULL.
  *
  * Which types go through oneDNN (read once from ATTN_PRODUCTS):
  *   auto (or unset)  operands of type t (BF16, F16) where oneDNN has a
  *                    t x t -> f32 matmul and its effective ISA has AMX;
- *                    BF16 where it is AVX512-BF16 on a CPU with full-width
- *                    AVX-512 (not Zen 4: attn_cpu_avx512_half_width)
+ *                    BF16 where it is AVX512-BF16 (Zen 4, Zen 5, Intel
+ *                    without AMX)
  *   onednn           wherever oneDNN is built in: t's own matmul where it
  *                    has one, else float32 matmuls on the rounded values
  *                    (the same exact products and float32 sums; no faster:

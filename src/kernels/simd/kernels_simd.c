@@ -3436,9 +3436,15 @@ INLINE void fp8_bf_words(__m512i x, const fp8_lut *l, __m512bh *w0, __m512bh *w1
     fp8_bf_bytes(x, l, &hi, &lo);
     *w0 = bh_of(_mm512_unpacklo_epi8(lo, hi)), *w1 = bh_of(_mm512_unpackhi_epi8(lo, hi));
 }
-/* NR rows of D bf16 values (ldq apart) into qp (ldp apart) in bf_word_ord's order, zeros past D to a block of 64 */
-INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uint16_t *qp, int64_t ldp) {
+/* NR rows of D bf16 values (ldq apart) into qp (ldp apart) in bf_word_ord's order (perm; else in order: a bf16
+ * K's), zeros past D to a block of 64 */
+INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uint16_t *qp, int64_t ldp, int perm) {
     __m512i o0 = _mm512_load_si512(bf_word_ord), o1 = _mm512_load_si512(bf_word_ord + 32);
+    if (!perm) { /* in order: words 0..63 of the block */
+        uint16_t seq[64];
+        for (int i = 0; i < 64; i++) seq[i] = (uint16_t)i;
+        o0 = _mm512_loadu_si512(seq), o1 = _mm512_loadu_si512(seq + 32);
+    }
     for (int r = 0; r < NR; r++)
         for (int64_t c = 0; c < D; c += 64) {
             const uint8_t *q = (const uint8_t *)(Q + r * ldq + c);
@@ -3448,15 +3454,21 @@ INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uin
         }
 }
 /* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) over D columns, added to S where acc
- * (a later chunk of columns); q in bf_word_ord's order (qp: NR rows ldp apart, zeros past D to a block of 64) */
+ * (a later chunk of columns); q in bf_word_ord's order, in order over bf16 keys (t) (qp: NR rows ldp apart, zeros
+ * past D to a block of 64) */
 INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int NK, int64_t D, const uint8_t *k, size_t ks,
-                       int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc) {
+                       int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc, int t) {
     vf a[16];
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
     for (int64_t c = 0; c < D; c += 64) {
         for (int u = 0; u < NK; u++) {
             __m512bh w0, w1;
-            fp8_bf_words(u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512(), l, &w0, &w1);
+            if (t == KV_BF16) { /* the words as stored, in order */
+                const uint8_t *kw = k + u * ks + 2 * c;
+                w0 = bh_of(u < nk ? bf_load_codes(kw, 2 * (D - c)) : _mm512_setzero_si512());
+                w1 = bh_of(u < nk ? bf_load_codes(kw + 64, 2 * (D - c) - 64) : _mm512_setzero_si512());
+            } else
+                fp8_bf_words(u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512(), l, &w0, &w1);
             for (int r = 0; r < NR; r++) {
                 const uint16_t *q = qp + r * ldp + c;
                 a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_load_si512(q)));
@@ -3486,15 +3498,15 @@ INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const 
     uint16_t qp[8 * QB_MAX] __attribute__((aligned(64)));
     for (int64_t c0 = 0; c0 < D; c0 += QB_MAX) {
         int64_t w = D - c0 < QB_MAX ? D - c0 : QB_MAX, ldp = (w + 63) / 64 * 64;
-        const uint8_t *kc = K + c0;
-        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp);
+        const uint8_t *kc = K + (t == KV_BF16 ? 2 : 1) * c0;
+        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp, t != KV_BF16);
         for (int64_t j = 0; j < n; j += NK) {
             for (int64_t u = 0; pre && c0 == 0 && u < NK; u++)
                 for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
             if (j + NK <= n) /* whole steps: nk a constant */
-                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0);
+                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0, t);
             else
-                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0);
+                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0, t);
         }
     }
 }
@@ -3526,13 +3538,18 @@ INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, c
     }
 }
 
-/* fp8 rows only: over bf16 rows this Q K^T ran slower than the float32
- * products on their values (Zen 5, four rows in L1: 14.3 ns a key against
- * 11.0: a bf16 value's conversion is a shift, and the key steps' reductions
- * cost more than the halved multiplies save), so decode keeps those there */
+/* fp8 or bf16 rows (kind). Over bf16 rows this Q K^T ran slower than the
+ * float32 products on their values on full-width units (Zen 5, four rows
+ * in L1: 14.3 ns a key against 11.0: a bf16 value's conversion is a shift,
+ * and the key steps' reductions cost more than the halved multiplies save)
+ * and faster on 256-bit ones (Zen 4: 0.41-0.78x qk_rows_x's time at 1-8
+ * rows), which is the table's qk_bf_types */
 static void qk_rows_bf(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
-    qk_bf_groups(Q, ldq, R, D, K, (size_t)ldk, n, S, lds, s, pre, (size_t)ldpre, wpre, kind);
+    if (kind == KV_BF16) /* rows of 2-byte words */
+        qk_bf_groups(Q, ldq, R, D, K, 2 * (size_t)ldk, n, S, lds, s, pre, 2 * (size_t)ldpre, 2 * wpre, KV_BF16);
+    else
+        qk_bf_groups(Q, ldq, R, D, K, (size_t)ldk, n, S, lds, s, pre, (size_t)ldpre, wpre, kind);
 }
 
 /* P rows (n <= 2 PBN keys, bf16 values) as bf16 pairs of keys (2i, 2i + 1): pp rows PBN pairs apart */
@@ -3653,11 +3670,14 @@ static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, in
 #define PV_ROWS_BF pv_rows_bf
 #define FP8_MATH_TYPES ATTN_MATH_TYPES_FP8
 #define FP8_MATH_PRODUCTS ATTN_MATH_PRODUCTS_FP8
+/* the test table takes a bf16 K's Q K^T through qk_rows_bf too, so that the tests run that path on any host */
+#define QK_BF_TYPES (FP8_MATH_TYPES | (ATTN_SIMD_MATH_ROUNDS ? 1u << KV_BF16 : 0u))
 #else
 #define QK_ROWS_BF NULL
 #define PV_ROWS_BF NULL
 #define FP8_MATH_TYPES 0u
 #define FP8_MATH_PRODUCTS ATTN_MATH_PRODUCTS_Q8
+#define QK_BF_TYPES 0u
 #endif
 
 /* ---- decode's int8 / int4 rows' (scale, zero) (kernels.h rowpar_*):
@@ -3861,6 +3881,7 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            GEMM32_TN,
                                            QK_ROWS_BF,
                                            PV_ROWS_BF,
+                                           QK_BF_TYPES,
                                            rowpar_split,
                                            rowpar_scores,
                                            rowpar_p,
