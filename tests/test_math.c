@@ -672,7 +672,8 @@ int main(int argc, char **argv) {
         for (int m = 0; m < (t >= 6 ? 2 : 1); m++) /* fp8: DATA and BF16 */
             for (int page = 0; page <= 16; page += 16) {
                 attn_math mode = m ? ATTN_MATH_BF16 : ATTN_MATH_DATA;
-                cache(kinds[t], page, 1, 2, mode);
+                cache(kinds[t], page, 1, 8, mode); /* one row a kv head (bf16: the float32 kernels on rounded q, P) */
+                cache(kinds[t], page, 1, 2, mode); /* four (bf16: the bf16 kernels where the table has them) */
                 cache(kinds[t], page, 4, 2, mode);
                 cache(kinds[t], page, 4, 1, mode);  /* 32 rows a kv head: the block products (integer caches: not) */
                 cache(kinds[t], page, 16, 1, mode); /* 128 rows */

@@ -3430,6 +3430,11 @@ static const uint16_t bf_word_ord[64] __attribute__((aligned(64))) = {
     0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
     38, 39, 48, 49, 50, 51, 52, 53, 54, 55, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27,
     28, 29, 30, 31, 40, 41, 42, 43, 44, 45, 46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
+/* the words in order (a bf16 K's) */
+static const uint16_t bf_word_seq[64] __attribute__((aligned(64))) = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+    22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
+    44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
 /* 64 codes x as bf16 words, 32 a vector, in bf_word_ord's order */
 INLINE void fp8_bf_words(__m512i x, const fp8_lut *l, __m512bh *w0, __m512bh *w1) {
     __m512i hi, lo;
@@ -3439,12 +3444,8 @@ INLINE void fp8_bf_words(__m512i x, const fp8_lut *l, __m512bh *w0, __m512bh *w1
 /* NR rows of D bf16 values (ldq apart) into qp (ldp apart) in bf_word_ord's order (perm; else in order: a bf16
  * K's), zeros past D to a block of 64 */
 INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uint16_t *qp, int64_t ldp, int perm) {
-    __m512i o0 = _mm512_load_si512(bf_word_ord), o1 = _mm512_load_si512(bf_word_ord + 32);
-    if (!perm) { /* in order: words 0..63 of the block */
-        uint16_t seq[64];
-        for (int i = 0; i < 64; i++) seq[i] = (uint16_t)i;
-        o0 = _mm512_loadu_si512(seq), o1 = _mm512_loadu_si512(seq + 32);
-    }
+    const uint16_t *ord = perm ? bf_word_ord : bf_word_seq;
+    __m512i o0 = _mm512_load_si512(ord), o1 = _mm512_load_si512(ord + 32);
     for (int r = 0; r < NR; r++)
         for (int64_t c = 0; c < D; c += 64) {
             const uint8_t *q = (const uint8_t *)(Q + r * ldq + c);
@@ -3454,16 +3455,16 @@ INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uin
         }
 }
 /* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) over D columns, added to S where acc
- * (a later chunk of columns); q in bf_word_ord's order, in order over bf16 keys (t) (qp: NR rows ldp apart, zeros
- * past D to a block of 64) */
+ * (a later chunk of columns); q in bf_word_ord's order, in order over bf16 keys (bf) (qp: NR rows ldp apart,
+ * zeros past D to a block of 64) */
 INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int NK, int64_t D, const uint8_t *k, size_t ks,
-                       int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc, int t) {
+                       int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc, int bf) {
     vf a[16];
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
     for (int64_t c = 0; c < D; c += 64) {
         for (int u = 0; u < NK; u++) {
             __m512bh w0, w1;
-            if (t == KV_BF16) { /* the words as stored, in order */
+            if (bf) { /* bf16 keys: the words as stored, in order */
                 const uint8_t *kw = k + u * ks + 2 * c;
                 w0 = bh_of(u < nk ? bf_load_codes(kw, 2 * (D - c)) : _mm512_setzero_si512());
                 w1 = bh_of(u < nk ? bf_load_codes(kw + 64, 2 * (D - c) - 64) : _mm512_setzero_si512());
@@ -3492,64 +3493,71 @@ INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int NK, int64_t 
  * later chunk's scores added to the first's */
 #define QB_MAX 1024
 INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
-                       float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
+                       float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t, int bf) {
     const int NK = NR <= 2 ? 8 / NR : 16 / NR; /* one or two rows: 8 accumulators (16 beside the table spilled) */
     fp8_lut l = fp8_lut_of(t);
     uint16_t qp[8 * QB_MAX] __attribute__((aligned(64)));
     for (int64_t c0 = 0; c0 < D; c0 += QB_MAX) {
         int64_t w = D - c0 < QB_MAX ? D - c0 : QB_MAX, ldp = (w + 63) / 64 * 64;
-        const uint8_t *kc = K + (t == KV_BF16 ? 2 : 1) * c0;
-        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp, t != KV_BF16);
+        const uint8_t *kc = K + (bf ? 2 : 1) * c0;
+        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp, !bf);
         for (int64_t j = 0; j < n; j += NK) {
             for (int64_t u = 0; pre && c0 == 0 && u < NK; u++)
                 for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
             if (j + NK <= n) /* whole steps: nk a constant */
-                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0, t);
+                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0, bf);
             else
-                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0, t);
+                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0, bf);
         }
     }
 }
 
 /* qk_bf_rows at nr rows (a constant at each call) */
 INLINE void qk_bf_nr(const uint16_t *q, int64_t ldq, int64_t nr, int64_t D, const uint8_t *K, size_t ks, int64_t n,
-                     float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t) {
+                     float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t, int bf) {
     if (nr == 8)
-        qk_bf_rows(q, ldq, 8, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+        qk_bf_rows(q, ldq, 8, D, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
     else if (nr == 4)
-        qk_bf_rows(q, ldq, 4, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+        qk_bf_rows(q, ldq, 4, D, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
     else if (nr == 3)
-        qk_bf_rows(q, ldq, 3, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+        qk_bf_rows(q, ldq, 3, D, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
     else if (nr == 2)
-        qk_bf_rows(q, ldq, 2, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+        qk_bf_rows(q, ldq, 2, D, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
     else
-        qk_bf_rows(q, ldq, 1, D, K, ks, n, s, S, lds, pre, ps, pb, t);
+        qk_bf_rows(q, ldq, 1, D, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
 }
 /* the rows in groups of 8 (each key converted once for them), then 4, and the 1-3 left */
 INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, const uint8_t *K, size_t ks, int64_t n,
-                         float *S, int64_t lds, float s, const uint8_t *pre, size_t ps, int64_t pb, int t) {
+                         float *S, int64_t lds, float s, const uint8_t *pre, size_t ps, int64_t pb, int t, int bf) {
     for (int64_t r0 = 0, nr; r0 < R; r0 += nr) {
         nr = R - r0 >= 8 ? 8 : R - r0 < 4 ? R - r0 : 4;
         const uint8_t *p = r0 == 0 ? pre : NULL;
         if (HEAD128(D)) /* the common head width a constant: no partial block, the blocks' loop unrolled */
-            qk_bf_nr(q + r0 * ldq, ldq, nr, 128, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+            qk_bf_nr(q + r0 * ldq, ldq, nr, 128, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t, bf);
         else
-            qk_bf_nr(q + r0 * ldq, ldq, nr, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t);
+            qk_bf_nr(q + r0 * ldq, ldq, nr, D, K, ks, n, s, S + r0 * lds, lds, p, ps, pb, t, bf);
     }
 }
 
-/* fp8 or bf16 rows (kind). Over bf16 rows this Q K^T ran slower than the
- * float32 products on their values on full-width units (Zen 5, four rows
- * in L1: 14.3 ns a key against 11.0: a bf16 value's conversion is a shift,
- * and the key steps' reductions cost more than the halved multiplies save)
- * and faster on 256-bit ones (Zen 4: 0.41-0.78x qk_rows_x's time at 1-8
- * rows), which is the table's qk_bf_types */
+/* bf16 rows. Over them this Q K^T ran slower than the float32 products on
+ * their values on full-width units (Zen 5, four rows in L1: 14.3 ns a key
+ * against 11.0: a bf16 value's conversion is a shift, and the key steps'
+ * reductions cost more than the halved multiplies save) and faster on
+ * 256-bit ones (Zen 4: 0.41-0.78x qk_rows_x's time at 1-8 rows), which is
+ * the table's qk_bf_types. A function of its own: inlined beside fp8's,
+ * fp8's kernel took 1.2-1.4x its time at 4 and 8 rows. */
+static __attribute__((noinline)) void qk_rows_bf16(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K,
+                                                   int64_t ldk, int64_t n, float *S, int64_t lds, float s,
+                                                   const void *pre, int64_t ldpre, int64_t wpre) {
+    qk_bf_groups(Q, ldq, R, D, K, 2 * (size_t)ldk, n, S, lds, s, pre, 2 * (size_t)ldpre, 2 * wpre, KV_BF16, 1);
+}
+/* fp8 rows (or bf16: qk_rows_bf16) */
 static void qk_rows_bf(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
                        float *S, int64_t lds, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind) {
-    if (kind == KV_BF16) /* rows of 2-byte words */
-        qk_bf_groups(Q, ldq, R, D, K, 2 * (size_t)ldk, n, S, lds, s, pre, 2 * (size_t)ldpre, 2 * wpre, KV_BF16);
+    if (kind == KV_BF16)
+        qk_rows_bf16(Q, ldq, R, D, K, ldk, n, S, lds, s, pre, ldpre, wpre);
     else
-        qk_bf_groups(Q, ldq, R, D, K, (size_t)ldk, n, S, lds, s, pre, (size_t)ldpre, wpre, kind);
+        qk_bf_groups(Q, ldq, R, D, K, (size_t)ldk, n, S, lds, s, pre, (size_t)ldpre, wpre, kind, 0);
 }
 
 /* P rows (n <= 2 PBN keys, bf16 values) as bf16 pairs of keys (2i, 2i + 1): pp rows PBN pairs apart */
