@@ -153,9 +153,6 @@ static void make_avx512_256(void) {
     make_half(&avx512_256, &attn_kernels_avx512, "avx512-256", NULL);
     make_half(&avx512_256_vnni, &attn_kernels_avx512_vnni, "avx512-256-vnni", attn_qk_rows_q8_vnni_y);
     make_half(&avx512_256_bf16, &attn_kernels_avx512_bf16, "avx512-256-bf16", attn_qk_rows_q8_bf16_y);
-    /* a bf16 K's Q K^T: 0.41-0.78x qk_rows_x's time at 1-8 rows in L1 (zen4/decode-bf16-rows-ab) */
-    avx512_256_bf16.qk_bf_types |= 1u << ATTN_DTYPE_BF16;
-    avx512_256_bf16.math_products = ATTN_MATH_PRODUCTS_FP8_BF16;
 }
 /* isa: 0 avx512, 1 -vnni, 2 -bf16 */
 static const attn_kernel_table *avx512_256_table(int isa) {

@@ -185,8 +185,8 @@ typedef struct attn_kernel_table {
     void (*pv_rows_bf)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                        float *O, int64_t ldo, float s, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kind);
     /* the K types (bit 1 << attn_dtype) whose Q K^T decode takes through
-     * qk_rows_bf: fp8; and bf16 where that beats qk_rows_x's float32
-     * products on the same values (half-rate 512-bit FMAs: Zen 4) */
+     * qk_rows_bf: fp8 and bf16 where the table has it (0 on avx512-bf16-fma,
+     * whose products are float32 FMAs) */
     unsigned qk_bf_types;
     /* decode's folded products over int8 / int4 rows: base/quant.h's
      * attn_rowpar_split / _scores / _p, the same bits; add_row: x += a */
@@ -219,13 +219,9 @@ typedef struct attn_kernel_table {
 #define ATTN_MATH_PRODUCTS_Q8 ATTN_MATH_PRODUCTS_INT "f16, bf16, float32: strict (no 16-bit product kernels here)"
 #define ATTN_MATH_TYPES_FP8 ((1u << ATTN_DTYPE_FP8_E4M3) | (1u << ATTN_DTYPE_FP8_E5M2))
 #define ATTN_MATH_PRODUCTS_FP8                                                                                         \
-    ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, two products an instruction, and bf16 caches' decode P V so "    \
-                           "where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit product "  \
-                           "kernels here)"
-#define ATTN_MATH_PRODUCTS_FP8_BF16                                                                                    \
-    ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, two products an instruction, and bf16 caches' decode Q K^T and " \
-                           "P V so where the mode rounds for them; f16, bf16, float32 otherwise: strict (no 16-bit "   \
-                           "product kernels here)"
+    ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, two products an instruction, and bf16 caches' decode from four " \
+                           "query rows a kv head so, where the mode rounds for them; f16, bf16, float32 otherwise: "   \
+                           "strict (no 16-bit product kernels here)"
 #define ATTN_MATH_PRODUCTS_FP8_FMA                                                                                     \
     ATTN_MATH_PRODUCTS_INT "fp8 caches: bf16 q and P, float32 FMAs on the values; f16, bf16, float32 otherwise: "      \
                            "strict (no 16-bit product kernels here)"

@@ -3539,13 +3539,14 @@ INLINE void qk_bf_groups(const uint16_t *q, int64_t ldq, int64_t R, int64_t D, c
     }
 }
 
-/* bf16 rows. Over them this Q K^T ran slower than the float32 products on
- * their values on full-width units (Zen 5, four rows in L1: 14.3 ns a key
- * against 11.0: a bf16 value's conversion is a shift, and the key steps'
- * reductions cost more than the halved multiplies save) and faster on
- * 256-bit ones (Zen 4: 0.41-0.78x qk_rows_x's time at 1-8 rows), which is
- * the table's qk_bf_types. A function of its own: inlined beside fp8's,
- * fp8's kernel took 1.2-1.4x its time at 4 and 8 rows. */
+/* bf16 rows, the words in order. 128 keys in L1, D 128, against
+ * qk_rows_x's float32 products on the same values at 1 / 2 / 4 / 8 rows:
+ * 0.41-0.78x the time on 256-bit units (Zen 4: zen4/decode-bf16-rows-ab),
+ * 0.22-0.54x, 0.31-0.34x, 0.42-0.54x, 0.70-0.86x on full-width ones (Zen 5:
+ * zen5/bf16-qk-kernels; an earlier form, before the words were read in
+ * order, had measured 14.3 ns a key against 11.0 at four rows there).
+ * A function of its own: inlined beside fp8's, fp8's kernel took 1.2-1.4x
+ * its time at 4 and 8 rows. */
 static __attribute__((noinline)) void qk_rows_bf16(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K,
                                                    int64_t ldk, int64_t n, float *S, int64_t lds, float s,
                                                    const void *pre, int64_t ldpre, int64_t wpre) {
@@ -3678,8 +3679,8 @@ static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, in
 #define PV_ROWS_BF pv_rows_bf
 #define FP8_MATH_TYPES ATTN_MATH_TYPES_FP8
 #define FP8_MATH_PRODUCTS ATTN_MATH_PRODUCTS_FP8
-/* the test table takes a bf16 K's Q K^T through qk_rows_bf too, so that the tests run that path on any host */
-#define QK_BF_TYPES (FP8_MATH_TYPES | (ATTN_SIMD_MATH_ROUNDS ? 1u << KV_BF16 : 0u))
+/* fp8 and bf16 keys (decode takes a bf16 K's through it from DEC_BF16_ROWS rows; the test table on any host) */
+#define QK_BF_TYPES (FP8_MATH_TYPES | 1u << KV_BF16)
 #else
 #define QK_ROWS_BF NULL
 #define PV_ROWS_BF NULL
