@@ -56,9 +56,10 @@
  * the float32 kernels on the same rounded values stream faster (Zen 4, one
  * thread, T 65536: the bf16 kernels' step 0.87x at one row, 0.81x at two;
  * 1.10x at four, and 1.15-1.54x at one to four rows from the caches:
- * zen4/decode-bf16-rows-ab; Zen 5, where only P V's kernel differs below
- * four rows: from memory the float32 kernels' step 1.00-1.01x at one row,
- * 1.01-1.14x at two, from the caches 0.93-0.99x: zen5/decode-bf16-rows-ab) */
+ * zen4/decode-bf16-rows-ab; Zen 5, from memory, the bf16 kernels' step at
+ * one row 1.09x on one thread, 0.93x on two, at two rows 1.01x / 0.93x,
+ * from the caches 1.26-1.36x: zen5/decode-bf16-rows-qk-ab: a serving
+ * host's cores all stream, so the rule is kept there too) */
 #define DEC_BF16_ROWS 4
 
 typedef struct dec_item {
