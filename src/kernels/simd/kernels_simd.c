@@ -2869,17 +2869,17 @@ INLINE int32_t pvi_weight(int16_t (*q)[66], int NR, int r, int g, int64_t c0, in
 
 #if VL == 16 && defined(ATTN_I16_DPWSSD) && !defined(ATTN_VEC_SIMDE)
 /* pvi_pair's int8 / int4 at four rows and four groups: a[r][e] += the int32
- * sums of x[e]'s int16 pairs times row r's weight pair (the dword at w + r
- * rs bytes, broadcast), in two asm statements of eight VPDPWSSD, their
- * accumulators, codes and weights in registers. In C, GCC 12 kept one to
- * three of the 16 accumulators of int4's nibble pairs (PVI_NIB) on the stack
- * across the key loop, a store and a reload a key pair on the products'
- * chain: Zen 5, int4's P V at four rows 0.61x the time (4.7 -> 2.9 ns a key;
- * at eight rows 0.61x), the decode step at four rows 1.16x the GB/s on one
- * thread, 1.14x on two; int8 unchanged (zen5/pvi-dots44-ab). The weights as
- * memory operands ({1to16}): int4 0.78x, int8 1.26x (the broadcasts' loads);
- * q4_0 and q8_0 (a weight a block and row) through it 1.00-1.02x: not taken */
-#define DOTS44_W(r) [w##r] "v"(PVI(set1_epi32)(*(const int32_t *)(const void *)(w + (r)*rs)))
+ * sums of x[e]'s int16 pairs times row r's weight pair (pvi_weight, key
+ * pair j), in two asm statements of eight VPDPWSSD, their accumulators,
+ * codes and weights in registers. In C, GCC 12 kept one to three of the 16
+ * accumulators of int4's nibble pairs (PVI_NIB) on the stack across the key
+ * loop, a store and a reload a key pair on the products' chain: Zen 5,
+ * int4's P V at four rows 0.61x the time (4.7 -> 2.9 ns a key; at eight
+ * rows 0.61x), the decode step at four rows 1.16x the GB/s on one thread,
+ * 1.14x on two; int8 unchanged (zen5/pvi-dots44-ab). The weights as memory
+ * operands ({1to16}): int4 0.78x, int8 1.26x (the broadcasts' loads); q4_0
+ * and q8_0 (a weight a block and row) through it 1.00-1.02x: not taken */
+#define DOTS44_W(r) [w##r] "v"(PVI(set1_epi32)(pvi_weight(q, 4, r, 0, c0, j, t)))
 #define DOTS44_A(r, e) [a##r##e] "+v"(a[r][e])
 #define DOTS44_D(r, e) "vpdpwssd %[w" #r "], %[x" #e "], %[a" #r #e "]\n\t"
 #define DOTS44_ROW(r) DOTS44_D(r, 0) DOTS44_D(r, 1) DOTS44_D(r, 2) DOTS44_D(r, 3)
@@ -2888,7 +2888,7 @@ INLINE int32_t pvi_weight(int16_t (*q)[66], int NR, int r, int g, int64_t c0, in
             : DOTS44_A(r0, 0), DOTS44_A(r0, 1), DOTS44_A(r0, 2), DOTS44_A(r0, 3), DOTS44_A(r1, 0), DOTS44_A(r1, 1),    \
               DOTS44_A(r1, 2), DOTS44_A(r1, 3)                                                                         \
             : [x0] "v"(x[0]), [x1] "v"(x[1]), [x2] "v"(x[2]), [x3] "v"(x[3]), DOTS44_W(r0), DOTS44_W(r1))
-INLINE void pvi_dots44(pvi_t (*a)[8], const pvi_t *x, const char *w, size_t rs) {
+INLINE void pvi_dots44(pvi_t (*a)[8], const pvi_t *x, int16_t (*q)[66], int64_t j, int64_t c0, int t) {
     DOTS44_ROWS(0, 1);
     DOTS44_ROWS(2, 3);
 }
@@ -2909,8 +2909,8 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
         pvi_t x[4], pr[4];
         pvi_codes32(v0, v1, c0, half, t, x), pvi_codes32(v0, v1, c0 + 32, half, t, x + 2);
 #if PVI_DOTS44
-        if (NR == 4) {                                                   /* two and three rows: no gain (Zen 5) */
-            pvi_dots44(a, x, (const char *)(q[0] + j), 4 * sizeof q[0]); /* rows 0, 4, 8, 12 of q */
+        if (NR == 4) { /* two and three rows: no gain (Zen 5) */
+            pvi_dots44(a, x, q, j, c0, t);
             return;
         }
 #endif
