@@ -2905,7 +2905,8 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
         /* int8 / int4 at two to four rows: the pair's four code vectors and the rows' weights made first and held
          * in registers, then the products (interleaved, GCC spilled an accumulator and copied a dozen registers a
          * step; Emerald Rapids, 128 keys in L1: int4's P V 0.93-0.97x the time at two to four rows, int8's unchanged:
-         * genuineintel-f6-m207/pv-pair-regs-ab) */
+         * genuineintel-f6-m207/pv-pair-regs-ab); at four rows on the VNNI 16-lane tables the products are
+         * pvi_dots44's asm, where GCC still kept accumulators on the stack */
         pvi_t x[4], pr[4];
         pvi_codes32(v0, v1, c0, half, t, x), pvi_codes32(v0, v1, c0 + 32, half, t, x + 2);
 #if PVI_DOTS44
