@@ -18,7 +18,10 @@
  *   IKAB_TABLE=avx2 /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
  *   qk_rows_bf and pv_rows_bf, the table's bf16 products; 6 bf16: qk_rows_x,
  *   pv_rows_x). IKAB_Q8_I16=1: q8_0's P V on the new side through
- *   pv_rows_i16 (the old side's pv_rows_x: the two paths compared), 2: on both */
+ *   pv_rows_i16 (the old side's pv_rows_x: the two paths compared), 2: on both.
+ *   IKAB_PF=1: the integer kernels (qk_rows_q8, pv_rows_i16) also prefetch
+ *   rows, 128 rows on in the same buffers (lines already in L1: the
+ *   prefetches' own cost, as decode issues them) */
 #include "kernels/kernels.h"
 #include "base/storage.h"
 #include "base/half.h"
@@ -70,6 +73,10 @@ int main(int argc, char **argv) {
     for (size_t o = 0; (ti == 2 || ti == 3) && o + bb <= (size_t)N * attn_storage_bytes(t, D); o += bb)
         K[o] = V[o] = (unsigned char)rand(), K[o + 1] = V[o + 1] = 0x38;
     int q8i = ti == 2 && getenv("IKAB_Q8_I16") ? atoi(getenv("IKAB_Q8_I16")) : 0;
+    int pf = getenv("IKAB_PF") ? atoi(getenv("IKAB_PF")) : 0;
+    const unsigned char *kpre = pf ? K + 128 * attn_storage_bytes(t, D) : NULL,
+                        *vpre = pf ? V + 128 * attn_storage_bytes(t, D) : NULL;
+    int64_t ldpre = pf ? D : 0;
     double qk[2][64], pv[2][64];
     for (int round = 0; round < rounds; round++)
         for (int w = 0; w < 2; w++) {
@@ -81,14 +88,14 @@ int main(int argc, char **argv) {
                 else if (ti >= 4)
                     kb[w]->qk_rows_bf(Qb, D, R, D, K, D, N, S, N, 1.0f, NULL, 0, 0, t);
                 else
-                    kb[w]->qk_rows_q8(Qq, R, D, K, D, N, S, N, NULL, 0, 0, t);
+                    kb[w]->qk_rows_q8(Qq, R, D, K, D, N, S, N, kpre, ldpre, ldpre, t);
             double t1 = now();
             if (ti == 6 || (ti >= 4 && !kb[w]->qk_rows_bf))
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             else if (ti >= 4)
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_bf(S, N, R, V, D, N, D, O, D, 1.0f, NULL, 0, 0, t);
             else if (ti < 2 || ti == 3 || q8i > 1 - w)
-                for (int i = 0; i < it; i++) kb[w]->pv_rows_i16(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
+                for (int i = 0; i < it; i++) kb[w]->pv_rows_i16(S, N, R, V, D, N, D, O, D, vpre, ldpre, ldpre, t);
             else
                 for (int i = 0; i < it; i++) kb[w]->pv_rows_x(S, N, R, V, D, N, D, O, D, NULL, 0, 0, t);
             double t2 = now(), k = 1e9 / it / N;

@@ -1850,6 +1850,52 @@ INLINE __m512i tok_q64(const unsigned char *q, int64_t b, int64_t nb) {
     return join256(lo, b + 1 < nb ? _mm256_loadu_si256((const __m256i *)(const void *)(y + ATTN_Q8_BYTES))
                                   : _mm256_setzero_si256());
 }
+/* four vectors' int32 lane sums a[0..3] side by side: each 128-bit lane of the result [a0's, a1's, a2's, a3's sum
+ * over that lane] (two rounds of unpacks) */
+INLINE __m512i kb_sum4(const __m512i *a) {
+    __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+#if ONE16
+/* sixteen vectors' int32 lane sums: lane e the sum of a[e] (kb_sum4's unpacks, then the 128-bit lanes', as
+ * vf_reduce16) */
+INLINE __m512i kb_sum16(const __m512i *a) {
+    __m512i v[4];
+    for (int i = 0; i < 4; i++) v[i] = kb_sum4(a + 4 * i);
+    __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x44), _mm512_shuffle_i32x4(v[0], v[1], 0xee));
+    __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2], v[3], 0x44), _mm512_shuffle_i32x4(v[2], v[3], 0xee));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, 0x88), _mm512_shuffle_i32x4(t01, t23, 0xdd));
+}
+/* q8_rows_tok512 at one row over int4 keys, 16 keys a step while 16 are left: their VPDPBUSD chains side by side,
+ * then one kb_sum16 tree and one 16-float store (four keys a step folded each key's vector to 8 lanes and took a
+ * vi_sum8 tree and a store for every four). y: the row's block pairs, dq its scale. Returns the keys done. The same
+ * exact int32 sums, conversion and product. The kernel from L1 took 0.55-0.7x the time and the step from memory at
+ * one row ran 1.04-1.07x the GB/s on one and two threads (Zen 5, zen5/q8-row1-k16-ab); over int8's rows (two lines
+ * each) the same loop ran the step 0.94-0.96x on two threads, so int8 keeps four keys a step. */
+INLINE int64_t q8_row1_k16(const __m512i *y, int64_t nb, float dq, const void *K, size_t kr, int64_t n, float *S,
+                           const void *pre, size_t pr, int64_t pb, int64_t D) {
+    const __m512 dv = _mm512_set1_ps(dq);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const unsigned char *k = (const unsigned char *)K + (size_t)j * kr;
+        if (pre) prefetch_rows(pre, pr, j, 16, pb);
+        __m512i acc[16];
+        for (int e = 0; e < 16; e++) acc[e] = _mm512_setzero_si512();
+        for (int64_t b = 0; b < nb; b += 2) {
+            const unsigned char *kb = k; /* one pointer walks the rows (opaque: GCC made 16 of it, kept on the stack) */
+            for (int e = 0; e < 16; e++) {
+                acc[e] = _mm512_dpbusd_epi32(acc[e], tok_codes64(kb, b * 32, D, KV_U4), y[b / 2]);
+                kb += kr;
+                __asm__("" : "+r"(kb));
+            }
+        }
+        for (int e = 0; e < 16; e++) KEEP_REG(acc[e]);
+        _mm512_storeu_ps(S + j, _mm512_mul_ps(_mm512_cvtepi32_ps(kb_sum16(acc)), dv));
+    }
+    return j;
+}
+#endif
 INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D,
                            const void *K, size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr,
                            int64_t pb, int NR, int NK, int t) {
@@ -1862,7 +1908,11 @@ INLINE void q8_rows_tok512(const unsigned char *const *q, const float *dq, const
     __m256 dv[2];
     for (int u0 = 0; u0 < NR; u0 += 2)
         tok_consts8(NR - u0 < 2 ? NR - u0 : 2, NK, u0, dq, qsum, t == KV_U8, &zv[u0 / 2], &dv[u0 / 2]);
-    for (int64_t j = 0; j < n; j += NK) {
+    int64_t j0 = 0;
+#if ONE16
+    if (NR == 1 && ypre && t == KV_U4) j0 = q8_row1_k16(y, nb, dq[0], K, kr, n, S, pre, pr, pb, D);
+#endif
+    for (int64_t j = j0; j < n; j += NK) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, NK, pre, pr, pb, k);
         __m512i acc[16];
@@ -1903,11 +1953,6 @@ INLINE vf vf_cvt_i32(__m512i v) {
  * their four vectors of (row, 4 partials) fold with two rounds of unpacks
  * into one of (row, key): row r's keys j .. j + 3 in lane r, as S holds
  * them. The same exact int32 sums as every other table. */
-INLINE __m512i kb_sum4(const __m512i *a) {
-    __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
-    __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
-}
 INLINE __m512i kb_shift4(__m512i v) { /* an arithmetic shift by 4 (SIMDe has none on 512 bits) */
 #if defined(ATTN_VEC_SIMDE)
     return join256(_mm256_srai_epi32(_mm512_castsi512_si256(v), 4),
