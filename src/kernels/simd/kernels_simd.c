@@ -1871,8 +1871,8 @@ INLINE __m512i kb_sum16(const __m512i *a) {
  * then one kb_sum16 tree and one 16-float store (four keys a step folded each key's vector to 8 lanes and took a
  * vi_sum8 tree and a store for every four). y: the row's block pairs, dq its scale. Returns the keys done. The same
  * exact int32 sums, conversion and product. The kernel from L1 took 0.55-0.7x the time and the step from memory at
- * one row ran 1.04-1.07x the GB/s on one and two threads (Zen 5, zen5/q8-row1-k16-ab); over int8's rows (two lines
- * each) the same loop ran the step 0.94-0.96x on two threads, so int8 keeps four keys a step. */
+ * one row ran 1.00-1.09x the GB/s on one thread (three runs), 1.03-1.04x on two (Zen 5, zen5/q8-row1-k16-ab); over
+ * int8's rows (two lines each) the same loop ran the step 0.94-0.96x on two threads, so int8 keeps four a step. */
 INLINE int64_t q8_row1_k16(const __m512i *y, int64_t nb, float dq, const void *K, size_t kr, int64_t n, float *S,
                            const void *pre, size_t pr, int64_t pb, int64_t D) {
     const __m512 dv = _mm512_set1_ps(dq);
