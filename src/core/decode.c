@@ -43,7 +43,9 @@
 #include <omp.h>
 #endif
 
-#define DEC_NB 128     /* keys per block (S is R x DEC_NB; 64 ran 4-8% slower on the one- and half-byte formats) */
+/* keys per block (S is R x DEC_NB): 64 ran 4-8% slower on the one- and half-byte formats (Zen 4); 256 ran int4 at
+ * one row 0.79x the GB/s, int8 0.93x (Zen 5, zen5/decode-nb256-ab) */
+#define DEC_NB 128
 #define DEC_SPLIT 1024 /* keys per split (a multiple of DEC_NB) */
 #define DEC_PF 128     /* rows of software prefetch distance */
 /* rows a kv head from which the block products run (Zen 3, 2 threads, against
