@@ -108,6 +108,41 @@ int attn_cpu_avx512_half_width(void) {
  * against 2 FMAs (Emerald Rapids, bench/vec_ports.c) */
 static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel */ }
 
+/* avx512-bf16: the file's table, its float32-product row kernels over
+ * 16-bit rows (qk_rows_x, pv_rows_x over bf16 / f16: such a cache below four
+ * rows a kv head in the math modes, at every row count in strict) from the
+ * same source built with PREFETCHNTA (table_avx512_bf16_nta.c), the next
+ * rows' lines prefetched as non-temporal. The default on AMD's
+ * full-width AVX-512 cores. Zen 5, T 65536, one row a kv head,
+ * alternating rounds (zen5/decode-nta16-ab): a bf16 cache's step 1.01-1.09x
+ * the GB/s on one thread (six runs; the kept build 1.06x and 1.07x),
+ * 1.04-1.12x on two, f16's 1.00-1.11x, bf16 in strict at four rows
+ * 1.01-1.10x; the same prefetches over an int8 cache in strict ran
+ * 0.98-0.99x, so the other types keep PREFETCHT1. Intel's cores
+ * (avx512-bf16-fma) and Zen 4's (avx512-256-bf16) keep it throughout: not
+ * measured there. */
+static int nta_rows(attn_dtype dt) { return dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16; }
+static void bf16_qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                           int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    (nta_rows(dt) ? attn_qk_rows_x_bf16_nta : attn_kernels_avx512_bf16.qk_rows_x)(Q, R, D, K, ldk, n, S, lds, pre,
+                                                                                  ldpre, wpre, dt);
+}
+static void bf16_pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                           float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    (nta_rows(dt) ? attn_pv_rows_x_bf16_nta : attn_kernels_avx512_bf16.pv_rows_x)(P, ldp, R, V, ldv, n, Dv, O, ldo, pre,
+                                                                                  ldpre, wpre, dt);
+}
+static attn_kernel_table avx512_bf16;
+static void make_bf16(void) {
+    avx512_bf16 = attn_kernels_avx512_bf16;
+    avx512_bf16.qk_rows_x = bf16_qk_rows_x, avx512_bf16.pv_rows_x = bf16_pv_rows_x;
+}
+static const attn_kernel_table *avx512_bf16_table(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_bf16);
+    return &avx512_bf16;
+}
+
 /* avx512-bf16-fma: the avx512-bf16 table with the math modes' fp8 decode
  * products (and a bf16 V's P V) as float32 FMAs on the same operands (q and
  * P rounded to bf16, the values converted) rather than VDPBF16PS pairs: the
@@ -168,7 +203,7 @@ static const attn_kernel_table *table_avx2(void) { return &attn_kernels_avx2; }
 static const attn_kernel_table *table_avx2_vnni(void) { return &attn_kernels_avx2_vnni; }
 static const attn_kernel_table *table_avx512(void) { return &attn_kernels_avx512; }
 static const attn_kernel_table *table_avx512_vnni(void) { return &attn_kernels_avx512_vnni; }
-static const attn_kernel_table *table_avx512_bf16(void) { return &attn_kernels_avx512_bf16; }
+static const attn_kernel_table *table_avx512_bf16(void) { return avx512_bf16_table(); }
 static const attn_kernel_table *table_avx512_256(void) { return avx512_256_table(0); }
 static const attn_kernel_table *table_avx512_256_vnni(void) { return avx512_256_table(1); }
 static const attn_kernel_table *table_avx512_256_bf16(void) { return avx512_256_table(2); }
@@ -236,7 +271,7 @@ static const attn_kernel_table *best(void) {
         int isa = have_avx512_bf16() ? 2 : have_avx512_vnni();
         if (avx512_half_width()) return avx512_256_table(isa);
         if (isa == 2 && intel_core()) return avx512_bf16_fma_table();
-        return isa == 2 ? &attn_kernels_avx512_bf16 : isa ? &attn_kernels_avx512_vnni : &attn_kernels_avx512;
+        return isa == 2 ? avx512_bf16_table() : isa ? &attn_kernels_avx512_vnni : &attn_kernels_avx512;
     }
     if (have_avx2()) return have_avx_vnni() ? &attn_kernels_avx2_vnni : &attn_kernels_avx2;
 #endif

@@ -13,13 +13,13 @@
 #include <math.h>
 #include <string.h>
 
-#ifndef ATTN_SIMD_TABLE
-#error "ATTN_SIMD_TABLE names the table this build of the source defines"
+#if !defined(ATTN_SIMD_TABLE) && !defined(ATTN_SIMD_ROWS_X)
+#error "ATTN_SIMD_TABLE names the table this build of the source defines (or ATTN_SIMD_ROWS_X its row kernels)"
 #endif
 #ifndef ATTN_SIMD_MATH_ROUNDS /* the table computes the math modes' rounded products (kernels.h) */
 #define ATTN_SIMD_MATH_ROUNDS 0
 #endif
-#ifndef ATTN_SIMD_NAME
+#if !defined(ATTN_SIMD_NAME) && !defined(ATTN_SIMD_ROWS_X)
 #error "ATTN_SIMD_NAME is the table's name"
 #endif
 
@@ -690,8 +690,13 @@ INLINE const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
     return (const char *)base + attn_storage_bytes((attn_dtype)t, j * ld);
 }
 
+/* the software prefetches' locality: 2 (PREFETCHT1 on x86) unless the table's file sets ATTN_PF_LOC (0:
+ * PREFETCHNTA, table_avx512_bf16_nta.c) */
+#ifndef ATTN_PF_LOC
+#define ATTN_PF_LOC 2
+#endif
 static inline void prefetch_bytes(const void *p, int64_t bytes) {
-    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch((const char *)p + c, 0, 2);
+    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch((const char *)p + c, 0, ATTN_PF_LOC);
 }
 /* pb bytes of rows j .. j + nk - 1 (ps apart) from p: rows back to back (pb = ps: a cache head's whole rows) as
  * one range, each line once (a row at a time prefetched the lines rows share twice: q4_0's 72-byte and q8_0's
@@ -1378,7 +1383,7 @@ INLINE void pv_pass(const float *const *pr, int NR, int NW, const void *V, size_
     const fp8t_ix ord = fp8t_order();
     for (int64_t j = 0; j < n; j++, vp += vs) {
         if (pp)
-            for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, 2);
+            for (int64_t l = 0; l < plines; l++) __builtin_prefetch(pp + (size_t)j * ps + 64 * l, 0, ATTN_PF_LOC);
         vf x[8];
         if (t == KV_Q8 || t == KV_Q4) { /* one scale per 32-value block, read once */
             float d[8];
@@ -3585,7 +3590,7 @@ INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const 
         bf_words_perm(Q + c0, ldq, NR, w, qp, ldp, !bf);
         for (int64_t j = 0; j < n; j += NK) {
             for (int64_t u = 0; pre && c0 == 0 && u < NK; u++)
-                for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, 2);
+                for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, ATTN_PF_LOC);
             if (j + NK <= n) /* whole steps: nk a constant */
                 qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0, bf);
             else
@@ -3671,7 +3676,8 @@ INLINE void pv_bf_pass(const uint32_t *pp, int NR, int NC, const uint8_t *V, siz
         for (int q = 0; q < 4 * NC; q++) a[r][q] = vf_zero();
     for (int64_t j = 0; j < n; j += 2) {
         for (int64_t u = 0; pre && u < 2; u++)
-            for (int h = 0; h < NC * cb; h++) __builtin_prefetch(pre + (size_t)(j + u) * ps + cb * c0 + 64 * h, 0, 2);
+            for (int h = 0; h < NC * cb; h++)
+                __builtin_prefetch(pre + (size_t)(j + u) * ps + cb * c0 + 64 * h, 0, ATTN_PF_LOC);
         for (int h = 0; h < NC; h++) {
             int64_t left = cb * (Dv - c0 - 64 * h);
             const uint8_t *v = V + (size_t)j * vs + cb * (c0 + 64 * h);
@@ -3939,6 +3945,18 @@ static float q8_row(float *x, int64_t n, attn_dtype t, void *dst) {
     return q8r_amax(mv, 8);
 }
 
+#ifdef ATTN_SIMD_ROWS_X
+/* a file that builds only the row kernels over stored rows (table_avx512_bf16_nta.c): exported as jumps to the
+ * static functions (as ATTN_SIMD_Q8_Y) */
+void ATTN_SIMD_ROWS_X(qk)(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                          int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    qk_rows_x(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);
+}
+void ATTN_SIMD_ROWS_X(pv)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
+                          float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    pv_rows_x(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
+}
+#else
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
                                            VL,
@@ -3978,3 +3996,4 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            rowpar_p,
                                            add_row,
                                            q8_row};
+#endif
