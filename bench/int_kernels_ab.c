@@ -17,11 +17,13 @@
  *   gcc -O2 -Isrc -Iinclude bench/int_kernels_ab.c -o /tmp/ikab -ldl -lm
  *   IKAB_TABLE=avx2 /tmp/ikab R T [rounds]   (T: 0 int8, 1 int4, 2 q8_0, 3 q4_0; 4 e4m3, 5 e5m2:
  *   qk_rows_bf and pv_rows_bf, the table's bf16 products; 6 bf16: qk_rows_x,
- *   pv_rows_x). IKAB_Q8_I16=1: q8_0's P V on the new side through
+ *   pv_rows_x; 7 bf16: qk_rows_bf, pv_rows_bf, the math modes' kernels from
+ *   four rows). IKAB_Q8_I16=1: q8_0's P V on the new side through
  *   pv_rows_i16 (the old side's pv_rows_x: the two paths compared), 2: on both.
  *   IKAB_PF=1: the integer kernels (qk_rows_q8, pv_rows_i16) also prefetch
  *   rows, 128 rows on in the same buffers (lines already in L1: the
- *   prefetches' own cost, as decode issues them) */
+ *   prefetches' own cost, as decode issues them). IKAB_IT: calls a round
+ *   (default 5000; longer rounds ride out a noisy VM's short stalls) */
 #include "kernels/kernels.h"
 #include "base/storage.h"
 #include "base/half.h"
@@ -62,13 +64,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 16 * D; i++) Q[i] = (float)(rand() % 100) / 50.0f - 1.0f;
     for (int r = 0; r < 16; r++) attn_q8_quantize_row(Q + r * D, D, Qq + r * attn_q8_row_bytes(D));
     for (int i = 0; i < 16 * N; i++) S[i] = (float)(rand() % 100) / 100.0f;
-    attn_dtype ts[7] = {ATTN_DTYPE_KV_INT8,  ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0,
-                        ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_BF16};
-    if (ti < 0 || ti > 6) return fprintf(stderr, "T: 0..6\n"), 2;
+    attn_dtype ts[8] = {ATTN_DTYPE_KV_INT8,  ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0,
+                        ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16};
+    if (ti < 0 || ti > 7) return fprintf(stderr, "T: 0..7\n"), 2;
     attn_dtype t = ts[ti];
     static unsigned short Qb[16 * D]; /* fp8: the rows as bf16 (qk_rows_bf), codes of finite values */
     for (int i = 0; i < 16 * D; i++) Qb[i] = (unsigned short)(0x3f00 + (rand() & 0x7f));
-    for (int i = 0; ti >= 4 && i < N * 200; i++) K[i] &= 0x3f, V[i] &= 0x3f;
+    for (int i = 0; ti >= 4 && ti < 6 && i < N * 200; i++) K[i] &= 0x3f, V[i] &= 0x3f;
     size_t bb = t == ATTN_DTYPE_Q4_0 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES; /* block scales: finite (0.5 .. 1) */
     for (size_t o = 0; (ti == 2 || ti == 3) && o + bb <= (size_t)N * attn_storage_bytes(t, D); o += bb)
         K[o] = V[o] = (unsigned char)rand(), K[o + 1] = V[o + 1] = 0x38;
@@ -80,7 +82,7 @@ int main(int argc, char **argv) {
     double qk[2][64], pv[2][64];
     for (int round = 0; round < rounds; round++)
         for (int w = 0; w < 2; w++) {
-            int it = 5000;
+            int it = getenv("IKAB_IT") ? atoi(getenv("IKAB_IT")) : 5000;
             double t0 = now();
             for (int i = 0; i < it; i++)
                 if (ti == 6 || (ti >= 4 && !kb[w]->qk_rows_bf))

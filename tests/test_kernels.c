@@ -499,8 +499,9 @@ static float bf16_round(float x) { /* nearest even, as the modes round (finite x
 }
 
 /* qk_rows_bf / pv_rows_bf on random finite values of type t (fp8:
- * codes, want their values; bf16: the values) against float64 sums: R 1..9, D
- * 32..200 (a partial block of 64; 128), 1..130 keys, the rows after the last
+ * codes, want their values; bf16: the values) against float64 sums: R 1..9
+ * (a key a vector and two keys a vector, qk_bf_rows), D 32..200 (partial
+ * blocks of 32 and 64 columns; 128), 1..130 keys, the rows after the last
  * holding NaN (read, they would show), nothing written outside S or O */
 static void bf_random(const attn_kernel_table *kt, attn_dtype t, const float *want) {
     enum { N = 130, RM = 9, LD = 216, LS = N + 8 };
@@ -615,9 +616,11 @@ static void bf_wide(const attn_kernel_table *kt, attn_dtype t, const float *want
  * (NaN, e5m2's infinities) exactly: one nonzero code a key against q rows
  * of 2^r (S = 2^r v s), one key of every code against P = 2^r (O = 2^r v s),
  * scales 1 and 3; then random bf16 q / P against random finite codes
- * against float64 sums (R 1..9: the 4-row groups and their 1-3 row tails;
- * D 32..200 with a partial 64-code block; n 1..130: key steps' tails, an
- * odd last pair; O accumulated onto, nothing written outside S or O). */
+ * against float64 sums (R 1..9: groups of eight and four rows and the 1-3
+ * left, Q K^T a key a vector below three rows over fp8 and eight over bf16,
+ * two keys a vector from there; D 32..200 with partial blocks of 32 and 64
+ * columns; n 1..130: key steps' tails, an odd last pair, a pair's second key
+ * past the last; O accumulated onto, nothing written outside S or O). */
 static void test_fp8_bf(const attn_kernel_table *kt) {
     int want_it =
         !strcmp(kt->name, "avx512-bf16") || !strcmp(kt->name, "avx512-256-bf16") || !strcmp(kt->name, "avx512-simde");

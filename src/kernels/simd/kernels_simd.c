@@ -759,21 +759,29 @@ INLINE void vf_lanes_transpose(const vf q[4], vf out[4]) {
     out[2] = vf_shuf128(u[2], u[3], 0x88), out[3] = vf_shuf128(u[2], u[3], 0xdd);
 }
 
+/* four vectors' sums within each 128-bit lane: lane 4 L + i the sum of a[i]'s 128-bit lane L */
+INLINE vf vf_reduce4_lanes(const vf a[4]) {
+    vf s[2];
+    for (int h = 0; h < 2; h++) {
+        vf x = a[2 * h], y = a[2 * h + 1];
+        s[h] = vf_add(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+    }
+    __m512d p = _mm512_castps_pd(s[0]), q = _mm512_castps_pd(s[1]);
+    return vf_add(_mm512_castpd_ps(_mm512_unpacklo_pd(p, q)), _mm512_castpd_ps(_mm512_unpackhi_pd(p, q)));
+}
 /* 16 sums a[i] (each a vector of partial sums) into one vector, lane i the sum of a[i] */
 INLINE vf vf_reduce16(const vf a[16]) {
     vf u[4];
-    for (int g = 0; g < 4; g++) {
-        vf s[2];
-        for (int h = 0; h < 2; h++) {
-            vf x = a[4 * g + 2 * h], y = a[4 * g + 2 * h + 1];
-            s[h] = vf_add(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
-        }
-        __m512d p = _mm512_castps_pd(s[0]), q = _mm512_castps_pd(s[1]);
-        u[g] = vf_add(_mm512_castpd_ps(_mm512_unpacklo_pd(p, q)), _mm512_castpd_ps(_mm512_unpackhi_pd(p, q)));
-    }
+    for (int g = 0; g < 4; g++) u[g] = vf_reduce4_lanes(a + 4 * g);
     vf pq = vf_add(vf_shuf128(u[0], u[1], 0x44), vf_shuf128(u[0], u[1], 0xee));
     vf rs = vf_add(vf_shuf128(u[2], u[3], 0x44), vf_shuf128(u[2], u[3], 0xee));
     return vf_add(vf_shuf128(pq, rs, 0x88), vf_shuf128(pq, rs, 0xdd));
+}
+/* 8 vectors' sums over each 256-bit half: lane 8 (i / 4) + 4 h + i % 4 the sum of a[i]'s lanes 8 h .. 8 h + 7
+ * (three levels of vf_reduce16's tree: two sums a vector) */
+INLINE vf vf_reduce8h(const vf a[8]) {
+    vf u0 = vf_reduce4_lanes(a), u1 = vf_reduce4_lanes(a + 4);
+    return vf_add(vf_shuf128(u0, u1, 0x88), vf_shuf128(u0, u1, 0xdd));
 }
 
 /* 128-bit lane u of v (0..3; the extract's lane is an immediate) */
@@ -3510,92 +3518,185 @@ INLINE __m512i bf_load_codes(const uint8_t *p, int64_t left) {
     return _mm512_maskz_loadu_epi8((__mmask64)((1ull << left) - 1), p);
 #endif
 }
-/* bf16 query words in the order fp8_bf_words leaves a block of 64 codes: word i of the block's first half code
- * 16 (i / 8) + i % 8, of its second 16 (i / 8) + 8 + i % 8 (the byte interleaves' order: in-lane, where putting
- * the words in code order took two more byte permutes (VPERMT2B) a block of every key) */
-static const uint16_t bf_word_ord[64] __attribute__((aligned(64))) = {
-    0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
-    38, 39, 48, 49, 50, 51, 52, 53, 54, 55, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27,
-    28, 29, 30, 31, 40, 41, 42, 43, 44, 45, 46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
-/* the words in order (a bf16 K's) */
-static const uint16_t bf_word_seq[64] __attribute__((aligned(64))) = {
-    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-    22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
-    44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+/* 32 bytes from p, zeros past left (bf_load_codes' half) */
+INLINE __m256i bf_load_half(const uint8_t *p, int64_t left) {
+    if (left >= 32) return _mm256_loadu_si256((const __m256i *)(const void *)p);
+    if (left <= 0) return _mm256_setzero_si256();
+#ifdef ATTN_VEC_SIMDE
+    uint8_t t[32] = {0};
+    for (int i = 0; i < (int)left; i++) t[i] = p[i];
+    return _mm256_loadu_si256((const __m256i *)(const void *)t);
+#else
+    return _mm256_maskz_loadu_epi8((__mmask32)((1u << left) - 1), p);
+#endif
+}
+/* Q K^T over fp8 or bf16 keys, from three rows over fp8 and eight over bf16 (qk_bf_rows): two keys a vector
+ * (KV 2), one in each 256-bit half. An accumulator's lanes 0-7 sum one key's products, 8-15 the other's, so
+ * that eight accumulators reduce to 16 scores in three levels of the transposing tree (vf_reduce8h), where a
+ * key a vector (KV 1) took 16 to 16 in four (vf_reduce16); the query words stand in both halves. Zen 5, 128
+ * keys in L1, D 128 (bench/int_kernels_ab.c; zen5/qk-bf-pairs-kernels): fp8 0.63-0.64x the time at three
+ * rows, 0.82x at four, 0.97x at eight, bf16 0.82x at eight; decode from memory, T 65536, one thread
+ * (zen5/qk-bf-pairs-ab): fp8 at four rows 1.07-1.11x the GB/s (two threads 1.11-1.12x), at three 1.15x, bf16
+ * at eight 1.10x (two threads 1.05x). Below those rows the halves' lane inserts, spread over fewer rows' products,
+ * cost what the reduction saves: fp8 at two rows and bf16 at four ran 0.98x and 0.99x from memory (alternating
+ * rounds in both orders). */
+/* q's word orders for fp8 codes ([0]) and bf16 keys ([1]), a key a vector ([.][0]) or two ([.][1]): each a block
+ * of 64 words (two vectors) from 64 / KV columns. fp8_bf_words leaves a 128-bit lane's codes 0-7 in the first
+ * vector, 8-15 in the second (the byte interleaves' order: in-lane, where code order took two byte permutes a
+ * block of every key); bf16 words are in order, 32 or two keys' 16 a vector */
+static const uint16_t bf_word_ord[2][2][64] __attribute__((aligned(64))) = {
+    {{0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
+      38, 39, 48, 49, 50, 51, 52, 53, 54, 55, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27,
+      28, 29, 30, 31, 40, 41, 42, 43, 44, 45, 46, 47, 56, 57, 58, 59, 60, 61, 62, 63},
+     {0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 0,  1,  2,  3,  4,  5,
+      6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27,
+      28, 29, 30, 31, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+    {{0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+      22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
+      44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63},
+     {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,
+      6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+      28, 29, 30, 31, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}}};
 /* 64 codes x as bf16 words, 32 a vector, in bf_word_ord's order */
 INLINE void fp8_bf_words(__m512i x, const fp8_lut *l, __m512bh *w0, __m512bh *w1) {
     __m512i hi, lo;
     fp8_bf_bytes(x, l, &hi, &lo);
     *w0 = bh_of(_mm512_unpacklo_epi8(lo, hi)), *w1 = bh_of(_mm512_unpackhi_epi8(lo, hi));
 }
-/* NR rows of D bf16 values (ldq apart) into qp (ldp apart) in bf_word_ord's order (perm; else in order: a bf16
- * K's), zeros past D to a block of 64 */
-INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uint16_t *qp, int64_t ldp, int perm) {
-    const uint16_t *ord = perm ? bf_word_ord : bf_word_seq;
+/* NR rows of D bf16 values (ldq apart) into qp (ldp apart) in ord's order (bf_word_ord): columns c .. c + 64 /
+ * KV in words KV c .. KV c + 63, zeros past D */
+INLINE void bf_words_perm(const uint16_t *Q, int64_t ldq, int NR, int64_t D, uint16_t *qp, int64_t ldp, int KV,
+                          const uint16_t *ord) {
     __m512i o0 = _mm512_load_si512(ord), o1 = _mm512_load_si512(ord + 32);
     for (int r = 0; r < NR; r++)
-        for (int64_t c = 0; c < D; c += 64) {
+        for (int64_t c = 0; c < D; c += 64 / KV) {
             const uint8_t *q = (const uint8_t *)(Q + r * ldq + c);
             __m512i x0 = bf_load_codes(q, 2 * (D - c)), x1 = bf_load_codes(q + 64, 2 * (D - c) - 64);
-            _mm512_store_si512(qp + r * ldp + c, _mm512_permutex2var_epi16(x0, o0, x1));
-            _mm512_store_si512(qp + r * ldp + c + 32, _mm512_permutex2var_epi16(x0, o1, x1));
+            _mm512_store_si512(qp + r * ldp + KV * c, _mm512_permutex2var_epi16(x0, o0, x1));
+            _mm512_store_si512(qp + r * ldp + KV * c + 32, _mm512_permutex2var_epi16(x0, o1, x1));
         }
 }
-/* S rows r0 .. r0 + NR of keys j .. j + nk (nk <= NK, NR NK = 16): s (q . k) over D columns, added to S where acc
- * (a later chunk of columns); q in bf_word_ord's order, in order over bf16 keys (bf) (qp: NR rows ldp apart,
- * zeros past D to a block of 64) */
-INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int NK, int64_t D, const uint8_t *k, size_t ks,
+/* two keys' 32 bytes from offset o (zeros past left: none for a key past nk), one a half */
+INLINE __m512i bf_load_pair(const uint8_t *k0, const uint8_t *k1, int64_t o, int64_t left, int in0, int in1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(bf_load_half(k0 + o, in0 ? left : 0)),
+                              bf_load_half(k1 + o, in1 ? left : 0), 1);
+}
+/* at KV 2, NP 2: vf_reduce8h's lane of row 4 g + o / 4's key o % 4 (8 (rl / 2) + 4 h + 2 (rl % 2) + p, key
+ * p + 2 h) */
+static const int32_t bf_np2_ord[16]
+    __attribute__((aligned(64))) = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
+/* S rows r0 .. r0 + NR of keys j .. j + nk: s (q . k) over D columns, added to S where acc (a later chunk of
+ * columns); qp as bf_words_perm leaves it (NR rows ldp apart). NP slots a step, KV keys a slot (nk <= KV NP;
+ * NR NP <= 16; KV 2: NP 2 or 4, slot p keys p and p + NP; one row: two accumulators a slot, the columns'
+ * halves, eight chains of products in flight). */
+INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int KV, int NP, int64_t D, const uint8_t *k, size_t ks,
                        int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc, int bf) {
     vf a[16];
+    const int NA = KV == 2 && NR == 1 ? 2 : 1, h1 = NA - 1; /* the second half's accumulators: NR NP on */
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
-    for (int64_t c = 0; c < D; c += 64) {
-        for (int u = 0; u < NK; u++) {
+    for (int64_t c = 0; c < D; c += 64 / KV) {
+        for (int p = 0; p < NP; p++) {
+            const uint8_t *p0 = k + p * ks, *p1 = k + (p + NP) * ks, *p0c = p0 + (bf ? 2 : 1) * c;
+            const uint16_t *qb = qp + KV * c;
+            if (KV == 2 && NR * NP > 8) /* q read again for each slot, a product's memory operand (kept in
+                                           registers beside 16 accumulators, it spilled) */
+                __asm__("" : "+r"(qb));
+            int64_t left = bf ? 2 * (D - c) : D - c; /* bytes of a key from column c */
             __m512bh w0, w1;
-            if (bf) { /* bf16 keys: the words as stored, in order */
-                const uint8_t *kw = k + u * ks + 2 * c;
-                w0 = bh_of(u < nk ? bf_load_codes(kw, 2 * (D - c)) : _mm512_setzero_si512());
-                w1 = bh_of(u < nk ? bf_load_codes(kw + 64, 2 * (D - c) - 64) : _mm512_setzero_si512());
-            } else
-                fp8_bf_words(u < nk ? bf_load_codes(k + u * ks + c, D - c) : _mm512_setzero_si512(), l, &w0, &w1);
+            if (KV == 1 && bf) /* bf16 keys: the words as stored */
+                w0 = bh_of(p < nk ? bf_load_codes(p0c, left) : _mm512_setzero_si512()),
+                w1 = bh_of(p < nk ? bf_load_codes(p0c + 64, left - 64) : _mm512_setzero_si512());
+            else if (KV == 1)
+                fp8_bf_words(p < nk ? bf_load_codes(p0c, left) : _mm512_setzero_si512(), l, &w0, &w1);
+            else if (bf)
+                w0 = bh_of(bf_load_pair(p0, p1, 2 * c, left, p < nk, p + NP < nk)),
+                w1 = bh_of(bf_load_pair(p0, p1, 2 * c + 32, left - 32, p < nk, p + NP < nk));
+            else
+                fp8_bf_words(bf_load_pair(p0, p1, c, left, p < nk, p + NP < nk), l, &w0, &w1);
             for (int r = 0; r < NR; r++) {
-                const uint16_t *q = qp + r * ldp + c;
-                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w0, bh_of(_mm512_load_si512(q)));
-                a[r * NK + u] = _mm512_dpbf16_ps(a[r * NK + u], w1, bh_of(_mm512_load_si512(q + 32)));
+                const uint16_t *q = qb + r * ldp;
+                int i = r * NP + p;
+                a[i] = _mm512_dpbf16_ps(a[i], w0, bh_of(_mm512_load_si512(q)));
+                a[i + h1 * NP] = _mm512_dpbf16_ps(a[i + h1 * NP], w1, bh_of(_mm512_load_si512(q + 32)));
             }
         }
-        for (int i = 0; i < NR * NK; i++) KEEP_REG(a[i]); /* the accumulators, not the q values, in registers */
+        for (int i = 0; i < NA * NR * NP; i++) KEEP_REG(a[i]); /* the accumulators, not the q values, in registers */
     }
-    vf v = vf_mul(vf_reduce16(a), vf_set1(s)); /* row r's scores in lanes r NK .. r NK + NK - 1 */
-    if (NR == 4 && nk == 4 && !acc) {
-        vf_store_lanes4(S, lds, v, 4);
+    float sum[32];
+    if (KV == 1) { /* acc i's sum in lane i */
+        vf v = vf_mul(vf_reduce16(a), vf_set1(s));
+        if (NR == 4 && nk == 4 && !acc) {
+            vf_store_lanes4(S, lds, v, 4);
+            return;
+        }
+        vf_store(sum, v);
+        for (int r = 0; r < NR; r++)
+            for (int u = 0; u < nk; u++) S[r * lds + u] = (acc ? S[r * lds + u] : 0.0f) + sum[r * NP + u];
         return;
     }
-    float sum[16];
-    vf_store(sum, v);
+    const int ng = (NA * NR * NP + 7) / 8; /* groups of 8 accumulators (the last padded with zeros) */
+    vf v[2];
+    for (int g = 0; g < ng; g++) v[g] = vf_mul(vf_reduce8h(a + 8 * g), vf_set1(s));
+    /* acc i's half h (key p + NP h) in lane 16 (i / 8) + 8 (i % 8 / 4) + 4 h + i % 4 */
+    if (NR == 1) { /* the columns' two halves in v[0]'s two halves: keys in order */
+        vh x = vf_fold(v[0]);
+        if (nk == 8 && !acc) {
+            _mm256_storeu_ps(S, x);
+            return;
+        }
+        v[0] = _mm512_castps256_ps512(x);
+    } else if (NP == 4 && nk == 8 && !acc) { /* rows 2 g and 2 g + 1 in v[g]'s two halves, their keys in order */
+        for (int r = 0; r < NR; r++) _mm256_storeu_ps(S + r * lds, vf_half(v[r / 2], r % 2));
+        return;
+    } else if (NP == 2 && nk == 4 && !acc) { /* rows 4 g .. 4 g + 3 of v[g], each in a 128-bit lane after a permute */
+        for (int g = 0; g < ng; g++)
+            vf_store_lanes4(S + 4 * g * lds, lds, _mm512_permutexvar_ps(_mm512_load_si512(bf_np2_ord), v[g]), 4);
+        return;
+    }
+    for (int g = 0; g < ng; g++) vf_store(sum + 16 * g, v[g]);
     for (int r = 0; r < NR; r++)
-        for (int u = 0; u < nk; u++) S[r * lds + u] = (acc ? S[r * lds + u] : 0.0f) + sum[r * NK + u];
+        for (int p = 0, i = r * NP; p < NP; p++, i++)
+            for (int h = 0; h < 2; h++) {
+                int64_t u = p + h * NP;
+                float x = sum[16 * (i / 8) + 8 * (i % 8 / 4) + 4 * h + i % 4];
+                if (u < nk) S[r * lds + u] = (acc ? S[r * lds + u] : 0.0f) + x;
+            }
 }
 
-/* NR rows, their columns in chunks of up to QB_MAX (one for every head width up to it) permuted on the stack, a
+/* NR rows, their columns in chunks of up to QB_MAX (one for every head width up to it) permuted into qp, a
  * later chunk's scores added to the first's */
 #define QB_MAX 1024
-INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
-                       float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t, int bf) {
-    const int NK = NR <= 2 ? 8 / NR : 16 / NR; /* one or two rows: 8 accumulators (16 beside the table spilled) */
+INLINE void qk_bf_chunks(uint16_t *qp, int NR, int KV, int64_t D, const uint16_t *Q, int64_t ldq, const uint8_t *K,
+                         size_t ks, int64_t n, float s, float *S, int64_t lds, const uint8_t *pre, size_t ps,
+                         int64_t pb, int t, int bf) {
+    /* slots a step: up to 16 accumulators (KV 1: 8 at one or two rows, 16 beside the table spilled) */
+    const int NP = KV == 2 ? (NR <= 4 ? 4 : 2) : NR <= 2 ? 8 / NR : 16 / NR, NK = KV * NP;
     fp8_lut l = fp8_lut_of(t);
-    uint16_t qp[8 * QB_MAX] __attribute__((aligned(64)));
     for (int64_t c0 = 0; c0 < D; c0 += QB_MAX) {
-        int64_t w = D - c0 < QB_MAX ? D - c0 : QB_MAX, ldp = (w + 63) / 64 * 64;
+        int64_t w = D - c0 < QB_MAX ? D - c0 : QB_MAX, ldp = KV * ((w + 64 / KV - 1) / (64 / KV) * (64 / KV));
         const uint8_t *kc = K + (bf ? 2 : 1) * c0;
-        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp, !bf);
+        bf_words_perm(Q + c0, ldq, NR, w, qp, ldp, KV, bf_word_ord[bf][KV - 1]);
         for (int64_t j = 0; j < n; j += NK) {
             for (int64_t u = 0; pre && c0 == 0 && u < NK; u++)
                 for (int64_t o = 0; o < pb; o += 64) __builtin_prefetch(pre + (size_t)(j + u) * ps + o, 0, ATTN_PF_LOC);
             if (j + NK <= n) /* whole steps: nk a constant */
-                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0, bf);
+                qk_bf_step(qp, ldp, NR, KV, NP, w, kc + j * ks, ks, NK, &l, s, S + j, lds, c0 > 0, bf);
             else
-                qk_bf_step(qp, ldp, NR, NK, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0, bf);
+                qk_bf_step(qp, ldp, NR, KV, NP, w, kc + j * ks, ks, n - j, &l, s, S + j, lds, c0 > 0, bf);
         }
+    }
+}
+/* two keys a vector from three rows over fp8, from eight over bf16 (above); q's buffer as large as the layout
+ * needs (with twice the stack a call for every row count, bf16's decode step at four rows took 1.05x the time
+ * from memory: zen5/qk-bf-pairs-ab, sides v2 and v3) */
+INLINE void qk_bf_rows(const uint16_t *Q, int64_t ldq, int NR, int64_t D, const uint8_t *K, size_t ks, int64_t n,
+                       float s, float *S, int64_t lds, const uint8_t *pre, size_t ps, int64_t pb, int t, int bf) {
+    if (NR >= (bf ? 8 : 3)) {
+        uint16_t qp[8 * 2 * QB_MAX] __attribute__((aligned(64)));
+        qk_bf_chunks(qp, NR, 2, D, Q, ldq, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
+    } else {
+        uint16_t qp[8 * QB_MAX] __attribute__((aligned(64)));
+        qk_bf_chunks(qp, NR, 1, D, Q, ldq, K, ks, n, s, S, lds, pre, ps, pb, t, bf);
     }
 }
 

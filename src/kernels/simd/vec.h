@@ -76,6 +76,8 @@ VEC_INLINE vf vf_join(__m256 lo, __m256 hi) {
     return v;
 }
 #else
+/* lanes 8 h .. 8 h + 7 (h a constant) */
+VEC_INLINE __m256 vf_half(vf v, int h) { return h ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v); }
 /* two 8-lane halves as one vector (low lanes first) */
 VEC_INLINE vf vf_join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 #endif
@@ -124,13 +126,8 @@ VEC_INLINE vf vf_blend(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, a, 
 
 /* reductions fold to 256 bits first; the rest is one sequence for both widths */
 typedef __m256 vh;
-#if defined(ATTN_VEC_SIMDE)
 VEC_INLINE vh vf_fold(vf v) { return _mm256_add_ps(vf_half(v, 0), vf_half(v, 1)); }
 VEC_INLINE vh vf_fold_max(vf v) { return _mm256_max_ps(vf_half(v, 0), vf_half(v, 1)); }
-#else
-VEC_INLINE vh vf_fold(vf v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
-VEC_INLINE vh vf_fold_max(vf v) { return _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
-#endif
 
 /* VL elements of other types, as floats */
 #if defined(ATTN_VEC_SIMDE)
