@@ -3587,16 +3587,16 @@ static const int32_t bf_np2_ord[16]
     __attribute__((aligned(64))) = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
 /* S rows r0 .. r0 + NR of keys j .. j + nk: s (q . k) over D columns, added to S where acc (a later chunk of
  * columns); qp as bf_words_perm leaves it (NR rows ldp apart). NP slots a step, KV keys a slot (nk <= KV NP;
- * NR NP <= 16; KV 2: NP 2 or 4, slot p keys p and p + NP; one row: two accumulators a slot, the columns'
- * halves, eight chains of products in flight). */
+ * NR NP <= 16; KV 2: NR >= 2, NP 2 or 4, slot p keys p and p + NP). */
 INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int KV, int NP, int64_t D, const uint8_t *k, size_t ks,
                        int64_t nk, const fp8_lut *l, float s, float *S, int64_t lds, int acc, int bf) {
     vf a[16];
-    const int NA = KV == 2 && NR == 1 ? 2 : 1, h1 = NA - 1; /* the second half's accumulators: NR NP on */
     for (int i = 0; i < 16; i++) a[i] = vf_zero();
     for (int64_t c = 0; c < D; c += 64 / KV) {
         for (int p = 0; p < NP; p++) {
-            const uint8_t *p0 = k + p * ks, *p1 = k + (p + NP) * ks, *p0c = p0 + (bf ? 2 : 1) * c;
+            /* the slot's rows (a key past nk: the step's first row's pointer, never read) */
+            const uint8_t *p0 = p < nk ? k + p * ks : k, *p1 = KV == 2 && p + NP < nk ? k + (p + NP) * ks : k;
+            const uint8_t *p0c = p0 + (bf ? 2 : 1) * c;
             const uint16_t *qb = qp + KV * c;
             if (KV == 2 && NR * NP > 8) /* q read again for each slot, a product's memory operand (kept in
                                            registers beside 16 accumulators, it spilled) */
@@ -3617,10 +3617,10 @@ INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int KV, int NP, 
                 const uint16_t *q = qb + r * ldp;
                 int i = r * NP + p;
                 a[i] = _mm512_dpbf16_ps(a[i], w0, bh_of(_mm512_load_si512(q)));
-                a[i + h1 * NP] = _mm512_dpbf16_ps(a[i + h1 * NP], w1, bh_of(_mm512_load_si512(q + 32)));
+                a[i] = _mm512_dpbf16_ps(a[i], w1, bh_of(_mm512_load_si512(q + 32)));
             }
         }
-        for (int i = 0; i < NA * NR * NP; i++) KEEP_REG(a[i]); /* the accumulators, not the q values, in registers */
+        for (int i = 0; i < NR * NP; i++) KEEP_REG(a[i]); /* the accumulators, not the q values, in registers */
     }
     float sum[32];
     if (KV == 1) { /* acc i's sum in lane i */
@@ -3634,18 +3634,11 @@ INLINE void qk_bf_step(const uint16_t *qp, int64_t ldp, int NR, int KV, int NP, 
             for (int u = 0; u < nk; u++) S[r * lds + u] = (acc ? S[r * lds + u] : 0.0f) + sum[r * NP + u];
         return;
     }
-    const int ng = (NA * NR * NP + 7) / 8; /* groups of 8 accumulators (the last padded with zeros) */
+    const int ng = (NR * NP + 7) / 8; /* groups of 8 accumulators (the last padded with zeros) */
     vf v[2];
     for (int g = 0; g < ng; g++) v[g] = vf_mul(vf_reduce8h(a + 8 * g), vf_set1(s));
     /* acc i's half h (key p + NP h) in lane 16 (i / 8) + 8 (i % 8 / 4) + 4 h + i % 4 */
-    if (NR == 1) { /* the columns' two halves in v[0]'s two halves: keys in order */
-        vh x = vf_fold(v[0]);
-        if (nk == 8 && !acc) {
-            _mm256_storeu_ps(S, x);
-            return;
-        }
-        v[0] = _mm512_castps256_ps512(x);
-    } else if (NP == 4 && nk == 8 && !acc) { /* rows 2 g and 2 g + 1 in v[g]'s two halves, their keys in order */
+    if (NP == 4 && nk == 8 && !acc) { /* rows 2 g and 2 g + 1 in v[g]'s two halves, their keys in order */
         for (int r = 0; r < NR; r++) _mm256_storeu_ps(S + r * lds, vf_half(v[r / 2], r % 2));
         return;
     } else if (NP == 2 && nk == 4 && !acc) { /* rows 4 g .. 4 g + 3 of v[g], each in a 128-bit lane after a permute */
