@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static double ulps(float got, double want) {
     /* relative error in units of 2^-23 (an ulp of 1) */
@@ -611,6 +613,64 @@ static void bf_wide(const attn_kernel_table *kt, attn_dtype t, const float *want
           attn_storage_of(t)->name, bad, outside);
 }
 
+/* qk_rows_bf / pv_rows_bf never read past the last row: the n rows (D codes
+ * or bf16 values, D apart) end where a page the process may not read begins
+ * (PROT_NONE: a read past them faults), R 1..9 (both Q K^T layouts and
+ * their partial steps: a step's missing keys and a pair's second key past
+ * the last), D 32..200 (partial blocks of 32 and 64 columns: the last row's
+ * tail), n 1..20; the values against float64 sums */
+static void bf_guard(const attn_kernel_table *kt, attn_dtype t, const float *want) {
+    enum { RM = 9, DM = 200, NM = 20, LS = NM + 4 };
+    static uint16_t Qb[RM * DM];
+    static float Qf[RM * DM], S[RM * LS], O[RM * DM], P[RM * LS], val[NM * DM];
+    static const int ds[6] = {32, 40, 56, 100, 128, 200};
+    int bf = t == ATTN_DTYPE_BF16, bad = 0;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), es = bf ? 2 : 1, area = (NM * DM * es + pg - 1) / pg * pg;
+    unsigned char *m = mmap(NULL, area + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "%s: guard pages mapped", kt->name);
+    if (m == MAP_FAILED) return;
+    mprotect(m + area, pg, PROT_NONE);
+    uint32_t st = 913u + (uint32_t)t;
+    for (int di = 0; di < 6; di++)
+        for (int n = 1; n <= NM; n += n < 10 ? 1 : 5)
+            for (int R = 1; R <= RM; R++) {
+                int D = ds[di];
+                unsigned char *K = m + area - (size_t)n * (size_t)D * es; /* the last row ends at the guard */
+                for (int j = 0; j < n * D; j++) {
+                    if (bf) {
+                        val[j] = bf16_round(tu_frand(&st) * 8.0f - 4.0f);
+                        uint16_t b = bf16_bits(val[j]);
+                        memcpy(K + 2 * j, &b, 2);
+                    } else {
+                        unsigned char c = (unsigned char)tu_irand(&st, 0, 255);
+                        K[j] = isfinite(want[c]) && fabsf(want[c]) < 1e4f ? c : 0x38, val[j] = want[K[j]];
+                    }
+                }
+                for (int i = 0; i < R * D; i++)
+                    Qf[i] = bf16_round(tu_frand(&st) * 2.0f - 1.0f), Qb[i] = bf16_bits(Qf[i]);
+                for (int i = 0; i < R * LS; i++) P[i] = bf16_round(tu_frand(&st) * 4.0f - 1.0f);
+                memset(O, 0, sizeof O);
+                kt->qk_rows_bf(Qb, D, R, D, K, D, n, S, LS, 1.0f, NULL, 0, 0, t);
+                kt->pv_rows_bf(P, LS, R, K, D, n, D, O, DM, 1.0f, NULL, 0, 0, t);
+                for (int r = 0; r < R; r++)
+                    for (int j = 0; j < n || j < D; j++) {
+                        double w = 0.0, a = 0.0, v = 0.0, b = 0.0;
+                        for (int c = 0; j < n && c < D; c++) {
+                            double x = (double)Qf[r * D + c] * val[j * D + c];
+                            w += x, a += fabs(x);
+                        }
+                        for (int k = 0; j < D && k < n; k++) {
+                            double x = (double)P[r * LS + k] * val[k * D + j];
+                            v += x, b += fabs(x);
+                        }
+                        bad += j < n && fabs(S[r * LS + j] - w) > 1e-6 * a + 1e-30;
+                        bad += j < D && fabs(O[r * DM + j] - v) > 1e-6 * b + 1e-30;
+                    }
+            }
+    munmap(m, area + pg);
+    CHECK(!bad, "%s %s: rows ending at an unreadable page: %d products wrong", kt->name, attn_storage_of(t)->name, bad);
+}
+
 /* qk_rows_bf / pv_rows_bf (the modes' fp8 and bf16 products, where a table has them:
  * avx512-bf16 natively, avx512-simde through SIMDe's emulation). Every code
  * (NaN, e5m2's infinities) exactly: one nonzero code a key against q rows
@@ -620,7 +680,8 @@ static void bf_wide(const attn_kernel_table *kt, attn_dtype t, const float *want
  * left, Q K^T a key a vector below three rows over fp8 and eight over bf16,
  * two keys a vector from there; D 32..200 with partial blocks of 32 and 64
  * columns; n 1..130: key steps' tails, an odd last pair, a pair's second key
- * past the last; O accumulated onto, nothing written outside S or O). */
+ * past the last; O accumulated onto, nothing written outside S or O);
+ * and rows ending at an unreadable page (bf_guard). */
 static void test_fp8_bf(const attn_kernel_table *kt) {
     int want_it =
         !strcmp(kt->name, "avx512-bf16") || !strcmp(kt->name, "avx512-256-bf16") || !strcmp(kt->name, "avx512-simde");
@@ -662,9 +723,11 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
         CHECK(!bad, "%s %s: %d of the codes' bf16 products wrong", kt->name, attn_storage_of(t)->name, bad);
         bf_random(kt, t, want);
         bf_wide(kt, t, want);
+        bf_guard(kt, t, want);
     }
     bf_random(kt, ATTN_DTYPE_BF16, NULL);
     bf_wide(kt, ATTN_DTYPE_BF16, NULL);
+    bf_guard(kt, ATTN_DTYPE_BF16, NULL);
 }
 
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says
