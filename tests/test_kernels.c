@@ -13,8 +13,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 static double ulps(float got, double want) {
     /* relative error in units of 2^-23 (an ulp of 1) */
@@ -625,11 +623,10 @@ static void bf_guard(const attn_kernel_table *kt, attn_dtype t, const float *wan
     static float Qf[RM * DM], S[RM * LS], O[RM * DM], P[RM * LS], val[NM * DM];
     static const int ds[6] = {32, 40, 56, 100, 128, 200};
     int bf = t == ATTN_DTYPE_BF16, bad = 0;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), es = bf ? 2 : 1, area = (NM * DM * es + pg - 1) / pg * pg;
-    unsigned char *m = mmap(NULL, area + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(m != MAP_FAILED, "%s: guard pages mapped", kt->name);
-    if (m == MAP_FAILED) return;
-    mprotect(m + area, pg, PROT_NONE);
+    size_t es = bf ? 2 : 1, area = NM * DM * es;
+    unsigned char *m = tu_guard_alloc(area);
+    CHECK(m != NULL, "%s: guard pages mapped", kt->name);
+    if (!m) return;
     uint32_t st = 913u + (uint32_t)t;
     for (int di = 0; di < 6; di++)
         for (int n = 1; n <= NM; n += n < 10 ? 1 : 5)
@@ -667,7 +664,7 @@ static void bf_guard(const attn_kernel_table *kt, attn_dtype t, const float *wan
                         bad += j < D && fabs(O[r * DM + j] - v) > 1e-6 * b + 1e-30;
                     }
             }
-    munmap(m, area + pg);
+    tu_guard_free(m, area);
     CHECK(!bad, "%s %s: rows ending at an unreadable page: %d products wrong", kt->name, attn_storage_of(t)->name, bad);
 }
 
@@ -728,6 +725,100 @@ static void test_fp8_bf(const attn_kernel_table *kt) {
     bf_random(kt, ATTN_DTYPE_BF16, NULL);
     bf_wide(kt, ATTN_DTYPE_BF16, NULL);
     bf_guard(kt, ATTN_DTYPE_BF16, NULL);
+}
+
+/* The decode row kernels over rows that end where a page the process may
+ * not read begins (PROT_NONE: a read past the last row faults, as it would
+ * at the end of a caller's pages), bit for bit what the same kernel gives
+ * on the same bytes inside a larger buffer: qk_rows / pv_rows (float32),
+ * qk_rows_x / pv_rows_x (16-bit, fp8, int8, q8_0; P V also int4 and q4_0),
+ * the integer qk_rows_q8 / pv_rows_i16 (q8_0, q4_0, int8, int4), qk_rows_bf /
+ * pv_rows_bf where a table has them, and kv_rows (fp8, int8, int4, q4_0);
+ * R 1..9, D 32..256, 1..70 keys */
+static void rows_guard_type(const attn_kernel_table *kt, attn_dtype t, unsigned char *g, size_t area, unsigned char *h,
+                            int *bad, int *calls) {
+    enum { NM = 70, DM = 256, RM = 9, LS = NM + 2 };
+    static float x[DM], Qf[RM * DM], P[RM * LS], S[2][3][RM * LS], O[2][3][RM * DM], F[2][NM * DM];
+    static unsigned char Qq[RM * DM * 2];
+    static uint16_t Qb[RM * DM];
+    static const int ds[6] = {32, 64, 96, 128, 192, 256}, ns[8] = {1, 2, 3, 5, 9, 17, 33, 70};
+    static const int rs[7] = {1, 2, 3, 4, 5, 8, 9};
+    int q8 = t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0, pair = t == ATTN_DTYPE_KV_INT8 || t == ATTN_DTYPE_KV_INT4;
+    int fp8 = t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2, half = t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
+    uint32_t st = 5u + (uint32_t)t;
+    float par[2] = {0.5f, 3.0f};
+    for (int di = 0; di < 6; di++) {
+        int D = ds[di];
+        size_t kr = attn_storage_bytes(t, D), qr = attn_q8_row_bytes(D);
+        for (int r = 0; r < RM; r++) {
+            for (int c = 0; c < D; c++) x[c] = tu_frand(&st) * 2.0f - 1.0f;
+            if (pair)
+                attn_q8_quantize_row(x, D, Qq + r * qr);
+            else
+                attn_q8_quantize(x, D, Qq + r * qr);
+            for (int c = 0; c < D; c++) Qf[r * D + c] = bf16_round(x[c]), Qb[r * D + c] = bf16_bits(Qf[r * D + c]);
+            for (int j = 0; j < LS; j++) P[r * LS + j] = bf16_round(tu_frand(&st));
+        }
+        for (int ni = 0; ni < 8; ni++) {
+            int n = ns[ni];
+            unsigned char *K[2] = {h, g + area - (size_t)n * kr}; /* inside a buffer; ending at the guard */
+            for (int j = 0; j < n; j++) {
+                for (int c = 0; c < D; c++) x[c] = tu_frand(&st) * 4.0f - 2.0f;
+                if (pair)
+                    attn_qa_quantize(x, D, t == ATTN_DTYPE_KV_INT8 ? 8 : 4, h + j * kr, par);
+                else
+                    attn_storage_of(t)->store(x, D, h + j * kr);
+            }
+            memcpy(K[1], h, (size_t)n * kr);
+            for (int ri = 0; ri < 7; ri++) {
+                int R = rs[ri];
+                for (int k = 0; k < 2; k++) {
+                    memset(S[k], 0, sizeof S[k]), memset(O[k], 0, sizeof O[k]);
+                    if (t == ATTN_DTYPE_F32) {
+                        kt->qk_rows(Qf, R, D, (const float *)K[k], D, n, S[k][0], LS, NULL, 0, 0);
+                        kt->pv_rows(P, LS, R, (const float *)K[k], D, n, D, O[k][0], DM, NULL, 0, 0);
+                    } else {
+                        if (half || fp8 || t == ATTN_DTYPE_KV_INT8 || t == ATTN_DTYPE_Q8_0)
+                            kt->qk_rows_x(Qf, R, D, K[k], D, n, S[k][0], LS, NULL, 0, 0, t);
+                        kt->pv_rows_x(P, LS, R, K[k], D, n, D, O[k][0], DM, NULL, 0, 0, t);
+                    }
+                    if ((q8 || pair) && kt->qk_rows_q8 && (t != ATTN_DTYPE_KV_INT4 || D % 64 == 0))
+                        kt->qk_rows_q8(Qq, R, D, K[k], D, n, S[k][1], LS, NULL, 0, 0, t);
+                    if ((q8 || pair) && kt->pv_rows_i16)
+                        kt->pv_rows_i16(P, LS, R, K[k], D, n, D, O[k][1], DM, NULL, 0, 0, t);
+                    if ((fp8 || t == ATTN_DTYPE_BF16) && kt->qk_rows_bf) {
+                        kt->qk_rows_bf(Qb, D, R, D, K[k], D, n, S[k][2], LS, 1.0f, NULL, 0, 0, t);
+                        kt->pv_rows_bf(P, LS, R, K[k], D, n, D, O[k][2], DM, 1.0f, NULL, 0, 0, t);
+                    }
+                    if ((fp8 || pair || t == ATTN_DTYPE_Q4_0) && R == 1) kt->kv_rows(K[k], D, n, D, t, par, 0, F[k]);
+                }
+                *calls += 1;
+                *bad += memcmp(S[0], S[1], sizeof S[0]) || memcmp(O[0], O[1], sizeof O[0]) ||
+                        (R == 1 && memcmp(F[0], F[1], (size_t)n * D * sizeof(float)));
+            }
+        }
+    }
+}
+static void test_rows_guard(const attn_kernel_table *kt) {
+    static const attn_dtype ts[9] = {ATTN_DTYPE_F32,      ATTN_DTYPE_F16,      ATTN_DTYPE_BF16,
+                                     ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_KV_INT8,
+                                     ATTN_DTYPE_KV_INT4,  ATTN_DTYPE_Q8_0,     ATTN_DTYPE_Q4_0};
+    size_t area = 70 * 256 * 4;
+    unsigned char *g = tu_guard_alloc(area), *h = malloc(area + 4096);
+    CHECK(g && h, "%s: guard pages mapped", kt->name);
+    if (!g || !h) {
+        tu_guard_free(g, area), free(h);
+        return;
+    }
+    memset(h, 0x5a, area + 4096);
+    for (int i = 0; i < 9; i++) {
+        int bad = 0, calls = 0;
+        rows_guard_type(kt, ts[i], g, area, h, &bad, &calls);
+        CHECK(!bad, "%s %s: rows ending at an unreadable page: %d of %d calls gave other bits", kt->name,
+              attn_storage_of(ts[i])->name, bad, calls);
+    }
+    tu_guard_free(g, area);
+    free(h);
 }
 
 /* pv_rows_i16: P rounded per row and 64 keys as attn_p16_quantize says
@@ -1055,6 +1146,7 @@ int main(int argc, char **argv) {
         test_fp8_bf(kt);
         test_pv_i16(kt);
         test_kv_rows(kt);
+        test_rows_guard(kt);
         test_rowpar(kt);
         test_q8_row(kt);
         test_gemm(kt);

@@ -40,9 +40,10 @@ typedef struct pprob {
     int B, Hkv, D, Dv;
     int64_t len[8];
     int32_t indptr[9], indices[512], last[8];
-    float *k, *v;   /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
-    float *k0, *v0; /* the rows before storage rounded them */
-    float *kp, *vp; /* int8 / int4: the (scale, zero) pairs */
+    float *k, *v;      /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
+    float *k0, *v0;    /* the rows before storage rounded them */
+    float *kp, *vp;    /* int8 / int4: the (scale, zero) pairs */
+    size_t kb, vb, pb; /* the pools' and the pairs' bytes (each ends at an unreadable page: tu_guard_alloc) */
     int maxlen;
 } pprob;
 
@@ -53,7 +54,9 @@ static size_t page_bytes(const pprob *p, int is_v) {
     return attn_storage_bytes(is_v && p->kv.v_dtype ? p->kv.v_dtype : p->kv.dtype, per * p->kv.num_pages);
 }
 
-/* pages filled with NaN (f32/f16/bf16: an all-ones pattern; q8_0: NaN scales), then the rows appended */
+/* pages filled with NaN (f32/f16/bf16: an all-ones pattern; q8_0: NaN scales), then the rows appended; the pools
+ * and the pairs end where a page the process may not read begins, and the pool's last page is the last
+ * sequence's last (a read past the caller's memory faults) */
 static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, int padded, const int *lens,
                  int B, int Hkv, int D) {
     memset(p, 0, sizeof *p);
@@ -76,7 +79,8 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
         memcpy(p->kv.k_strides, s, sizeof s), memcpy(p->kv.v_strides, s, sizeof s);
     }
     size_t kb = page_bytes(p, 0), vb = page_bytes(p, 1);
-    p->kv.k_pages = malloc(kb), p->kv.v_pages = malloc(vb);
+    p->kb = kb, p->vb = vb;
+    p->kv.k_pages = tu_guard_alloc(kb), p->kv.v_pages = tu_guard_alloc(vb);
     memset(p->kv.k_pages, 0xff, kb), memset(p->kv.v_pages, 0xff, vb);
     attn_dtype vtt = vt ? vt : t;
     /* the formats' scales and pairs (pairs NaN until written; padded: the caller's strides) */
@@ -85,7 +89,8 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
     int64_t np = (int64_t)total * (ps * Hkv + 5);
     for (int is_v = 0; is_v < 2; is_v++) {
         if (!rowpar(is_v ? vtt : t)) continue;
-        float *pp = malloc((size_t)np * 2 * sizeof(float));
+        p->pb = (size_t)np * 2 * sizeof(float);
+        float *pp = tu_guard_alloc(p->pb);
         for (int64_t i = 0; i < 2 * np; i++) pp[i] = NAN;
         if (padded) {
             int64_t s[3] = {ps * Hkv + 5, Hkv, 1};
@@ -103,6 +108,8 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
         int j = tu_irand(&lcg, 0, i), x = perm[i];
         perm[i] = perm[j], perm[j] = x;
     }
+    for (int i = 0; npages && i < total; i++) /* the pool's last page: the last sequence's last */
+        if (perm[i] == total - 1) perm[i] = perm[npages - 1], perm[npages - 1] = total - 1;
     int at = 0;
     p->indptr[0] = 0;
     for (int b = 0; b < B; b++) {
@@ -146,8 +153,9 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
 }
 
 static void unmake(pprob *p) {
-    free(p->k), free(p->v), free(p->kv.k_pages), free(p->kv.v_pages), free(p->kp), free(p->vp), free(p->k0),
-        free(p->v0);
+    free(p->k), free(p->v), free(p->k0), free(p->v0);
+    tu_guard_free(p->kv.k_pages, p->kb), tu_guard_free(p->kv.v_pages, p->vb), tu_guard_free(p->kp, p->pb),
+        tu_guard_free(p->vp, p->pb);
 }
 
 /* the reference of sequence b: q rows (h, i) at q + h qh + i qs, into out (H, nq, D) and lse (H, nq) */
@@ -290,7 +298,8 @@ static void prefill(attn_dtype t, attn_dtype vt, attn_kv_layout layout, int ps, 
 
 /* MLA (v_pages NULL): one latent head of D = 576 values per token, V its
  * first 512; Hq = 16 query heads; decode and packed prefill against the
- * reference with K the rows and V their first 512 values */
+ * reference with K the rows and V their first 512 values (the pool ends at an
+ * unreadable page; its last page holds the first sequence's first tokens) */
 static void mla(attn_dtype t, int ps) {
     enum { D = 576, DV = 512, H = 16, B = 2 };
     static const int lens[B] = {70, 3};
@@ -298,7 +307,9 @@ static void mla(attn_dtype t, int ps) {
     for (int b = 0; b < B; b++) npages += (lens[b] + ps - 1) / ps;
     attn_paged_kv kv = {
         .dtype = t, .layout = ATTN_KV_NHD, .num_pages = npages, .page_size = ps, .Hkv = 1, .D = D, .Dv = DV};
-    kv.k_pages = calloc((size_t)npages * ps, attn_storage_bytes(t, D));
+    size_t pool = (size_t)npages * ps * attn_storage_bytes(t, D); /* ends at an unreadable page */
+    kv.k_pages = tu_guard_alloc(pool);
+    memset(kv.k_pages, 0, pool);
     static const float mla_scale[1] = {0.01f}; /* fp8 latent rows: a per-tensor scale */
     if (scaled(t)) kv.k_scale = mla_scale, kv.k_scale_len = 1;
     int32_t indptr[B + 1] = {0}, indices[128], last[B];
@@ -354,7 +365,8 @@ static void mla(attn_dtype t, int ps) {
         }
         free(q), free(out), free(ref);
     }
-    free(rows), free(app), free(kv.k_pages);
+    free(rows), free(app);
+    tu_guard_free(kv.k_pages, pool);
 }
 
 /* bad input: a status and nothing written */

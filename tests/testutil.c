@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 int tu_failures, tu_checks;
@@ -103,6 +104,26 @@ float *tu_rand_array(size_t n, uint32_t *state, float amp) {
     float *p = malloc((n ? n : 1) * sizeof *p);
     for (size_t i = 0; p && i < n; i++) p[i] = amp * tu_frand(state);
     return p;
+}
+
+static size_t tu_guard_area(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+void *tu_guard_alloc(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), area = tu_guard_area(n);
+    unsigned char *m = mmap(NULL, area + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    if (mprotect(m + area, pg, PROT_NONE)) {
+        munmap(m, area + pg);
+        return NULL;
+    }
+    return m + area - n;
+}
+void tu_guard_free(void *p, size_t n) {
+    if (!p) return;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), area = tu_guard_area(n);
+    munmap((unsigned char *)p + n - area, area + pg);
 }
 
 uint16_t tu_bf16(float x) {
