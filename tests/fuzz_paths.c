@@ -38,6 +38,7 @@
 #include "base/sem.h"
 #include "base/storage.h"
 #include "kernels/kernels.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -300,9 +301,11 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
     }
     p->dt = rchance(0.6) ? ATTN_DTYPE_F32 : rchance(0.5) ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
     d->qkv_dtype = p->dt;
-    size_t a = nq(p) + 1, b = nk(p) + 1, c = nv(p) + 1;
-    p->q = malloc(a * 4), p->k = malloc(b * 4), p->v = malloc(c * 4), p->dout = malloc((no(p) + 1) * 4);
-    p->q16 = malloc(a * 2), p->k16 = malloc(b * 2), p->v16 = malloc(c * 2);
+    /* each ends where a page the process may not read begins: a read past the caller's tensors faults */
+    size_t a = nq(p), b = nk(p), c = nv(p);
+    p->q = tu_guard_alloc(a * 4), p->k = tu_guard_alloc(b * 4), p->v = tu_guard_alloc(c * 4);
+    p->dout = tu_guard_alloc(no(p) * 4);
+    p->q16 = tu_guard_alloc(a * 2), p->k16 = tu_guard_alloc(b * 2), p->v16 = tu_guard_alloc(c * 2);
     double qa = rchance(0.1) ? 0.0 : 1.0; /* 0: all-equal logits */
     for (size_t i = 0; i < nq(p); i++) p->q[i] = (float)(qa * (2 * runi() - 1));
     for (size_t i = 0; i < nk(p); i++) p->k[i] = (float)(2 * runi() - 1);
@@ -334,7 +337,8 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
 }
 
 static void prob_free(prob *p) {
-    free(p->q), free(p->k), free(p->v), free(p->dout), free(p->q16), free(p->k16), free(p->v16);
+    tu_guard_free(p->q), tu_guard_free(p->k), tu_guard_free(p->v), tu_guard_free(p->dout);
+    tu_guard_free(p->q16), tu_guard_free(p->k16), tu_guard_free(p->v16);
     free(p->mask), free(p->seqlens), free(p->slopes), free(p->sinks), free(p->dsinks), free(p->dmask), free(p->dbias);
     if (p->has_drop) attn_dropout_end(&p->drop);
     attn_block_mask_free(p->bm);
@@ -618,12 +622,19 @@ static int bitwise(const prob *p, const char *path, const char *name, const floa
 }
 
 /* ---- the paths ---------------------------------------------------------------- */
+/* The fused and reference paths write their outputs into memory that ends where a page the process may not
+ * read begins (a write past them faults), copied to the caller's buffers after */
 static attn_status forward(const prob *p, attn_impl impl, int threads, float *out, float *lse) {
     attn_sdpa_desc d = p->d;
     d.impl = impl;
     omp_set_num_threads(threads);
-    return attn_sdpa_forward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
-                             view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), fview(out, p->H, p->Sq, p->Dv), lse);
+    float *go = tu_guard_alloc(no(p) * 4), *o = go ? go : out;
+    attn_status s =
+        attn_sdpa_forward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
+                          view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), fview(o, p->H, p->Sq, p->Dv), lse);
+    if (go) memcpy(out, go, no(p) * 4);
+    tu_guard_free(go);
+    return s;
 }
 
 static attn_status backward(const prob *p, attn_impl impl, int threads, float *g) {
@@ -636,11 +647,18 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
         d.dbias = dv + nv(p) + p->H;
         for (int64_t i = 0; i < p->nbias; i++) d.dbias[i] = NAN;
     }
+    size_t n[3] = {nq(p), nk(p), nv(p)};
+    float *gd[3], *to[3] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++) gd[i] = tu_guard_alloc(n[i] * 4), to[i] = gd[i] ? gd[i] : to[i];
     attn_view empty = {NULL, 0, 0, 0};
-    return attn_sdpa_backward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
-                              view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), empty, fview(p->dout, p->H, p->Sq, p->Dv),
-                              NULL, fview(dq, p->H, p->Sq, p->D), fview(dk, p->Hkv, p->Sk, p->D),
-                              fview(dv, p->Hkv, p->Sk, p->Dv));
+    attn_status s = attn_sdpa_backward(
+        &d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
+        view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), empty, fview(p->dout, p->H, p->Sq, p->Dv), NULL,
+        fview(to[0], p->H, p->Sq, p->D), fview(to[1], p->Hkv, p->Sk, p->D), fview(to[2], p->Hkv, p->Sk, p->Dv));
+    float *back[3] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++)
+        if (gd[i]) memcpy(back[i], gd[i], n[i] * 4), tu_guard_free(gd[i]);
+    return s;
 }
 
 /* the storage types the KV cache path draws in turn (run_case's sts) */

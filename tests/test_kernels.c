@@ -664,7 +664,7 @@ static void bf_guard(const attn_kernel_table *kt, attn_dtype t, const float *wan
                         bad += j < D && fabs(O[r * DM + j] - v) > 1e-6 * b + 1e-30;
                     }
             }
-    tu_guard_free(m, area);
+    tu_guard_free(m);
     CHECK(!bad, "%s %s: rows ending at an unreadable page: %d products wrong", kt->name, attn_storage_of(t)->name, bad);
 }
 
@@ -807,7 +807,7 @@ static void test_rows_guard(const attn_kernel_table *kt) {
     unsigned char *g = tu_guard_alloc(area), *h = malloc(area + 4096);
     CHECK(g && h, "%s: guard pages mapped", kt->name);
     if (!g || !h) {
-        tu_guard_free(g, area), free(h);
+        tu_guard_free(g), free(h);
         return;
     }
     memset(h, 0x5a, area + 4096);
@@ -817,7 +817,7 @@ static void test_rows_guard(const attn_kernel_table *kt) {
         CHECK(!bad, "%s %s: rows ending at an unreadable page: %d of %d calls gave other bits", kt->name,
               attn_storage_of(ts[i])->name, bad, calls);
     }
-    tu_guard_free(g, area);
+    tu_guard_free(g);
     free(h);
 }
 

@@ -40,10 +40,9 @@ typedef struct pprob {
     int B, Hkv, D, Dv;
     int64_t len[8];
     int32_t indptr[9], indices[512], last[8];
-    float *k, *v;      /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
-    float *k0, *v0;    /* the rows before storage rounded them */
-    float *kp, *vp;    /* int8 / int4: the (scale, zero) pairs */
-    size_t kb, vb, pb; /* the pools' and the pairs' bytes (each ends at an unreadable page: tu_guard_alloc) */
+    float *k, *v;   /* (B, Hkv, maxlen, D|Dv) the rows as given (float32) */
+    float *k0, *v0; /* the rows before storage rounded them */
+    float *kp, *vp; /* int8 / int4: the (scale, zero) pairs */
     int maxlen;
 } pprob;
 
@@ -79,7 +78,6 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
         memcpy(p->kv.k_strides, s, sizeof s), memcpy(p->kv.v_strides, s, sizeof s);
     }
     size_t kb = page_bytes(p, 0), vb = page_bytes(p, 1);
-    p->kb = kb, p->vb = vb;
     p->kv.k_pages = tu_guard_alloc(kb), p->kv.v_pages = tu_guard_alloc(vb);
     memset(p->kv.k_pages, 0xff, kb), memset(p->kv.v_pages, 0xff, vb);
     attn_dtype vtt = vt ? vt : t;
@@ -89,8 +87,7 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
     int64_t np = (int64_t)total * (ps * Hkv + 5);
     for (int is_v = 0; is_v < 2; is_v++) {
         if (!rowpar(is_v ? vtt : t)) continue;
-        p->pb = (size_t)np * 2 * sizeof(float);
-        float *pp = tu_guard_alloc(p->pb);
+        float *pp = tu_guard_alloc((size_t)np * 2 * sizeof(float));
         for (int64_t i = 0; i < 2 * np; i++) pp[i] = NAN;
         if (padded) {
             int64_t s[3] = {ps * Hkv + 5, Hkv, 1};
@@ -154,8 +151,7 @@ static void make(pprob *p, attn_dtype t, attn_dtype vt, attn_kv_layout layout, i
 
 static void unmake(pprob *p) {
     free(p->k), free(p->v), free(p->k0), free(p->v0);
-    tu_guard_free(p->kv.k_pages, p->kb), tu_guard_free(p->kv.v_pages, p->vb), tu_guard_free(p->kp, p->pb),
-        tu_guard_free(p->vp, p->pb);
+    tu_guard_free(p->kv.k_pages), tu_guard_free(p->kv.v_pages), tu_guard_free(p->kp), tu_guard_free(p->vp);
 }
 
 /* the reference of sequence b: q rows (h, i) at q + h qh + i qs, into out (H, nq, D) and lse (H, nq) */
@@ -366,7 +362,7 @@ static void mla(attn_dtype t, int ps) {
         free(q), free(out), free(ref);
     }
     free(rows), free(app);
-    tu_guard_free(kv.k_pages, pool);
+    tu_guard_free(kv.k_pages);
 }
 
 /* bad input: a status and nothing written */

@@ -106,24 +106,24 @@ float *tu_rand_array(size_t n, uint32_t *state, float amp) {
     return p;
 }
 
-static size_t tu_guard_area(size_t n) {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    return (n + pg - 1) / pg * pg;
-}
+/* the mapping's offset to the data and its length sit in the 16 bytes before the data */
 void *tu_guard_alloc(size_t n) {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), area = tu_guard_area(n);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), h[2], area = (n + sizeof h + pg - 1) / pg * pg;
     unsigned char *m = mmap(NULL, area + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
     if (mprotect(m + area, pg, PROT_NONE)) {
         munmap(m, area + pg);
         return NULL;
     }
+    h[0] = area - n, h[1] = area + pg;
+    memcpy(m + area - n - sizeof h, h, sizeof h);
     return m + area - n;
 }
-void tu_guard_free(void *p, size_t n) {
+void tu_guard_free(void *p) {
+    size_t h[2];
     if (!p) return;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), area = tu_guard_area(n);
-    munmap((unsigned char *)p + n - area, area + pg);
+    memcpy(h, (unsigned char *)p - sizeof h, sizeof h);
+    munmap((unsigned char *)p - h[0], h[1]);
 }
 
 uint16_t tu_bf16(float x) {

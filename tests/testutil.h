@@ -39,10 +39,10 @@ int tu_irand(uint32_t *state, int lo, int hi);
 char *tu_slurp(const char *path, size_t *len);
 /* n floats uniform in [-amp, amp) (malloc'ed, at least one element) */
 float *tu_rand_array(size_t n, uint32_t *state, float amp);
-/* n bytes (n > 0) that end where a page the process may not read begins: a read past them faults (as it would
- * at the end of a caller's mapping). NULL where the mapping fails; tu_guard_free(p, n) unmaps them */
+/* n bytes (zeros) that end where a page the process may not read begins: a read or write past them faults (as
+ * at the end of a caller's mapping); any alignment n leaves. NULL where the mapping fails; tu_guard_free frees */
 void *tu_guard_alloc(size_t n);
-void tu_guard_free(void *p, size_t n);
+void tu_guard_free(void *p);
 /* float32 -> bfloat16 bits, round to nearest even */
 uint16_t tu_bf16(float x);
 /* Prints "N passed, N failed" and returns the exit code. */
