@@ -70,6 +70,7 @@ typedef struct prob {
     attn_dtype dt;
     float *q, *k, *v, *dout; /* float32 values as the library reads them (16-bit: rounded) */
     uint16_t *q16, *k16, *v16;
+    float *go, *gd[3]; /* the paths' outputs (out; dq, dk, dv) before they are copied to the caller's buffers */
     uint8_t *mask;
     int64_t *seqlens;
     float *slopes, *sinks, *dsinks, *dbias;
@@ -216,6 +217,22 @@ static void draw_flex(prob *p) {
     strcat(p->what, w);
 }
 
+/* n zeroed bytes that end where a page the process may not read begins, from mapping i of the process's
+ * (grown when n exceeds it; reused by the next case: one case is drawn at a time, and a mapping a call cost the
+ * fuzzer a fifth of its cases a second here) */
+static void *gplace(int i, size_t n) {
+    static unsigned char *m[11];
+    static size_t cap[11];
+    if (!m[i] || n > cap[i]) {
+        tu_guard_free(m[i]);
+        cap[i] = n > 2 * cap[i] ? n : 2 * cap[i];
+        cap[i] = cap[i] < 4096 ? 4096 : cap[i];
+        m[i] = tu_guard_alloc(cap[i]);
+        if (!m[i]) return cap[i] = 0, NULL;
+    }
+    return memset(m[i] + cap[i] - n, 0, n);
+}
+
 static void draw(prob *p, uint64_t seed, uint64_t cas) {
     static const int64_t lens[] = {0, 1, 2, 5, 16, 17, 47, 48, 49, 63, 64, 65, 127, 128, 129, 200};
     static const int64_t dims[] = {1, 3, 8, 16, 17, 32, 40, 64, 80, 96, 128, 160, 256};
@@ -303,9 +320,10 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
     d->qkv_dtype = p->dt;
     /* each ends where a page the process may not read begins: a read past the caller's tensors faults */
     size_t a = nq(p), b = nk(p), c = nv(p);
-    p->q = tu_guard_alloc(a * 4), p->k = tu_guard_alloc(b * 4), p->v = tu_guard_alloc(c * 4);
-    p->dout = tu_guard_alloc(no(p) * 4);
-    p->q16 = tu_guard_alloc(a * 2), p->k16 = tu_guard_alloc(b * 2), p->v16 = tu_guard_alloc(c * 2);
+    p->q = gplace(0, a * 4), p->k = gplace(1, b * 4), p->v = gplace(2, c * 4), p->dout = gplace(3, no(p) * 4);
+    p->q16 = gplace(4, a * 2), p->k16 = gplace(5, b * 2), p->v16 = gplace(6, c * 2);
+    p->go = gplace(7, no(p) * 4); /* and the outputs (forward, backward): a write past them faults */
+    p->gd[0] = gplace(8, a * 4), p->gd[1] = gplace(9, b * 4), p->gd[2] = gplace(10, c * 4);
     double qa = rchance(0.1) ? 0.0 : 1.0; /* 0: all-equal logits */
     for (size_t i = 0; i < nq(p); i++) p->q[i] = (float)(qa * (2 * runi() - 1));
     for (size_t i = 0; i < nk(p); i++) p->k[i] = (float)(2 * runi() - 1);
@@ -337,8 +355,6 @@ static void draw(prob *p, uint64_t seed, uint64_t cas) {
 }
 
 static void prob_free(prob *p) {
-    tu_guard_free(p->q), tu_guard_free(p->k), tu_guard_free(p->v), tu_guard_free(p->dout);
-    tu_guard_free(p->q16), tu_guard_free(p->k16), tu_guard_free(p->v16);
     free(p->mask), free(p->seqlens), free(p->slopes), free(p->sinks), free(p->dsinks), free(p->dmask), free(p->dbias);
     if (p->has_drop) attn_dropout_end(&p->drop);
     attn_block_mask_free(p->bm);
@@ -622,18 +638,18 @@ static int bitwise(const prob *p, const char *path, const char *name, const floa
 }
 
 /* ---- the paths ---------------------------------------------------------------- */
-/* The fused and reference paths write their outputs into memory that ends where a page the process may not
- * read begins (a write past them faults), copied to the caller's buffers after */
+/* The fused and reference paths write their outputs into the case's guarded buffers (zeroed first; a write past
+ * them faults), copied to the caller's after */
 static attn_status forward(const prob *p, attn_impl impl, int threads, float *out, float *lse) {
     attn_sdpa_desc d = p->d;
     d.impl = impl;
     omp_set_num_threads(threads);
-    float *go = tu_guard_alloc(no(p) * 4), *o = go ? go : out;
+    float *o = p->go ? p->go : out;
+    if (p->go) memset(p->go, 0, no(p) * 4);
     attn_status s =
         attn_sdpa_forward(&d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
                           view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), fview(o, p->H, p->Sq, p->Dv), lse);
-    if (go) memcpy(out, go, no(p) * 4);
-    tu_guard_free(go);
+    if (p->go) memcpy(out, p->go, no(p) * 4);
     return s;
 }
 
@@ -648,8 +664,9 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
         for (int64_t i = 0; i < p->nbias; i++) d.dbias[i] = NAN;
     }
     size_t n[3] = {nq(p), nk(p), nv(p)};
-    float *gd[3], *to[3] = {dq, dk, dv};
-    for (int i = 0; i < 3; i++) gd[i] = tu_guard_alloc(n[i] * 4), to[i] = gd[i] ? gd[i] : to[i];
+    float *to[3] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++)
+        if (p->gd[i]) memset(p->gd[i], 0, n[i] * 4), to[i] = p->gd[i];
     attn_view empty = {NULL, 0, 0, 0};
     attn_status s = attn_sdpa_backward(
         &d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
@@ -657,7 +674,7 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
         fview(to[0], p->H, p->Sq, p->D), fview(to[1], p->Hkv, p->Sk, p->D), fview(to[2], p->Hkv, p->Sk, p->Dv));
     float *back[3] = {dq, dk, dv};
     for (int i = 0; i < 3; i++)
-        if (gd[i]) memcpy(back[i], gd[i], n[i] * 4), tu_guard_free(gd[i]);
+        if (p->gd[i]) memcpy(back[i], p->gd[i], n[i] * 4);
     return s;
 }
 
