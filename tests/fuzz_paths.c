@@ -220,9 +220,10 @@ static void draw_flex(prob *p) {
 /* n zeroed bytes that end where a page the process may not read begins, from mapping i of the process's
  * (grown when n exceeds it; reused by the next case: one case is drawn at a time, and a mapping a call cost the
  * fuzzer a fifth of its cases a second here) */
+enum { GSLOTS = 11 }; /* q, k, v, dO, their 16-bit copies, out, dq, dk, dv */
 static void *gplace(int i, size_t n) {
-    static unsigned char *m[11];
-    static size_t cap[11];
+    static unsigned char *m[GSLOTS];
+    static size_t cap[GSLOTS];
     if (!m[i] || n > cap[i]) {
         tu_guard_free(m[i]);
         cap[i] = n > 2 * cap[i] ? n : 2 * cap[i];
@@ -664,17 +665,18 @@ static attn_status backward(const prob *p, attn_impl impl, int threads, float *g
         for (int64_t i = 0; i < p->nbias; i++) d.dbias[i] = NAN;
     }
     size_t n[3] = {nq(p), nk(p), nv(p)};
-    float *to[3] = {dq, dk, dv};
-    for (int i = 0; i < 3; i++)
-        if (p->gd[i]) memset(p->gd[i], 0, n[i] * 4), to[i] = p->gd[i];
+    float *dst[3] = {dq, dk, dv}, *to[3];
+    for (int i = 0; i < 3; i++) {
+        to[i] = p->gd[i] ? p->gd[i] : dst[i];
+        if (p->gd[i]) memset(p->gd[i], 0, n[i] * 4);
+    }
     attn_view empty = {NULL, 0, 0, 0};
     attn_status s = attn_sdpa_backward(
         &d, view(p, p->q, p->q16, p->H, p->Sq, p->D), view(p, p->k, p->k16, p->Hkv, p->Sk, p->D),
         view(p, p->v, p->v16, p->Hkv, p->Sk, p->Dv), empty, fview(p->dout, p->H, p->Sq, p->Dv), NULL,
         fview(to[0], p->H, p->Sq, p->D), fview(to[1], p->Hkv, p->Sk, p->D), fview(to[2], p->Hkv, p->Sk, p->Dv));
-    float *back[3] = {dq, dk, dv};
     for (int i = 0; i < 3; i++)
-        if (p->gd[i]) memcpy(back[i], p->gd[i], n[i] * 4);
+        if (p->gd[i]) memcpy(dst[i], p->gd[i], n[i] * 4);
     return s;
 }
 
