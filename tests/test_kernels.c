@@ -1087,40 +1087,53 @@ static void test_gemm(const attn_kernel_table *kt) {
         CHECK(kt->gemm32 && kt->gemm32_tn, "%s: the 16-lane table has 32-column products", kt->name);
 }
 
-/* q4_0's Q K^T at one and two rows on the VBMI tables (one key a vector) gives the bits of the tables without
- * VBMI (four keys a vector), where this CPU runs both */
-static void test_qk_q4_same_bits(void) {
-    const char *pairs[2][2] = {{"avx512-256-vnni", "avx512-256-bf16"}, {"avx512-vnni", "avx512-bf16"}};
-    enum { D = 128, NK = 37 };
+/* Q K^T over q4_0 and q8_0 gives the same bits on tables that read the key blocks in other ways, where this CPU
+ * runs both: q4_0 at one and two rows one key a vector on the VBMI tables, four keys a vector without VBMI; q8_0
+ * one 256-bit load and XOR a block on avx512-bf16 and the avx512-256 tables, two 128-bit broadcasts and XORs on
+ * avx512-vnni and avx512-bf16-fma (R 1..rmax, the D values of Ds: whole and partial groups of four blocks) */
+static void test_qk_same_bits(attn_dtype t, int rmax, const int *Ds, int nd, const char *const (*pairs)[2], int np) {
+    enum { NK = 37, DM = 256, RM = 9 };
     uint32_t seed = 5u;
-    size_t qr = attn_q8_row_bytes(D), kr = attn_storage_bytes(ATTN_DTYPE_Q4_0, D);
-    unsigned char Q[2 * 136], K[NK * 72];
-    float x[D], S[2][2 * NK];
-    for (int r = 0; r < 2; r++) {
-        for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
-        attn_q8_quantize(x, D, Q + r * qr);
+    unsigned char Q[RM * (DM / 32) * ATTN_Q8_BYTES], K[NK * (DM / 32) * ATTN_Q8_BYTES];
+    float x[DM], S[2][RM * NK];
+    for (int di = 0; di < nd; di++) {
+        int D = Ds[di];
+        size_t qr = attn_q8_row_bytes(D), kr = attn_storage_bytes(t, D);
+        for (int r = 0; r < rmax; r++) {
+            for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * (r + 1);
+            attn_q8_quantize(x, D, Q + r * qr);
+        }
+        for (int j = 0; j < NK; j++) {
+            for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
+            if (j == 5) x[D - 28] = NAN; /* a NaN block scale */
+            attn_storage_of(t)->store(x, D, K + j * kr);
+        }
+        for (int p = 0; p < np; p++) {
+            const attn_kernel_table *a = attn_kernels_lookup(pairs[p][0]), *b = attn_kernels_lookup(pairs[p][1]);
+            if (!a || !b) continue;
+            for (int R = 1; R <= rmax; R++)
+                for (int n = 1; n <= NK; n += 6) {
+                    a->qk_rows_q8(Q, R, D, K, D, n, S[0], NK, NULL, 0, 0, t);
+                    b->qk_rows_q8(Q, R, D, K, D, n, S[1], NK, NULL, 0, 0, t);
+                    for (int r = 0; r < R; r++)
+                        for (int j = 0; j < n; j++) {
+                            float u = S[0][r * NK + j], v = S[1][r * NK + j];
+                            CHECK(isnan(u) ? isnan(v) : !memcmp(&u, &v, sizeof u),
+                                  "%s qk_rows_q8 %s / %s D=%d R=%d n=%d [%d][%d]: %.9g / %.9g",
+                                  attn_storage_of(t)->name, pairs[p][0], pairs[p][1], D, R, n, r, j, (double)u,
+                                  (double)v);
+                        }
+                }
+        }
     }
-    for (int j = 0; j < NK; j++) {
-        for (int c = 0; c < D; c++) x[c] = tu_frand(&seed) * 3.0f;
-        if (j == 5) x[100] = NAN; /* a NaN block scale */
-        attn_storage_of(ATTN_DTYPE_Q4_0)->store(x, D, K + j * kr);
-    }
-    for (int p = 0; p < 2; p++) {
-        const attn_kernel_table *a = attn_kernels_lookup(pairs[p][0]), *b = attn_kernels_lookup(pairs[p][1]);
-        if (!a || !b) continue;
-        for (int R = 1; R <= 2; R++)
-            for (int n = 1; n <= NK; n += 6) {
-                a->qk_rows_q8(Q, R, D, K, D, n, S[0], NK, NULL, 0, 0, ATTN_DTYPE_Q4_0);
-                b->qk_rows_q8(Q, R, D, K, D, n, S[1], NK, NULL, 0, 0, ATTN_DTYPE_Q4_0);
-                for (int r = 0; r < R; r++)
-                    for (int j = 0; j < n; j++) {
-                        float u = S[0][r * NK + j], v = S[1][r * NK + j];
-                        CHECK(isnan(u) ? isnan(v) : !memcmp(&u, &v, sizeof u),
-                              "q4_0 qk_rows_q8 %s / %s R=%d n=%d [%d][%d]: %.9g / %.9g", pairs[p][0], pairs[p][1], R, n,
-                              r, j, (double)u, (double)v);
-                    }
-            }
-    }
+}
+
+static void test_qk_blocks_same_bits(void) {
+    static const char *const q4[][2] = {{"avx512-256-vnni", "avx512-256-bf16"}, {"avx512-vnni", "avx512-bf16"}};
+    static const char *const q8[][2] = {{"avx512-bf16-fma", "avx512-bf16"}, {"avx512-vnni", "avx512-256-vnni"}};
+    static const int d4[] = {128}, d8[] = {32, 96, 128, 256};
+    test_qk_same_bits(ATTN_DTYPE_Q4_0, 2, d4, 1, q4, 2);
+    test_qk_same_bits(ATTN_DTYPE_Q8_0, 9, d8, 4, q8, 2);
 }
 
 int main(int argc, char **argv) {
@@ -1151,6 +1164,6 @@ int main(int argc, char **argv) {
         test_q8_row(kt);
         test_gemm(kt);
     }
-    test_qk_q4_same_bits();
+    test_qk_blocks_same_bits();
     return tu_finish("test_kernels");
 }

@@ -120,7 +120,16 @@ static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel 
  * 1.01-1.10x; the same prefetches over an int8 cache in strict ran
  * 0.98-0.99x, so the other types keep PREFETCHT1. Intel's cores
  * (avx512-bf16-fma) and Zen 4's (avx512-256-bf16) keep it throughout: not
- * measured there. */
+ * measured there.
+ * Its integer Q K^T reads q8_0's key blocks as avx512-256-bf16 does (one
+ * 256-bit load and XOR a block, then lane shuffles: the same sums, the
+ * same bits), where two 128-bit broadcasts and two 512-bit XORs took Zen 5
+ * 1.18x / 1.15x / 1.05x the kernel's time at one, two and four rows (eight:
+ * the same; 128 keys in L1, zen5/q8-pair-load-ab) and the step on chip (T
+ * 8192) 1.06x / 1.20x the GB/s at one and two rows (from memory: 1.04x at
+ * one row, four rows within the noise); the other types keep the 512-bit
+ * steps (the 256-bit ones took int8 and int4 1.2-1.3x at four rows).
+ * Intel's table keeps the broadcasts (not measured there). */
 static int nta_rows(attn_dtype dt) { return dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16; }
 static void bf16_qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                            int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
@@ -132,10 +141,16 @@ static void bf16_pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V
     (nta_rows(dt) ? attn_pv_rows_x_bf16_nta : attn_kernels_avx512_bf16.pv_rows_x)(P, ldp, R, V, ldv, n, Dv, O, ldo, pre,
                                                                                   ldpre, wpre, dt);
 }
+static void bf16_qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                            int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
+    (dt == ATTN_DTYPE_Q8_0 ? attn_qk_rows_q8_bf16_y : attn_kernels_avx512_bf16.qk_rows_q8)(Q, R, D, K, ldk, n, S, lds,
+                                                                                           pre, ldpre, wpre, dt);
+}
 static attn_kernel_table avx512_bf16;
 static void make_bf16(void) {
     avx512_bf16 = attn_kernels_avx512_bf16;
     avx512_bf16.qk_rows_x = bf16_qk_rows_x, avx512_bf16.pv_rows_x = bf16_pv_rows_x;
+    avx512_bf16.qk_rows_q8 = bf16_qk_rows_q8;
 }
 static const attn_kernel_table *avx512_bf16_table(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

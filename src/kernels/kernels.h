@@ -316,7 +316,9 @@ void attn_pv_rows_x_bf16_nta(const float *P, int64_t ldp, int64_t R, const void 
                              float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
 /* avx512-vnni's and avx512-bf16's qk_rows_q8 for AVX-512 on 256-bit units
  * (the avx512-256 tables): int8 / int4 keys in groups of three or four
- * rows (eight: two groups) on 256-bit registers, the same sums */
+ * rows (eight: two groups) on 256-bit registers, q8_0's key blocks one
+ * 256-bit load a block (also avx512-bf16's for q8_0, dispatch.c), the same
+ * sums */
 void attn_qk_rows_q8_vnni_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                             int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
 void attn_qk_rows_q8_bf16_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
