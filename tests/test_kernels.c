@@ -956,11 +956,22 @@ static int same_bits(const float *a, const float *b, int64_t n) { return !memcmp
 /* rowpar_split / rowpar_scores / rowpar_p / add_row: base/quant.h's loops,
  * bit for bit, over block lengths with and without a tail of keys, pairs
  * adjacent, apart and one for all, with and without the offset, the fold
- * rule passing and failing (a large pair, a NaN) */
+ * rule passing and failing (a large pair, a NaN). The pairs the kernels
+ * read, their scales and zeros (written by split, read by the others) and
+ * add_row's row end where an unreadable page begins (tu_guard_alloc): a
+ * load or store past them faults (a caller's page of pairs can end there) */
 static void test_rowpar(const attn_kernel_table *kt) {
     static const int lens[6] = {1, 7, 8, 13, 31, 64}; /* 31: 16 a step, then 8, then 7 */
     uint32_t st = 91u;
-    float par[2 * 3 * 64], S[5 * 72], S2[5 * 72], sc[64], z[64], sc2[64], z2[64], qs[5], wr[5], wr2[5];
+    float par[2 * 3 * 64], S[5 * 72], S2[5 * 72], sc2[64], z2[64], qs[5], wr[5], wr2[5];
+    /* the guarded copies: a tail of each area, as long as the call reads or writes */
+    float *gpar = tu_guard_alloc(sizeof par), *gsc = tu_guard_alloc(sizeof sc2), *gz = tu_guard_alloc(sizeof z2),
+          *grow = tu_guard_alloc(sizeof S);
+    CHECK(gpar && gsc && gz && grow, "%s: guard pages mapped", kt->name);
+    if (!gpar || !gsc || !gz || !grow) {
+        tu_guard_free(gpar), tu_guard_free(gsc), tu_guard_free(gz), tu_guard_free(grow);
+        return;
+    }
     for (int li = 0; li < 6; li++)
         for (int pld = 0; pld < 3; pld++)
             for (int v = 0; v < 4; v++) {
@@ -969,7 +980,10 @@ static void test_rowpar(const attn_kernel_table *kt) {
                 if (v == 2) par[2 * (nb - 1) * pld] = 1e20f; /* the rule fails on the last key */
                 if (v == 3) par[2 * (nb / 2) * pld + 1] = NAN;
                 float off = v & 1 ? 128.0f : 0.0f;
-                int ok = kt->rowpar_split(par, pld, nb, 1e6f, off, sc, z);
+                int np = 2 * ((nb - 1) * pld + 1); /* the floats the nb pairs span */
+                float *gp = gpar + 2 * 3 * 64 - np, *sc = gsc + 64 - nb, *z = gz + 64 - nb;
+                memcpy(gp, par, (size_t)np * sizeof(float));
+                int ok = kt->rowpar_split(gp, pld, nb, 1e6f, off, sc, z);
                 int ok2 = attn_rowpar_split(par, pld, nb, 1e6f, off, sc2, z2);
                 CHECK(ok == ok2 && same_bits(sc, sc2, nb) && same_bits(z, z2, nb),
                       "%s rowpar_split nb %d pld %d case %d: rule %d (want %d) or pairs differ", kt->name, nb, pld, v,
@@ -987,11 +1001,16 @@ static void test_rowpar(const attn_kernel_table *kt) {
                       kt->name, nb, R);
                 float a = tu_frand(&st) - 0.5f;
                 memcpy(S2, S, sizeof S);
-                kt->add_row(S + 1, 5 * nb + 3, a);
-                int bad = 0;
-                for (int i = 0; i < 5 * 72; i++) bad += S[i] != (i >= 1 && i < 5 * nb + 4 ? S2[i] + a : S2[i]);
-                CHECK(!bad, "%s add_row n %d: %d values differ", kt->name, 5 * nb + 3, bad);
+                int nr = 5 * nb + 3, bad = 0;
+                float *row = grow + 5 * 72 - nr;
+                memcpy(row, S + 1, (size_t)nr * sizeof(float));
+                kt->add_row(S + 1, nr, a);
+                kt->add_row(row, nr, a);
+                for (int i = 0; i < 5 * 72; i++) bad += S[i] != (i >= 1 && i < nr + 1 ? S2[i] + a : S2[i]);
+                for (int i = 0; i < nr; i++) bad += !same_bits(row + i, S + 1 + i, 1);
+                CHECK(!bad, "%s add_row n %d: %d values differ", kt->name, nr, bad);
             }
+    tu_guard_free(gpar), tu_guard_free(gsc), tu_guard_free(gz), tu_guard_free(grow);
 }
 
 /* q8_row: the blocks attn_q8_quantize / attn_q8_quantize_row write, byte
