@@ -141,22 +141,28 @@ static void bf16_pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V
     (nta_rows(dt) ? attn_pv_rows_x_bf16_nta : attn_kernels_avx512_bf16.pv_rows_x)(P, ldp, R, V, ldv, n, Dv, O, ldo, pre,
                                                                                   ldpre, wpre, dt);
 }
-static void bf16_qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                            int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    (dt == ATTN_DTYPE_Q8_0 ? attn_qk_rows_q8_bf16_y : attn_kernels_avx512_bf16.qk_rows_q8)(Q, R, D, K, ldk, n, S, lds,
-                                                                                           pre, ldpre, wpre, dt);
-}
+/* name: a table's qk_rows_q8 that takes q8_0 keys through y (the 256-bit key blocks' form) and the other types
+ * through base's */
+#define Q8_BLOCKS_Y(name, y, base)                                                                                     \
+    static void name(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,             \
+                     int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {                       \
+        (dt == ATTN_DTYPE_Q8_0 ? y : (base).qk_rows_q8)(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);             \
+    }
+/* get: table var, made by make on first use */
+#define TABLE_ONCE(get, var, make)                                                                                     \
+    static const attn_kernel_table *get(void) {                                                                        \
+        static pthread_once_t once = PTHREAD_ONCE_INIT;                                                                \
+        pthread_once(&once, make);                                                                                     \
+        return &var;                                                                                                   \
+    }
+Q8_BLOCKS_Y(bf16_qk_rows_q8, attn_qk_rows_q8_bf16_y, attn_kernels_avx512_bf16)
 static attn_kernel_table avx512_bf16;
 static void make_bf16(void) {
     avx512_bf16 = attn_kernels_avx512_bf16;
     avx512_bf16.qk_rows_x = bf16_qk_rows_x, avx512_bf16.pv_rows_x = bf16_pv_rows_x;
     avx512_bf16.qk_rows_q8 = bf16_qk_rows_q8;
 }
-static const attn_kernel_table *avx512_bf16_table(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_bf16);
-    return &avx512_bf16;
-}
+TABLE_ONCE(avx512_bf16_table, avx512_bf16, make_bf16)
 
 /* avx512-bf16-fma: the avx512-bf16 table with the math modes' fp8 decode
  * products (and a bf16 V's P V) as float32 FMAs on the same operands (q and
@@ -173,11 +179,7 @@ static void make_bf16_fma(void) {
     avx512_bf16_fma.qk_rows_bf = NULL, avx512_bf16_fma.pv_rows_bf = NULL, avx512_bf16_fma.qk_bf_types = 0;
     avx512_bf16_fma.math_products = ATTN_MATH_PRODUCTS_FP8_FMA;
 }
-static const attn_kernel_table *avx512_bf16_fma_table(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_bf16_fma);
-    return &avx512_bf16_fma;
-}
+TABLE_ONCE(avx512_bf16_fma_table, avx512_bf16_fma, make_bf16_fma)
 
 /* avx512-256: the AVX-512 table with the AVX2 source's decode row kernels
  * (faster on 256-bit units); avx512-256-vnni the same over avx512-vnni, and
@@ -223,7 +225,16 @@ static const attn_kernel_table *table_avx512_256(void) { return avx512_256_table
 static const attn_kernel_table *table_avx512_256_vnni(void) { return avx512_256_table(1); }
 static const attn_kernel_table *table_avx512_256_bf16(void) { return avx512_256_table(2); }
 #ifdef ATTN_HAVE_SIMDE
-static const attn_kernel_table *table_avx512_simde(void) { return &attn_kernels_avx512_simde; }
+/* avx512-simde: the AVX-512 source's table through SIMDe, with q8_0's Q K^T in the form the avx512-bf16 table
+ * takes (one 256-bit load a key block), so that the form the default full-width table runs is tested on any
+ * AVX2 host */
+Q8_BLOCKS_Y(simde_qk_rows_q8, attn_qk_rows_q8_simde_y, attn_kernels_avx512_simde)
+static attn_kernel_table avx512_simde;
+static void make_simde(void) {
+    avx512_simde = attn_kernels_avx512_simde;
+    avx512_simde.qk_rows_q8 = simde_qk_rows_q8;
+}
+TABLE_ONCE(table_avx512_simde, avx512_simde, make_simde)
 #endif
 #define TABLE(name, runs, get)                                                                                         \
     { name, runs, get }

@@ -326,6 +326,10 @@ void attn_qk_rows_q8_bf16_y(const void *Q, int64_t R, int64_t D, const void *K, 
 #define ATTN_HAVE_AVX2_BUILD 1
 #ifdef ATTN_HAVE_SIMDE
 extern const attn_kernel_table attn_kernels_avx512_simde; /* 16 lanes emulated on AVX2 (tests) */
+/* its qk_rows_q8 on 256-bit registers (the avx512-256 tables' form; q8_0 through it in the test table, as on
+ * avx512-bf16: dispatch.c) */
+void attn_qk_rows_q8_simde_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                             int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
 #endif
 #endif
 

@@ -11,6 +11,7 @@
 #define ATTN_FP8_DPBF16 1                   /* and the fp8 products through VDPBF16PS, VPERMT2B (SIMDe emulates them) */
 #define ATTN_VEC_AVX512 1
 #define ATTN_VEC_SIMDE 1
+#define ATTN_SIMD_Q8_Y attn_qk_rows_q8_simde_y /* q8_0's key blocks as avx512-bf16 reads them (dispatch.c) */
 #define ATTN_SIMD_TABLE attn_kernels_avx512_simde
 #define ATTN_SIMD_NAME "avx512-simde"
 #include "kernels_simd.c"
