@@ -1108,8 +1108,9 @@ static void test_gemm(const attn_kernel_table *kt) {
 
 /* Q K^T over q4_0 and q8_0 gives the same bits on tables that read the key blocks in other ways, where this CPU
  * runs both: q4_0 at one and two rows one key a vector on the VBMI tables, four keys a vector without VBMI; q8_0
- * one 256-bit load and XOR a block on avx512-bf16 and the avx512-256 tables, two 128-bit broadcasts and XORs on
- * avx512-vnni and avx512-bf16-fma (R 1..rmax, the D values of Ds: whole and partial groups of four blocks) */
+ * one 256-bit load and XOR a block on avx512-bf16, the avx512-256 tables and avx512-simde, two 128-bit broadcasts
+ * and XORs on avx512-vnni and avx512-bf16-fma (R 1..rmax, the D values of Ds: whole and partial groups of four
+ * blocks) */
 static void test_qk_same_bits(attn_dtype t, int rmax, const int *Ds, int nd, const char *const (*pairs)[2], int np) {
     enum { NK = 37, DM = 256, RM = 9 };
     uint32_t seed = 5u;

@@ -128,7 +128,7 @@ static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel 
  * the same; 128 keys in L1, zen5/q8-pair-load-ab) and the step on chip (T
  * 8192) 1.06x / 1.20x the GB/s at one and two rows (from memory: 1.04x at
  * one row, four rows within the noise); the other types keep the 512-bit
- * steps (the 256-bit ones took int8 and int4 1.2-1.3x at four rows).
+ * steps (the 256-bit ones took int8 1.3-1.45x the time, int4 1.1-1.3x at four and eight rows).
  * Intel's table keeps the broadcasts (not measured there). */
 static int nta_rows(attn_dtype dt) { return dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16; }
 static void bf16_qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
