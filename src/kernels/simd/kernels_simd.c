@@ -2185,6 +2185,51 @@ INLINE void qk_q8_body(const void *Q, int64_t R, int64_t D, const void *K, int64
     }
 }
 
+#if VL == 16 /* the keys' block scales: Q K^T's four-key steps, P V's weights at one row */
+/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b:
+ * a whole group by two word permutations of 64-byte loads (a gather took
+ * 0.6 ns a key more at one row), a partial one (lanes off m: 0; D not a
+ * multiple of 128) one by one */
+#if !defined(ATTN_VEC_SIMDE) /* SIMDe 0.7.4: no 512-bit conversion of f16 */
+/* four q4_0 keys' scales of blocks off / 18 .. + 3 (words 0, 9, 18, 27 of the 64 bytes at k[e] + off) as floats:
+ * words 0..7 of the permutation w of keys 0, 1's loads (32 + i: key 1's word i), 8..15 of keys 2, 3's */
+INLINE __m512 q4_scales4(const unsigned char *const *k, size_t off, __m512i w) {
+    __m512i l[4];
+    for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + off));
+    __m512i p01 = _mm512_permutex2var_epi16(l[0], w, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w, l[3]);
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
+}
+#endif
+INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __mmask16 m) {
+#if !defined(ATTN_VEC_SIMDE)                  /* SIMDe 0.7.4: no 512-bit conversion of f16 */
+    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* lane 4 e + b: key e's block b0 + b */
+        return q4_scales4(k, (size_t)b0 * bb,
+                          _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
+                                           50, 41, 32, 27, 18, 9, 0));
+    }
+    if (bb == ATTN_Q8_BYTES && m == 0xffff) { /* words 0, 17 of each key's first 64 bytes, 2, 19 of the next */
+        const __m512i lo = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 49, 32, 0, 0, 17, 0);
+        const __m512i hi = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51,
+                                            34, 0, 0, 19, 2, 0, 0);
+        __m512i p[2];
+        for (int h = 0; h < 2; h++) {
+            const unsigned char *a = k[2 * h] + (size_t)b0 * bb, *c = k[2 * h + 1] + (size_t)b0 * bb;
+            __m512i x =
+                _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)a), lo, _mm512_loadu_si512((const void *)c));
+            __m512i y = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(a + 64)), hi,
+                                                  _mm512_loadu_si512((const void *)(c + 64)));
+            p[h] = _mm512_mask_blend_epi16(0xcccc, x, y);
+        }
+        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p[1]), _mm512_castsi512_si128(p[0])));
+    }
+#endif
+    float d16[16];
+    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
+    return _mm512_loadu_ps(d16);
+}
+#endif
+
 #if VL == 16 && defined(ATTN_Q8_DPBUSD)
 /* q8_0 / q4_0 keys on the 16-lane VNNI tables: two blocks (64 values) a
  * VPDPBUSD zmm, so that each (row, key) pays one subtraction, conversion,
@@ -2262,48 +2307,6 @@ INLINE __m512 kb_sum4f(const __m512 *a) {
     __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
     return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23))),
                          _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23))));
-}
-/* the f16 scales of blocks b0 .. b0 + 3 of the four keys, lane 4 e + b:
- * a whole group by two word permutations of 64-byte loads (a gather took
- * 0.6 ns a key more at one row), a partial one (lanes off m: 0; D not a
- * multiple of 128) one by one */
-#if !defined(ATTN_VEC_SIMDE) /* SIMDe 0.7.4: no 512-bit conversion of f16 */
-/* four q4_0 keys' scales of blocks off / 18 .. + 3 (words 0, 9, 18, 27 of the 64 bytes at k[e] + off) as floats:
- * words 0..7 of the permutation w of keys 0, 1's loads (32 + i: key 1's word i), 8..15 of keys 2, 3's */
-INLINE __m512 q4_scales4(const unsigned char *const *k, size_t off, __m512i w) {
-    __m512i l[4];
-    for (int e = 0; e < 4; e++) l[e] = _mm512_loadu_si512((const void *)(k[e] + off));
-    __m512i p01 = _mm512_permutex2var_epi16(l[0], w, l[1]), p23 = _mm512_permutex2var_epi16(l[2], w, l[3]);
-    return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p23), _mm512_castsi512_si128(p01)));
-}
-#endif
-INLINE __m512 kl_scales(const unsigned char *const *k, int64_t b0, size_t bb, __mmask16 m) {
-#if !defined(ATTN_VEC_SIMDE)                  /* SIMDe 0.7.4: no 512-bit conversion of f16 */
-    if (bb == ATTN_Q4_BYTES && m == 0xffff) { /* lane 4 e + b: key e's block b0 + b */
-        return q4_scales4(k, (size_t)b0 * bb,
-                          _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59,
-                                           50, 41, 32, 27, 18, 9, 0));
-    }
-    if (bb == ATTN_Q8_BYTES && m == 0xffff) { /* words 0, 17 of each key's first 64 bytes, 2, 19 of the next */
-        const __m512i lo = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                            0, 49, 32, 0, 0, 17, 0);
-        const __m512i hi = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51,
-                                            34, 0, 0, 19, 2, 0, 0);
-        __m512i p[2];
-        for (int h = 0; h < 2; h++) {
-            const unsigned char *a = k[2 * h] + (size_t)b0 * bb, *c = k[2 * h + 1] + (size_t)b0 * bb;
-            __m512i x =
-                _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)a), lo, _mm512_loadu_si512((const void *)c));
-            __m512i y = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(a + 64)), hi,
-                                                  _mm512_loadu_si512((const void *)(c + 64)));
-            p[h] = _mm512_mask_blend_epi16(0xcccc, x, y);
-        }
-        return _mm512_cvtph_ps(_mm256_set_m128i(_mm512_castsi512_si128(p[1]), _mm512_castsi512_si128(p[0])));
-    }
-#endif
-    float d16[16];
-    for (int i = 0; i < 16; i++) d16[i] = m >> i & 1 ? q8_d(k[i / 4] + (size_t)(b0 + i % 4) * bb) : 0.0f;
-    return _mm512_loadu_ps(d16);
 }
 /* q4_0's high nibbles of the code bytes x as bytes 0..15: one GF2P8AFFINEQB (each byte times the bit matrix of a
  * right shift by 4) where the table has GFNI (the avx512-bf16 table: Zen 5, four rows, the kernel 0.90x the time of
@@ -2750,8 +2753,8 @@ INLINE float p16_row16(const float *p, int64_t n, int16_t *q) {
     float sc, inv, ret;
     if (!p16_scale(vf_hmax(a), bad != 0, n, q, &sc, &inv, &ret)) return ret;
     vf sv = vf_set1(sc), iv = vf_set1(inv);
-    for (int k = 0; k < nk; k++) { /* the lanes past n: 0 */
-        vf y = vf_mul(vf_mul(x[k], sv), iv);
+    for (int k = 0; k < nk; k++) {                               /* the lanes past n: 0 */
+        vf y = vf_mul(sc == 1.0f ? x[k] : vf_mul(x[k], sv), iv); /* w 1 is w */
 #if defined(ATTN_VEC_SIMDE)
         __m256i lo = _mm256_cvtps_epi32(vf_half(y, 0)), hi = _mm256_cvtps_epi32(vf_half(y, 1));
         _mm256_storeu_si256((__m256i *)(void *)(q + 16 * k),
@@ -3176,9 +3179,28 @@ INLINE pvi_factors pvi_factors_of(__m512i amaxi) {
     f.u = _mm512_mask_blend_ps(bad, _mm512_maskz_div_ps(f.live, amax, vf_set1(ATTN_P16_MAX)), vf_set1(NAN));
     return f;
 }
-/* w's lanes rounded as attn_p16_quantize rounds them (0 where the lane's row is not live) */
-INLINE __m512i pvi_round(vf w, const pvi_factors *f) {
-    return _mm512_maskz_mov_epi32(f->live, pvi_cvt(vf_mul(vf_mul(w, f->sc), f->inv)));
+/* w's lanes rounded as attn_p16_quantize rounds them (0 where the lane's row is not live); unit: f's prescale is 1
+ * in every lane (pvi_unit), whose product is then left out (w 1 is w) */
+INLINE __m512i pvi_round(vf w, const pvi_factors *f, int unit) {
+    return _mm512_maskz_mov_epi32(f->live, pvi_cvt(vf_mul(unit ? w : vf_mul(w, f->sc), f->inv)));
+}
+INLINE int pvi_unit(const pvi_factors *f) { return _mm512_cmp_ps_mask(f->sc, vf_set1(1.0f), _CMP_NEQ_UQ) == 0; }
+/* pvi_blk_lanes' rounding: the weights w[0 .. n) (w[n] 0 for an odd n) rounded (pvi_round) and paired, key pair
+ * i's int16 pairs at int32 lanes 16 i + 4 b + r of q; zs += the rounded values (q4_0's zero point). Two pairs a
+ * step, no test for an odd last key inside the loop, and one product a lane where no lane is prescaled (unit):
+ * the kernel over q8_0 and q4_0 at two to eight rows 0.95-0.98x the time of this loop as it was (the product
+ * alone had run 0.98-0.99x: zen5/pvi-weights-ab, pvi-prescale-one-ab) */
+INLINE void pvi_pairs(const vf *w, int64_t n, const pvi_factors *f, int unit, int16_t (*q)[66], __m512i *zs) {
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    __m512i z = *zs;
+#pragma GCC unroll 2
+    for (int64_t j = 0; j < n; j += 2) {
+        __m512i qa = pvi_round(w[j], f, unit), qb = pvi_round(w[j + 1], f, unit);
+        __m512i pr = _mm512_ternarylogic_epi32(_mm512_slli_epi32(qb, 16), qa, lo16, 0xf8); /* qb << 16 | qa's low */
+        _mm512_storeu_si512((void *)((int32_t *)(void *)q + 8 * j), pr);
+        z = _mm512_add_epi32(z, _mm512_add_epi32(qa, qb));
+    }
+    *zs = z;
 }
 /* a key's four block scales from block b0 as words 4 b + r (b 0..3, each four times; idx pvi_scales_idx): q4_0's
  * from one 64-byte load, q8_0's from two */
@@ -3220,7 +3242,7 @@ INLINE void pvi_p4(const float *P, int64_t ldp, int64_t nr, int64_t j0, int m, f
 INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t *V, size_t vs, int64_t n, int64_t b0,
                           int64_t nbk, int16_t (*q)[66], float *u, int32_t *z, int t) {
     float pt[4 * 64] __attribute__((aligned(64)));
-    vf w[64];
+    vf w[65];
     for (int64_t j0 = 0; j0 < n; j0 += 16) pvi_p4(P, ldp, nr, j0, n - j0 < 16 ? (int)(n - j0) : 16, pt + 4 * j0);
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
     const __m512i idx = pvi_scales_idx(t, 0);
@@ -3229,20 +3251,19 @@ INLINE void pvi_blk_lanes(const float *P, int64_t ldp, int64_t nr, const uint8_t
      * float max where all are finite, from +inf's pattern (0x7f800000) on where an infinity or a NaN came (one
      * integer max a key, no compare) */
     __m512i amaxi = _mm512_setzero_si512();
+#pragma GCC unroll 2 /* two keys a step: no counter copy a key (Zen 5, four rows: the kernel 0.92x over q8_0) */
     for (int64_t j = 0; j < n; j++) {
         vf d = vf_cvt_h16(_mm512_castsi512_si256(pvi_scales4(V + (size_t)j * vs, b0, nbk, idx, t)));
         w[j] = _mm512_maskz_mul_ps(ok, _mm512_broadcast_f32x4(_mm_load_ps(pt + 4 * j)), d);
         amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j])));
     }
     pvi_factors f = pvi_factors_of(amaxi);
-    __m512i zs = _mm512_setzero_si512(), lo16 = _mm512_set1_epi32(0xffff);
-    for (int64_t j = 0; j < n; j += 2) {
-        __m512i qa = pvi_round(w[j], &f);
-        __m512i qb = j + 1 < n ? pvi_round(w[j + 1], &f) : _mm512_setzero_si512();
-        __m512i pr = _mm512_or_si512(_mm512_and_si512(qa, lo16), _mm512_slli_epi32(qb, 16));
-        _mm512_storeu_si512((void *)((int32_t *)(void *)q + 8 * j), pr);
-        zs = _mm512_add_epi32(zs, _mm512_add_epi32(qa, qb));
-    }
+    __m512i zs = _mm512_setzero_si512();
+    if (n % 2) w[n] = vf_zero(); /* the odd last key's partner: P 0 */
+    if (pvi_unit(&f))
+        pvi_pairs(w, n, &f, 1, q, &zs);
+    else
+        pvi_pairs(w, n, &f, 0, q, &zs);
     vf_store(u, f.u);
     if (t == KV_Q4) _mm512_storeu_si512((void *)z, _mm512_slli_epi32(zs, 3));
 }
@@ -3253,13 +3274,30 @@ INLINE __m512i pvi_scales_keys(const uint8_t *v, size_t vs, int m, int64_t b0, i
         sw = _mm512_mask_mov_epi16(sw, (__mmask32)(0xfu << 4 * k), pvi_scales4(v + (size_t)k * vs, b0, nbk, idx, t));
     return sw;
 }
+/* pvi_blk_lanes1's rounding: the weights of keys 4 i .. 4 i + 3 in w[i] rounded (pvi_round) and their pairs at
+ * int32 lanes 4 i + b of q (pix: pvi_pair_words); zs += the rounded values */
+INLINE void pvi_quads(const vf *w, int64_t n, const pvi_factors *f, int unit, __m512i pix, int16_t (*q)[66],
+                      __m512i *zs) {
+    __m512i z = *zs;
+    for (int64_t j = 0; j < n; j += 4) {
+        __m512i qa = pvi_round(w[j / 4], f, unit);
+        _mm256_storeu_si256((__m256i *)(void *)((int32_t *)(void *)q + 2 * j),
+                            _mm512_castsi512_si256(_mm512_permutexvar_epi16(pix, qa)));
+        z = _mm512_add_epi32(z, qa);
+    }
+    *zs = z;
+}
 /* pvi_blk_lanes at one row (R 1, and the rows after each 4 of 5, 9, ...): four keys a vector, lane 4 k + b (key k
- * of the four, block b), where a key took a vector of which a quarter was live; each key's scales by a merging word
- * permutation into its lanes, the largest |w| of the four keys' lanes by two lane swaps, and key pair i's int16
- * pairs at int32 lanes 4 i + b of q (pvi_weight at NR 1) by one word permutation a vector. The same products and
- * rounding, lane by lane */
-INLINE void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t n, int64_t b0, int64_t nbk,
-                           int16_t (*q)[66], float *u, int32_t *z, int t) {
+ * of the four, block b), where a key took a vector of which a quarter was live; four whole keys' four blocks'
+ * scales by kl_scales (two keys a word permutation), a partial group's by a merging permutation a key
+ * (pvi_scales_keys); the largest |w| of the four keys' lanes by two lane swaps, and key pair i's int16 pairs at
+ * int32 lanes 4 i + b of q (pvi_weight at NR 1) by one word permutation a vector. The same products and rounding,
+ * lane by lane. A function of its own, not inlined into pvi_body: there GCC kept this loop's counters on the
+ * stack and each key's permutation waited on them (Zen 5, 128 keys in L1, the P V kernel at one row: out of line
+ * 0.93x the time over q8_0, 0.87-0.92x over q4_0; kl_scales then 0.86x over q8_0 where inlined it had run 1.06x,
+ * 0.96x over q4_0: zen5/pvi-weights-ab) */
+static __attribute__((noinline)) void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t n, int64_t b0,
+                                                     int64_t nbk, int16_t (*q)[66], float *u, int32_t *z, int t) {
     vf w[16];
     int nb4 = nbk - b0 < 4 ? (int)(nbk - b0) : 4;
     const __m512i idx = pvi_scales_idx(t, 1);
@@ -3267,16 +3305,19 @@ INLINE void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t 
     __m512i amaxi = _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j += 4) {
         int m = n - j < 4 ? (int)(n - j) : 4;
-        /* q4_0's four keys with m a constant: the loop unrolled (GCC merges each key's one-source permutation
-         * into sw; rolled, they wait on each other and on the loop's counters in memory: the P V kernel at one
-         * row 0.84-0.91x the time; q8_0's two-source permutations unrolled ran 1.16x) */
-        __m512i sw = m == 4 && t == KV_Q4 ? pvi_scales_keys(V + (size_t)j * vs, vs, 4, b0, nbk, idx, t)
-                                          : pvi_scales_keys(V + (size_t)j * vs, vs, m, b0, nbk, idx, t);
+        vf d;
+        if (m == 4 && nb4 == 4) {
+            const unsigned char *k[4];
+            for (int e = 0; e < 4; e++) k[e] = V + (size_t)(j + e) * vs;
+            d = kl_scales(k, b0, t == KV_Q4 ? ATTN_Q4_BYTES : ATTN_Q8_BYTES, 0xffff);
+        } else {
+            d = vf_cvt_h16(_mm512_castsi512_si256(pvi_scales_keys(V + (size_t)j * vs, vs, m, b0, nbk, idx, t)));
+        }
         float p4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the last keys' P (SIMDe has no masked 128-bit load) */
         if (m < 4) memcpy(p4, P + j, (size_t)m * sizeof(float));
         vf pv = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
                                       _mm512_castps128_ps512(_mm_loadu_ps(m < 4 ? p4 : P + j)));
-        w[j / 4] = _mm512_maskz_mul_ps(ok, pv, vf_cvt_h16(_mm512_castsi512_si256(sw)));
+        w[j / 4] = _mm512_maskz_mul_ps(ok, pv, d);
         amaxi = _mm512_max_epi32(amaxi, _mm512_castps_si512(vf_abs(w[j / 4])));
     }
     /* each block's largest over the four keys' lanes, in every key's lanes */
@@ -3285,12 +3326,10 @@ INLINE void pvi_blk_lanes1(const float *P, const uint8_t *V, size_t vs, int64_t 
     pvi_factors f = pvi_factors_of(amaxi);
     const __m512i pix = _mm512_load_si512(pvi_pair_words);
     __m512i zs = _mm512_setzero_si512();
-    for (int64_t j = 0; j < n; j += 4) {
-        __m512i qa = pvi_round(w[j / 4], &f);
-        _mm256_storeu_si256((__m256i *)(void *)((int32_t *)(void *)q + 2 * j),
-                            _mm512_castsi512_si256(_mm512_permutexvar_epi16(pix, qa)));
-        zs = _mm512_add_epi32(zs, qa);
-    }
+    if (pvi_unit(&f))
+        pvi_quads(w, n, &f, 1, pix, q, &zs);
+    else
+        pvi_quads(w, n, &f, 0, pix, q, &zs);
     zs = _mm512_add_epi32(zs, _mm512_shuffle_i32x4(zs, zs, 0x4e));
     zs = _mm512_add_epi32(zs, _mm512_shuffle_i32x4(zs, zs, 0xb1));
     vf_store(u, f.u);
