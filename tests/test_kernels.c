@@ -1152,8 +1152,10 @@ static void test_qk_blocks_same_bits(void) {
     static const char *const q4[][2] = {{"avx512-256-vnni", "avx512-256-bf16"}, {"avx512-vnni", "avx512-bf16"}};
     static const char *const q8[][2] = {{"avx512-bf16-fma", "avx512-bf16"}, {"avx512-vnni", "avx512-256-vnni"}};
     static const int d4[] = {128}, d8[] = {32, 96, 128, 256};
-    test_qk_same_bits(ATTN_DTYPE_Q4_0, 2, d4, 1, q4, 2);
-    test_qk_same_bits(ATTN_DTYPE_Q8_0, 9, d8, 4, q8, 2);
+#define TQ_N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+    test_qk_same_bits(ATTN_DTYPE_Q4_0, 2, d4, TQ_N(d4), q4, TQ_N(q4));
+    test_qk_same_bits(ATTN_DTYPE_Q8_0, 9, d8, TQ_N(d8), q8, TQ_N(q8));
+#undef TQ_N
 }
 
 int main(int argc, char **argv) {
