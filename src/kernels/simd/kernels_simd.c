@@ -2009,7 +2009,7 @@ INLINE void kb_fold_store(const __m512i *a, __m512i zv, __m512 dv, int NR, float
  * widths, so that the chunks stay in registers); each step's fold and store
  * after the next step's products, so that the fold's chain overlaps them
  * (Zen 5, 128 keys in L1: the kernel over int4 0.95x the time at four rows,
- * int8 0.97x, both 0.94-0.95x at three; the step on chip 1.00-1.01x the
+ * int8 0.97x, both 0.94-0.95x at three; the step on chip 0.99-1.01x the
  * GB/s, inside the noise: zen5/decode-four-rows-tries) */
 INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, const void *K, size_t kr, int64_t n,
                         float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
