@@ -2016,7 +2016,6 @@ INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, co
     const __m512i lo4 = _mm512_set1_epi8(15), hi4 = _mm512_set1_epi8(-16);
     int64_t kc = t == KV_U4 ? nc / 2 : nc; /* a key row's 16-byte chunks */
     __m512i prev[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-    int64_t jl = -1;
     for (int64_t j = 0; j < n; j += 4) {
         const unsigned char *k[4];
         q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
@@ -2041,9 +2040,8 @@ INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, co
             __m512i hi = _mm512_add_epi32(a[e][2], a[e][3]);
             prev[e] = _mm512_add_epi32(_mm512_add_epi32(a[e][0], a[e][1]), t == KV_U4 ? kb_shift4(hi) : hi);
         }
-        jl = j;
     }
-    if (jl >= 0) kb_fold_store(prev, zv, dv, NR, S, lds, jl, n);
+    if (n > 0) kb_fold_store(prev, zv, dv, NR, S, lds, (n - 1) / 4 * 4, n); /* the last step */
 }
 /* q8_kb_steps on 256-bit registers, rows (0, 1) and (2, 3) side by side
  * (qy[2c + h]: rows 2h and 2h + 1's chunk c): for cores that run AVX-512 on
