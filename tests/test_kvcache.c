@@ -324,6 +324,22 @@ static void errors(void) {
     attn_kv_cache_free(NULL);
 }
 
+/* A one-sequence, one-head cache of T rows of K (type kt) and V (vt)
+ * from k and v, their stored rows read back into kr and vr; NULL (a check
+ * failed) if it cannot be made */
+static attn_kv_cache *folded_cache(attn_dtype kt, attn_dtype vt, int T, int D, const float *k, const float *v,
+                                   float *kr, float *vr) {
+    attn_kv_cache_config c = {.batch = 1, .kv_heads = 1, .capacity = T, .head_dim = D, .dtype = kt, .v_dtype = vt};
+    attn_kv_cache *kc = NULL;
+    CHECK_OK(attn_kv_cache_create(&c, &kc));
+    if (!kc) return NULL;
+    int64_t n[1] = {T};
+    attn_view ak = {(float *)(uintptr_t)k, T * D, T * D, D}, av = {(float *)(uintptr_t)v, T * D, T * D, D};
+    CHECK_OK(attn_kv_cache_append(kc, n, ak, av));
+    for (int j = 0; j < T; j++) CHECK_OK(attn_kv_cache_read(kc, 0, 0, j, kr + j * D, vr + j * D));
+    return kc;
+}
+
 /* int8 / int4 keys with an infinite query element: the products folded over
  * the codes (scale (q . codes) + zero sum(q)) would give inf - inf = NaN;
  * the rows' own values give one +-inf term a score. With softcap the
@@ -338,15 +354,8 @@ static void folded_special(void) {
     for (int i = 0; i < T * D; i++) k[i] = tu_frand(&s) * 1.5f, v[i] = tu_frand(&s);
     for (int t = 0; t < 2; t++) {
         attn_dtype dt = t ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
-        attn_kv_cache_config c = {
-            .batch = 1, .kv_heads = 1, .capacity = T, .head_dim = D, .dtype = dt, .v_dtype = ATTN_DTYPE_F32};
-        attn_kv_cache *kc = NULL;
-        CHECK_OK(attn_kv_cache_create(&c, &kc));
+        attn_kv_cache *kc = folded_cache(dt, ATTN_DTYPE_F32, T, D, k, v, kr, vr);
         if (!kc) continue;
-        int64_t n[1] = {T};
-        attn_view ak = {k, T * D, T * D, D}, av = {v, T * D, T * D, D};
-        CHECK_OK(attn_kv_cache_append(kc, n, ak, av));
-        for (int j = 0; j < T; j++) CHECK_OK(attn_kv_cache_read(kc, 0, 0, j, kr + j * D, vr + j * D));
         for (int G = 1; G <= 32; G += 31)
             for (int cap = 0; cap < 2; cap++)
                 for (int sign = -1; sign <= 1; sign += 2) {
@@ -372,6 +381,49 @@ static void folded_special(void) {
     }
 }
 
+/* int8 / int4 values past the fold rule: rows 5..12 hold +-1e38 (both
+ * signs in each row, alternating from row to row, so that every column's
+ * values cancel in pairs). Folded, P's scale times the top code gives 2e38
+ * a row and their zero points -1e38 a row: the sums overflow (inf - inf);
+ * the rows' own values stay finite. The decode rows' kernels (R 1 and 4)
+ * in each mode (the float32 P V and the integer one) must take the values,
+ * as the reference on the rows as stored does. */
+static void folded_values(void) {
+    enum { T = 40, D = 64 };
+    static float k[T * D], v[T * D], kr[T * D], vr[T * D], q[4 * D], out[4 * D], ref[4 * D];
+    uint32_t s = 78;
+    for (int j = 0; j < T; j++)
+        for (int i = 0; i < D; i++) {
+            k[j * D + i] = tu_frand(&s), v[j * D + i] = tu_frand(&s);
+            if (j >= 5 && j < 13) v[j * D + i] = (i + j) % 2 ? 1e38f : -1e38f;
+        }
+    for (int i = 0; i < 4 * D; i++) q[i] = 0.0f; /* every key the same score */
+    for (int t = 0; t < 2; t++) {
+        attn_dtype dt = t ? ATTN_DTYPE_KV_INT4 : ATTN_DTYPE_KV_INT8;
+        attn_kv_cache *kc = folded_cache(ATTN_DTYPE_F32, dt, T, D, k, v, kr, vr);
+        if (!kc) continue;
+        for (int G = 1; G <= 4; G += 3)
+            for (int mode = 0; mode < 2; mode++) {
+                attn_sdpa_desc d;
+                attn_sdpa_desc_init(&d, 1, G, 1, 0, D, D);
+                d.math = mode ? ATTN_MATH_DATA : ATTN_MATH_STRICT;
+                attn_view vq = {q, G * D, D, D}, vo = {out, G * D, D, D};
+                CHECK_OK(attn_kv_cache_attend(kc, &d, vq, vo, NULL));
+                d.Sk = T, d.Hkv = 1, d.impl = ATTN_IMPL_REF, d.math = ATTN_MATH_STRICT;
+                attn_view rk = {kr, T * D, T * D, D}, rv = {vr, T * D, T * D, D}, ro = {ref, G * D, D, D};
+                CHECK_OK(attn_sdpa_forward(&d, vq, rk, rv, ro, NULL));
+                int finite = 0;
+                for (int i = 0; i < G * D; i++) finite += isfinite(out[i]) != 0;
+                char what[96];
+                snprintf(what, sizeof what, "%s values of +-1e38, %d rows, %s mode", t ? "int4" : "int8", G,
+                         mode ? "data" : "strict");
+                CHECK(finite == G * D, "%s: %d of %d outputs finite", what, finite, G * D);
+                tu_allclose(what, out, ref, (size_t)G * D, 1e-3, 1e33); /* the +-1e38 pairs cancel to an ulp's order */
+            }
+        attn_kv_cache_free(kc);
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
@@ -390,5 +442,6 @@ int main(int argc, char **argv) {
     q8_error();
     errors();
     folded_special();
+    folded_values();
     return tu_finish("test_kvcache");
 }

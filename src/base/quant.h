@@ -181,51 +181,50 @@ static inline int attn_q4a_code(const void *row, int64_t n, int64_t i) {
 
 /* ---- decode's folded products over int8 / int4 rows (core/decode.c),
  * the loops the kernel tables run in vectors with the same bits (kernels.h
- * rowpar_*): each a product and a sum, rounded apart.
- * split: nb rows' (scale, zero) pairs (par: the first row's, 2 pld floats
- * from row to row; pld 0: one pair for all) into contiguous sc and z, off
- * times the scale added to each zero (K: the codes' offset in the dot);
- * returns whether every 255 |scale| + |zero| <= lim (before off; NaN fails).
- * scores: S's R rows (lds apart) of nb dot products of codes become scores,
- * S = S sc + z q_r (qs: each query row's sum). p: each of P's R rows times
- * the scales, and wr_r = sum_j P_rj z_j (before the scaling: the zero
- * points' share of every column of P V) in eight partial sums, key j in sum
- * j % 8 (the tail's keys in sum 0), added ((0 + 4) + (2 + 6)) + ((1 + 5) +
- * (3 + 7)). ---- */
-static inline int attn_rowpar_split(const float *par, int64_t pld, int64_t nb, float lim, float off, float *restrict sc,
-                                    float *restrict z) {
+ * rowpar_*): each a product and a sum, rounded apart. par: nb rows'
+ * (scale, zero) pairs, adjacent. Both return the fold rule: whether every
+ * 255 |scale| + |zero| <= lim (NaN fails); where it fails, what they wrote
+ * is not used. scores: S's R rows (lds apart) of nb dot products of codes
+ * become scores, S = S sc + z q_r (qs: each query row's sum; off: the
+ * codes' offset in the dot, K's, off times the scale added to each zero
+ * first where off is not 0). p: P's R rows (lds apart) are S's times the
+ * scales (S unchanged: a block whose rule fails takes S to its converted
+ * rows), and wr_r = sum_j S_rj z_j (the zero points' share of every column
+ * of P V) in eight partial sums, key j in sum j % 8 (the tail's keys in
+ * sum 0), added ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). ---- */
+static inline int attn_rowpar_ok(const float *par, int64_t nb, float lim) {
     int ok = 1;
-    for (int64_t j = 0; j < (pld ? nb : 1); j++) {
-        float a = par[2 * j * pld], c = par[2 * j * pld + 1];
-        ok &= 255.0f * fabsf(a) + fabsf(c) <= lim;
-        sc[j] = a, z[j] = c;
-    }
-    for (int64_t j = 1; !pld && j < nb; j++) sc[j] = sc[0], z[j] = z[0];
-    if (off != 0.0f)
-        for (int64_t j = 0; j < nb; j++) z[j] += off * sc[j];
+    for (int64_t j = 0; j < nb; j++) ok &= 255.0f * fabsf(par[2 * j]) + fabsf(par[2 * j + 1]) <= lim;
     return ok;
 }
-static inline void attn_rowpar_scores(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb,
-                                      const float *qs, float *restrict S, int64_t lds) {
+static inline int attn_rowpar_scores(const float *par, int64_t nb, float off, float lim, int64_t R, const float *qs,
+                                     float *restrict S, int64_t lds) {
     for (int64_t r = 0; r < R; r++) {
         float *restrict s = S + r * lds, q = qs[r];
-        for (int64_t j = 0; j < nb; j++) s[j] = s[j] * sc[j] + z[j] * q;
+        for (int64_t j = 0; j < nb; j++) {
+            float a = par[2 * j], z = par[2 * j + 1];
+            if (off != 0.0f) z += off * a;
+            s[j] = s[j] * a + z * q;
+        }
     }
+    return attn_rowpar_ok(par, nb, lim);
 }
 static inline float attn_rowpar_sum8(const float *w) {
     return ((w[0] + w[4]) + (w[2] + w[6])) + ((w[1] + w[5]) + (w[3] + w[7]));
 }
-static inline void attn_rowpar_p(const float *restrict sc, const float *restrict z, int64_t R, int64_t nb,
-                                 float *restrict S, int64_t lds, float *restrict wr) {
+static inline int attn_rowpar_p(const float *par, int64_t nb, float lim, int64_t R, const float *S, int64_t lds,
+                                float *restrict P, float *restrict wr) {
     for (int64_t r = 0; r < R; r++) {
-        float w[8] = {0}, *p = S + r * lds;
+        float w[8] = {0}, *p = P + r * lds;
+        const float *s = S + r * lds;
         int64_t j = 0;
         for (; j + 8 <= nb; j += 8)
-            for (int u = 0; u < 8; u++) w[u] += p[j + u] * z[j + u];
-        for (; j < nb; j++) w[0] += p[j] * z[j];
-        for (j = 0; j < nb; j++) p[j] *= sc[j];
+            for (int u = 0; u < 8; u++) w[u] += s[j + u] * par[2 * (j + u) + 1];
+        for (; j < nb; j++) w[0] += s[j] * par[2 * j + 1];
+        for (j = 0; j < nb; j++) p[j] = s[j] * par[2 * j];
         wr[r] = attn_rowpar_sum8(w);
     }
+    return attn_rowpar_ok(par, nb, lim);
 }
 
 #endif

@@ -161,7 +161,7 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * sum(q) with key j's (scale, zero); a scaled V's P is scaled before P V,
  * P_rj s_j, and an int8 V's zero points add sum_j P_rj z_j to every column
  * (wr, after the products). par: key j0's pair, pld pairs from key to key
- * (0: one pair for all). Another rounding of the same float32 products than
+ * (0: one pair for all), the kernels' adjacent (dec_pairs). Another rounding of the same float32 products than
  * the stored values' (attn_st_load_row), as q8_0's block scales.
  *
  * May the block's int8 / int4 rows keep their folded products (K: scale
@@ -173,8 +173,11 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * query value is finite and no term can come near float's range: with A =
  * 255 |scale| + |zero| a row's bound on its values' terms, K needs D qmax A
  * and V nb 2^11 A (P <= 2^11, online.h) under 1e30: the fold rule.
- * qmax: the largest |q| of the group's rows (NaN fails); the kernels'
- * rowpar_split checks the rule as it splits the block's pairs. */
+ * qmax: the largest |q| of the group's rows (NaN fails). The kernels'
+ * rowpar_scores / rowpar_p check the rule as they read the block's pairs;
+ * where it fails, the block's K takes Q K^T again on its converted rows,
+ * and its V the converted rows against P as the scores left it (rowpar_p
+ * writes the scaled P apart). */
 
 /* A shard's block of keys (local j0 .. at global positions from g0) as a
  * block of the global problem d: local key j is global j + ks (ks = g0 -
@@ -265,6 +268,30 @@ static int64_t dec_block_keys(const attn_kv_src *kv, int64_t j0, int64_t nb, int
     return (*d)->block_mask ? dec_clip(nb, j0, (*d)->block_mask->kv_block) : nb;
 }
 
+/* The block's nb (scale, zero) pairs of K (is_v 0) or V from key j0,
+ * adjacent: where the cache holds them (contiguous rows' pairs), else
+ * gathered into buf (a caller's page's, pld apart; fp8's one for all) */
+static const float *dec_pairs(const attn_kv_src *kv, int is_v, int64_t b, int64_t hk, int64_t j0, int64_t nb,
+                              float *buf) {
+    float tmp[2];
+    int64_t pld;
+    const float *par = attn_kv_par_run(kv, is_v, b, hk, j0, tmp, &pld);
+    if (pld == 1) return par;
+    for (int64_t j = 0; j < nb; j++) buf[2 * j] = par[2 * j * pld], buf[2 * j + 1] = par[2 * j * pld + 1];
+    return buf;
+}
+
+/* The block's nb rows of K (is_v 0) or V at src (ld apart) as their
+ * float32 values in buf (D or Dv a row) */
+static const float *dec_conv(const dec_call *c, int is_v, int64_t b, int64_t hk, int64_t j0, const void *src,
+                             int64_t ld, int64_t nb, float *buf) {
+    float tmp[2];
+    int64_t pld;
+    const float *par = attn_kv_par_run(c->kv, is_v, b, hk, j0, tmp, &pld);
+    c->kt->kv_rows(src, ld, nb, is_v ? c->d->Dv : c->d->D, attn_kv_type(c->kv, is_v), par, pld, buf);
+    return buf;
+}
+
 /* One block of item it from key j0 (to a multiple of DEC_NB, the page's end
  * or the item's end): S = Q K^T (Qg: the group's R packed query rows), the
  * modifiers and masks, the online softmax and O += P V into the item's
@@ -306,31 +333,16 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     /* the pairs' prefetch (dec_prefetch_par): contiguous, DEC_PF rows ahead; paged, the block that runs next */
     int paged = attn_kv_src_paged(kv), pp_on = !paged || pf_j < skb;
     int64_t pp_hk = paged ? pf_hk : hk, pp_j = paged ? pf_j : j0 + DEC_PF;
-    float tmp[2], ksc[DEC_NB], kz[DEC_NB], vsc[DEC_NB], vz[DEC_NB]; /* the rows' scales and zeros */
-    int64_t pld;
-    int conv_k = c->conv_k, conv_v = c->conv_v, iqk = c->iqk; /* the fold rule: special values read as values */
-    if (!conv_k && attn_storage_of(kk)->params == ATTN_ST_ROWPAR) {
-        const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
-        /* int8 codes in integers: the dot was taken with code - 128 (qk_rows_q8) */
-        float off = iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f;
-        if (!kt->rowpar_split(par, pld, nb, 1e30f / ((float)D * qmax), off, ksc, kz)) conv_k = 1, iqk = 0;
-    }
-    if (!conv_v && attn_storage_of(kvv)->params != ATTN_ST_PLAIN) { /* fp8: its one scale, zero 0 */
-        const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
-        if (!kt->rowpar_split(par, pld, nb, 1e30f / (2048.0f * (float)nb), 0.0f, vsc, vz) &&
-            attn_storage_of(kvv)->params == ATTN_ST_ROWPAR)
-            conv_v = 1;
-    }
-    if (conv_k) { /* converted a block at a time (dec_converts): the rows' values */
-        const float *par = attn_kv_par_run(kv, 0, b, hk, j0, tmp, &pld);
-        kt->kv_rows(K, ldk, nb, D, kk, par, pld, kvb);
-        K = kvb, ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
-    }
-    if (conv_v) {
-        const float *par = attn_kv_par_run(kv, 1, b, hk, j0, tmp, &pld);
-        kt->kv_rows(V, ldv, nb, Dv, kvv, par, pld, kvb + DEC_NB * D);
-        V = kvb + DEC_NB * D, ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
-    }
+    /* an int8 / int4 K's and a scaled V's (scale, zero) pairs; NULL where the rows are converted */
+    float tmp[2], kp[2 * DEC_NB], vp[2 * DEC_NB];
+    const float *kpar =
+        !c->conv_k && attn_storage_of(kk)->params == ATTN_ST_ROWPAR ? dec_pairs(kv, 0, b, hk, j0, nb, kp) : NULL;
+    const float *vpar =
+        !c->conv_v && attn_storage_of(kvv)->params != ATTN_ST_PLAIN ? dec_pairs(kv, 1, b, hk, j0, nb, vp) : NULL;
+    if (c->conv_k) /* converted a block at a time (dec_converts): the rows' values */
+        K = dec_conv(c, 0, b, hk, j0, K, ldk, nb, kvb), ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
+    if (c->conv_v)
+        V = dec_conv(c, 1, b, hk, j0, V, ldv, nb, kvb + DEC_NB * D), ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
     if (c->kt_k != ATTN_DTYPE_F32) { /* float32 rows rounded for the products (BF16 mode) */
         dec_round_rows(c, K, ldk, nb, D, c->kt_k, kvb);
         K = kvb, ldk = D, pk = NULL;
@@ -339,7 +351,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         dec_round_rows(c, V, ldv, nb, Dv, c->kt_v, kvb + DEC_NB * D);
         V = kvb + DEC_NB * D, ldv = Dv, pv = NULL;
     }
-    if (iqk) /* a math mode on an integer K: Qq holds int8 blocks (dec_pack_q) */
+    if (c->iqk) /* a math mode on an integer K: Qq holds int8 blocks (dec_pack_q) */
         kt->qk_rows_q8(Qq, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else if (dec_bqk_fits(c, qmax)) { /* fp8 / bf16 K: Qq holds the rows as bf16, K's scale on the scores */
         attn_kv_par(kv, 0, b, hk, j0, tmp);
@@ -348,8 +360,11 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         kt->qk_rows_x(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D, kk);
     else
         kt->qk_rows(Qf, R, D, K, ldk, nb, S, DEC_NB, pk, lpk, D);
-    if (attn_storage_of(kk)->params == ATTN_ST_ROWPAR) /* int8 codes: the rows' (scale, zero) */
-        kt->rowpar_scores(ksc, kz, R, nb, qs, S, DEC_NB);
+    /* int8 / int4 codes: the rows' (scale, zero), the int8 codes' dot in integers taken with code - 128
+     * (qk_rows_q8); where the fold rule fails, the block's keys as their values and Q K^T again */
+    float koff = c->iqk && kk == ATTN_DTYPE_KV_INT8 ? 128.0f : 0.0f;
+    if (kpar && !kt->rowpar_scores(kpar, nb, koff, 1e30f / ((float)D * qmax), R, qs, S, DEC_NB))
+        kt->qk_rows(Qf, R, D, dec_conv(c, 0, b, hk, j0, K, ldk, nb, kvb), D, nb, S, DEC_NB, NULL, lpk, D);
     if (pp_on) dec_prefetch_par(kv, 0, b, pp_hk, pp_j, nb);
     attn_score_keys keys = {{b, attn_sem_sk(d, b), attn_sem_off(d, b)}, NULL, 0}; /* the padding mask key by key */
     for (int64_t r = 0; r < R; r++) {                                             /* row r: query i of head h */
@@ -359,17 +374,23 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
         attn_online_row(kt, s, nb, c->escale, &m[r], &l[r], O + r * DvP, DvP, c->pt);
     }
     if (pp_on) dec_prefetch_par(kv, 1, b, pp_hk, pp_j, nb);
-    int vscaled = attn_storage_of(kvv)->params != ATTN_ST_PLAIN && !c->bpv; /* fp8 in pv_rows_bf: its scale */
-    float *wr = S + R * DEC_NB;                                             /* R more floats */
-    if (vscaled) kt->rowpar_p(vsc, vz, R, nb, S, DEC_NB, wr);
+    /* a scaled V (fp8 in pv_rows_bf: its scale there): P S's rows times the scales, the int8 zero points' share
+     * wr (fp8: 0); where an int8 / int4 V's fold rule fails, its rows as their values against S (fp8's stands) */
+    int vscaled = vpar && !c->bpv;
+    float *P = vscaled ? S + R * DEC_NB : S, *wr = S + 2 * R * DEC_NB; /* R x DEC_NB, then R more floats */
+    if (vscaled && !kt->rowpar_p(vpar, nb, 1e30f / (2048.0f * (float)nb), R, S, DEC_NB, P, wr) &&
+        attn_storage_of(kvv)->params == ATTN_ST_ROWPAR) {
+        V = dec_conv(c, 1, b, hk, j0, V, ldv, nb, kvb + DEC_NB * D), ldv = Dv, pv = NULL, kvv = ATTN_DTYPE_F32;
+        P = S, vscaled = 0;
+    }
     if (c->bpv)
-        kt->pv_rows_bf(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, attn_sem_fp8(kvv) ? vsc[0] : 1.0f, pv, lpv, Dv, kvv);
+        kt->pv_rows_bf(P, DEC_NB, R, V, ldv, nb, Dv, O, DvP, attn_sem_fp8(kvv) ? vpar[0] : 1.0f, pv, lpv, Dv, kvv);
     else if (kvv != ATTN_DTYPE_F32 && c->ipv) /* V's codes not converted: the mode's integer P V */
-        kt->pv_rows_i16(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
+        kt->pv_rows_i16(P, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else if (kvv != ATTN_DTYPE_F32)
-        kt->pv_rows_x(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
+        kt->pv_rows_x(P, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv, kvv);
     else
-        kt->pv_rows(S, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
+        kt->pv_rows(P, DEC_NB, R, V, ldv, nb, Dv, O, DvP, pv, lpv, Dv);
     for (int64_t r = 0; vscaled && r < R; r++) /* int8 V: the zero points' share (fp8: 0) */
         if (wr[r] != 0.0f) kt->add_row(O + r * DvP, Dv, wr[r]);
     return nb;
@@ -590,7 +611,7 @@ static int dec_tbufs_init(dec_tbufs *t, const dec_call *c, int64_t gs) {
     t->Qg = calloc((size_t)(gs * c->LR * D), sizeof(float));
     t->qqr = c->bqk ? (size_t)(R * D) * 2 : (size_t)R * attn_q8_row_bytes(D); /* bf16 rows, or int8 blocks */
     t->Qq = c->iqk || c->bqk ? malloc((size_t)gs * t->qqr) : NULL;
-    t->S = malloc((size_t)(R * (DEC_NB + 1)) * sizeof(float)), t->Qs = malloc((size_t)(gs * R) * sizeof(float));
+    t->S = malloc((size_t)(R * (2 * DEC_NB + 1)) * sizeof(float)), t->Qs = malloc((size_t)(gs * R) * sizeof(float));
     t->qmax = malloc((size_t)gs * sizeof(float));
     /* rounded or converted rows; int8 / int4 rows are converted where their folded products may not stand */
     int kvbuf = c->kt_k != ATTN_DTYPE_F32 || c->kt_v != ATTN_DTYPE_F32 || c->conv_k || c->conv_v ||

@@ -188,12 +188,13 @@ typedef struct attn_kernel_table {
      * qk_rows_bf: fp8 and bf16 where the table has it (0 on avx512-bf16-fma,
      * whose products are float32 FMAs) */
     unsigned qk_bf_types;
-    /* decode's folded products over int8 / int4 rows: base/quant.h's
-     * attn_rowpar_split / _scores / _p, the same bits; add_row: x += a */
-    int (*rowpar_split)(const float *par, int64_t pld, int64_t nb, float lim, float off, float *sc, float *z);
-    void (*rowpar_scores)(const float *sc, const float *z, int64_t R, int64_t nb, const float *qs, float *S,
-                          int64_t lds);
-    void (*rowpar_p)(const float *sc, const float *z, int64_t R, int64_t nb, float *S, int64_t lds, float *wr);
+    /* decode's folded products over int8 / int4 rows, par their adjacent
+     * (scale, zero) pairs: base/quant.h's attn_rowpar_scores / _p, the same
+     * bits, each returning the fold rule; add_row: x += a */
+    int (*rowpar_scores)(const float *par, int64_t nb, float off, float lim, int64_t R, const float *qs, float *S,
+                         int64_t lds);
+    int (*rowpar_p)(const float *par, int64_t nb, float lim, int64_t R, const float *S, int64_t lds, float *P,
+                    float *wr);
     void (*add_row)(float *x, int64_t n, float a);
     /* the math modes' query row for the integer Q K^T: x (n floats, a
      * multiple of 32) into q8_0 blocks at dst as attn_q8_quantize (t Q8_0:
