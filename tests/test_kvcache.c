@@ -327,14 +327,14 @@ static void errors(void) {
 /* A one-sequence, one-head cache of T rows of K (type kt) and V (vt)
  * from k and v, their stored rows read back into kr and vr; NULL (a check
  * failed) if it cannot be made */
-static attn_kv_cache *folded_cache(attn_dtype kt, attn_dtype vt, int T, int D, const float *k, const float *v,
-                                   float *kr, float *vr) {
+static attn_kv_cache *folded_cache(attn_dtype kt, attn_dtype vt, int T, int D, float *k, float *v, float *kr,
+                                   float *vr) {
     attn_kv_cache_config c = {.batch = 1, .kv_heads = 1, .capacity = T, .head_dim = D, .dtype = kt, .v_dtype = vt};
     attn_kv_cache *kc = NULL;
     CHECK_OK(attn_kv_cache_create(&c, &kc));
     if (!kc) return NULL;
     int64_t n[1] = {T};
-    attn_view ak = {(float *)(uintptr_t)k, T * D, T * D, D}, av = {(float *)(uintptr_t)v, T * D, T * D, D};
+    attn_view ak = {k, T * D, T * D, D}, av = {v, T * D, T * D, D};
     CHECK_OK(attn_kv_cache_append(kc, n, ak, av));
     for (int j = 0; j < T; j++) CHECK_OK(attn_kv_cache_read(kc, 0, 0, j, kr + j * D, vr + j * D));
     return kc;

@@ -161,8 +161,9 @@ static void dec_round_rows(const dec_call *c, const void *X, int64_t ldx, int64_
  * sum(q) with key j's (scale, zero); a scaled V's P is scaled before P V,
  * P_rj s_j, and an int8 V's zero points add sum_j P_rj z_j to every column
  * (wr, after the products). par: key j0's pair, pld pairs from key to key
- * (0: one pair for all), the kernels' adjacent (dec_pairs). Another rounding of the same float32 products than
- * the stored values' (attn_st_load_row), as q8_0's block scales.
+ * (0: one pair for all); the kernels take them adjacent (dec_pairs).
+ * Another rounding of the same float32 products than the stored values'
+ * (attn_st_load_row), as q8_0's block scales.
  *
  * May the block's int8 / int4 rows keep their folded products (K: scale
  * (q . codes) + zero sum(q); V: P scale times the codes, plus sum P zero),
