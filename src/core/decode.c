@@ -334,12 +334,14 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     /* the pairs' prefetch (dec_prefetch_par): contiguous, DEC_PF rows ahead; paged, the block that runs next */
     int paged = attn_kv_src_paged(kv), pp_on = !paged || pf_j < skb;
     int64_t pp_hk = paged ? pf_hk : hk, pp_j = paged ? pf_j : j0 + DEC_PF;
-    /* an int8 / int4 K's and a scaled V's (scale, zero) pairs; NULL where the rows are converted */
+    /* an int8 / int4 K's and a scaled V's (scale, zero) pairs; NULL where the rows are converted (fp8 V in
+     * pv_rows_bf: its one pair) */
     float tmp[2], kp[2 * DEC_NB], vp[2 * DEC_NB];
     const float *kpar =
         !c->conv_k && attn_storage_of(kk)->params == ATTN_ST_ROWPAR ? dec_pairs(kv, 0, b, hk, j0, nb, kp) : NULL;
-    const float *vpar =
-        !c->conv_v && attn_storage_of(kvv)->params != ATTN_ST_PLAIN ? dec_pairs(kv, 1, b, hk, j0, nb, vp) : NULL;
+    const float *vpar = !c->conv_v && attn_storage_of(kvv)->params != ATTN_ST_PLAIN
+                            ? dec_pairs(kv, 1, b, hk, j0, c->bpv ? 1 : nb, vp)
+                            : NULL;
     if (c->conv_k) /* converted a block at a time (dec_converts): the rows' values */
         K = dec_conv(c, 0, b, hk, j0, K, ldk, nb, kvb), ldk = D, pk = NULL, kk = ATTN_DTYPE_F32;
     if (c->conv_v)
