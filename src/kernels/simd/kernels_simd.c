@@ -3923,9 +3923,10 @@ static void pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, in
 /* ---- decode's int8 / int4 rows' (scale, zero) (kernels.h rowpar_*):
  * base/quant.h's loops with the pairs read in place, each step's pairs
  * split into scales and zeros in registers and their rule checked beside
- * (where a split into two arrays first took its own pass: the four-row step
- * over int4 and int8 1.01-1.05x the GB/s without it, Zen 5,
- * zen5/decode-four-rows-tries); each key's products and sums in quant.h's
+ * (where a split into two arrays first took its own pass: Zen 5, the passes
+ * 0.70-0.77x the time at 1-8 rows, the four-row step over int4 and int8 on
+ * chip 1.02-1.03x the GB/s, from memory inside the noise:
+ * zen5/decode-rowpar-inplace-ab); each key's products and sums in quant.h's
  * order on every table (the same bits): sixteen keys a step in 512 bits
  * where the table has them, eight in 256, the tail in quant.h's loops ---- */
 /* eight pairs at par as scales *s and zeros *z; the keys failing the rule (all ones) */
