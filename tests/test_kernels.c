@@ -1009,6 +1009,16 @@ static void test_rowpar(const attn_kernel_table *kt) {
                 for (int i = 0; i < nr; i++) bad += !same_bits(row + i, X + 1 + i, 1);
                 CHECK(!bad, "%s add_row n %d: %d values differ", kt->name, nr, bad);
             }
+    for (int v = 0; v < 4; v++) { /* no rows: the rule's answer alone, over every pair */
+        int nb = v == 3 ? 13 : 64;
+        for (int i = 0; i < 2 * 64; i++) gpar[i] = (tu_frand(&st) - 0.5f) * 8.0f;
+        if (v == 1) gpar[2 * 63] = 1e20f; /* the last key's scale */
+        if (v == 2) gpar[2 * 3 + 1] = NAN;
+        if (v == 3) gpar[2 * 12] = -1e20f; /* in the tail past the 8-key steps */
+        CHECK(kt->rowpar_p(gpar, nb, 1e6f, 0, gS, LD, gP, wr) == (v == 0) &&
+                  kt->rowpar_scores(gpar, nb, 0.0f, 1e6f, 0, qs, gS, LD) == (v == 0),
+              "%s rowpar R 0 nb %d case %d: the rule's answer", kt->name, nb, v);
+    }
     tu_guard_free(gpar), tu_guard_free(gS), tu_guard_free(gP), tu_guard_free(grow);
 }
 

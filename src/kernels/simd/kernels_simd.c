@@ -3986,6 +3986,7 @@ static int rowpar_scores(const float *par, int64_t nb, float off, float lim, int
 /* four rows at a time: their sums in registers, each step's pairs split once for them */
 static int rowpar_p(const float *par, int64_t nb, float lim, int64_t R, const float *restrict S, int64_t lds,
                     float *restrict P, float *restrict wr) {
+    if (R <= 0) return attn_rowpar_ok(par, nb, lim); /* no row to read the pairs beside */
     int64_t n8 = nb & ~(int64_t)7;
     int bad = 0;
     for (int64_t r0 = 0; r0 < R; r0 += 4) {
@@ -4027,7 +4028,7 @@ static int rowpar_p(const float *par, int64_t nb, float lim, int64_t R, const fl
             wr[r0 + u] = attn_rowpar_sum8(w);
         }
     }
-    return attn_rowpar_ok(R > 0 ? par + 2 * n8 : par, R > 0 ? nb - n8 : nb, lim) && !bad;
+    return attn_rowpar_ok(par + 2 * n8, nb - n8, lim) && !bad; /* the tail's pairs */
 }
 static void add_row(float *x, int64_t n, float a) {
     vf av = vf_set1(a);
