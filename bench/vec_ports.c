@@ -10,6 +10,10 @@
  * beside VPADDD, VPSRLW, VPXORD, VPSHUFD or a masked byte move two a cycle
  * between them, beside VPTERNLOGD 1.7, VPUNPCK, VPSHUFB or VSHUFF32X4 1.3,
  * VPERMT2B 1.2, VCVTPH2PS or GF2P8AFFINEQB 1.0-1.1 (zen4/vec-ports).
+ * VPDPWSSD (P V's products) on Zen 5: beside a VPBROADCASTD from memory,
+ * VPORD, VPSRLW or VCVTPS2DQ two a cycle (four instructions), beside VFMADD
+ * two between them, VCVTPH2PS 2.1, the masked VPERMB 1.5, VPSHUFB, VPERMW
+ * or VINSERTI32X4 2.7-2.9 (zen5/vec-ports, fourth row).
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 -mgfni bench/vec_ports.c -o /tmp/vec_ports
  *
  * 256-bit AVX2 (12 chains, six of each kind: 16 registers). On Zen 1 (two
@@ -63,6 +67,18 @@ static double now(void) {
 #define SB(a) _mm512_shuffle_epi8(a, y)
 #define MB1(a) _mm512_mask_mov_epi8(a, 0x5555555555555555ull, x)
 #define TN(a) _mm512_movm_epi8(_mm512_testn_epi8_mask(a, x))
+#define CI(a) _mm512_cvtps_epi32(_mm512_castsi512_ps(a))
+/* VPDPWSSD with its weight pair broadcast from memory in the same step (VPBROADCASTD zmm, m32: P V's weights) */
+static int bmem[16] __attribute__((aligned(64))) = {0x00030005};
+static inline __m512i ws_bc(__m512i a, __m512i x) {
+    __m512i w;
+    __asm__ volatile("vpbroadcastd %1, %0" : "=v"(w) : "m"(bmem[0]));
+    return _mm512_dpwssd_epi32(a, x, w);
+}
+#define WB(a) ws_bc(a, x)
+#define PW1(a) _mm512_permutexvar_epi16(y, a)
+#define IN(a) _mm512_inserti32x4(a, _mm512_castsi512_si128(x), 1)
+#define OR(a) _mm512_or_si512(a, x)
 #define VT __m512i
 #define VADD _mm512_add_epi32
 #define NCH 24
@@ -187,6 +203,17 @@ int main(int argc, char **argv) {
     BENCH("dpbf16+blendb", BF, MB1);
     BENCH("dpbf16+testnmb+movm", BF, TN);
     BENCH("dpbf16+xor ymm", BF, XY);
+    BENCH("dpwssd+bcast m32", WS, WB);
+    BENCH("dpwssd+fma", WS, FM);
+    BENCH("vcvtps2dq", CI, CI);
+    BENCH("dpwssd+cvtps2dq", WS, CI);
+    BENCH("dpwssd+cvtph", WS, CH);
+    BENCH("dpwssd+permb", WS, PB1);
+    BENCH("dpwssd+pshufb", WS, SB);
+    BENCH("dpwssd+permw", WS, PW1);
+    BENCH("dpwssd+inserti32x4", WS, IN);
+    BENCH("dpwssd+or", WS, OR);
+    BENCH("dpwssd+srlw", WS, SR);
 #else
     __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(5), sink = x;
     BENCH("vpmaddubsw", MB, MB);
