@@ -10,10 +10,11 @@
  * beside VPADDD, VPSRLW, VPXORD, VPSHUFD or a masked byte move two a cycle
  * between them, beside VPTERNLOGD 1.7, VPUNPCK, VPSHUFB or VSHUFF32X4 1.3,
  * VPERMT2B 1.2, VCVTPH2PS or GF2P8AFFINEQB 1.0-1.1 (zen4/vec-ports).
- * VPDPWSSD (P V's products) on Zen 5: beside a VPBROADCASTD from memory,
- * VPORD, VPSRLW or VCVTPS2DQ two a cycle (four instructions), beside VFMADD
- * two between them, VCVTPH2PS 2.1, the masked VPERMB 1.5, VPSHUFB, VPERMW
- * or VINSERTI32X4 2.7-2.9 (zen5/vec-ports, fourth row).
+ * VPDPWSSD (P V's products) on Zen 5, in the mix below (16 products and
+ * four of X a step), X's cost in the products' slots: VMULPS 1, VPERMB,
+ * VPERMW, GF2P8AFFINEQB, VPSHUFB, VBROADCASTI32X4 m128 0.26-0.39,
+ * VCVTPH2PS, VINSERTI32X4 m128 0.14-0.32, VPBROADCASTD m32, VPSRLW, VPANDD,
+ * VCVTPS2DQ about 0 (zen5/vec-ports, fifth row).
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512bf16 -mgfni bench/vec_ports.c -o /tmp/vec_ports
  *
  * 256-bit AVX2 (12 chains, six of each kind: 16 registers). On Zen 1 (two
@@ -134,6 +135,38 @@ static inline __m512i ws_bc(__m512i a, __m512i x) {
         sink = VADD(sink, VADD(a0, VADD(a5, VADD(a11, B6))));                                                          \
         printf("%-16s %5.2f a cycle\n", name, NCH / c);                                                                \
     }
+#ifdef __AVX512F__
+/* The mix: 16 independent VPDPWSSD a loop step (accumulators zmm0-15) and four independent instructions X (into
+ * zmm20-23, from zmm18 / zmm19, memory at mix_mem, mask k1), as decode's P V mixes them: X's cost as the cycles
+ * it adds to the 16 products, in their pipes' slots (two a cycle; 1: X takes a product's place). The pairs above
+ * alternate the two kinds one for one, with twelve dependent chains of each: some kinds (VPERMB, VCVTPH2PS) read
+ * as sharing the products' pipes there and not in this mix */
+static unsigned char mix_mem[256] __attribute__((aligned(64)));
+#define MIX_D(a) "vpdpwssd %%zmm16, %%zmm17, %%zmm" #a "\n\t"
+#define MIX_D16                                                                                                        \
+    MIX_D(0)                                                                                                           \
+    MIX_D(1)                                                                                                           \
+    MIX_D(2)                                                                                                           \
+    MIX_D(3) MIX_D(4) MIX_D(5) MIX_D(6) MIX_D(7) MIX_D(8) MIX_D(9) MIX_D(10) MIX_D(11) MIX_D(12) MIX_D(13) MIX_D(14)   \
+        MIX_D(15)
+#define MIX_CLOBBER                                                                                                    \
+    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",         \
+        "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23"
+#define MIX_LOOP(body)                                                                                                 \
+    do {                                                                                                               \
+        double t0 = now();                                                                                             \
+        for (long it = 0; it < N; it++) __asm__ volatile(body : : "r"(mix_mem) : MIX_CLOBBER);                         \
+        ns = (now() - t0) / (double)N * 1e9;                                                                           \
+    } while (0)
+/* X four times, its destination register zmm20 + i in r##i */
+#define MIX(name, x0, x1, x2, x3)                                                                                      \
+    {                                                                                                                  \
+        double ns;                                                                                                     \
+        MIX_LOOP(x0 x1 x2 x3 MIX_D16);                                                                                 \
+        printf("%-16s %5.2f slots\n", name, (ns - base) * ghz * 2.0 / 4.0);                                            \
+    }
+#define MIX4(fmt) MIX(#fmt, X_##fmt(20), X_##fmt(21), X_##fmt(22), X_##fmt(23))
+#endif
 int main(int argc, char **argv) {
     double ghz = argc > 1 ? atof(argv[1]) : 0.0;
     if (ghz <= 0.0) {
@@ -214,6 +247,40 @@ int main(int argc, char **argv) {
     BENCH("dpwssd+inserti32x4", WS, IN);
     BENCH("dpwssd+or", WS, OR);
     BENCH("dpwssd+srlw", WS, SR);
+    {
+        double base;
+        __asm__ volatile("kxnorq %%k1, %%k1, %%k1" : : : "k1");
+        {
+            double ns;
+            MIX_LOOP(MIX_D16);
+            base = ns;
+        }
+        printf("mix: 16 vpdpwssd %.2f cycles; four X beside them, X's slots\n", base * ghz);
+#define X_vpermb(r) "vpermb %%zmm18, %%zmm19, %%zmm" #r "%{%%k1%}%{z%}\n\t"
+#define X_vpshufb(r) "vpshufb %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vpermw(r) "vpermw %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vcvtph2ps(r) "vcvtph2ps %%ymm18, %%zmm" #r "\n\t"
+#define X_vcvtps2dq(r) "vcvtps2dq %%zmm18, %%zmm" #r "\n\t"
+#define X_vmulps(r) "vmulps %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vpsrlw(r) "vpsrlw $4, %%zmm18, %%zmm" #r "\n\t"
+#define X_vpandd(r) "vpandd %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vgf2p8affineqb(r) "vgf2p8affineqb $0, %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vpbroadcastd_m32(r) "vpbroadcastd (%0), %%zmm" #r "\n\t"
+#define X_vbroadcasti32x4_m128(r) "vbroadcasti32x4 16(%0), %%zmm" #r "\n\t"
+#define X_vinserti32x4_m128(r) "vinserti32x4 $1, 32(%0), %%ymm18, %%ymm" #r "\n\t"
+        MIX4(vpermb);
+        MIX4(vpshufb);
+        MIX4(vpermw);
+        MIX4(vcvtph2ps);
+        MIX4(vcvtps2dq);
+        MIX4(vmulps);
+        MIX4(vpsrlw);
+        MIX4(vpandd);
+        MIX4(vgf2p8affineqb);
+        MIX4(vpbroadcastd_m32);
+        MIX4(vbroadcasti32x4_m128);
+        MIX4(vinserti32x4_m128);
+    }
 #else
     __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(5), sink = x;
     BENCH("vpmaddubsw", MB, MB);
