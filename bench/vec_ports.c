@@ -147,8 +147,8 @@ static unsigned char mix_mem[256] __attribute__((aligned(64)));
     MIX_D(0)                                                                                                           \
     MIX_D(1)                                                                                                           \
     MIX_D(2)                                                                                                           \
-    MIX_D(3) MIX_D(4) MIX_D(5) MIX_D(6) MIX_D(7) MIX_D(8) MIX_D(9) MIX_D(10) MIX_D(11) MIX_D(12) MIX_D(13) MIX_D(14)   \
-        MIX_D(15)
+    MIX_D(3)                                                                                                           \
+    MIX_D(4) MIX_D(5) MIX_D(6) MIX_D(7) MIX_D(8) MIX_D(9) MIX_D(10) MIX_D(11) MIX_D(12) MIX_D(13) MIX_D(14) MIX_D(15)
 #define MIX_CLOBBER                                                                                                    \
     "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",         \
         "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23"
@@ -249,7 +249,10 @@ int main(int argc, char **argv) {
     BENCH("dpwssd+srlw", WS, SR);
     {
         double base;
-        __asm__ volatile("kxnorq %%k1, %%k1, %%k1" : : : "k1");
+        __asm__ volatile("kxnorq %%k1, %%k1, %%k1"
+                         :
+                         :
+                         : "k1"); /* VPERMB's mask (its value only picks the zeroed bytes) */
         {
             double ns;
             MIX_LOOP(MIX_D16);
