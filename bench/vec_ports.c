@@ -152,20 +152,33 @@ static unsigned char mix_mem[256] __attribute__((aligned(64)));
 #define MIX_CLOBBER                                                                                                    \
     "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",         \
         "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23"
-#define MIX_LOOP(body)                                                                                                 \
+/* ns: the loop step's time in ns */
+#define MIX_LOOP(ns, body)                                                                                             \
     do {                                                                                                               \
         double t0 = now();                                                                                             \
         for (long it = 0; it < N; it++) __asm__ volatile(body : : "r"(mix_mem) : MIX_CLOBBER);                         \
         ns = (now() - t0) / (double)N * 1e9;                                                                           \
     } while (0)
-/* X four times, its destination register zmm20 + i in r##i */
-#define MIX(name, x0, x1, x2, x3)                                                                                      \
+/* the X kinds, X_k(r) writing zmm r */
+#define X_vpermb(r) "vpermb %%zmm18, %%zmm19, %%zmm" #r "%{%%k1%}%{z%}\n\t"
+#define X_vpshufb(r) "vpshufb %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vpermw(r) "vpermw %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vcvtph2ps(r) "vcvtph2ps %%ymm18, %%zmm" #r "\n\t"
+#define X_vcvtps2dq(r) "vcvtps2dq %%zmm18, %%zmm" #r "\n\t"
+#define X_vmulps(r) "vmulps %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vpsrlw(r) "vpsrlw $4, %%zmm18, %%zmm" #r "\n\t"
+#define X_vpandd(r) "vpandd %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vgf2p8affineqb(r) "vgf2p8affineqb $0, %%zmm18, %%zmm19, %%zmm" #r "\n\t"
+#define X_vpbroadcastd_m32(r) "vpbroadcastd (%0), %%zmm" #r "\n\t"
+#define X_vbroadcasti32x4_m128(r) "vbroadcasti32x4 16(%0), %%zmm" #r "\n\t"
+#define X_vinserti32x4_m128(r) "vinserti32x4 $1, 32(%0), %%ymm18, %%ymm" #r "\n\t"
+/* kind k four times (zmm20-23) beside the 16 products: its slots against base, the products alone */
+#define MIX4(k)                                                                                                        \
     {                                                                                                                  \
         double ns;                                                                                                     \
-        MIX_LOOP(x0 x1 x2 x3 MIX_D16);                                                                                 \
-        printf("%-16s %5.2f slots\n", name, (ns - base) * ghz * 2.0 / 4.0);                                            \
+        MIX_LOOP(ns, X_##k(20) X_##k(21) X_##k(22) X_##k(23) MIX_D16);                                                 \
+        printf("%-16s %5.2f slots\n", #k, (ns - base) * ghz * 2.0 / 4.0);                                              \
     }
-#define MIX4(fmt) MIX(#fmt, X_##fmt(20), X_##fmt(21), X_##fmt(22), X_##fmt(23))
 #endif
 int main(int argc, char **argv) {
     double ghz = argc > 1 ? atof(argv[1]) : 0.0;
@@ -253,24 +266,8 @@ int main(int argc, char **argv) {
                          :
                          :
                          : "k1"); /* VPERMB's mask (its value only picks the zeroed bytes) */
-        {
-            double ns;
-            MIX_LOOP(MIX_D16);
-            base = ns;
-        }
+        MIX_LOOP(base, MIX_D16);
         printf("mix: 16 vpdpwssd %.2f cycles; four X beside them, X's slots\n", base * ghz);
-#define X_vpermb(r) "vpermb %%zmm18, %%zmm19, %%zmm" #r "%{%%k1%}%{z%}\n\t"
-#define X_vpshufb(r) "vpshufb %%zmm18, %%zmm19, %%zmm" #r "\n\t"
-#define X_vpermw(r) "vpermw %%zmm18, %%zmm19, %%zmm" #r "\n\t"
-#define X_vcvtph2ps(r) "vcvtph2ps %%ymm18, %%zmm" #r "\n\t"
-#define X_vcvtps2dq(r) "vcvtps2dq %%zmm18, %%zmm" #r "\n\t"
-#define X_vmulps(r) "vmulps %%zmm18, %%zmm19, %%zmm" #r "\n\t"
-#define X_vpsrlw(r) "vpsrlw $4, %%zmm18, %%zmm" #r "\n\t"
-#define X_vpandd(r) "vpandd %%zmm18, %%zmm19, %%zmm" #r "\n\t"
-#define X_vgf2p8affineqb(r) "vgf2p8affineqb $0, %%zmm18, %%zmm19, %%zmm" #r "\n\t"
-#define X_vpbroadcastd_m32(r) "vpbroadcastd (%0), %%zmm" #r "\n\t"
-#define X_vbroadcasti32x4_m128(r) "vbroadcasti32x4 16(%0), %%zmm" #r "\n\t"
-#define X_vinserti32x4_m128(r) "vinserti32x4 $1, 32(%0), %%ymm18, %%ymm" #r "\n\t"
         MIX4(vpermb);
         MIX4(vpshufb);
         MIX4(vpermw);
