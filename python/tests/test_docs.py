@@ -3,7 +3,9 @@ the README's "From Python" section starts with the pip command, the
 performance page shows the three plots near its top, each with a caption
 that names the host, the date and the command, and the current results
 files (one per host kind and benchmark) carry host kind, CPU model, date
-and command on every row (bench/record.py)."""
+and command on every row (bench/record.py); a decode formats table the
+page marks with its records is what bench/formats_table.py prints from
+them."""
 import glob
 import json
 import os
@@ -50,3 +52,19 @@ def test_results_files_rows_name_host_date_command():
             for key in ("host_kind", "cpu_model_name", "date", "command"):
                 assert row.get(key), "%s:%d has no %s" % (f, n + 1, key)
             assert row["host_kind"] in kinds and row["host_kind"] == os.path.basename(os.path.dirname(f))
+
+
+def test_performance_formats_tables_match_their_records():
+    """A decode formats table marked `<!-- bench/formats_table.py FILE ... -->`
+    (records under bench/results/) is what the script prints from them."""
+    import subprocess
+    import sys
+    text = read("docs", "PERFORMANCE.md")
+    marks = re.findall(r"<!-- bench/formats_table\.py ([^>]*?) -->\n((?:\|.*\n)+)", text)
+    assert marks, "docs/PERFORMANCE.md marks its formats table with its records"
+    for files, table in marks:
+        paths = [os.path.join(top, "bench", "results", f) for f in files.split()]
+        out = subprocess.run([sys.executable, os.path.join(top, "bench", "formats_table.py")] + paths,
+                             capture_output=True, text=True, check=True).stdout
+        want = "".join(l + "\n" for l in out.splitlines() if l.startswith("|"))
+        assert table == want, (files, table, want)
