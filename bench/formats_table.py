@@ -55,7 +55,7 @@ def main(paths):
         v = cells.get(key)
         if not v:
             return ""
-        meds = [st.median(x) for x in v] if len(v) > 1 else v[0]
+        meds = [st.median(x) for x in v] if len(samples) > 1 else v[0]
         m = st.median(meds)
         lo, hi = min(meds), max(meds)
         return "%.2f" % m if "%.2f" % lo == "%.2f" % hi else "%.2f (%.2f-%.2f)" % (m, lo, hi)
