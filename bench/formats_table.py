@@ -20,13 +20,11 @@ import sys
 
 ORDER = ["bfloat16", "float16", "fp8_e5m2", "fp8_e4m3", "int8", "q8_0", "int4", "q4_0"]
 NAME = {"bfloat16": "bf16", "float16": "f16", "fp8_e5m2": "fp8 e5m2", "fp8_e4m3": "fp8 e4m3"}
-BYTES = {"bfloat16": 1.00, "float16": 1.00, "fp8_e5m2": 0.50, "fp8_e4m3": 0.50, "int8": 0.53, "q8_0": 0.53,
-         "int4": 0.28, "q4_0": 0.28}
 TARGET = {"int4": 0.35, "q4_0": 0.35, "int8": 0.6, "q8_0": 0.6, "fp8_e5m2": 0.6, "fp8_e4m3": 0.6}
 
 
 def sample(path):
-    """(format, R, threads, key) -> the runs' values in one file"""
+    """(format, R, threads, key) -> the runs' values in one file (key "bytes": the step's bytes read)"""
     runs = {}
     with open(path) as f:
         for line in f:
@@ -36,7 +34,7 @@ def sample(path):
             if r.get("op") != "decode-formats":
                 continue
             cell = (r["kv_dtype"], r["H"] // r["Hkv"], r["threads"])
-            for key in ("step_to_bf16", "ratio_to_read"):
+            for key in ("step_to_bf16", "ratio_to_read", "bytes"):
                 runs.setdefault(cell + (key,), []).append(r[key])
     return runs
 
@@ -69,7 +67,8 @@ def main(paths):
     for t in ORDER:
         if not any(k[0] == t for k in cells):
             continue
-        row = [NAME.get(t, t), "%.2f" % BYTES[t]]
+        ref = next(k for k in cells if k[0] == t and k[3] == "bytes")  # a step's bytes, against bf16's in its cell
+        row = [NAME.get(t, t), "%.2f" % (cells[ref][0][0] / cells[("bfloat16",) + ref[1:]][0][0])]
         for R, th in cols:
             row += [fmt((t, R, th, "step_to_bf16")), fmt((t, R, th, "ratio_to_read"))]
         print("| " + " | ".join(row) + " |")
@@ -78,7 +77,7 @@ def main(paths):
     for th in sorted({c[1] for c in cols if c[0] == 4}):
         met = []
         for t in ORDER:
-            meds = [st.median(s[(t, 4, th, "step_to_bf16")]) for s in samples if (t, 4, th, "step_to_bf16") in s]
+            meds = [st.median(v) for v in cells.get((t, 4, th, "step_to_bf16"), [])]
             if t in TARGET and meds:
                 met.append("%s %d of %d" % (NAME.get(t, t), sum(round(m, 2) <= TARGET[t] for m in meds), len(meds)))
         print("Four rows, %d thread%s, samples at or under the step target: %s." %
