@@ -566,6 +566,26 @@ static void test_usage_errors(void) {
     unsetenv("ATTN_ISA");
 }
 
+/* bench's usage errors name the options and the values they got (bench takes no --output: expect_fail's) */
+static void test_bench_usage_errors(void) {
+    static const char *cases[][2] = {
+        {"bench --seq 32 --heads 6 --kv-heads 4 --min-time 0", "got --heads 6 and --kv-heads 4"},
+        {"bench --decode --heads 6 --kv-heads 4 --min-time 0", "got --heads 6 and --kv-heads 4"},
+        {"bench --decode --formats --head-dim 48 --min-time 0",
+         "--head-dim must be a multiple of 64 (every format takes "
+         "it), got 48"},
+        {"bench --decode --mla --head-dim 64 --v-head-dim 128 --min-time 0", "got --v-head-dim 128 and --head-dim 64"},
+        {"bench --decode --cascade --kv-seq 100 --page-size 16 --min-time 0", "got --kv-seq 100 and --page-size 16"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[4096];
+        int rc = run(cases[i][0], err, sizeof err);
+        CHECK(rc == 2, "attn %s: exit %d, want 2 (stderr: %s)", cases[i][0], rc, err);
+        CHECK(strstr(err, "attn: error: ") == err && strstr(err, cases[i][1]), "attn %s: stderr names '%s': %s",
+              cases[i][0], cases[i][1], err);
+    }
+}
+
 /* data errors: exit 1; the incremental run with a padding mask */
 static void test_data_errors(void) {
     char err[4096], a[3072];
@@ -710,6 +730,7 @@ int main(int argc, char **argv) {
     test_bench_smoke();
     if (snprintf(golden, sizeof golden, "%s/golden", tu_srcdir) >= (int)sizeof golden) return 2;
     test_usage_errors();
+    test_bench_usage_errors();
     test_data_errors();
     test_outputs();
     test_sdpa_errors();

@@ -264,7 +264,8 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                         attn_impl impl, attn_math math, double min_time, int json, int64_t Sq, int mode) {
     int tree = mode & DEC_TREE, ragged = mode & DEC_RAGGED;
     if (H % Hkv) {
-        cli_error("--heads must be a multiple of --kv-heads");
+        cli_error("--heads must be a multiple of --kv-heads, got --heads %lld and --kv-heads %lld", (long long)H,
+                  (long long)Hkv);
         return EXIT_USAGE;
     }
     if (tree && ragged) {
@@ -379,8 +380,13 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
  * alternating rounds */
 static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int64_t ps, attn_dtype dt, attn_math math,
                      double min_time, int json) {
-    if (Dv > D || ps < 1) {
-        cli_error("bench --mla: --v-head-dim <= --head-dim, --page-size >= 1");
+    if (Dv > D) {
+        cli_error("bench --mla: --v-head-dim must be at most --head-dim, got --v-head-dim %lld and --head-dim %lld",
+                  (long long)Dv, (long long)D);
+        return EXIT_USAGE;
+    }
+    if (ps < 1) {
+        cli_error("bench --mla: --page-size must be at least 1, got %lld", (long long)ps);
         return EXIT_USAGE;
     }
     int64_t np = (T + ps - 1) / ps, P = B * np, chunk = ps < 256 ? 256 / ps * ps : ps;
@@ -480,9 +486,19 @@ static int run_cascade(void *v) {
 
 static int bench_cascade(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t U, int64_t D, int64_t ps, attn_dtype dt,
                          attn_math math, double min_time, int json) {
-    if (H % Hkv || T % ps || T < 1 || U < 1) {
-        cli_error("bench --cascade: --heads a multiple of --kv-heads, --kv-seq a multiple of --page-size, "
-                  "--suffix >= 1");
+    if (H % Hkv) {
+        cli_error("bench --cascade: --heads must be a multiple of --kv-heads, got --heads %lld and --kv-heads %lld",
+                  (long long)H, (long long)Hkv);
+        return EXIT_USAGE;
+    }
+    if (T < 1 || ps < 1 || T % ps) {
+        cli_error("bench --cascade: --kv-seq (the shared prefix) must be a positive multiple of --page-size, got "
+                  "--kv-seq %lld and --page-size %lld",
+                  (long long)T, (long long)ps);
+        return EXIT_USAGE;
+    }
+    if (U < 1) {
+        cli_error("bench --cascade: --suffix must be at least 1, got %lld", (long long)U);
         return EXIT_USAGE;
     }
     int64_t np = T / ps, ns = (U + ps - 1) / ps, P = np + B * ns;
@@ -678,13 +694,14 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
                            argv, o);
     if (r <= 0) return r;
     if (o->qkv_dtype == ATTN_DTYPE_Q8_0) {
-        cli_error("--dtype must be f32, f16 or bf16 (the element type of q, k and v)");
+        cli_error("--dtype must be f32, f16 or bf16 (the element type of q, k and v), got 'q8_0'");
         return 0;
     }
     if (!o->Sk) o->Sk = o->S;
     if (!o->Hkv) o->Hkv = o->H;
     if (o->H % o->Hkv) {
-        cli_error("--heads must be a multiple of --kv-heads");
+        cli_error("--heads must be a multiple of --kv-heads, got --heads %lld and --kv-heads %lld", (long long)o->H,
+                  (long long)o->Hkv);
         return 0;
     }
     return 1;

@@ -47,8 +47,14 @@ static double time_read(const float *p, size_t n, int reps, float *sink) {
 
 int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int64_t page, attn_math math,
                       double min_time, int json) {
-    if (H % Hkv || D % 64) {
-        cli_error("bench --formats: --heads a multiple of --kv-heads, --head-dim a multiple of 64 (every format)");
+    if (H % Hkv) {
+        cli_error("bench --formats: --heads must be a multiple of --kv-heads, got --heads %lld and --kv-heads %lld",
+                  (long long)H, (long long)Hkv);
+        return EXIT_USAGE;
+    }
+    if (D % 64) {
+        cli_error("bench --formats: --head-dim must be a multiple of 64 (every format takes it), got %lld",
+                  (long long)D);
         return EXIT_USAGE;
     }
     attn_kv_cache *cache[NF] = {0};
