@@ -10,7 +10,8 @@
 #include <string.h>
 
 /* st is want and the detail holds every one of the (up to 3) strings */
-static void expect(const char *what, attn_status st, attn_status want, const char *s1, const char *s2, const char *s3) {
+static void expect(const char *what, attn_status st, attn_status want, const char *s1, const char *s2,
+                   const char *s3) {
     const char *said = attn_last_error();
     CHECK(said != NULL, "%s: attn_last_error is never NULL", what);
     if (!said) return;
@@ -50,7 +51,8 @@ static void sdpa_mistakes(void) {
     expect("scale", attn_sdpa_forward(&d, vq, vk, vv, vo, NULL), ATTN_E_INVALID, "scale = inf", NULL, NULL);
     int64_t lens[2] = {8, 9};
     attn_sdpa_desc_init(&d, 2, 4, 8, 8, 32, 32), d.seqlens_k = lens;
-    expect("seqlens_k", attn_sdpa_forward(&d, vq, vk, vv, vo, NULL), ATTN_E_SHAPE, "seqlens_k[1] = 9", "Sk = 8", NULL);
+    expect("seqlens_k", attn_sdpa_forward(&d, vq, vk, vv, vo, NULL), ATTN_E_SHAPE, "seqlens_k[1] = 9", "Sk = 8",
+           NULL);
     float slopes[4] = {0.5f, 0.25f, INFINITY, 0.1f};
     attn_sdpa_desc_init(&d, 2, 4, 8, 8, 32, 32), d.alibi_slopes = slopes;
     expect("alibi", attn_sdpa_forward(&d, vq, vk, vv, vo, NULL), ATTN_E_INVALID, "alibi_slopes[2] = inf", NULL, NULL);
@@ -107,17 +109,8 @@ static void page_mistakes(void) {
     /* 4 pages of 2 tokens, 1 kv head, D 32, NHD; sequences of 3 and 1 tokens */
     static float kp[4 * 2 * 32], vp[4 * 2 * 32];
     int32_t indptr[3] = {0, 2, 3}, indices[3] = {2, 0, 1}, last[2] = {1, 1};
-    attn_paged_kv kv = {.dtype = ATTN_DTYPE_F32,
-                        .layout = ATTN_KV_NHD,
-                        .num_pages = 4,
-                        .page_size = 2,
-                        .Hkv = 1,
-                        .D = 32,
-                        .Dv = 32,
-                        .k_pages = kp,
-                        .v_pages = vp,
-                        .kv_indptr = indptr,
-                        .kv_indices = indices,
+    attn_paged_kv kv = {.dtype = ATTN_DTYPE_F32, .layout = ATTN_KV_NHD, .num_pages = 4, .page_size = 2, .Hkv = 1,
+                        .D = 32, .Dv = 32, .k_pages = kp, .v_pages = vp, .kv_indptr = indptr, .kv_indices = indices,
                         .kv_last_page_len = last};
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 2, 2, 1, 0, 32, 32);
@@ -142,8 +135,8 @@ static void page_mistakes(void) {
            "blocks of 32");
     d.D = d.Dv = 32;
     bad = kv, bad.dtype = ATTN_DTYPE_KV_INT8;
-    expect("int8 pairs", attn_paged_attention(&d, vq, &bad, NULL, vo, NULL), ATTN_E_INVALID, "k_params is NULL", "int8",
-           NULL);
+    expect("int8 pairs", attn_paged_attention(&d, vq, &bad, NULL, vo, NULL), ATTN_E_INVALID, "k_params is NULL",
+           "int8", NULL);
     float sc[2] = {0.5f, NAN};
     bad = kv, bad.dtype = ATTN_DTYPE_FP8_E5M2, bad.v_dtype = ATTN_DTYPE_F32, bad.k_scale = sc, bad.k_scale_len = 2;
     expect("fp8 scales per head", attn_paged_attention(&d, vq, &bad, NULL, vo, NULL), ATTN_E_SHAPE, "k_scale_len = 2",
@@ -162,7 +155,8 @@ static void page_mistakes(void) {
     float rows[3 * 32] = {0};
     expect("slot", attn_paged_append(&kv, 3, rows, rows, slots), ATTN_E_INVALID, "slot_mapping[2] = 1000", "8 slots",
            NULL);
-    expect("no slots", attn_paged_append(&kv, 3, rows, rows, NULL), ATTN_E_INVALID, "slot_mapping is NULL", NULL, NULL);
+    expect("no slots", attn_paged_append(&kv, 3, rows, rows, NULL), ATTN_E_INVALID, "slot_mapping is NULL", NULL,
+           NULL);
     float l1[1] = {0}, out1[1];
     expect("merge", attn_merge_states(-1, 1, out1, l1, out1, l1, out1, l1), ATTN_E_SHAPE, "n = -1", NULL, NULL);
 }
@@ -183,7 +177,8 @@ static void file_mistakes(void) {
     CHECK_OK(attn_st_open("errors.safetensors", &f));
     if (!f) return;
     float x[6];
-    expect("missing tensor", attn_st_read_f32(f, "W_query", x, 6), ATTN_E_NOT_FOUND, "no tensor 'W_query'", NULL, NULL);
+    expect("missing tensor", attn_st_read_f32(f, "W_query", x, 6), ATTN_E_NOT_FOUND, "no tensor 'W_query'", NULL,
+           NULL);
     expect("dtype", attn_st_read_f32(f, "idx", x, 6), ATTN_E_DTYPE, "tensor 'idx' is I64", "float", NULL);
     int64_t y[6];
     expect("count", attn_st_read_i64(f, "idx", y, 4), ATTN_E_SHAPE, "holds 6 values", "4 asked", NULL);

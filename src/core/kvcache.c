@@ -47,7 +47,8 @@ static attn_status attend_check(const attn_kv_cache *c, const attn_sdpa_desc *d)
     attn_status st = attn_kv_query_check(d, c->cfg.kv_heads, c->cfg.head_dim, c->Dv, "the cache");
     if (st) return st;
     if (d->B != c->cfg.batch)
-        return attn_fail(ATTN_E_SHAPE, "B = %lld: the cache holds batch = %lld sequences", LL(d->B), LL(c->cfg.batch));
+        return attn_fail(ATTN_E_SHAPE, "B = %lld: the cache holds batch = %lld sequences", LL(d->B),
+                         LL(c->cfg.batch));
     return ATTN_OK;
 }
 
@@ -93,8 +94,8 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
         return attn_fail(ATTN_E_SHAPE,
                          "batch = %lld, kv_heads = %lld, capacity = %lld, head_dim = %lld, v_head_dim = %lld, "
                          "page_size = %lld, num_pages = %lld: the first five >= 1, the pages' >= 0 expected",
-                         LL(c.batch), LL(c.kv_heads), LL(c.capacity), LL(c.head_dim), LL(c.v_head_dim), LL(c.page_size),
-                         LL(c.num_pages));
+                         LL(c.batch), LL(c.kv_heads), LL(c.capacity), LL(c.head_dim), LL(c.v_head_dim),
+                         LL(c.page_size), LL(c.num_pages));
     if (c.head_dim % type->block || c.v_head_dim % vtype->block) /* rows of whole blocks */
         return attn_fail(ATTN_E_SHAPE, "%s = %lld: %s rows hold whole blocks of %lld values",
                          c.head_dim % type->block ? "head_dim" : "v_head_dim",
@@ -379,18 +380,17 @@ attn_status attn_kv_cache_attend_at(const attn_kv_cache *c, const attn_sdpa_desc
         return attn_fail(ATTN_E_UNSUPPORTED, "Sq = %lld%s over strided positions: decode's up to %d rows, not REF",
                          LL(din->Sq), din->impl == ATTN_IMPL_REF ? " with impl REF" : "", ATTN_DECODE_MAX_SQ);
     if (pos->block < 1 || pos->stride < pos->block || pos->offset < 0)
-        return attn_fail(ATTN_E_INVALID,
-                         "pos block = %lld, stride = %lld, offset = %lld: block >= 1, stride >= block, "
-                         "offset >= 0 expected",
+        return attn_fail(ATTN_E_INVALID, "pos block = %lld, stride = %lld, offset = %lld: block >= 1, stride >= block, "
+                                         "offset >= 0 expected",
                          LL(pos->block), LL(pos->stride), LL(pos->offset));
     attn_kv_src src = c->store;
     src.map_len = c->len, src.map_block = pos->block, src.map_stride = pos->stride, src.map_off = pos->offset;
     int64_t Sk = 0;
     for (int64_t b = 0; b < c->cfg.batch; b++) { /* every local key inside its sequence */
-        if (pos->global_len[b] < 0 || (c->len[b] > 0 && attn_kv_src_global(&src, c->len[b] - 1) >= pos->global_len[b]))
-            return attn_fail(ATTN_E_INVALID,
-                             "pos->global_len[%lld] = %lld does not hold the %lld local keys' positions", LL(b),
-                             LL(pos->global_len[b]), LL(c->len[b]));
+        if (pos->global_len[b] < 0 ||
+            (c->len[b] > 0 && attn_kv_src_global(&src, c->len[b] - 1) >= pos->global_len[b]))
+            return attn_fail(ATTN_E_INVALID, "pos->global_len[%lld] = %lld does not hold the %lld local keys' positions",
+                             LL(b), LL(pos->global_len[b]), LL(c->len[b]));
         Sk = pos->global_len[b] > Sk ? pos->global_len[b] : Sk;
     }
     if (din->Sk != 0 && din->Sk != Sk)
