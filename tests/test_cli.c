@@ -478,6 +478,7 @@ static void test_bench_smoke(void) {
         {"--decode --caller-pages --batch 2 --kv-seq 100 --heads 4 --kv-heads 2 --page-size 16 --kv-dtype bf16",
          "\"ratio_to_cache\""},
         {"--decode --formats --heads 2 --kv-heads 1 --head-dim 64 --kv-seq 64 --math data", "\"kv_dtype\": \"q4_0\""},
+        {"--decode --formats --heads 2 --kv-heads 1 --head-dim 64 --kv-seq 40 --page-size 16", "\"ratio_to_own_read\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], err[1024];

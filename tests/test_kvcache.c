@@ -6,6 +6,7 @@
  * pool, bad arguments); trim and reset give pages back. */
 #include "testutil.h"
 #include "base/half.h"
+#include "core/kv_src.h"
 
 #include <math.h>
 #include <omp.h>
@@ -424,6 +425,52 @@ static void folded_values(void) {
     }
 }
 
+/* attn_kv_cache_regions (what `attn bench --decode --formats` reads as the
+ * cache's own storage): K's and V's codes, then the int8 / int4 pairs, at the
+ * bytes the cache holds (contiguous: B Hkv capacity rows; paged: the pool),
+ * every byte readable (the sanitizer build reads them all) */
+static void regions(void) {
+    static const struct {
+        attn_dtype k, v;
+        int64_t ps, np;
+        int n;
+        size_t kb, vb;
+    } cases[] = {
+        /* B 2, Hkv 3, capacity 40, D 64, Dv 32: 240 rows, or paged 16 a page: 6 pages (or 5) of 48 rows */
+        {ATTN_DTYPE_BF16, 0, 0, 0, 2, 240 * 128, 240 * 64},
+        {ATTN_DTYPE_KV_INT8, ATTN_DTYPE_KV_INT4, 0, 0, 4, 240 * 64, 240 * 16},
+        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_FP8_E4M3, 16, 0, 2, 288 * 68, 288 * 32},
+        {ATTN_DTYPE_KV_INT4, 0, 16, 5, 4, 240 * 32, 240 * 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn_kv_cache_config cfg = {.batch = 2,
+                                    .kv_heads = 3,
+                                    .capacity = 40,
+                                    .head_dim = 64,
+                                    .v_head_dim = 32,
+                                    .dtype = cases[i].k,
+                                    .v_dtype = cases[i].v,
+                                    .page_size = cases[i].ps,
+                                    .num_pages = cases[i].np};
+        attn_kv_cache *c = NULL;
+        CHECK(attn_kv_cache_create(&cfg, &c) == ATTN_OK, "regions case %zu: created", i);
+        if (!c) continue;
+        const void *p[4];
+        size_t bytes[4];
+        int n = attn_kv_cache_regions(c, p, bytes);
+        CHECK(n == cases[i].n && bytes[0] == cases[i].kb && bytes[1] == cases[i].vb,
+              "regions case %zu: %d regions of %zu, %zu bytes (want %d, %zu, %zu)", i, n, bytes[0], bytes[1],
+              cases[i].n, cases[i].kb, cases[i].vb);
+        for (int r = 2; r < n; r++)
+            CHECK(bytes[r] == bytes[0] / (cases[i].k == ATTN_DTYPE_KV_INT8 ? 64 : 32) * 8,
+                  "regions case %zu: pairs region %d of %zu bytes", i, r, bytes[r]);
+        volatile unsigned sum = 0;
+        for (int r = 0; r < n; r++)
+            for (size_t b = 0; b < bytes[r]; b++) sum += ((const unsigned char *)p[r])[b];
+        attn_kv_cache_free(c);
+    }
+}
+
 int main(int argc, char **argv) {
     tu_init(argc, argv);
     omp_set_num_threads(2);
@@ -443,5 +490,6 @@ int main(int argc, char **argv) {
     errors();
     folded_special();
     folded_values();
+    regions();
     return tu_finish("test_kvcache");
 }

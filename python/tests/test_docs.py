@@ -55,15 +55,16 @@ def test_results_files_rows_name_host_date_command():
 
 
 def test_performance_formats_tables_match_their_records():
-    """A decode formats table marked `<!-- bench/formats_table.py FILE ... -->`
-    (records under bench/results/) is what the script prints from them."""
+    """A decode formats table marked `<!-- bench/formats_table.py [--own] FILE
+    ... -->` (records under bench/results/) is what the script prints from
+    them."""
     import subprocess
     import sys
     text = read("docs", "PERFORMANCE.md")
     marks = re.findall(r"<!-- bench/formats_table\.py ([^>]*?) -->\n((?:\|.*\n)+)", text)
     assert marks, "docs/PERFORMANCE.md marks its formats table with its records"
     for files, table in marks:
-        paths = [os.path.join(top, "bench", "results", f) for f in files.split()]
+        paths = [f if f.startswith("--") else os.path.join(top, "bench", "results", f) for f in files.split()]
         out = subprocess.run([sys.executable, os.path.join(top, "bench", "formats_table.py")] + paths,
                              capture_output=True, text=True, check=True).stdout
         want = "".join(l + "\n" for l in out.splitlines() if l.startswith("|"))

@@ -165,4 +165,11 @@ attn_status attn_decode_forward(const attn_sdpa_desc *d, attn_view q, const attn
  * when the storage is 16-bit, q8_0 or paged. */
 attn_status attn_attend(const attn_sdpa_desc *d, attn_view q, const attn_kv_src *kv, attn_view out, float *lse);
 
+/* The memory a cache's rows occupy: K's codes, V's, then the int8 / int4
+ * (scale, zero) pairs of K and of V where it holds them (paged: the whole
+ * pool). Up to four regions and their bytes; returns how many. For a bench
+ * that reads the very bytes a step reads: on a VM one allocation may read
+ * up to 2x faster or slower than another. */
+int attn_kv_cache_regions(const attn_kv_cache *c, const void *p[4], size_t bytes[4]);
+
 #endif

@@ -169,6 +169,18 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg, attn_kv_cache 
     return ATTN_OK;
 }
 
+int attn_kv_cache_regions(const attn_kv_cache *c, const void *p[4], size_t bytes[4]) {
+    /* the rows attn_kv_cache_create allocated (their product checked there) */
+    size_t tokens =
+        (size_t)c->cfg.kv_heads * (size_t)(paged(c) ? c->npages * c->cfg.page_size : c->cfg.batch * c->cfg.capacity);
+    int n = 0;
+    p[n] = c->k, bytes[n++] = tokens * attn_storage_bytes(attn_kv_type(&c->store, 0), c->cfg.head_dim);
+    p[n] = c->v, bytes[n++] = tokens * attn_storage_bytes(attn_kv_type(&c->store, 1), c->Dv);
+    if (c->kpar) p[n] = c->kpar, bytes[n++] = tokens * 2 * sizeof(float);
+    if (c->vpar) p[n] = c->vpar, bytes[n++] = tokens * 2 * sizeof(float);
+    return n;
+}
+
 void attn_kv_cache_free(attn_kv_cache *c) {
     if (!c) return;
     free(c->len), free(c->k), free(c->v), free(c->table), free(c->free_stack), free(c->refs);

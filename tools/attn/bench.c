@@ -155,16 +155,16 @@ float *cli_frand_buf(size_t n, uint32_t seed) {
 /* ---- decode: one new token per sequence against a KV cache ---------------- */
 
 typedef struct rd_ctx {
-    const float *p;
-    size_t n;
-    volatile float sink;
+    const void *p;
+    size_t bytes;
+    volatile unsigned sink;
 } rd_ctx;
 
 /* the machine's read bandwidth on the decode's thread count (readbw.c: the
  * widest vectors, 8 accumulators, one stream per thread) */
 static int run_read(void *v) {
     rd_ctx *r = v;
-    r->sink = attn_readbw_sum(r->p, r->n);
+    r->sink = attn_readbw_sum(r->p, r->bytes);
     return 0;
 }
 
@@ -287,7 +287,7 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     for (int64_t b = 0; len && b < B; b++) tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
     size_t bytes = (size_t)(2 * Hkv * tokens) * kv_row_bytes(dt, D);
-    rd_ctx rd = {attn_readbw_buf(bytes / sizeof(float)), bytes / sizeof(float), 0.0f};
+    rd_ctx rd = {attn_readbw_buf(bytes), bytes, 0};
     if (!kk || !vv || !q || !o || !n || !len || !rd.p || (tree && !tm)) {
         cli_error("bench: out of memory");
         return 1;
@@ -396,7 +396,7 @@ static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int
     float *rows = cli_frand_buf((size_t)(chunk * D), 5), *q = cli_frand_buf((size_t)(B * H * D), 4);
     int64_t *slots = malloc((size_t)chunk * sizeof *slots);
     size_t bytes = (size_t)(B * T) * kv_row_bytes(dt, D);
-    rd_ctx rd = {attn_readbw_buf(bytes / sizeof(float)), bytes / sizeof(float), 0.0f};
+    rd_ctx rd = {attn_readbw_buf(bytes), bytes, 0};
     c.o = (attn_view){cli_frand_buf((size_t)(B * H * Dv), 7), H * Dv, Dv, Dv};
     if (!c.kv.k_pages || !ip || !ind || !last || !rows || !q || !slots || !rd.p || !c.o.data ||
         (attn_storage_of(dt)->params == ATTN_ST_ROWPAR && !c.kv.k_params)) {

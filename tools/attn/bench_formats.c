@@ -3,10 +3,14 @@
  * a plain read of memory: what a smaller cache buys. Per format: the bytes
  * a step reads (K and V as stored, int8 / int4 pairs included), the step's
  * time, the step relative to bf16's in the same round (median of the
- * rounds), and GB/s of its bytes against the read bandwidth measured in the
- * same round (median of the rounds' ratios). */
+ * rounds), and GB/s of its bytes against two reads measured in the same
+ * round (medians of the rounds' ratios): of a buffer of its own (the read
+ * bandwidth, as `attn bench --decode`), and of the cache's own storage (the
+ * very bytes the step reads: on a VM one allocation may read up to 2x
+ * faster or slower than another). */
 #include "cli.h"
 #include "base/storage.h"
+#include "core/kv_src.h"
 #include "readbw.h"
 
 #include <omp.h>
@@ -35,11 +39,12 @@ static double time_step(attn_kv_cache *c, const attn_sdpa_desc *d, attn_view q, 
     return median(t, reps);
 }
 
-static double time_read(const float *p, size_t n, int reps, float *sink) {
+/* the median of reps reads of the np regions at p (bytes[i] each) */
+static double time_read(const void *const *p, const size_t *bytes, int np, int reps, unsigned *sink) {
     double t[8];
     for (int i = 0; i < reps; i++) {
         double t0 = cli_now();
-        *sink += attn_readbw_sum(p, n);
+        for (int r = 0; r < np; r++) *sink += attn_readbw_sum(p[r], bytes[r]);
         t[i] = cli_now() - t0;
     }
     return median(t, reps);
@@ -79,7 +84,8 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
                    (attn_storage_bytes(t, D) + (attn_storage_of(t)->params == ATTN_ST_ROWPAR ? 8 : 0));
         maxb = bytes[f] > maxb ? bytes[f] : maxb;
     }
-    float *rd = bad ? NULL : attn_readbw_buf(maxb / 4), sink = 0.0f;
+    void *rd = bad ? NULL : attn_readbw_buf(maxb);
+    unsigned sink = 0;
     if (bad || !rd) {
         cli_error("bench --formats: caches of B=%lld Hkv=%lld T=%lld D=%lld: out of memory or refused", (long long)B,
                   (long long)Hkv, (long long)T, (long long)D);
@@ -91,15 +97,20 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
     attn_sdpa_desc_init(&d, B, H, 1, T, D, D);
     d.Hkv = Hkv, d.causal = ATTN_CAUSAL_BOTTOM_RIGHT, d.math = math, d.Sk = 0;
     attn_view vq = {q, H * D, D, D}, vo = {o, H * D, D, D};
-    static double tf[NF][ROUNDS], rel[NF][ROUNDS], rr[NF][ROUNDS];
+    static double tf[NF][ROUNDS], rel[NF][ROUNDS], rr[NF][ROUNDS], ro[NF][ROUNDS];
     int rounds = 0;
     double end = cli_now() + (min_time > 0 ? min_time : 1.0) * NF;
     for (int f = 0; f < NF; f++) time_step(cache[f], &d, vq, vo, 1, &bad); /* warm */
-    do { /* a round: each format's step, then the read of the same bytes, in turn */
+    do { /* a round: each format's step, then the reads of as many bytes and of the cache's own, in turn */
         for (int f = 0; f < NF; f++) {
             tf[f][rounds] = time_step(cache[f], &d, vq, vo, 3, &bad);
-            double tr = time_read(rd, bytes[f] / 4, 3, &sink);
-            rr[f][rounds] = tr / tf[f][rounds]; /* (bytes / t_step) / (bytes / t_read) */
+            const void *rp[4] = {rd};
+            size_t rb[4] = {bytes[f]};
+            rr[f][rounds] = time_read(rp, rb, 1, 3, &sink) / tf[f][rounds]; /* (bytes / t_step) / (bytes / t_read) */
+            int np = attn_kv_cache_regions(cache[f], rp, rb);               /* a paged pool's rows: up to a page more */
+            double own = 0.0;
+            for (int r = 0; r < np; r++) own += (double)rb[r];
+            ro[f][rounds] = time_read(rp, rb, np, 3, &sink) / own * (double)bytes[f] / tf[f][rounds];
         }
         for (int f = 0; f < NF; f++) rel[f][rounds] = tf[f][rounds] / tf[0][rounds];
         rounds++;
@@ -110,17 +121,18 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
     }
     if (!json)
         printf("decode step over every KV format: B=%lld Hq=%lld Hkv=%lld T=%lld D=%lld math=%s, %d threads, %d rounds "
-               "(%s kernels)\n%-9s %12s %12s %14s %10s %14s\n",
+               "(%s kernels)\n%-9s %12s %12s %14s %10s %14s %12s\n",
                (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)D,
                math == ATTN_MATH_STRICT ? "strict"
                : math == ATTN_MATH_DATA ? "data"
                                         : "bf16",
                omp_get_max_threads(), rounds, attn_kernel_name(), "format", "bytes/step", "ms", "step / bf16", "GB/s",
-               "of the read");
+               "of the read", "of its own");
     for (int f = 0; f < NF; f++) {
         double lo = tf[f][0], hi = tf[f][0];
         for (int r = 1; r < rounds; r++) lo = tf[f][r] < lo ? tf[f][r] : lo, hi = tf[f][r] > hi ? tf[f][r] : hi;
-        double ms = median(tf[f], rounds) * 1e3, st = median(rel[f], rounds), ra = median(rr[f], rounds);
+        double ms = median(tf[f], rounds) * 1e3, st = median(rel[f], rounds), ra = median(rr[f], rounds),
+               rown = median(ro[f], rounds);
         double gbps = (double)bytes[f] / (ms * 1e-3) * 1e-9;
         if (json)
             printf("{\"op\": \"decode-formats\", \"kv_dtype\": \"%s\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": "
@@ -128,18 +140,18 @@ int cli_bench_formats(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, i
                    "\"H\": %lld, \"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"threads\": %d, \"rounds\": %d, \"bytes\": "
                    "%zu, "
                    "\"ms\": %.4f, \"ms_min\": %.4f, \"ms_max\": %.4f, \"step_to_bf16\": %.3f, \"gbps\": %.2f, "
-                   "\"ratio_to_read\": %.3f}\n",
+                   "\"ratio_to_read\": %.3f, \"ratio_to_own_read\": %.3f}\n",
                    attn_storage_of(formats[f])->name,
                    math == ATTN_MATH_STRICT ? "strict"
                    : math == ATTN_MATH_DATA ? "data"
                                             : "bf16",
                    attn_kernel_name(), (long long)B, (long long)H, (long long)Hkv, (long long)T, (long long)D,
-                   omp_get_max_threads(), rounds, bytes[f], ms, lo * 1e3, hi * 1e3, st, gbps, ra);
+                   omp_get_max_threads(), rounds, bytes[f], ms, lo * 1e3, hi * 1e3, st, gbps, ra, rown);
         else
-            printf("%-9s %12zu %5.2f (%4.1f-%4.1f) %8.3f %10.1f %14.3f\n", attn_storage_of(formats[f])->name, bytes[f],
-                   ms, lo * 1e3, hi * 1e3, st, gbps, ra);
+            printf("%-9s %12zu %5.2f (%4.1f-%4.1f) %8.3f %10.1f %14.3f %12.3f\n", attn_storage_of(formats[f])->name,
+                   bytes[f], ms, lo * 1e3, hi * 1e3, st, gbps, ra, rown);
     }
     for (int f = 0; f < NF; f++) attn_kv_cache_free(cache[f]);
     free(kk), free(vv), free(q), free(o), free(n), free(rd);
-    return sink == 12345.0f; /* keeps the reads */
+    return sink == 12345u; /* keeps the reads */
 }

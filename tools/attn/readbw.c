@@ -12,7 +12,9 @@
 #include "readbw.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -20,59 +22,63 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-__attribute__((target("avx512f"))) static float sum_avx512(const float *p, size_t n) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i)), a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32)), a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-        a4 = _mm512_add_ps(a4, _mm512_loadu_ps(p + i + 64)), a5 = _mm512_add_ps(a5, _mm512_loadu_ps(p + i + 80));
-        a6 = _mm512_add_ps(a6, _mm512_loadu_ps(p + i + 96)), a7 = _mm512_add_ps(a7, _mm512_loadu_ps(p + i + 112));
+/* 32-bit integer adds: any bytes (a KV cache's codes too) are summed at the
+ * same rate, with no floating-point special cases on the way. One kernel a
+ * vector width: 8 accumulators, 8 vectors of W bytes a step. */
+#define SUM_KERNEL(name, isa, vec, W, zero, load, add, reduce)                                                         \
+    __attribute__((target(isa))) static unsigned name(const unsigned char *p, size_t n) {                              \
+        vec a[8];                                                                                                      \
+        for (int k = 0; k < 8; k++) a[k] = zero();                                                                     \
+        size_t i = 0;                                                                                                  \
+        for (; i + 8 * (W) <= n; i += 8 * (W))                                                                         \
+            for (int k = 0; k < 8; k++) a[k] = add(a[k], load(p + i + (W)*k));                                         \
+        for (int k = 1; k < 8; k++) a[0] = add(a[0], a[k]);                                                            \
+        unsigned s = reduce(a[0]);                                                                                     \
+        for (; i < n; i++) s += p[i];                                                                                  \
+        return s;                                                                                                      \
     }
-    a0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                       _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    float s = _mm512_reduce_add_ps(a0);
-    for (; i < n; i++) s += p[i];
-    return s;
-}
 
-__attribute__((target("avx"))) static float sum_avx(const float *p, size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i)), a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16)), a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-        a4 = _mm256_add_ps(a4, _mm256_loadu_ps(p + i + 32)), a5 = _mm256_add_ps(a5, _mm256_loadu_ps(p + i + 40));
-        a6 = _mm256_add_ps(a6, _mm256_loadu_ps(p + i + 48)), a7 = _mm256_add_ps(a7, _mm256_loadu_ps(p + i + 56));
-    }
-    a0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                       _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    float t[8], s = 0.0f;
-    _mm256_storeu_ps(t, a0);
+__attribute__((target("avx512f"))) static inline __m512i load512(const unsigned char *p) {
+    return _mm512_loadu_si512((const void *)p);
+}
+__attribute__((target("avx512f"))) static inline unsigned reduce512(__m512i a) {
+    return (unsigned)_mm512_reduce_add_epi32(a);
+}
+__attribute__((target("avx2"))) static inline __m256i load256(const unsigned char *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+__attribute__((target("avx2"))) static inline unsigned reduce256(__m256i a) {
+    unsigned t[8], s = 0;
+    _mm256_storeu_si256((__m256i *)t, a);
     for (int k = 0; k < 8; k++) s += t[k];
-    for (; i < n; i++) s += p[i];
     return s;
 }
+SUM_KERNEL(sum_avx512, "avx512f", __m512i, 64, _mm512_setzero_si512, load512, _mm512_add_epi32, reduce512)
+SUM_KERNEL(sum_avx2, "avx2", __m256i, 32, _mm256_setzero_si256, load256, _mm256_add_epi32, reduce256)
 #endif
 
-static float sum_plain(const float *p, size_t n) {
-    float a[8] = {0};
+static unsigned sum_plain(const unsigned char *p, size_t n) {
+    uint64_t a[8] = {0};
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) a[k] += p[i + k];
-    float s = 0.0f;
-    for (int k = 0; k < 8; k++) s += a[k];
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 8; k++) {
+            uint64_t w;
+            memcpy(&w, p + i + 8 * k, 8);
+            a[k] += w;
+        }
+    unsigned s = 0;
+    for (int k = 0; k < 8; k++) s += (unsigned)(a[k] ^ a[k] >> 32);
     for (; i < n; i++) s += p[i];
     return s;
 }
 
-typedef float (*sum_fn)(const float *, size_t);
+typedef unsigned (*sum_fn)(const unsigned char *, size_t);
 
 static sum_fn pick(const char **name) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return *name = "avx512", sum_avx512;
-    if (__builtin_cpu_supports("avx")) return *name = "avx", sum_avx;
+    if (__builtin_cpu_supports("avx2")) return *name = "avx2", sum_avx2;
 #endif
     return *name = "plain", sum_plain;
 }
@@ -83,29 +89,29 @@ const char *attn_readbw_kernel(void) {
     return name;
 }
 
-float *attn_readbw_buf(size_t n) {
+void *attn_readbw_buf(size_t bytes) {
     void *p = NULL;
-    size_t align = (size_t)2 << 20, bytes = ((n ? n : 1) * sizeof(float) + align - 1) / align * align;
-    if (posix_memalign(&p, align, bytes)) return NULL;
+    size_t align = (size_t)2 << 20, all = ((bytes ? bytes : 1) + align - 1) / align * align;
+    if (posix_memalign(&p, align, all)) return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, bytes, MADV_HUGEPAGE); /* advice only, as the library's attn_big_alloc */
+    madvise(p, all, MADV_HUGEPAGE); /* advice only, as the library's attn_big_alloc */
 #endif
-    float *f = p;
-    for (size_t i = 0; i < n; i++) f[i] = (float)(i & 255);
-    return f;
+    unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i++) c[i] = (unsigned char)(i & 255);
+    return p;
 }
 
-float attn_readbw_sum(const float *p, size_t n) {
+unsigned attn_readbw_sum(const void *p, size_t bytes) {
     const char *name;
     sum_fn f = pick(&name);
-    float total = 0.0f;
+    unsigned total = 0;
 #pragma omp parallel reduction(+ : total)
     {
         /* one contiguous slice per thread, split on 64-byte lines */
         size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t lines = (n + 15) / 16, lo = lines * t / nt * 16, hi = lines * (t + 1) / nt * 16;
-        if (hi > n) hi = n;
-        if (lo < hi) total += f(p + lo, hi - lo);
+        size_t lines = (bytes + 63) / 64, lo = lines * t / nt * 64, hi = lines * (t + 1) / nt * 64;
+        if (hi > bytes) hi = bytes;
+        if (lo < hi) total += f((const unsigned char *)p + lo, hi - lo);
     }
     return total;
 }

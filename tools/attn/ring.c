@@ -288,8 +288,8 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
     size_t row = sto ? attn_storage_bytes((attn_dtype)dtype, D) + (sto->params == ATTN_ST_ROWPAR ? 8 : 0) : 0;
     size_t bytes = (size_t)(B * Hkv * 2) * (size_t)attn_kv_cache_len(attn_kv_shard_local(sh), 0) * row;
     double es = (double)row / (double)D;
-    float *rb = attn_readbw_buf(bytes / 4 + 16), *q = malloc((size_t)(B * H * D) * 4),
-          *o = malloc((size_t)(B * H * D) * 4);
+    void *rb = attn_readbw_buf(bytes);
+    float *q = malloc((size_t)(B * H * D) * 4), *o = malloc((size_t)(B * H * D) * 4);
     if (!cli_ring_sync(!st && rb && q && o)) {
         if (rank == 0) cli_error("bench --shard: %s", cli_status(st ? st : ATTN_E_NOMEM));
         free(rb), free(q), free(o), attn_kv_shard_free(sh), attn_kv_cache_free(whole);
@@ -306,7 +306,7 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
     attn_kv_positions pos = attn_kv_shard_positions(sh);
     int reps = 0;
     double start = MPI_Wtime();
-    volatile float sink = 0.0f;
+    volatile unsigned sink = 0;
     do {
         attn_ring_timing t;
         MPI_Barrier(MPI_COMM_WORLD);
@@ -329,7 +329,7 @@ int cli_shard_bench(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, int
         MPI_Allreduce(la, lm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD); /* every rank reads its shard's bytes at once */
         double t0 = MPI_Wtime();
-        sink += attn_readbw_sum(rb, bytes / 4);
+        sink += attn_readbw_sum(rb, bytes);
         double tr = MPI_Wtime() - t0, trm;
         MPI_Allreduce(&tr, &trm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         double ts = 0.0;
