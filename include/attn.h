@@ -90,8 +90,8 @@ ATTN_API const char *attn_status_string(attn_status s);
  * names the argument, its value and what was expected ("kv_indices[0] = 99
  * is not a page of k_pages (16 pages)"), or "" when the call that failed
  * gave none. Set by the call that returns the status; the SDPA, block, KV
- * cache, pages, merge, layer and safetensors entry points clear it when they
- * start, so after a refusal it is that call's and after a success it is "";
+ * cache, pages, merge, layer, optimizer and safetensors entry points clear it
+ * when they start, so after a refusal it is that call's and after a success it is "";
  * other calls leave it as it was. Per thread; never NULL. */
 ATTN_API const char *attn_last_error(void);
 

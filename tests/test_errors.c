@@ -1,6 +1,6 @@
 /* Errors that name the argument and the value (attn.h, attn_last_error):
  * the common mistakes of each entry point (SDPA, the KV cache, caller-owned
- * pages, merge_states, safetensors, layers) return their status and a line
+ * pages, merge_states, safetensors, layers, optimizers, generators) return their status and a line
  * that names the argument, carries the value given and says what was
  * expected; a call that succeeds leaves it empty; it is per thread. */
 #include "testutil.h"
@@ -190,6 +190,80 @@ static void file_mistakes(void) {
     attn_st_close(f);
 }
 
+/* the layers', the optimizer's and the generator's refusals name what they refused */
+static void layer_mistakes(void) {
+    attn_layer_config cfg;
+    attn_layer *l = NULL;
+    attn_layer_config_default(&cfg, ATTN_LAYER_MHA, 8, 8, 3);
+    cfg.context_length = 4;
+    expect("heads divide d_out", attn_layer_create(&cfg, &l), ATTN_E_SHAPE, "d_out (8)", "heads (3)", NULL);
+    attn_layer_config_default(&cfg, ATTN_LAYER_SA_V2, 8, 4, 1);
+    cfg.dropout = 1.5;
+    expect("dropout", attn_layer_create(&cfg, &l), ATTN_E_INVALID, "dropout = 1.5", "[0, 1]", NULL);
+    cfg.dropout = 0.0, cfg.num_heads = 70000;
+    expect("heads", attn_layer_create(&cfg, &l), ATTN_E_SHAPE, "num_heads = 70000", NULL, NULL);
+    cfg.num_heads = 1, cfg.kind = (attn_layer_kind)42;
+    expect("kind", attn_layer_create(&cfg, &l), ATTN_E_INVALID, "kind = 42", NULL, NULL);
+    attn_layer_kind kind;
+    expect("kind name", attn_layer_kind_parse("sa_v9", &kind), ATTN_E_INVALID, "\"sa_v9\"", NULL, NULL);
+    attn_layer_config_default(&cfg, ATTN_LAYER_CAUSAL, 4, 4, 1);
+    cfg.context_length = 6;
+    CHECK_OK(attn_layer_create(&cfg, &l));
+    if (!l) return;
+    CHECK(!strcmp(attn_last_error(), ""), "a layer created leaves nothing said (\"%s\")", attn_last_error());
+    float x[2 * 8 * 4] = {0}, out[2 * 8 * 4];
+    attn_forward_args a = {.x = x, .B = 2, .S = 0, .out = out};
+    expect("S 0", attn_layer_forward(l, &a), ATTN_E_SHAPE, "S = 0", NULL, NULL);
+    a.S = 8;
+    expect("context", attn_layer_forward(l, &a), ATTN_E_CONTEXT, "S = 8", "context_length = 6", NULL);
+    a.S = 4, a.impl = (attn_impl)9;
+    expect("impl", attn_layer_forward(l, &a), ATTN_E_INVALID, "impl = 9", NULL, NULL);
+    a.impl = ATTN_IMPL_AUTO, a.y = x;
+    attn_tensor_info info;
+    expect("tensor index", attn_layer_tensor(l, 99, &info), ATTN_E_INVALID, "i = 99", NULL, NULL);
+    float dout[2 * 4 * 4] = {0};
+    attn_backward_args b = {.dout = dout};
+    expect("backward first", attn_layer_backward(l, &b), ATTN_E_STATE, "attn_layer_forward", NULL, NULL);
+    attn_kv_cache_config kc = {.batch = 2, .kv_heads = 1, .capacity = 16, .head_dim = 8, .v_head_dim = 8};
+    attn_kv_cache *c = NULL;
+    CHECK_OK(attn_kv_cache_create(&kc, &c));
+    a.y = NULL;
+    expect("cache shape", attn_layer_forward_incremental(l, c, &a), ATTN_E_SHAPE, "head_dim = 8", "heads of 4", NULL);
+    attn_kv_cache_free(c);
+    attn_layer_free(l);
+    attn_optim_config oc;
+    attn_optim *opt = NULL;
+    attn_optim_config_default(&oc, ATTN_OPTIM_ADAMW);
+    oc.beta2 = 1.0;
+    expect("betas", attn_optim_create(&oc, &opt), ATTN_E_INVALID, "beta2 = 1", "[0, 1)", NULL);
+    attn_optim_config_default(&oc, ATTN_OPTIM_SGD);
+    oc.nesterov = 1;
+    expect("nesterov", attn_optim_create(&oc, &opt), ATTN_E_INVALID, "nesterov", "momentum = 0", NULL);
+    oc.nesterov = 0;
+    CHECK_OK(attn_optim_create(&oc, &opt));
+    if (opt) {
+        float p[4] = {0}, g[4] = {0};
+        CHECK_OK(attn_optim_add_param(opt, "w", p, g, 4));
+        expect("same name", attn_optim_add_param(opt, "w", g, p, 4), ATTN_E_INVALID, "\"w\"", "already", NULL);
+        attn_optim_free(opt);
+    }
+    attn_generator gen;
+    attn_generator_seed(&gen, 1);
+    float u[2];
+    expect("uniform", attn_uniform(&gen, u, 2, 1.0, -1.0), ATTN_E_INVALID, "from = 1", "to = -1", NULL);
+    attn_dropout dr;
+    expect("dropout p", attn_dropout_begin(&gen, 2.0, 4, &dr), ATTN_E_INVALID, "p = 2", NULL, NULL);
+    attn_st_writer *w = NULL;
+    CHECK_OK(attn_st_writer_new(&w));
+    int64_t sh[1] = {2};
+    CHECK_OK(attn_st_writer_add(w, "t", ATTN_DTYPE_F32, 1, sh, u));
+    expect("writer twice", attn_st_writer_add(w, "t", ATTN_DTYPE_F32, 1, sh, u), ATTN_E_INVALID, "'t' added twice",
+           NULL, NULL);
+    expect("writer path", attn_st_writer_save(w, "no/such/dir/x.safetensors"), ATTN_E_IO, "no/such/dir/x.safetensors",
+           NULL, NULL);
+    attn_st_writer_free(w);
+}
+
 /* the detail is the calling thread's: thread 1 succeeds, then thread 0 is
  * refused, then thread 1 still reads nothing and thread 0 its own line */
 static void per_thread(void) {
@@ -228,6 +302,7 @@ int main(int argc, char **argv) {
     cache_mistakes();
     page_mistakes();
     file_mistakes();
+    layer_mistakes();
     per_thread();
     return tu_finish("test_errors");
 }

@@ -399,7 +399,7 @@ struct attn_st_writer {
 };
 
 attn_status attn_st_writer_new(attn_st_writer **out) {
-    if (!out) return ATTN_E_INVALID;
+    if (!out) return attn_fail(ATTN_E_INVALID, "out is NULL");
     *out = calloc(1, sizeof **out);
     return *out ? ATTN_OK : ATTN_E_NOMEM;
 }
@@ -416,16 +416,23 @@ void attn_st_writer_free(attn_st_writer *w) {
 
 attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype, int ndim, const int64_t *shape,
                                const void *data) {
-    if (!w || !name || !name[0] || strcmp(name, "__metadata__") == 0) return ATTN_E_INVALID;
-    if (ndim < 0 || ndim > ATTN_MAX_DIMS || (ndim && !shape)) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!w || !name) return attn_fail(ATTN_E_INVALID, "%s is NULL", w ? "name" : "the writer");
+    if (!name[0] || strcmp(name, "__metadata__") == 0)
+        return attn_fail(ATTN_E_INVALID, "name = \"%s\": a tensor name expected", name);
+    if (ndim < 0 || ndim > ATTN_MAX_DIMS || (ndim && !shape))
+        return attn_fail(ATTN_E_INVALID, "tensor '%.64s': ndim = %d%s", name, ndim,
+                         ndim < 0 || ndim > ATTN_MAX_DIMS ? ": 0 .. ATTN_MAX_DIMS expected" : " and shape NULL");
     if (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BOOL && dtype != ATTN_DTYPE_U8 && dtype != ATTN_DTYPE_I32 &&
         dtype != ATTN_DTYPE_I64)
-        return ATTN_E_DTYPE;
+        return attn_fail(ATTN_E_DTYPE, "tensor '%.64s': dtype %d: F32, BOOL, U8, I32 or I64 expected", name,
+                         (int)dtype);
     for (int i = 0; i < w->count; i++)
-        if (strcmp(w->e[i].name, name) == 0) return ATTN_E_INVALID;
+        if (strcmp(w->e[i].name, name) == 0) return attn_fail(ATTN_E_INVALID, "tensor '%.64s' added twice", name);
     size_t numel, nbytes;
-    if (attn_numel(ndim, shape, &numel) || attn_mul_size(numel, dtype_size(dtype), &nbytes)) return ATTN_E_OVERFLOW;
-    if (nbytes && !data) return ATTN_E_INVALID;
+    if (attn_numel(ndim, shape, &numel) || attn_mul_size(numel, dtype_size(dtype), &nbytes))
+        return attn_fail(ATTN_E_OVERFLOW, "tensor '%.64s': its shape's size overflows", name);
+    if (nbytes && !data) return attn_fail(ATTN_E_INVALID, "tensor '%.64s': data is NULL", name);
     if (w->count == w->cap) {
         int nc = w->cap ? w->cap * 2 : 8;
         wr_entry *ne = realloc(w->e, (size_t)nc * sizeof *ne);
@@ -491,7 +498,9 @@ static char *build_header(const attn_st_writer *w, size_t *len) {
 }
 
 attn_status attn_st_writer_save(const attn_st_writer *w, const char *path) {
-    if (!w || !path || !path[0]) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!w || !path || !path[0])
+        return attn_fail(ATTN_E_INVALID, "%s", !w ? "the writer is NULL" : "path is NULL or empty");
     size_t hlen = 0;
     char *hdr = build_header(w, &hlen);
     if (!hdr) return ATTN_E_NOMEM;
@@ -505,11 +514,14 @@ attn_status attn_st_writer_save(const attn_st_writer *w, const char *path) {
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);
     int fd = mkstemp(tmp);
     if (fd < 0) {
+        attn_fail(ATTN_E_IO, "%s: a file beside it: %s", path, strerror(errno));
         free(hdr);
         free(tmp);
         return ATTN_E_IO;
     }
     (void)fchmod(fd, 0644); /* mkstemp creates 0600; outputs are ordinary files */
+    /* for the message: what the writes below set */
+    errno = 0;
     FILE *fp = fdopen(fd, "wb");
     int ok = fp != NULL;
     if (!fp) close(fd);
@@ -521,7 +533,10 @@ attn_status attn_st_writer_save(const attn_st_writer *w, const char *path) {
     ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     if (fp && fclose(fp) != 0) ok = 0;
     if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) unlink(tmp);
+    if (!ok) {
+        attn_fail(ATTN_E_IO, "%s: %s", path, errno ? strerror(errno) : "writing failed");
+        unlink(tmp);
+    }
     free(hdr);
     free(tmp);
     return ok ? ATTN_OK : ATTN_E_IO;

@@ -61,24 +61,35 @@ static size_t lse_offset(const layer_cache *c, int gi) {
 
 static attn_status check_args(const attn_layer *l, const attn_forward_args *a, int need_out) {
     const attn_layer_config *c = &l->cfg;
-    if (!a->x || (need_out && !a->out)) return ATTN_E_INVALID;
-    if (a->B < 1 || a->S < 1 || a->B > INT32_MAX || a->S > INT32_MAX) return ATTN_E_SHAPE;
+    const char *kind = attn_layer_kind_of(c->kind)->name;
+    if (!a->x || (need_out && !a->out)) return attn_fail(ATTN_E_INVALID, "args->%s is NULL", a->x ? "out" : "x");
+    if (a->B < 1 || a->S < 1 || a->B > INT32_MAX || a->S > INT32_MAX)
+        return attn_fail(ATTN_E_SHAPE, "args B = %lld, S = %lld: each in [1, 2^31) expected", (long long)a->B,
+                         (long long)a->S);
     unsigned flags = attn_layer_kind_of(c->kind)->flags;
     if (flags & K_CROSS) {
-        if (!a->y) return ATTN_E_INVALID;
-        if (a->Sk < 1 || a->Sk > INT32_MAX) return ATTN_E_SHAPE;
+        if (!a->y) return attn_fail(ATTN_E_INVALID, "args->y is NULL: %s attends to y", kind);
+        if (a->Sk < 1 || a->Sk > INT32_MAX)
+            return attn_fail(ATTN_E_SHAPE, "args Sk = %lld: y's rows in [1, 2^31) expected", (long long)a->Sk);
     }
-    if (a->mask && !(flags & K_TAKES_MASK)) return ATTN_E_INVALID;
-    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
+    if (a->mask && !(flags & K_TAKES_MASK))
+        return attn_fail(ATTN_E_INVALID, "args->mask given: %s takes no mask", kind);
+    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST)
+        return attn_fail(ATTN_E_INVALID, "args impl = %d: not an attn_impl", (int)a->impl);
     int64_t Sk = (flags & K_CROSS) ? a->Sk : a->S;
     if (c->context_length > 0 && (flags & K_CAUSAL) && (a->S > c->context_length || Sk > c->context_length))
-        return ATTN_E_CONTEXT;
-    if (a->train && (c->dropout > 0.0 || c->out_dropout > 0.0) && !a->gen) return ATTN_E_INVALID;
+        return attn_fail(ATTN_E_CONTEXT, "args S = %lld%s: past the layer's context_length = %lld",
+                         (long long)(a->S > c->context_length ? a->S : Sk), a->S > c->context_length ? "" : " (Sk)",
+                         (long long)c->context_length);
+    if (a->train && (c->dropout > 0.0 || c->out_dropout > 0.0) && !a->gen)
+        return attn_fail(ATTN_E_INVALID, "args->gen is NULL: training with dropout = %g, out_dropout = %g draws masks",
+                         c->dropout, c->out_dropout);
     size_t n;
     int64_t width = 3 * c->d_in + 3 * c->d_out * c->num_heads;
     if (attn_mul3_size((size_t)a->B, (size_t)(a->S > Sk ? a->S : Sk), (size_t)width, &n) ||
         n > (SIZE_MAX / sizeof(float)) / 8)
-        return ATTN_E_OVERFLOW;
+        return attn_fail(ATTN_E_OVERFLOW, "args B = %lld, S = %lld: the activations' size overflows", (long long)a->B,
+                         (long long)(a->S > Sk ? a->S : Sk));
     return ATTN_OK;
 }
 
@@ -174,7 +185,7 @@ static attn_status group_dropout(layer_cache *c, int gi, const wiring *w, const 
 
 attn_status attn_layer_forward(attn_layer *l, const attn_forward_args *a) {
     attn_err_clear();
-    if (!l || !a) return ATTN_E_INVALID;
+    if (!l || !a) return attn_fail(ATTN_E_INVALID, "%s is NULL", l ? "args" : "the layer");
     wiring w;
     attn_status st = forward_prepare(l, a, &w, 1);
     if (st) return st;
@@ -220,7 +231,11 @@ int64_t attn_layer_attention_heads(const attn_layer *l) {
 
 attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args *a, float *scores, float *weights) {
     attn_err_clear();
-    if (!l || !a || (!scores && !weights)) return ATTN_E_INVALID;
+    if (!l || !a || (!scores && !weights))
+        return attn_fail(ATTN_E_INVALID, "%s",
+                         !l   ? "the layer is NULL"
+                         : !a ? "args is NULL"
+                              : "scores and weights are NULL");
     wiring w;
     attn_status st = forward_prepare(l, a, &w, 0);
     if (st) return st;
@@ -260,8 +275,11 @@ attn_status attn_layer_attention_weights(attn_layer *l, const attn_forward_args 
  * are one (B, Htot, S, hd) view of each buffer: Htot heads of the groups'
  * size. */
 attn_status attn_layer_kv_shape(const attn_layer *l, int64_t *kv_heads, int64_t *head_dim) {
-    if (!l || !kv_heads || !head_dim) return ATTN_E_INVALID;
-    if (!(attn_layer_kind_of(l->cfg.kind)->flags & K_INCREMENTAL)) return ATTN_E_UNSUPPORTED;
+    if (!l || !kv_heads || !head_dim)
+        return attn_fail(ATTN_E_INVALID, "%s is NULL", !l ? "the layer" : !kv_heads ? "kv_heads" : "head_dim");
+    if (!(attn_layer_kind_of(l->cfg.kind)->flags & K_INCREMENTAL))
+        return attn_fail(ATTN_E_UNSUPPORTED, "%s: no incremental decoding (no KV cache)",
+                         attn_layer_kind_of(l->cfg.kind)->name);
     wiring w;
     attn_layer_wire(&l->cfg, &w, NULL);
     *kv_heads = attn_layer_attention_heads(l);
@@ -271,22 +289,45 @@ attn_status attn_layer_kv_shape(const attn_layer *l, int64_t *kv_heads, int64_t 
 
 attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, const attn_forward_args *a) {
     attn_err_clear();
-    if (!l || !kvc || !a || !a->x || !a->out) return ATTN_E_INVALID;
+    if (!l || !kvc || !a || !a->x || !a->out)
+        return attn_fail(ATTN_E_INVALID, "%s is NULL",
+                         !l      ? "the layer"
+                         : !kvc  ? "the cache"
+                         : !a    ? "args"
+                         : !a->x ? "args->x"
+                                 : "args->out");
     const attn_layer_config *cf = &l->cfg;
     const layer_kind *kd = attn_layer_kind_of(cf->kind);
     if (!(kd->flags & K_INCREMENTAL) || a->train || a->y || (a->mask && !(kd->flags & K_TAKES_MASK)))
-        return ATTN_E_UNSUPPORTED;
-    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST) return ATTN_E_INVALID;
-    if (a->B < 1 || a->S < 0 || a->S > INT32_MAX) return ATTN_E_SHAPE;
+        return attn_fail(ATTN_E_UNSUPPORTED, "%s incrementally: %s", kd->name,
+                         !(kd->flags & K_INCREMENTAL) ? "not this kind (no KV cache)"
+                         : a->train                   ? "args train = 1 (incremental steps do not train)"
+                         : a->y                       ? "args->y given (self-attention only)"
+                                                      : "args->mask given: this kind takes no mask");
+    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST)
+        return attn_fail(ATTN_E_INVALID, "args impl = %d: not an attn_impl", (int)a->impl);
+    if (a->B < 1 || a->S < 0 || a->S > INT32_MAX)
+        return attn_fail(ATTN_E_SHAPE, "args B = %lld, S = %lld: B in [1, 2^31), S in [0, 2^31) expected",
+                         (long long)a->B, (long long)a->S);
     int64_t Htot, hd;
     attn_layer_kv_shape(l, &Htot, &hd);
     const attn_kv_cache_config *kc = attn_kv_cache_get_config(kvc);
-    if (kc->batch != a->B || kc->kv_heads != Htot || kc->head_dim != hd || kc->v_head_dim != hd) return ATTN_E_SHAPE;
+    if (kc->batch != a->B || kc->kv_heads != Htot || kc->head_dim != hd || kc->v_head_dim != hd)
+        return attn_fail(ATTN_E_SHAPE,
+                         "the cache's batch = %lld, kv_heads = %lld, head_dim = %lld, v_head_dim = %lld: the layer "
+                         "wants B = %lld, %lld heads of %lld",
+                         (long long)kc->batch, (long long)kc->kv_heads, (long long)kc->head_dim,
+                         (long long)kc->v_head_dim, (long long)a->B, (long long)Htot, (long long)hd);
     for (int64_t b = 0; b < a->B; b++) { /* check the lengths before anything changes */
         int64_t len = attn_kv_cache_len(kvc, b);
         if (len + a->S > kc->capacity || (cf->context_length > 0 && len + a->S > cf->context_length))
-            return ATTN_E_CONTEXT;
-        if (a->mask && a->Sk < len + a->S) return ATTN_E_SHAPE; /* the mask covers every cached position */
+            return attn_fail(ATTN_E_CONTEXT, "sequence %lld: %lld cached + S = %lld past the %s = %lld", (long long)b,
+                             (long long)len, (long long)a->S,
+                             len + a->S > kc->capacity ? "cache's capacity" : "layer's context_length",
+                             (long long)(len + a->S > kc->capacity ? kc->capacity : cf->context_length));
+        if (a->mask && a->Sk < len + a->S) /* the mask covers every cached position */
+            return attn_fail(ATTN_E_SHAPE, "args Sk = %lld: the mask must cover sequence %lld's %lld positions",
+                             (long long)a->Sk, (long long)b, (long long)(len + a->S));
     }
     if (a->S == 0) return ATTN_OK;
     layer_cache *c = &l->cache;
@@ -343,9 +384,13 @@ void attn_layer_zero_grad(attn_layer *l) {
 
 attn_status attn_layer_backward(attn_layer *l, const attn_backward_args *a) {
     attn_err_clear();
-    if (!l || !a || !a->dout) return ATTN_E_INVALID;
+    if (!l || !a || !a->dout)
+        return attn_fail(ATTN_E_INVALID, "%s is NULL", !l ? "the layer" : !a ? "args" : "args->dout");
     layer_cache *c = &l->cache;
-    if (!c->valid) return ATTN_E_STATE;
+    if (!c->valid)
+        return attn_fail(
+            ATTN_E_STATE,
+            "no attn_layer_forward to take the backward of (or an attention_weights or incremental call since)");
     const attn_layer_config *cf = &l->cfg;
     const layer_kind *k = attn_layer_kind_of(cf->kind);
     int shared = (k->flags & K_SHARED_QKV) != 0; /* q = k = v = x: one gradient buffer per use */

@@ -21,13 +21,13 @@ const char *attn_layer_kind_name(attn_layer_kind k) {
 }
 
 attn_status attn_layer_kind_parse(const char *name, attn_layer_kind *out) {
-    if (!name || !out) return ATTN_E_INVALID;
+    if (!name || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", name ? "out" : "name");
     for (int k = 0; k < ATTN_LAYER_KIND_COUNT; k++)
         if (strcmp(name, attn_layer_kind_of((attn_layer_kind)k)->name) == 0) {
             *out = (attn_layer_kind)k;
             return ATTN_OK;
         }
-    return ATTN_E_INVALID;
+    return attn_fail(ATTN_E_INVALID, "name = \"%.64s\": not a layer kind (attn layers lists them)", name);
 }
 
 void attn_layer_config_default(attn_layer_config *c, attn_layer_kind kind, int64_t d_in, int64_t d_out,
@@ -66,28 +66,35 @@ static attn_status build(attn_layer *l) {
 
 static attn_status check_config(const attn_layer_config *c, char *detail, size_t dl) {
     if (!c || c->kind < 0 || c->kind >= ATTN_LAYER_KIND_COUNT) {
-        attn_layer_detail(detail, dl, "unknown layer kind");
+        if (c)
+            attn_layer_detail(detail, dl, "kind = %d: not a layer kind (0 .. %d)", (int)c->kind,
+                              ATTN_LAYER_KIND_COUNT - 1);
+        else
+            attn_layer_detail(detail, dl, "the config is NULL");
         return ATTN_E_INVALID;
     }
     if (c->d_in < 1 || c->d_in > INT32_MAX || c->d_out < 1 || c->d_out > INT32_MAX) {
-        attn_layer_detail(detail, dl, "widths must be in [1, 2^31)");
+        attn_layer_detail(detail, dl, "d_in = %lld, d_out = %lld: widths in [1, 2^31) expected", (long long)c->d_in,
+                          (long long)c->d_out);
         return ATTN_E_SHAPE;
     }
     if (c->num_heads < 1 || c->num_heads > 65536) {
-        attn_layer_detail(detail, dl, "number of heads must be in [1, 65536]");
+        attn_layer_detail(detail, dl, "num_heads = %lld: in [1, 65536] expected", (long long)c->num_heads);
         return ATTN_E_SHAPE;
     }
     if (!(c->dropout >= 0.0 && c->dropout <= 1.0) || !(c->out_dropout >= 0.0 && c->out_dropout <= 1.0)) {
-        attn_layer_detail(detail, dl, "dropout probabilities must be in [0, 1]");
+        attn_layer_detail(detail, dl, "dropout = %g, out_dropout = %g: probabilities in [0, 1] expected", c->dropout,
+                          c->out_dropout);
         return ATTN_E_INVALID;
     }
     if (c->causal_align != 0 && c->causal_align != ATTN_CAUSAL_TOP_LEFT &&
         c->causal_align != ATTN_CAUSAL_BOTTOM_RIGHT) {
-        attn_layer_detail(detail, dl, "invalid causal alignment");
+        attn_layer_detail(detail, dl, "causal_align = %d: 0, ATTN_CAUSAL_TOP_LEFT or ATTN_CAUSAL_BOTTOM_RIGHT expected",
+                          (int)c->causal_align);
         return ATTN_E_INVALID;
     }
     if (c->context_length < 0 || c->context_length > (1 << 20)) {
-        attn_layer_detail(detail, dl, "context length must be in [0, 2^20]");
+        attn_layer_detail(detail, dl, "context_length = %lld: in [0, 2^20] expected", (long long)c->context_length);
         return ATTN_E_SHAPE;
     }
     if (attn_layer_kind_of(c->kind)->buffer && c->context_length < 1) {
@@ -113,7 +120,8 @@ static attn_status check_config(const attn_layer_config *c, char *detail, size_t
         return ATTN_E_SHAPE;
     }
     if ((k->flags & K_SAME_WIDTH) && c->d_out != C) {
-        attn_layer_detail(detail, dl, "%s: d_out must equal d_in", k->name);
+        attn_layer_detail(detail, dl, "%s: d_out = %lld must equal d_in = %lld", k->name, (long long)c->d_out,
+                          (long long)C);
         return ATTN_E_SHAPE;
     }
     return ATTN_OK;
@@ -149,7 +157,7 @@ static attn_status create(const attn_layer_config *c, attn_layer **out, char *de
 
 attn_status attn_layer_create(const attn_layer_config *c, attn_layer **out) {
     attn_err_clear();
-    if (!out) return ATTN_E_INVALID;
+    if (!out) return attn_fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
     return create(c, out, NULL, 0);
 }
@@ -159,7 +167,8 @@ const attn_layer_config *attn_layer_get_config(const attn_layer *l) { return l ?
 int attn_layer_tensor_count(const attn_layer *l) { return l ? l->n : 0; }
 
 attn_status attn_layer_tensor(const attn_layer *l, int i, attn_tensor_info *out) {
-    if (!l || !out || i < 0 || i >= l->n) return ATTN_E_INVALID;
+    if (!l || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", l ? "out" : "the layer");
+    if (i < 0 || i >= l->n) return attn_fail(ATTN_E_INVALID, "i = %d: the layer has %d tensors", i, l->n);
     const layer_tensor *t = &l->t[i];
     memset(out, 0, sizeof *out);
     out->name = t->name;
@@ -183,14 +192,14 @@ int64_t attn_layer_out_width(const attn_layer *l) {
 
 attn_status attn_layer_init(attn_layer *l, attn_generator *g) {
     attn_err_clear();
-    if (!l || !g) return ATTN_E_INVALID;
+    if (!l || !g) return attn_fail(ATTN_E_INVALID, "%s is NULL", l ? "the generator" : "the layer");
     return attn_layer_kind_of(l->cfg.kind)->init(l, g);
 }
 
 /* ---- save / load --------------------------------------------------------- */
 
 attn_status attn_layer_save(const attn_layer *l, const char *path) {
-    if (!l || !path) return ATTN_E_INVALID;
+    if (!l || !path) return attn_fail(ATTN_E_INVALID, "%s is NULL", l ? "path" : "the layer");
     attn_st_writer *w;
     attn_status st = attn_st_writer_new(&w);
     for (int i = 0; st == ATTN_OK && i < l->n; i++)
@@ -239,11 +248,12 @@ attn_status attn_layer_load_ex(const attn_layer_config *c, const attn_st_file *f
                                size_t dl) {
     attn_err_clear();
     attn_layer_detail(detail, dl, "%s", "");
-    if (!c || !f || !out) return ATTN_E_INVALID;
+    if (!c || !f || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", !c ? "the config" : !f ? "the file" : "out");
     *out = NULL;
     attn_layer_config cfg = *c;
     if (cfg.kind < 0 || cfg.kind >= ATTN_LAYER_KIND_COUNT) {
-        attn_layer_detail(detail, dl, "unknown layer kind");
+        attn_layer_detail(detail, dl, "kind = %d: not a layer kind (0 .. %d)", (int)cfg.kind,
+                          ATTN_LAYER_KIND_COUNT - 1);
         return ATTN_E_INVALID;
     }
     if (cfg.num_heads < 1) cfg.num_heads = 1;

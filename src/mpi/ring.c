@@ -110,34 +110,52 @@ static attn_status agree(ring *R, attn_status st) {
 
 /* checks every rank can make alone, the same problem on every rank, and the setup */
 static attn_status ring_init(ring *R, MPI_Comm comm, const attn_sdpa_desc *d, attn_ring_layout layout) {
+    attn_err_clear();
     memset(R, 0, sizeof *R);
     R->comm = MPI_COMM_NULL;
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited || comm == MPI_COMM_NULL) return ATTN_E_INVALID;
-    if (MPI_Comm_dup(comm, &R->comm) != MPI_SUCCESS) return ATTN_E_COMM;
+    if (!inited || comm == MPI_COMM_NULL)
+        return attn_fail(ATTN_E_INVALID, "%s", inited ? "comm is MPI_COMM_NULL" : "MPI is not initialized");
+    if (MPI_Comm_dup(comm, &R->comm) != MPI_SUCCESS) return attn_fail(ATTN_E_COMM, "MPI_Comm_dup failed");
     MPI_Comm_set_errhandler(R->comm, MPI_ERRORS_RETURN);
     MPI_Comm_size(R->comm, &R->n);
     MPI_Comm_rank(R->comm, &R->r);
     R->prev = (R->r + R->n - 1) % R->n, R->next = (R->r + 1) % R->n;
     R->d = d, R->layout = layout;
     attn_status st = ATTN_OK;
-    if (!d || (layout != ATTN_RING_CONTIGUOUS && layout != ATTN_RING_ZIGZAG)) st = ATTN_E_INVALID;
+    if (!d || (layout != ATTN_RING_CONTIGUOUS && layout != ATTN_RING_ZIGZAG))
+        st =
+            d ? attn_fail(ATTN_E_INVALID, "layout = %d: ATTN_RING_CONTIGUOUS or ATTN_RING_ZIGZAG expected", (int)layout)
+              : attn_fail(ATTN_E_INVALID, "the descriptor is NULL");
     /* the same problem everywhere: compare the scalar fields */
     int64_t mine[ATTN_MPI_FIELDS + 1] = {0}, lo[ATTN_MPI_FIELDS + 1], hi[ATTN_MPI_FIELDS + 1];
     if (d) attn_mpi_fields(d, mine);
     mine[ATTN_MPI_FIELDS] = (int64_t)layout;
     if (MPI_Allreduce(mine, lo, ATTN_MPI_FIELDS + 1, MPI_INT64_T, MPI_MIN, R->comm) != MPI_SUCCESS ||
         MPI_Allreduce(mine, hi, ATTN_MPI_FIELDS + 1, MPI_INT64_T, MPI_MAX, R->comm) != MPI_SUCCESS)
-        return ATTN_E_COMM;
-    if (memcmp(lo, hi, sizeof lo) != 0) st = ATTN_E_INVALID; /* ranks disagree on the problem */
+        return attn_fail(ATTN_E_COMM, "MPI_Allreduce of the problem's fields failed");
+    if (!st && memcmp(lo, hi, sizeof lo) != 0) /* ranks disagree on the problem */
+        st = attn_fail(ATTN_E_INVALID, "the ranks' descriptors or layouts differ (every rank passes the same problem)");
     if (!st && (d->dropout || d->sinks || d->attn_mask || d->attn_bias || attn_sem_is_block(d) || d->score_mod ||
                 d->mask_mod || d->block_mask))
-        st = ATTN_E_UNSUPPORTED;
-    if (!st && (d->B < 1 || d->H < 1 || d->D < 1 || d->Dv < 1 || d->Sq < 0 || d->Sk < 0)) st = ATTN_E_SHAPE;
+        st = attn_fail(ATTN_E_UNSUPPORTED, "%s over the ring",
+                       d->dropout                     ? "dropout"
+                       : d->sinks                     ? "sinks"
+                       : d->attn_mask || d->attn_bias ? "a dense mask or bias"
+                       : attn_sem_is_block(d)         ? "a block of a larger problem"
+                                                      : "score_mod, mask_mod or block_mask");
+    if (!st && (d->B < 1 || d->H < 1 || d->D < 1 || d->Dv < 1 || d->Sq < 0 || d->Sk < 0))
+        st = attn_fail(ATTN_E_SHAPE,
+                       "B = %lld, H = %lld, D = %lld, Dv = %lld, Sq = %lld, Sk = %lld: B, H, D, Dv >= 1 "
+                       "and Sq, Sk >= 0 expected",
+                       (long long)d->B, (long long)d->H, (long long)d->D, (long long)d->Dv, (long long)d->Sq,
+                       (long long)d->Sk);
     if (st) return st;
     R->B = d->B, R->H = d->H, R->Hkv = attn_sem_hkv(d), R->D = d->D, R->Dv = d->Dv;
-    if (R->H % R->Hkv) return ATTN_E_SHAPE;
+    if (R->H % R->Hkv)
+        return attn_fail(ATTN_E_SHAPE, "H = %lld, Hkv = %lld: H a multiple of Hkv expected", (long long)R->H,
+                         (long long)R->Hkv);
     R->es = (d->qkv_dtype == ATTN_DTYPE_F16 || d->qkv_dtype == ATTN_DTYPE_BF16) ? 2 : 4;
     R->nq = attn_ring_shard(d->Sq, R->n, R->r, layout, R->qs, R->ql);
     for (int src = 0; src < R->n; src++) {
@@ -147,7 +165,8 @@ static attn_status ring_init(ring *R, MPI_Comm comm, const attn_sdpa_desc *d, at
     }
     /* one K/V message: B * Hkv * kmax * (D + Dv) elements of 4 bytes at most */
     double bytes = (double)R->B * (double)R->Hkv * (double)R->kmax * (double)(R->D + R->Dv) * 4.0;
-    if (bytes > (double)INT_MAX) return ATTN_E_OVERFLOW;
+    if (bytes > (double)INT_MAX)
+        return attn_fail(ATTN_E_OVERFLOW, "a K / V message of %.0f bytes: at most 2^31 - 1 (MPI's count)", bytes);
     return ATTN_OK;
 }
 

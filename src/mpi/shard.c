@@ -70,7 +70,11 @@ attn_status attn_kv_shard_create(MPI_Comm comm, const attn_kv_cache_config *cfg,
                                  int64_t block, attn_kv_shard **out) {
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!out || !inited || comm == MPI_COMM_NULL) return ATTN_E_INVALID;
+    if (!out || !inited || comm == MPI_COMM_NULL)
+        return attn_fail(ATTN_E_INVALID, "%s",
+                         !out     ? "out is NULL"
+                         : inited ? "comm is MPI_COMM_NULL"
+                                  : "MPI is not initialized");
     *out = NULL;
     attn_kv_shard *s = calloc(1, sizeof *s);
     if (!s) return ATTN_E_NOMEM; /* (the other ranks then fail in the collective below: MPI reports it) */
@@ -160,7 +164,7 @@ static int pack_mine(const attn_kv_shard *s, const int64_t *n, attn_view k, attn
 }
 
 attn_status attn_kv_shard_append(attn_kv_shard *s, const int64_t *n, attn_view k, attn_view v) {
-    if (!s) return ATTN_E_INVALID;
+    if (!s) return attn_fail(ATTN_E_INVALID, "the shard is NULL");
     attn_status st = ATTN_OK;
     int64_t *nn = calloc((size_t)s->B, sizeof *nn), *nl = calloc((size_t)s->B, sizeof *nl);
     int64_t *old = calloc((size_t)s->B, sizeof *old);
@@ -201,7 +205,7 @@ attn_status attn_kv_shard_append(attn_kv_shard *s, const int64_t *n, attn_view k
 }
 
 attn_status attn_kv_shard_fork(attn_kv_shard *s, int64_t src, int64_t dst) {
-    if (!s) return ATTN_E_INVALID;
+    if (!s) return attn_fail(ATTN_E_INVALID, "the shard is NULL");
     int64_t f[2] = {src, dst};
     attn_status st = src < 0 || src >= s->B || dst < 0 || dst >= s->B ? ATTN_E_INVALID : ATTN_OK;
     st = agree(s->comm, f, 2, st); /* the same fork everywhere (a fork cannot fail once valid) */
@@ -240,7 +244,7 @@ static attn_status merge_ranks(const attn_kv_shard *s, const attn_sdpa_desc *d, 
 
 attn_status attn_shard_decode(attn_kv_shard *s, const attn_sdpa_desc *d, attn_view q, attn_view out, float *lse,
                               attn_ring_timing *timing) {
-    if (!s) return ATTN_E_INVALID;
+    if (!s) return attn_fail(ATTN_E_INVALID, "the shard is NULL");
     double t0 = MPI_Wtime(), tw = 0.0;
     attn_ring_timing tm = {0};
     int64_t f[ATTN_MPI_FIELDS] = {0};
@@ -365,7 +369,7 @@ static attn_status move_rows(attn_kv_shard *s, int64_t S, attn_ring_layout layou
 
 attn_status attn_shard_prefill(attn_kv_shard *s, const attn_sdpa_desc *d, attn_ring_layout layout, attn_view q,
                                attn_view k, attn_view v, attn_view out, float *lse, attn_ring_timing *timing) {
-    if (!s) return ATTN_E_INVALID;
+    if (!s) return attn_fail(ATTN_E_INVALID, "the shard is NULL");
     int64_t f[ATTN_MPI_FIELDS + 1] = {0};
     int nf = ATTN_MPI_FIELDS + 1;
     if (d) attn_mpi_fields(d, f);

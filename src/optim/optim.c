@@ -35,16 +35,28 @@ void attn_optim_config_default(attn_optim_config *c, attn_optim_kind kind) {
 }
 
 attn_status attn_optim_create(const attn_optim_config *c, attn_optim **out) {
-    if (!c || !out) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!c || !out) return attn_fail(ATTN_E_INVALID, "%s is NULL", c ? "out" : "the config");
     *out = NULL;
-    if (c->kind != ATTN_OPTIM_SGD && c->kind != ATTN_OPTIM_ADAMW) return ATTN_E_INVALID;
-    if (!(c->lr >= 0.0) || !isfinite(c->lr) || !(c->weight_decay >= 0.0)) return ATTN_E_INVALID;
+    if (c->kind != ATTN_OPTIM_SGD && c->kind != ATTN_OPTIM_ADAMW)
+        return attn_fail(ATTN_E_INVALID, "kind = %d: ATTN_OPTIM_SGD or ATTN_OPTIM_ADAMW expected", (int)c->kind);
+    if (!(c->lr >= 0.0) || !isfinite(c->lr) || !(c->weight_decay >= 0.0))
+        return attn_fail(ATTN_E_INVALID, "lr = %g, weight_decay = %g: a finite lr >= 0 and weight_decay >= 0 expected",
+                         c->lr, c->weight_decay);
     if (c->kind == ATTN_OPTIM_SGD) {
-        if (!(c->momentum >= 0.0) || !isfinite(c->dampening)) return ATTN_E_INVALID;
-        if (c->nesterov && (c->momentum <= 0.0 || c->dampening != 0.0)) return ATTN_E_INVALID;
+        if (!(c->momentum >= 0.0) || !isfinite(c->dampening))
+            return attn_fail(ATTN_E_INVALID,
+                             "momentum = %g, dampening = %g: momentum >= 0, a finite dampening expected", c->momentum,
+                             c->dampening);
+        if (c->nesterov && (c->momentum <= 0.0 || c->dampening != 0.0))
+            return attn_fail(ATTN_E_INVALID,
+                             "nesterov with momentum = %g, dampening = %g: momentum > 0 and "
+                             "dampening 0 expected (PyTorch's rule)",
+                             c->momentum, c->dampening);
     } else {
         if (!(c->beta1 >= 0.0 && c->beta1 < 1.0) || !(c->beta2 >= 0.0 && c->beta2 < 1.0) || !(c->eps >= 0.0))
-            return ATTN_E_INVALID;
+            return attn_fail(ATTN_E_INVALID, "beta1 = %g, beta2 = %g, eps = %g: betas in [0, 1), eps >= 0 expected",
+                             c->beta1, c->beta2, c->eps);
     }
     attn_optim *o = calloc(1, sizeof *o);
     if (!o) return ATTN_E_NOMEM;
@@ -65,10 +77,20 @@ void attn_optim_free(attn_optim *o) {
 }
 
 attn_status attn_optim_add_param(attn_optim *o, const char *name, float *data, float *grad, size_t n) {
-    if (!o || !name || !name[0] || (n && (!data || !grad))) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!o || !name || !name[0] || (n && (!data || !grad)))
+        return attn_fail(ATTN_E_INVALID, "%s",
+                         !o         ? "the optimizer is NULL"
+                         : !name    ? "name is NULL"
+                         : !name[0] ? "name is empty"
+                         : !data    ? "data is NULL (n > 0)"
+                                    : "grad is NULL (n > 0)");
     for (int i = 0; i < o->n; i++)
-        if (!strcmp(o->p[i].name, name) || (n && o->p[i].data == data)) return ATTN_E_INVALID;
-    if (n > SIZE_MAX / sizeof(float)) return ATTN_E_OVERFLOW;
+        if (!strcmp(o->p[i].name, name) || (n && o->p[i].data == data))
+            return attn_fail(ATTN_E_INVALID, "name = \"%.64s\": %s parameter \"%.64s\"", name,
+                             strcmp(o->p[i].name, name) ? "its data is already the data of" : "already the name of",
+                             o->p[i].name);
+    if (n > SIZE_MAX / sizeof(float)) return attn_fail(ATTN_E_OVERFLOW, "n = %zu: too many floats", n);
     if (o->n == o->cap) {
         int nc = o->cap ? 2 * o->cap : 16;
         oparam *np = realloc(o->p, (size_t)nc * sizeof *np);
@@ -95,7 +117,7 @@ attn_status attn_optim_add_param(attn_optim *o, const char *name, float *data, f
 }
 
 attn_status attn_optim_add_layer(attn_optim *o, attn_layer *l, const char *prefix) {
-    if (!o || !l) return ATTN_E_INVALID;
+    if (!o || !l) return attn_fail(ATTN_E_INVALID, "%s is NULL", o ? "the layer" : "the optimizer");
     for (int i = 0; i < attn_layer_tensor_count(l); i++) {
         attn_tensor_info t;
         attn_layer_tensor(l, i, &t);
@@ -154,7 +176,8 @@ static void adamw_step(const attn_optim_config *c, oparam *p) {
 }
 
 attn_status attn_optim_step(attn_optim *o) {
-    if (!o) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!o) return attn_fail(ATTN_E_INVALID, "the optimizer is NULL");
     for (int i = 0; i < o->n; i++) {
         if (o->cfg.kind == ATTN_OPTIM_SGD) {
             o->p[i].step += 1.0;
@@ -167,7 +190,8 @@ attn_status attn_optim_step(attn_optim *o) {
 }
 
 attn_status attn_optim_save(const attn_optim *o, const char *path) {
-    if (!o || !path) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!o || !path) return attn_fail(ATTN_E_INVALID, "%s is NULL", o ? "path" : "the optimizer");
     attn_st_writer *w;
     attn_status st = attn_st_writer_new(&w);
     char name[300];
@@ -193,20 +217,22 @@ attn_status attn_optim_save(const attn_optim *o, const char *path) {
     return st;
 }
 
-/* Is "<name><suffix>" a float tensor of exactly n elements? ATTN_E_NOT_FOUND if absent. */
-static attn_status check_state(const attn_st_file *f, const char *name, const char *suffix, size_t n) {
+/* Is "<name><suffix>" a float tensor of exactly n elements? ATTN_E_NOT_FOUND if absent (a refusal with its
+ * message where the entry is required) */
+static attn_status check_state(const attn_st_file *f, const char *name, const char *suffix, size_t n, int required) {
     char key[300];
     snprintf(key, sizeof key, "%s%s", name, suffix);
     attn_dtype dt;
     int nd;
     int64_t sh[ATTN_MAX_DIMS];
     attn_status st = attn_st_info(f, key, &dt, &nd, sh);
-    if (st) return st;
+    if (st) return st == ATTN_E_NOT_FOUND && required ? attn_fail(st, "the state has no \"%.200s\"", key) : st;
     size_t m;
-    if (attn_numel(nd, sh, &m) || m != n) return ATTN_E_SHAPE;
-    return (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F64)
-               ? ATTN_OK
-               : ATTN_E_DTYPE;
+    if (attn_numel(nd, sh, &m) || m != n)
+        return attn_fail(ATTN_E_SHAPE, "\"%.200s\": %zu elements, the parameter has %zu", key, m, n);
+    if (dt != ATTN_DTYPE_F32 && dt != ATTN_DTYPE_F16 && dt != ATTN_DTYPE_BF16 && dt != ATTN_DTYPE_F64)
+        return attn_fail(ATTN_E_DTYPE, "\"%.200s\": dtype %d, a float type expected", key, (int)dt);
+    return ATTN_OK;
 }
 
 static attn_status read_state(const attn_st_file *f, const char *name, const char *suffix, float *dst, size_t n) {
@@ -216,7 +242,8 @@ static attn_status read_state(const attn_st_file *f, const char *name, const cha
 }
 
 attn_status attn_optim_load(attn_optim *o, const char *path) {
-    if (!o || !path) return ATTN_E_INVALID;
+    attn_err_clear();
+    if (!o || !path) return attn_fail(ATTN_E_INVALID, "%s is NULL", o ? "path" : "the optimizer");
     attn_st_file *f;
     attn_status st = attn_st_open(path, &f);
     if (st) return st;
@@ -227,13 +254,14 @@ attn_status attn_optim_load(attn_optim *o, const char *path) {
     for (int i = 0; !st && i < o->n; i++) {
         const oparam *p = &o->p[i];
         float stepf = 0.0f;
-        st = check_state(f, p->name, ".step", 1);
+        st = check_state(f, p->name, ".step", 1, 1);
         if (!st) st = read_state(f, p->name, ".step", &stepf, 1);
-        if (!st && (!(stepf >= 0.0f) || stepf != floorf(stepf))) st = ATTN_E_FORMAT;
-        if (!st && adam) st = check_state(f, p->name, ".exp_avg", p->n);
-        if (!st && adam) st = check_state(f, p->name, ".exp_avg_sq", p->n);
+        if (!st && (!(stepf >= 0.0f) || stepf != floorf(stepf)))
+            st = attn_fail(ATTN_E_FORMAT, "\"%.200s.step\" = %g: a whole number >= 0 expected", p->name, stepf);
+        if (!st && adam) st = check_state(f, p->name, ".exp_avg", p->n, 1);
+        if (!st && adam) st = check_state(f, p->name, ".exp_avg_sq", p->n, 1);
         if (!st && !adam) {
-            attn_status s1 = check_state(f, p->name, ".momentum_buffer", p->n);
+            attn_status s1 = check_state(f, p->name, ".momentum_buffer", p->n, 0);
             if (s1 == ATTN_OK)
                 expected++;
             else if (s1 != ATTN_E_NOT_FOUND)
@@ -241,7 +269,9 @@ attn_status attn_optim_load(attn_optim *o, const char *path) {
         }
         expected += adam ? 3 : 1;
     }
-    if (!st && (size_t)attn_st_count(f) != expected) st = ATTN_E_FORMAT; /* unknown entries */
+    if (!st && (size_t)attn_st_count(f) != expected) /* unknown entries */
+        st =
+            attn_fail(ATTN_E_FORMAT, "%s: %d tensors, the optimizer's state has %zu", path, attn_st_count(f), expected);
     /* all valid: now apply */
     for (int i = 0; !st && i < o->n; i++) {
         oparam *p = &o->p[i];

@@ -59,8 +59,9 @@ static uint64_t next64(attn_generator *g) {
 }
 
 attn_status attn_uniform(attn_generator *g, float *out, size_t n, double a, double b) {
-    if (!g || (!out && n)) return ATTN_E_INVALID;
-    if (!(a <= b) || !isfinite(a) || !isfinite(b)) return ATTN_E_INVALID;
+    if (!g || (!out && n)) return attn_fail(ATTN_E_INVALID, "%s is NULL", g ? "out (n > 0)" : "the generator");
+    if (!(a <= b) || !isfinite(a) || !isfinite(b))
+        return attn_fail(ATTN_E_INVALID, "from = %g, to = %g: finite, from <= to expected", a, b);
     /* torch: from/to are first rounded to the tensor's dtype, the sample is
      * computed in double (uniform_real_distribution<float> uses a 24-bit draw)
      * and rounded to float on store. */
@@ -76,9 +77,14 @@ attn_status attn_uniform(attn_generator *g, float *out, size_t n, double a, doub
 attn_status attn_rand(attn_generator *g, float *out, size_t n) { return attn_uniform(g, out, n, 0.0, 1.0); }
 
 attn_status attn_linear_init(attn_generator *g, float *weight, float *bias, int64_t in_features, int64_t out_features) {
-    if (!g || !weight || in_features <= 0 || out_features <= 0) return ATTN_E_INVALID;
+    if (!g || !weight) return attn_fail(ATTN_E_INVALID, "%s is NULL", g ? "weight" : "the generator");
+    if (in_features <= 0 || out_features <= 0)
+        return attn_fail(ATTN_E_INVALID, "in_features = %lld, out_features = %lld: each >= 1 expected",
+                         (long long)in_features, (long long)out_features);
     size_t n;
-    if (attn_mul_size((size_t)in_features, (size_t)out_features, &n)) return ATTN_E_OVERFLOW;
+    if (attn_mul_size((size_t)in_features, (size_t)out_features, &n))
+        return attn_fail(ATTN_E_OVERFLOW, "in_features = %lld, out_features = %lld: the weight's size overflows",
+                         (long long)in_features, (long long)out_features);
     /* kaiming_uniform_(w, a=sqrt(5)) with fan_in = in_features, leaky_relu gain,
      * replicated in Python's double arithmetic. */
     double a = sqrt(5.0);
@@ -109,9 +115,9 @@ static uint32_t powmod31(uint32_t base, uint64_t e) {
 }
 
 attn_status attn_dropout_begin(attn_generator *g, double p, uint64_t n, attn_dropout *out) {
-    if (!out) return ATTN_E_INVALID;
+    if (!out) return attn_fail(ATTN_E_INVALID, "out is NULL");
     memset(out, 0, sizeof *out);
-    if (!(p >= 0.0 && p <= 1.0)) return ATTN_E_INVALID;
+    if (!(p >= 0.0 && p <= 1.0)) return attn_fail(ATTN_E_INVALID, "p = %g: a probability in [0, 1] expected", p);
     out->p = p;
     out->n = n;
     /* torch: p == 0 and p == 1 return before any draw (zeros for p == 1). */
@@ -119,7 +125,7 @@ attn_status attn_dropout_begin(attn_generator *g, double p, uint64_t n, attn_dro
         out->scale = p == 1.0 ? 0.0f : 1.0f;
         return ATTN_OK;
     }
-    if (!g) return ATTN_E_INVALID;
+    if (!g) return attn_fail(ATTN_E_INVALID, "the generator is NULL (p = %g draws a mask)", p);
     out->flavor = g->flavor;
     /* torch: noise.bernoulli_(1 - p).div_(1 - p); the divisor becomes a float */
     out->scale = 1.0f / (float)(1.0 - p);
@@ -190,8 +196,10 @@ void attn_dropout_mask_range(const attn_dropout *d, uint64_t start, size_t len, 
 }
 
 attn_status attn_dropout_apply(const attn_dropout *d, const float *in, float *out) {
-    if (!d || (d->n && (!in || !out))) return ATTN_E_INVALID;
-    if (d->n > SIZE_MAX) return ATTN_E_OVERFLOW;
+    if (!d || (d->n && (!in || !out)))
+        return attn_fail(ATTN_E_INVALID, "%s is NULL", !d ? "the dropout" : !in ? "in" : "out");
+    if (d->n > SIZE_MAX)
+        return attn_fail(ATTN_E_OVERFLOW, "n = %llu: past this machine's size_t", (unsigned long long)d->n);
     size_t n = (size_t)d->n;
     if (d->p == 0.0) {
         if (out != in) memmove(out, in, n * sizeof *out);
