@@ -59,6 +59,12 @@ static size_t lse_offset(const layer_cache *c, int gi) {
     return off;
 }
 
+/* a->impl an attn_impl, or ATTN_E_INVALID naming it */
+static attn_status impl_check(const attn_forward_args *a) {
+    if (a->impl >= ATTN_IMPL_AUTO && a->impl <= ATTN_IMPL_FAST) return ATTN_OK;
+    return attn_fail(ATTN_E_INVALID, "args impl = %d: not an attn_impl", (int)a->impl);
+}
+
 static attn_status check_args(const attn_layer *l, const attn_forward_args *a, int need_out) {
     const attn_layer_config *c = &l->cfg;
     const char *kind = attn_layer_kind_of(c->kind)->name;
@@ -74,12 +80,11 @@ static attn_status check_args(const attn_layer *l, const attn_forward_args *a, i
     }
     if (a->mask && !(flags & K_TAKES_MASK))
         return attn_fail(ATTN_E_INVALID, "args->mask given: %s takes no mask", kind);
-    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST)
-        return attn_fail(ATTN_E_INVALID, "args impl = %d: not an attn_impl", (int)a->impl);
+    if (impl_check(a)) return ATTN_E_INVALID;
     int64_t Sk = (flags & K_CROSS) ? a->Sk : a->S;
     if (c->context_length > 0 && (flags & K_CAUSAL) && (a->S > c->context_length || Sk > c->context_length))
-        return attn_fail(ATTN_E_CONTEXT, "args S = %lld%s: past the layer's context_length = %lld",
-                         (long long)(a->S > c->context_length ? a->S : Sk), a->S > c->context_length ? "" : " (Sk)",
+        return attn_fail(ATTN_E_CONTEXT, "args %s = %lld: past the layer's context_length = %lld",
+                         a->S > c->context_length ? "S" : "Sk", (long long)(a->S > c->context_length ? a->S : Sk),
                          (long long)c->context_length);
     if (a->train && (c->dropout > 0.0 || c->out_dropout > 0.0) && !a->gen)
         return attn_fail(ATTN_E_INVALID, "args->gen is NULL: training with dropout = %g, out_dropout = %g draws masks",
@@ -304,8 +309,7 @@ attn_status attn_layer_forward_incremental(attn_layer *l, attn_kv_cache *kvc, co
                          : a->train                   ? "args train = 1 (incremental steps do not train)"
                          : a->y                       ? "args->y given (self-attention only)"
                                                       : "args->mask given: this kind takes no mask");
-    if (a->impl < ATTN_IMPL_AUTO || a->impl > ATTN_IMPL_FAST)
-        return attn_fail(ATTN_E_INVALID, "args impl = %d: not an attn_impl", (int)a->impl);
+    if (impl_check(a)) return ATTN_E_INVALID;
     if (a->B < 1 || a->S < 0 || a->S > INT32_MAX)
         return attn_fail(ATTN_E_SHAPE, "args B = %lld, S = %lld: B in [1, 2^31), S in [0, 2^31) expected",
                          (long long)a->B, (long long)a->S);
