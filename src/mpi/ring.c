@@ -21,6 +21,7 @@
  * never leaves another waiting. MPI errors return (a private duplicate of
  * the caller's communicator with MPI_ERRORS_RETURN) as ATTN_E_COMM. */
 #include "attn_mpi.h"
+#include "internal.h"
 
 #include "base/sem.h"
 #include "fields.h"

@@ -15,6 +15,7 @@
  * min and max) and agree on one status, so a rank's error never leaves
  * another waiting; a failed append or prefill is undone on every rank. */
 #include "attn_mpi.h"
+#include "internal.h"
 #include "fields.h"
 
 #include <limits.h>
