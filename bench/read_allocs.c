@@ -33,6 +33,13 @@ static double now(void) {
     }
 SUM8(sum_f32, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_add_ps)
 SUM8(sum_i32, __m512i, _mm512_setzero_si512, _mm512_loadu_si512, _mm512_add_epi32)
+/* the sum's lanes in unsigned arithmetic (_mm512_reduce_add_epi32 adds as int) */
+static unsigned lanes(__m512i a) {
+    unsigned t[16], s = 0;
+    _mm512_storeu_si512((void *)t, a);
+    for (int k = 0; k < 16; k++) s += t[k];
+    return s;
+}
 
 /* kB of huge pages the kernel gave the mapping that holds p */
 static long huge_kb(const void *p) {
@@ -58,7 +65,7 @@ static long huge_kb(const void *p) {
 int main(int argc, char **argv) {
     const size_t bytes = (size_t)256 << 20;
     volatile float sf = 0;
-    volatile int si = 0;
+    volatile unsigned si = 0;
     if (argc > 1 && !strcmp(argv[1], "kernels")) {
         char *p;
         if (posix_memalign((void **)&p, 2 << 20, bytes)) return 1;
@@ -70,7 +77,7 @@ int main(int argc, char **argv) {
                 int ints = (r & 1) ^ s;
                 double t0 = now();
                 if (ints)
-                    si += _mm512_reduce_add_epi32(sum_i32(p, bytes));
+                    si += lanes(sum_i32(p, bytes));
                 else
                     sf += _mm512_reduce_add_ps(sum_f32(p, bytes));
                 t[ints] = now() - t0;
@@ -91,7 +98,7 @@ int main(int argc, char **argv) {
             double best = 1e30;
             for (int r = 0; r < 5; r++) {
                 double t0 = now();
-                si += _mm512_reduce_add_epi32(sum_i32(p, bytes));
+                si += lanes(sum_i32(p, bytes));
                 double t = now() - t0;
                 best = t < best ? t : best;
             }

@@ -41,8 +41,12 @@
 __attribute__((target("avx512f"))) static inline __m512i load512(const unsigned char *p) {
     return _mm512_loadu_si512((const void *)p);
 }
+/* in unsigned arithmetic: GCC's _mm512_reduce_add_epi32 adds as int, whose overflow is undefined */
 __attribute__((target("avx512f"))) static inline unsigned reduce512(__m512i a) {
-    return (unsigned)_mm512_reduce_add_epi32(a);
+    unsigned t[16], s = 0;
+    _mm512_storeu_si512((void *)t, a);
+    for (int k = 0; k < 16; k++) s += t[k];
+    return s;
 }
 __attribute__((target("avx2"))) static inline __m256i load256(const unsigned char *p) {
     return _mm256_loadu_si256((const __m256i *)p);
