@@ -479,6 +479,9 @@ static void test_bench_smoke(void) {
          "\"ratio_to_cache\""},
         {"--decode --formats --heads 2 --kv-heads 1 --head-dim 64 --kv-seq 64 --math data", "\"kv_dtype\": \"q4_0\""},
         {"--decode --formats --heads 2 --kv-heads 1 --head-dim 64 --kv-seq 40 --page-size 16", "\"ratio_to_own_read\""},
+        {"--decode --heads 2 --kv-seq 100 --kv-dtype int8 --page-size 16", "\"ratio_to_own_read\""},
+        {"--decode --mla --head-dim 64 --v-head-dim 32 --kv-seq 100 --page-size 16 --kv-dtype int8",
+         "\"ratio_to_own_read\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], err[1024];

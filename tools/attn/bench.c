@@ -11,6 +11,7 @@
 #include "base/half.h"
 #include "base/storage.h"
 #include "base/workspace.h"
+#include "core/kv_src.h"
 #include "kernels/mm.h"
 #include "readbw.h"
 
@@ -154,17 +155,27 @@ float *cli_frand_buf(size_t n, uint32_t seed) {
 
 /* ---- decode: one new token per sequence against a KV cache ---------------- */
 
+/* up to four regions to read: a buffer of the step's bytes, or a cache's
+ * own storage (attn_kv_cache_regions: on this kind of VM one allocation may
+ * read up to 2x faster or slower than another) */
 typedef struct rd_ctx {
-    const void *p;
-    size_t bytes;
+    const void *p[4];
+    size_t bytes[4], total;
+    int n;
     volatile unsigned sink;
 } rd_ctx;
+
+static rd_ctx rd_of(const void *const *p, const size_t *bytes, int n) {
+    rd_ctx r = {.n = n};
+    for (int i = 0; i < n; i++) r.p[i] = p[i], r.bytes[i] = bytes[i], r.total += bytes[i];
+    return r;
+}
 
 /* the machine's read bandwidth on the decode's thread count (readbw.c: the
  * widest vectors, 8 accumulators, one stream per thread) */
 static int run_read(void *v) {
     rd_ctx *r = v;
-    r->sink = attn_readbw_sum(r->p, r->bytes);
+    for (int i = 0; i < r->n; i++) r->sink += attn_readbw_sum(r->p[i], r->bytes[i]);
     return 0;
 }
 
@@ -224,6 +235,19 @@ static int run_paged(void *v) {
     attn_status st = attn_paged_attention(&c->d, c->q, &c->kv, NULL, c->o, NULL);
     if (st != ATTN_OK) cli_error("bench: %s", cli_status(st));
     return st != ATTN_OK;
+}
+
+/* caller-owned pages' own storage as regions to read: K's and V's pages and
+ * their (scale, zero) pairs, whichever are there */
+static rd_ctx pages_rd(const attn_paged_kv *kv) {
+    size_t rows = (size_t)(kv->num_pages * kv->page_size * kv->Hkv), bytes[4];
+    const void *p[4];
+    int n = 0;
+    if (kv->k_pages) p[n] = kv->k_pages, bytes[n++] = rows * attn_storage_bytes(kv->dtype, kv->D);
+    if (kv->v_pages) p[n] = kv->v_pages, bytes[n++] = rows * attn_storage_bytes(kv->dtype, kv->Dv);
+    if (kv->k_params) p[n] = kv->k_params, bytes[n++] = rows * 2 * sizeof(float);
+    if (kv->v_params) p[n] = kv->v_params, bytes[n++] = rows * 2 * sizeof(float);
+    return rd_of(p, bytes, n);
 }
 
 /* the cache's rows as caller-owned pages (one table per sequence, pages in
@@ -287,8 +311,9 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     for (int64_t b = 0; len && b < B; b++) tokens += len[b] = ragged && B > 1 ? T / 2 + b * (T - T / 2) / (B - 1) : T;
     /* K and V as stored: 4, 2 or 34/32 bytes per element */
     size_t bytes = (size_t)(2 * Hkv * tokens) * kv_row_bytes(dt, D);
-    rd_ctx rd = {attn_readbw_buf(bytes), bytes, 0};
-    if (!kk || !vv || !q || !o || !n || !len || !rd.p || (tree && !tm)) {
+    void *buf = attn_readbw_buf(bytes);
+    rd_ctx rd = rd_of((const void *const *)&buf, &bytes, 1);
+    if (!kk || !vv || !q || !o || !n || !len || !buf || (tree && !tm)) {
         cli_error("bench: out of memory");
         return 1;
     }
@@ -337,11 +362,20 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
         free(pg.kv.k_pages), free(pg.kv.v_pages), free((void *)pg.kv.kv_indptr), free((void *)pg.kv.kv_indices);
         free((void *)pg.kv.kv_last_page_len), free(pg.o.data);
         attn_kv_cache_free(c.cache);
-        free(kk), free(vv), free(q), free(o), free(n), free(len), free((void *)rd.p), free(tm);
+        free(kk), free(vv), free(q), free(o), free(n), free(len), free(buf), free(tm);
         return 0;
     }
-    if (time_pair(run_decode, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r)) return 1;
-    double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9;
+    /* against a buffer of the step's bytes, then against the cache's own storage (all of it: a paged pool's
+     * spare pages and a capacity past the rows too, so compared per byte) */
+    const void *rp[4];
+    size_t rb[4];
+    rd_ctx own = rd_of(rp, rb, attn_kv_cache_regions(c.cache, rp, rb));
+    bench_result ro;
+    if (time_pair(run_decode, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r) ||
+        time_pair(run_decode, &c, (double)bytes, run_read, &own, (double)own.total, min_time, &ro))
+        return 1;
+    double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9,
+           own_gbps = (double)own.total / ro.tb * 1e-9;
     int nthreads = omp_get_max_threads();
     const char *kern = impl == ATTN_IMPL_REF ? "ref" : attn_kernel_name();
     if (json)
@@ -350,20 +384,22 @@ static int bench_decode(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                "\"kv_dtype\": \"%s\", "
                "\"page_size\": %lld, "
                "\"threads\": %d, \"reps\": %d, \"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, "
-               "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f}\n",
+               "\"read_gbps\": %.2f, \"read_kernel\": \"%s\", \"ratio_to_read\": %.3f, \"own_read_gbps\": %.2f, "
+               "\"ratio_to_own_read\": %.3f}\n",
                impl == ATTN_IMPL_REF ? "ref" : "fast", math_names[math], kern, (long long)B, (long long)H,
                (long long)Hkv, (long long)T, ragged ? "true" : "false", (long long)Sq, tree ? "true" : "false",
                (long long)D, dtn, (long long)page, nthreads, r.reps, r.ta * 1e3, bytes, gbps, rd_gbps,
-               attn_readbw_kernel(), r.ratio);
+               attn_readbw_kernel(), r.ratio, own_gbps, ro.ratio);
     else
         printf(
             "decode %s math=%s (%s kernels) B=%lld Hq=%lld Hkv=%lld T=%lld%s Sq=%lld%s D=%lld %s cache%s, %d threads: "
-            "%.3f ms, %.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f\n",
+            "%.3f ms, %.1f GB/s of K+V; read bandwidth %.1f GB/s; ratio %.2f; the cache's own storage read at %.1f "
+            "GB/s; ratio %.2f\n",
             impl == ATTN_IMPL_REF ? "ref" : "fast", math_names[math], kern, (long long)B, (long long)H, (long long)Hkv,
             (long long)T, ragged ? " (ragged)" : "", (long long)Sq, tree ? " tree" : "", (long long)D, dtn,
-            page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio);
+            page ? " (paged)" : "", nthreads, r.ta * 1e3, gbps, rd_gbps, r.ratio, own_gbps, ro.ratio);
     attn_kv_cache_free(c.cache);
-    free(kk), free(vv), free(q), free(o), free(n), free(len), free((void *)rd.p), free(tm);
+    free(kk), free(vv), free(q), free(o), free(n), free(len), free(buf), free(tm);
     return 0;
 }
 
@@ -396,9 +432,10 @@ static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int
     float *rows = cli_frand_buf((size_t)(chunk * D), 5), *q = cli_frand_buf((size_t)(B * H * D), 4);
     int64_t *slots = malloc((size_t)chunk * sizeof *slots);
     size_t bytes = (size_t)(B * T) * kv_row_bytes(dt, D);
-    rd_ctx rd = {attn_readbw_buf(bytes), bytes, 0};
+    void *buf = attn_readbw_buf(bytes);
+    rd_ctx rd = rd_of((const void *const *)&buf, &bytes, 1);
     c.o = (attn_view){cli_frand_buf((size_t)(B * H * Dv), 7), H * Dv, Dv, Dv};
-    if (!c.kv.k_pages || !ip || !ind || !last || !rows || !q || !slots || !rd.p || !c.o.data ||
+    if (!c.kv.k_pages || !ip || !ind || !last || !rows || !q || !slots || !buf || !c.o.data ||
         (attn_storage_of(dt)->params == ATTN_ST_ROWPAR && !c.kv.k_params)) {
         cli_error("bench: out of memory");
         return 1;
@@ -421,25 +458,29 @@ static int bench_mla(int64_t B, int64_t H, int64_t T, int64_t D, int64_t Dv, int
     attn_sdpa_desc_init(&c.d, B, H, 1, 0, D, Dv);
     c.d.Hkv = 1, c.d.math = math, c.d.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.d.scale = 0.1352f; /* the caller's scale */
     c.q = (attn_view){q, H * D, D, D};
-    bench_result r;
-    if (time_pair(run_paged, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r)) return 1;
-    double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9;
+    bench_result r, ro;
+    rd_ctx own = pages_rd(&c.kv); /* the pages themselves, compared per byte */
+    if (time_pair(run_paged, &c, (double)bytes, run_read, &rd, (double)bytes, min_time, &r) ||
+        time_pair(run_paged, &c, (double)bytes, run_read, &own, (double)own.total, min_time, &ro))
+        return 1;
+    double gbps = (double)bytes / r.ta * 1e-9, rd_gbps = (double)bytes / r.tb * 1e-9,
+           own_gbps = (double)own.total / ro.tb * 1e-9;
     double gflops = 2.0 * (double)(B * H * T) * (double)(D + Dv) / r.ta * 1e-9; /* Q K^T and P V */
     if (json)
         printf("{\"op\": \"decode-mla\", \"math\": \"%s\", \"kernels\": \"%s\", \"B\": %lld, \"H\": %lld, \"T\": %lld, "
                "\"D\": %lld, \"Dv\": %lld, \"kv_dtype\": \"%s\", \"page_size\": %lld, \"threads\": %d, \"reps\": %d, "
                "\"ms\": %.4f, \"bytes\": %zu, \"gbps\": %.2f, \"gflops\": %.1f, \"read_gbps\": %.2f, "
-               "\"ratio_to_read\": %.3f}\n",
+               "\"ratio_to_read\": %.3f, \"own_read_gbps\": %.2f, \"ratio_to_own_read\": %.3f}\n",
                math_names[math], attn_kernel_name(), (long long)B, (long long)H, (long long)T, (long long)D,
                (long long)Dv, kv_name(dt), (long long)ps, omp_get_max_threads(), r.reps, r.ta * 1e3, bytes, gbps,
-               gflops, rd_gbps, r.ratio);
+               gflops, rd_gbps, r.ratio, own_gbps, ro.ratio);
     else
         printf("MLA decode B=%lld Hq=%lld T=%lld latent %lld (V %lld) %s, pages of %lld, %d threads: %.3f ms, %.1f "
-               "GB/s (%.1f GFLOP/s); read bandwidth %.1f GB/s; ratio %.2f\n",
+               "GB/s (%.1f GFLOP/s); read bandwidth %.1f GB/s; ratio %.2f; the pages' own read %.1f GB/s; ratio %.2f\n",
                (long long)B, (long long)H, (long long)T, (long long)D, (long long)Dv, kv_name(dt), (long long)ps,
-               omp_get_max_threads(), r.ta * 1e3, gbps, gflops, rd_gbps, r.ratio);
+               omp_get_max_threads(), r.ta * 1e3, gbps, gflops, rd_gbps, r.ratio, own_gbps, ro.ratio);
     free(c.kv.k_pages), free(c.kv.k_params), free(ip), free(ind), free(last), free(rows), free(q), free(slots);
-    free((void *)rd.p), free(c.o.data);
+    free(buf), free(c.o.data);
     return 0;
 }
 
