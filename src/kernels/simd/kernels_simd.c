@@ -932,12 +932,50 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
 }
 
 #if ONE16 /* (not under SIMDe: see HEAD128) */
-/* qk_one's keys 16 / NR a step, each read whole in turn as there, their
+/* qk_one16 at one row over 16-bit keys, eight keys side by side: columns outer, each key's two accumulators
+ * qk_dot1's (the same sums in the same order, the same bits), so that eight keys' FMAs are in flight together
+ * where qk_dot1's chains ran one key after another and the stream waited on them. Zen 5, bf16, D 128, one row:
+ * the kernels alone from L2 3.7-3.9 ns a key against 4.7-4.9; the step from memory 1.075x the GB/s (1.04-1.12,
+ * 9 rounds) on one thread, 1.07x on two. At two rows (four keys side by side) the kernels from L2 took 0.78x the
+ * time but the step from memory 0.97x (0.93-1.01): two rows keep one key at a time (zen5/qk-one16i-ab) */
+INLINE void qk_one16i(const float *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, const void *pre,
+                      int64_t ldpre, int64_t pb, int t, int bf2) {
+    vf a[16];
+    for (int h = 0; h < 16; h += 8) {
+        const void *k[8];
+        vf a0[8], a1[8];
+#pragma GCC unroll 8
+        for (int e = 0; e < 8; e++) {
+            k[e] = kv_row(K, j + h + e, ldk, t), a0[e] = a1[e] = vf_zero();
+            if (pre) prefetch_bytes(kv_row(pre, j + h + e, ldpre, t), pb);
+        }
+        for (int64_t c = 0; c < D; c += 2 * VL) {
+            vf y0 = vf_load(q + c), y1 = vf_load(q + c + VL);
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) {
+                vf x[2];
+                if (bf2)
+                    vf_load_bf16x2((const uint16_t *)k[e] + c, x, x + 1);
+                else
+                    x[0] = kq_ld(k[e], c, t), x[1] = kq_ld(k[e], c + VL, t);
+                a0[e] = vf_fma(y0, x[0], a0[e]), a1[e] = vf_fma(y1, x[1], a1[e]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int e = 0; e < 8; e++) a[h + e] = vf_add(a0[e], a1[e]);
+    }
+    vf_store(S + j, vf_reduce16(a));
+}
+/* qk_one's keys 16 / NR a step, each read whole in turn as there (one row over 16-bit keys: qk_one16i), their
  * row sums reduced together in vf_reduce16's transposing tree and stored
  * as vectors (one key's sum took nine dependent operations and a scalar
  * store) */
 INLINE void qk_one16(const float *const *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, int64_t lds,
                      const void *pre, int64_t ldpre, int64_t pb, int NR, int t, int bf2) {
+    if (NR == 1 && (t == KV_BF16 || t == KV_F16) && D % (2 * VL) == 0) {
+        qk_one16i(q[0], D, K, ldk, j, S, pre, ldpre, pb, t, bf2);
+        return;
+    }
     const int NK = 16 / NR;
     vf a[16], none;
     for (int e = 0; e < NK; e++) {
