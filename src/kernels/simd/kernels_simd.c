@@ -935,9 +935,10 @@ INLINE void qk_one(const float *const *q, int64_t D, const void *K, int64_t ldk,
 /* qk_one16 at one row over 16-bit keys, eight keys side by side: columns outer, each key's two accumulators
  * qk_dot1's (the same sums in the same order, the same bits), so that eight keys' FMAs are in flight together
  * where qk_dot1's chains ran one key after another and the stream waited on them. Zen 5, bf16, D 128, one row:
- * the kernels alone from L2 3.7-3.9 ns a key against 4.7-4.9; the step from memory 1.075x the GB/s (1.04-1.12,
- * 9 rounds) on one thread, 1.07x on two. At two rows (four keys side by side) the kernels from L2 took 0.78x the
- * time but the step from memory 0.97x (0.93-1.01): two rows keep one key at a time (zen5/qk-one16i-ab) */
+ * the kernels alone from L2 3.7-3.9 ns a key against 4.7-4.9; the step from memory 1.04-1.08x the GB/s on one
+ * thread (medians of 9 rounds, per-round ranges 0.95-1.12), 1.07x on two. At two rows (four keys side by side) the
+ * kernels from L2 took 0.78x the time but the step from memory 0.97x (0.93-1.01): two rows keep one key at a time
+ * (zen5/qk-one16i-ab) */
 INLINE void qk_one16i(const float *q, int64_t D, const void *K, int64_t ldk, int64_t j, float *S, const void *pre,
                       int64_t ldpre, int64_t pb, int t, int bf2) {
     vf a[16];
