@@ -309,12 +309,11 @@ extern const attn_kernel_table attn_kernels_avx512;      /* the same source at 1
 extern const attn_kernel_table attn_kernels_avx2_vnni;   /* avx2 with AVX-VNNI's int8 dots */
 extern const attn_kernel_table attn_kernels_avx512_vnni; /* avx512 with AVX512-VNNI's int8 dots */
 extern const attn_kernel_table attn_kernels_avx512_bf16; /* avx512-vnni with AVX512-BF16, VBMI, GFNI: fp8 products */
-/* the avx512-bf16 source's qk_rows_x and pv_rows_x built with PREFETCHNTA: the avx512-bf16 table's over 16-bit rows
- * (dispatch.c) */
-void attn_qk_rows_x_bf16_nta(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                             int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
-void attn_pv_rows_x_bf16_nta(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
-                             float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt);
+/* the avx512-bf16 source built with PREFETCHNTA: the avx512-bf16 table's decode row kernels below four rows a kv
+ * head, and over 16-bit rows in float32 (dispatch.c); its qk_rows_q8 through q8_0's 256-bit key blocks likewise */
+extern const attn_kernel_table attn_kernels_avx512_bf16_nta;
+void attn_qk_rows_q8_bf16_nta_y(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
+                                int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype kt);
 /* avx512-vnni's and avx512-bf16's qk_rows_q8 for AVX-512 on 256-bit units
  * (the avx512-256 tables): int8 / int4 keys in groups of three or four
  * rows (eight: two groups) on 256-bit registers, q8_0's key blocks one

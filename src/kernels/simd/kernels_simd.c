@@ -13,13 +13,13 @@
 #include <math.h>
 #include <string.h>
 
-#if !defined(ATTN_SIMD_TABLE) && !defined(ATTN_SIMD_ROWS_X)
-#error "ATTN_SIMD_TABLE names the table this build of the source defines (or ATTN_SIMD_ROWS_X its row kernels)"
+#ifndef ATTN_SIMD_TABLE
+#error "ATTN_SIMD_TABLE names the table this build of the source defines"
 #endif
 #ifndef ATTN_SIMD_MATH_ROUNDS /* the table computes the math modes' rounded products (kernels.h) */
 #define ATTN_SIMD_MATH_ROUNDS 0
 #endif
-#if !defined(ATTN_SIMD_NAME) && !defined(ATTN_SIMD_ROWS_X)
+#ifndef ATTN_SIMD_NAME
 #error "ATTN_SIMD_NAME is the table's name"
 #endif
 
@@ -691,7 +691,7 @@ INLINE const void *kv_row(const void *base, int64_t j, int64_t ld, int t) {
 }
 
 /* the software prefetches' locality: 2 (PREFETCHT1 on x86) unless the table's file sets ATTN_PF_LOC (0:
- * PREFETCHNTA, table_avx512_bf16_nta.c) */
+ * PREFETCHNTA, table_avx512_bf16_nta.c: the whole table, from which dispatch.c takes decode's row kernels) */
 #ifndef ATTN_PF_LOC
 #define ATTN_PF_LOC 2
 #endif
@@ -4152,18 +4152,6 @@ static float q8_row(float *x, int64_t n, attn_dtype t, void *dst) {
     return q8r_amax(mv, 8);
 }
 
-#ifdef ATTN_SIMD_ROWS_X
-/* a file that builds only the row kernels over stored rows (table_avx512_bf16_nta.c): exported as jumps to the
- * static functions (as ATTN_SIMD_Q8_Y) */
-void ATTN_SIMD_ROWS_X(qk)(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                          int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    qk_rows_x(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);
-}
-void ATTN_SIMD_ROWS_X(pv)(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
-                          float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    pv_rows_x(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
-}
-#else
 const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            MR,
                                            VL,
@@ -4202,4 +4190,3 @@ const attn_kernel_table ATTN_SIMD_TABLE = {ATTN_SIMD_NAME,
                                            rowpar_p,
                                            add_row,
                                            q8_row};
-#endif
