@@ -140,16 +140,17 @@ static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel 
 static const attn_kernel_table *bf16_pf(int64_t R) {
     return R < NTA_BELOW ? &attn_kernels_avx512_bf16_nta : &attn_kernels_avx512_bf16;
 }
+/* the float32 kernels' table: 16-bit rows prefetch as NTA at every R */
+static const attn_kernel_table *bf16_pf_x(int64_t R, attn_dtype dt) {
+    return dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16 ? &attn_kernels_avx512_bf16_nta : bf16_pf(R);
+}
 static void bf16_qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                            int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    int w16 = dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16;
-    (w16 ? &attn_kernels_avx512_bf16_nta : bf16_pf(R))->qk_rows_x(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);
+    bf16_pf_x(R, dt)->qk_rows_x(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);
 }
 static void bf16_pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                            float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    int w16 = dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16;
-    (w16 ? &attn_kernels_avx512_bf16_nta : bf16_pf(R))
-        ->pv_rows_x(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
+    bf16_pf_x(R, dt)->pv_rows_x(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
 }
 static void bf16_qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
                             int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {

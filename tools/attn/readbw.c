@@ -119,3 +119,9 @@ unsigned attn_readbw_sum(const void *p, size_t bytes) {
     }
     return total;
 }
+
+unsigned attn_readbw_sum_regions(const void *const *p, const size_t *bytes, int n) {
+    unsigned total = 0;
+    for (int i = 0; i < n; i++) total += attn_readbw_sum(p[i], bytes[i]);
+    return total;
+}

@@ -8,6 +8,9 @@
  * contiguous slice each, with the widest vectors this CPU runs: their sum as
  * 32-bit words (any bytes: a KV cache's own storage too). */
 unsigned attn_readbw_sum(const void *p, size_t bytes);
+/* attn_readbw_sum over n regions in turn (p[i], bytes[i] each): a KV cache's
+ * several arrays, read as the decode reads them. */
+unsigned attn_readbw_sum_regions(const void *const *p, const size_t *bytes, int n);
 /* Which vectors attn_readbw_sum uses here: "avx512", "avx2" or "plain". */
 const char *attn_readbw_kernel(void);
 /* bytes to read, allocated as the library allocates a KV cache (2 MB
