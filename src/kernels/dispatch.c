@@ -108,23 +108,28 @@ int attn_cpu_avx512_half_width(void) {
  * against 2 FMAs (Emerald Rapids, bench/vec_ports.c) */
 static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel */ }
 
-/* avx512-bf16: the file's table, with decode's row kernels (Q K^T and P V
- * over stored rows: float32, integer and bf16 products) below four rows a
- * kv head, and the float32 ones over 16-bit rows at every row count, from
- * the same source built with PREFETCHNTA (table_avx512_bf16_nta.c): the
- * next rows' lines prefetched as non-temporal. The default on AMD's
- * full-width AVX-512 cores. Zen 5, T 65536, alternating rounds: a bf16
- * cache's step at one row 1.01-1.09x the GB/s on one thread, 1.04-1.12x on
- * two, f16's 1.00-1.11x, bf16 in strict at four rows 1.01-1.10x
- * (zen5/decode-nta16-ab); below four rows the integer and fp8 kernels too,
- * one row, one thread (`attn bench --decode --formats`, two runs of 5
- * rounds): int8 1.17x and 1.11x, q8_0 1.11x / 0.96x, int4 1.08x / 1.02x,
- * q4_0 1.05x / 0.96x, fp8 e4m3 1.08x / 1.02x, e5m2 1.03x / 1.17x (the
- * second run's rounds 0.57-1.50: a noisy hour); int8 alone 1.17-1.18x
- * (1.12-1.32, 7 and 9 rounds), on two threads 1.11x; two and three rows
- * not measured. At four rows their T1 prefetches stay: there NTA ran fp8
- * 0.90-0.96x, the integer formats 0.95-1.07x (zen5/decode-nta-all-ab,
- * decode-nta-rows-ab). Intel's cores
+/* avx512-bf16: the file's table, with decode's Q K^T row kernels (over
+ * stored rows: float32, integer and bf16 products) at every row count, its
+ * P V ones below four rows a kv head and over 16-bit rows (float32
+ * products) at every row count, from the same source built with
+ * PREFETCHNTA (table_avx512_bf16_nta.c): the next rows' lines prefetched
+ * as non-temporal. The default on AMD's full-width AVX-512 cores. Zen 5,
+ * T 65536, alternating rounds: a bf16 cache's step at one row 1.01-1.09x
+ * the GB/s on one thread, 1.04-1.12x on two, f16's 1.00-1.11x, bf16 in
+ * strict at four rows 1.01-1.10x (zen5/decode-nta16-ab); below four rows
+ * the integer and fp8 kernels too, one row, one thread (`attn bench
+ * --decode --formats`, two runs of 5 rounds): int8 1.17x and 1.11x, q8_0
+ * 1.11x / 0.96x, int4 1.08x / 1.02x, q4_0 1.05x / 0.96x, fp8 e4m3 1.08x /
+ * 1.02x, e5m2 1.03x / 1.17x (the second run's rounds 0.57-1.50: a noisy
+ * hour); int8 alone 1.17-1.18x (1.12-1.32, 7 and 9 rounds), on two
+ * threads 1.11x; at two rows every format 1.05-1.41x against T1 at two
+ * and three rows, at three 0.97-1.03x (7 rounds, zen5/decode-nta-rows23-ab).
+ * From four rows the Q K^T kernels' NTA against T1: a bf16 cache's step
+ * 1.09x on one thread (0.85-0.99 the time, every round faster; 9 rounds),
+ * 1.03x on two; fp8, int8, q8_0, int4 0.99-1.01x, eight rows 1.00x
+ * (zen5/decode-nta-qk4-ab). The P V kernels' T1 stays there: NTA for the
+ * whole table ran fp8 0.90-0.96x, the integer formats 0.95-1.07x
+ * (zen5/decode-nta-all-ab, decode-nta-rows-ab). Intel's cores
  * (avx512-bf16-fma) and Zen 4's (avx512-256-bf16) keep PREFETCHT1
  * throughout: not measured there.
  * Its integer Q K^T reads q8_0's key blocks as avx512-256-bf16 does (one
@@ -136,43 +141,24 @@ static int intel_core(void) { return vendor() == 0x756e6547u; /* "Genu"ineIntel 
  * one row, four rows within the noise); the other types keep the 512-bit
  * steps (the 256-bit ones took int8 1.3-1.45x the time, int4 1.1-1.3x at four and eight rows).
  * Intel's table keeps the broadcasts (not measured there). */
-#define NTA_BELOW 4 /* rows a kv head */
-static const attn_kernel_table *bf16_pf(int64_t R) {
+#define NTA_BELOW 4 /* rows a kv head: P V's NTA table below it */
+static const attn_kernel_table *bf16_pv_pf(int64_t R) {
     return R < NTA_BELOW ? &attn_kernels_avx512_bf16_nta : &attn_kernels_avx512_bf16;
-}
-/* the float32 kernels' table: 16-bit rows prefetch as NTA at every R */
-static const attn_kernel_table *bf16_pf_x(int64_t R, attn_dtype dt) {
-    return dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16 ? &attn_kernels_avx512_bf16_nta : bf16_pf(R);
-}
-static void bf16_qk_rows_x(const float *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                           int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    bf16_pf_x(R, dt)->qk_rows_x(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);
 }
 static void bf16_pv_rows_x(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                            float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    bf16_pf_x(R, dt)->pv_rows_x(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
-}
-static void bf16_qk_rows_q8(const void *Q, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n, float *S,
-                            int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    if (dt == ATTN_DTYPE_Q8_0) /* q8_0's keys through the 256-bit key blocks (above) */
-        (R < NTA_BELOW ? attn_qk_rows_q8_bf16_nta_y : attn_qk_rows_q8_bf16_y)(Q, R, D, K, ldk, n, S, lds, pre, ldpre,
-                                                                              wpre, dt);
-    else
-        bf16_pf(R)->qk_rows_q8(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);
+    int w16 = dt == ATTN_DTYPE_BF16 || dt == ATTN_DTYPE_F16; /* float32 products over 16-bit rows: every R */
+    (w16 ? &attn_kernels_avx512_bf16_nta : bf16_pv_pf(R))
+        ->pv_rows_x(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
 }
 static void bf16_pv_rows_i16(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                              float *O, int64_t ldo, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {
-    bf16_pf(R)->pv_rows_i16(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
-}
-static void bf16_qk_rows_bf(const void *Q, int64_t ldq, int64_t R, int64_t D, const void *K, int64_t ldk, int64_t n,
-                            float *S, int64_t lds, float sc, const void *pre, int64_t ldpre, int64_t wpre,
-                            attn_dtype dt) {
-    bf16_pf(R)->qk_rows_bf(Q, ldq, R, D, K, ldk, n, S, lds, sc, pre, ldpre, wpre, dt);
+    bf16_pv_pf(R)->pv_rows_i16(P, ldp, R, V, ldv, n, Dv, O, ldo, pre, ldpre, wpre, dt);
 }
 static void bf16_pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *V, int64_t ldv, int64_t n, int64_t Dv,
                             float *O, int64_t ldo, float sc, const void *pre, int64_t ldpre, int64_t wpre,
                             attn_dtype dt) {
-    bf16_pf(R)->pv_rows_bf(P, ldp, R, V, ldv, n, Dv, O, ldo, sc, pre, ldpre, wpre, dt);
+    bf16_pv_pf(R)->pv_rows_bf(P, ldp, R, V, ldv, n, Dv, O, ldo, sc, pre, ldpre, wpre, dt);
 }
 /* name: a table's qk_rows_q8 that takes q8_0 keys through y (the 256-bit key blocks' form) and the other types
  * through base's */
@@ -181,6 +167,7 @@ static void bf16_pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *
                      int64_t lds, const void *pre, int64_t ldpre, int64_t wpre, attn_dtype dt) {                       \
         (dt == ATTN_DTYPE_Q8_0 ? y : (base).qk_rows_q8)(Q, R, D, K, ldk, n, S, lds, pre, ldpre, wpre, dt);             \
     }
+Q8_BLOCKS_Y(bf16_qk_rows_q8, attn_qk_rows_q8_bf16_nta_y, attn_kernels_avx512_bf16_nta)
 /* get: table var, made by make on first use */
 #define TABLE_ONCE(get, var, make)                                                                                     \
     static const attn_kernel_table *get(void) {                                                                        \
@@ -191,9 +178,9 @@ static void bf16_pv_rows_bf(const float *P, int64_t ldp, int64_t R, const void *
 static attn_kernel_table avx512_bf16;
 static void make_bf16(void) {
     avx512_bf16 = attn_kernels_avx512_bf16;
-    avx512_bf16.qk_rows_x = bf16_qk_rows_x, avx512_bf16.pv_rows_x = bf16_pv_rows_x;
+    avx512_bf16.qk_rows_x = attn_kernels_avx512_bf16_nta.qk_rows_x, avx512_bf16.pv_rows_x = bf16_pv_rows_x;
     avx512_bf16.qk_rows_q8 = bf16_qk_rows_q8, avx512_bf16.pv_rows_i16 = bf16_pv_rows_i16;
-    avx512_bf16.qk_rows_bf = bf16_qk_rows_bf, avx512_bf16.pv_rows_bf = bf16_pv_rows_bf;
+    avx512_bf16.qk_rows_bf = attn_kernels_avx512_bf16_nta.qk_rows_bf, avx512_bf16.pv_rows_bf = bf16_pv_rows_bf;
 }
 TABLE_ONCE(avx512_bf16_table, avx512_bf16, make_bf16)
 
