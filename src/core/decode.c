@@ -48,6 +48,13 @@
 #define DEC_NB 128
 #define DEC_SPLIT 1024 /* keys per split (a multiple of DEC_NB) */
 #define DEC_PF 128     /* rows of software prefetch distance */
+/* V's, over the block formats (q8_0, q4_0: a scale a 32 values): at 64 rows
+ * rather than 128 the step over q8_0 ran 1.12-1.17x the GB/s at four rows a
+ * kv head, 1.05x at one; q4_0 1.05-1.07x. The other formats lost by it
+ * (bf16 at one row 0.95x, fp8 at four 0.94-0.95x) or stayed within the
+ * noise (Zen 5, one thread, T 65536, zen5/decode-pf-v64-ab) */
+#define DEC_PF_VBLK 64
+static int64_t dec_pf_v(attn_dtype v) { return v == ATTN_DTYPE_Q8_0 || v == ATTN_DTYPE_Q4_0 ? DEC_PF_VBLK : DEC_PF; }
 /* rows a kv head from which the block products run (Zen 3, 2 threads, against
  * the rows' kernels: R = 64 over a 16k contiguous cache 1.1-1.2x faster;
  * MLA's 128 rows over bf16 latents in DATA mode 1.3x, the same in f32) */
@@ -318,7 +325,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     nb = nb < runk ? nb : runk;
     nb = nb < runv ? nb : runv;
     if (dec_flex_empty(d, b, hk, j0, nb)) return nb;
-    /* contiguous: each kernel prefetches its own stream DEC_PF rows ahead (into the
+    /* contiguous: each kernel prefetches its own stream DEC_PF rows ahead (V over q8_0 / q4_0: DEC_PF_VBLK; into the
      * next item's keys too: the same thread often runs it next; prefetches never
      * fault); paged: the block that runs next, through the page table (within the
      * sequence's keys, so every page looked up exists) */
@@ -326,7 +333,7 @@ static int64_t dec_block(const dec_call *c, const dec_item *it, const float *Qf,
     int64_t lpk = ldk, lpv = ldv, r2;
     if (!attn_kv_src_paged(kv)) {
         pk = (const char *)K + attn_storage_bytes(kk, DEC_PF * ldk);
-        pv = (const char *)V + attn_storage_bytes(kvv, DEC_PF * ldv);
+        pv = (const char *)V + attn_storage_bytes(kvv, dec_pf_v(kvv) * ldv);
     } else if (pf_j < skb) {
         pk = attn_kv_rows(kv, 0, b, pf_hk, pf_j, &r2, &lpk);
         pv = attn_kv_rows(kv, 1, b, pf_hk, pf_j, &r2, &lpv);
