@@ -50,9 +50,10 @@
 #define DEC_PF 128     /* rows of software prefetch distance */
 /* V's, over the block formats (q8_0, q4_0: a scale a 32 values): at 64 rows
  * rather than 128 the step over q8_0 ran 1.12-1.17x the GB/s at four rows a
- * kv head, 1.05x at one; q4_0 1.05-1.07x. The other formats lost by it
- * (bf16 at one row 0.95x, fp8 at four 0.94-0.95x) or stayed within the
- * noise (Zen 5, one thread, T 65536, zen5/decode-pf-v64-ab) */
+ * kv head on one thread, 1.14x on two, 1.05x at one row, 1.08x at eight;
+ * q4_0 1.04-1.07x. The other formats lost by it (bf16 at one row 0.95x, fp8
+ * at four 0.94-0.95x) or stayed within the noise. Measured on Zen 5 alone
+ * (avx512-bf16, T 65536, zen5/decode-pf-v64-ab); every table takes it */
 #define DEC_PF_VBLK 64
 static int64_t dec_pf_v(attn_dtype v) { return v == ATTN_DTYPE_Q8_0 || v == ATTN_DTYPE_Q4_0 ? DEC_PF_VBLK : DEC_PF; }
 /* rows a kv head from which the block products run (Zen 3, 2 threads, against
