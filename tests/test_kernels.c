@@ -376,6 +376,14 @@ static void test_qk_q8(const attn_kernel_table *kt) {
             test_qk_q8_d(kt, 288, types[t]); /* 9 blocks: two groups of four and one */
             test_qk_q8_d(kt, 64, types[t]);  /* 2 and 1 blocks: a partial group only */
             test_qk_q8_d(kt, 32, types[t]);
+        } else { /* int8 / int4 at three or more rows: each key's row in 64-byte groups at D 64, 128 and 256 (int4
+                  * at 64: a group of 32 bytes), the chunks broadcast at the others up to the 1024 values those
+                  * kernels take (int4's integer products: D a multiple of 64, base/sem.h) */
+            test_qk_q8_d(kt, 256, types[t]);
+            test_qk_q8_d(kt, 1024, types[t]);
+            test_qk_q8_d(kt, 320, types[t]);
+            test_qk_q8_d(kt, 64, types[t]);
+            if (types[t] == ATTN_DTYPE_KV_INT8) test_qk_q8_d(kt, 32, types[t]);
         }
     }
 }

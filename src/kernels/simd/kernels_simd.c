@@ -1993,18 +1993,24 @@ INLINE vf vf_cvt_i32(__m512i v) {
 #endif
 }
 /* Three or four query rows against int8 / int4 keys with no reductions of
- * (row, key) vectors: the rows' 16-value chunks side by side in one
- * register, qc[c] = [row 0's values 16c .. 16c + 15 | row 1's | row 2's |
- * row 3's] (made once a call), and each key's chunk broadcast to the four
- * 128-bit lanes (a load), so that one VPDPBUSD gives a key's four partial
- * sums for every row at once, 4 dots a lane (q8_rows_tok512 gave one row's:
- * 16 lanes of (row, key) to add up after). int4: a 16-byte chunk holds
- * values 16c .. (low nibbles) and half + 16c .. (high): the high nibbles are
- * taken in place, x & 0xf0 = 16 code, into sums of their own shifted down
- * by 4 at the end (exact: every term a multiple of 16). Four keys a step;
- * their four vectors of (row, 4 partials) fold with two rounds of unpacks
- * into one of (row, key): row r's keys j .. j + 3 in lane r, as S holds
- * them. The same exact int32 sums as every other table. */
+ * (row, key) vectors (q8_rows_tok512 gave one row's: 16 lanes of (row, key)
+ * to add up after). Each key's row is loaded whole, 64 bytes a load: group
+ * g's 128-bit lane l holds the values 64 g + 16 l .. + 15 (int4: its low
+ * nibbles those, its high nibbles half + those, split once a group). The
+ * four query rows' values at the same positions are rotated across the
+ * lanes, qv[4 G + s] lane l = row (l + s) % 4's (kr_rows, once a call), so
+ * that one VPDPBUSD gives in lane l four partial sums of row (l + s) % 4;
+ * the four rotations' sums turned back (lane u row u's) and added give the
+ * key's (row, 4 partials) vector. Four keys a step; their four vectors fold
+ * with two rounds of unpacks into one of (row, key): row r's keys j .. j + 3
+ * in lane r, as S holds them. The same exact int32 sums as every other
+ * table. That at D 64, 128 and 256 (q8_kr_steps); the other widths
+ * broadcast each key's 16-value chunk to the four lanes against the rows'
+ * chunks side by side (q8_kb_steps: a load a 16 bytes, int4's nibbles split
+ * a 16), as every width did before: Zen 5, 128 keys in L1, Q K^T at three,
+ * four and eight rows 0.78-0.83x the time over int4, 0.81-0.85x over int8;
+ * the step at four rows on chip 1.02-1.03x the GB/s at D 128, 1.07-1.10x at
+ * D 64 and 256 (zen5/q8-rows-kr-ab). */
 INLINE __m512i kb_shift4(__m512i v) { /* an arithmetic shift by 4 (SIMDe has none on 512 bits) */
 #if defined(ATTN_VEC_SIMDE)
     return join256(_mm256_srai_epi32(_mm512_castsi512_si256(v), 4),
@@ -2044,9 +2050,14 @@ INLINE void kb_fold_store(const __m512i *a, __m512i zv, __m512 dv, int NR, float
                           int64_t n) {
     kb_store(_mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(kb_sum4(a), zv)), dv), NR, S, lds, j, n);
 }
-/* the steps of four keys over nc chunks of qc (a constant for the common
- * widths, so that the chunks stay in registers); each step's fold and store
- * after the next step's products, so that the fold's chain overlaps them
+/* The broadcast form (each key's 16-value chunk broadcast to the four lanes
+ * against the rows' chunks side by side, qc[c] = [row 0's values 16c .. 16c
+ * + 15 | row 1's | row 2's | row 3's], kb_rows; int4's high nibbles taken in
+ * place, x & 0xf0 = 16 code, into sums of their own shifted down by 4 at the
+ * end), for the widths other than 64, 128 and 256 (q8_kr_steps with its
+ * group count known only at run time ran the step 0.84x the GB/s at D 64
+ * over int8, 0.87x at D 256 over int4, Zen 5): the steps of four keys over
+ * nc chunks of qc; each step's fold and store after the next step's products, so that the fold's chain overlaps them
  * (Zen 5, 128 keys in L1: the kernel over int4 0.95x the time at four rows,
  * int8 0.97x, both 0.94-0.95x at three; the step on chip 0.99-1.01x the
  * GB/s, inside the noise: zen5/decode-four-rows-tries) */
@@ -2082,11 +2093,80 @@ INLINE void q8_kb_steps(const __m512i *qc, int64_t nc, __m512i zv, __m512 dv, co
     }
     if (n > 0) kb_fold_store(prev, zv, dv, NR, S, lds, (n - 1) / 4 * 4, n); /* the last step */
 }
-/* q8_kb_steps on 256-bit registers, rows (0, 1) and (2, 3) side by side
- * (qy[2c + h]: rows 2h and 2h + 1's chunk c): for cores that run AVX-512 on
- * 256-bit units (Zen 4), where a 128-bit broadcast into a 512-bit register
- * costs a shuffle beside its load and into a 256-bit one the load alone.
- * int4's high nibbles shifted down (one chain a key and row pair). */
+INLINE __m512i kr_turn(__m512i a, int s) { /* lane u = a's lane (u - s) % 4 */
+    return s == 1   ? _mm512_shuffle_i32x4(a, a, 0x93)
+           : s == 2 ? _mm512_shuffle_i32x4(a, a, 0x4e)
+                    : _mm512_shuffle_i32x4(a, a, 0x39);
+}
+INLINE __m512i kr_part(const void *p, int64_t n) { /* n < 64 bytes from p, zeros after */
+#if defined(ATTN_VEC_SIMDE)
+    unsigned char b[64] = {0};
+    memcpy(b, p, (size_t)n);
+    return _mm512_loadu_si512((const void *)b);
+#else
+    return _mm512_maskz_loadu_epi8(~0ULL >> (64 - n), p);
+#endif
+}
+/* key row k's (row, 4 partials) vector against qv: ng 64-byte groups (int4: qv's low-nibble groups, then its high
+ * ones), the last tail bytes long (0: whole) */
+INLINE __m512i kr_key(const __m512i *qv, int64_t ng, int64_t tail, const unsigned char *k, int t) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int64_t g = 0; g < ng; g++) {
+        const void *p = k + 64 * g;
+        __m512i x = g == ng - 1 && tail ? kr_part(p, tail) : _mm512_loadu_si512(p);
+        if (t == KV_U4) {
+            __m512i xh = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+            x = _mm512_and_si512(x, lo4);
+            for (int s = 0; s < 4; s++) a[s] = _mm512_dpbusd_epi32(a[s], xh, qv[4 * (ng + g) + s]);
+        }
+        for (int s = 0; s < 4; s++) a[s] = _mm512_dpbusd_epi32(a[s], x, qv[4 * g + s]);
+    }
+    return _mm512_add_epi32(_mm512_add_epi32(a[0], kr_turn(a[2], 2)),
+                            _mm512_add_epi32(kr_turn(a[1], 1), kr_turn(a[3], 3)));
+}
+/* the steps of four keys; each step's fold and store after the next step's products, so that the fold's chain
+ * overlaps them (ng a constant for the common widths, so that qv stays in registers; prev set before the first
+ * step, though it stores nothing: left unset, Q K^T took 1.05-1.07x the time at four rows, Zen 5) */
+INLINE void q8_kr_steps(const __m512i *qv, int64_t ng, int64_t tail, __m512i zv, __m512 dv, const void *K, size_t kr,
+                        int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR, int t) {
+    __m512i prev[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int64_t j = 0; j < n; j += 4) {
+        const unsigned char *k[4];
+        q8_keys(K, kr, j, n, 4, pre, pr, pb, k);
+        __m512i a[4];
+        for (int e = 0; e < 4; e++) a[e] = kr_key(qv, ng, tail, k[e], t);
+        if (j > 0) kb_fold_store(prev, zv, dv, NR, S, lds, j - 4, n);
+        for (int e = 0; e < 4; e++) prev[e] = a[e];
+    }
+    if (n > 0) kb_fold_store(prev, zv, dv, NR, S, lds, (n - 1) / 4 * 4, n); /* the last step */
+}
+/* qv of q8_kr_steps from the four q8_0 rows q (D values; row (l + s) % 4 in lane l of qv[4 G + s]): group G's
+ * values from p0 (int8: 64 G; int4: the low nibbles' 64 G, then the high nibbles' half + 64 (G - ng)), zeros from
+ * lim on (the codes there are zeros too) */
+INLINE void kr_rows(const unsigned char *const *q, int64_t D, int64_t ng, int t, __m512i *qv) {
+    int64_t half = D / 2;
+    for (int64_t G = 0; G < (t == KV_U4 ? 2 * ng : ng); G++) {
+        int64_t p0 = t != KV_U4 ? 64 * G : G < ng ? 64 * G : half + 64 * (G - ng);
+        int64_t lim = t == KV_U4 && G < ng ? half : D;
+        for (int s = 0; s < 4; s++) {
+            __m128i l[4];
+            for (int ln = 0; ln < 4; ln++) {
+                int64_t p = p0 + 16 * ln;
+                const unsigned char *y = q[(ln + s) % 4] + (p / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + p % ATTN_Q8_BLOCK;
+                l[ln] = p < lim ? _mm_loadu_si128((const __m128i *)(const void *)y) : _mm_setzero_si128();
+            }
+            qv[4 * G + s] = _mm512_inserti32x4(
+                _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(l[0]), l[1], 1), l[2], 2), l[3], 3);
+        }
+    }
+}
+/* The steps for cores that run AVX-512 on 256-bit units (Zen 4): each
+ * key's 16-value chunk broadcast to both lanes of a 256-bit register (the
+ * load alone; into a 512-bit one a 128-bit broadcast costs a shuffle beside
+ * its load) against two rows' chunks side by side, rows (0, 1) and (2, 3)
+ * (qy[2c + h]: rows 2h and 2h + 1's chunk c, kb_rows). int4's high nibbles
+ * shifted down (one chain a key and row pair). */
 INLINE __m256i kb_sum4y(const __m256i *a) {
     __m256i s01 = vi_pair(a[0], a[1], 0), s23 = vi_pair(a[2], a[3], 0);
     return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
@@ -2119,28 +2199,47 @@ INLINE void q8_kb_steps_y(const __m256i *qy, int64_t nc, __m512i zv, __m512 dv, 
         kb_store(_mm512_mul_ps(vf_cvt_i32(_mm512_sub_epi32(sum, zv)), dv), NR, S, lds, j, n);
     }
 }
-/* yw: the steps on 256-bit registers (q8_kb_steps_y) */
+/* yw: the steps on 256-bit registers (q8_kb_steps_y); else q8_kr_steps at the common widths, q8_kb_steps at the
+ * others */
 INLINE void q8_rows_kb(const unsigned char *const *q, const float *dq, const int32_t *qsum, int64_t D, const void *K,
                        size_t kr, int64_t n, float *S, int64_t lds, const void *pre, size_t pr, int64_t pb, int NR,
                        int t, int yw) {
-    __m512i qc[KB_MAXC];
     int64_t nc = D / 16;
-    kb_rows(q, nc, qc);
     int32_t z16[16];
     float d16[16];
     for (int i = 0; i < 16; i++) z16[i] = t == KV_U8 ? 128 * qsum[i / 4] : 0, d16[i] = dq[i / 4];
     const __m512i zv = _mm512_loadu_si512((const void *)z16);
     const __m512 dv = _mm512_loadu_ps(d16);
-    if (yw) { /* the same chunks as 256-bit halves: rows (0, 1), (2, 3) (GCC's vector types may alias) */
+    if (yw) { /* the rows' chunks side by side as 256-bit halves: rows (0, 1), (2, 3) (GCC's vector types may alias) */
+        __m512i qc[KB_MAXC];
+        kb_rows(q, nc, qc);
         const __m256i *qy = (const __m256i *)(const void *)qc;
         if (nc == 8)
             q8_kb_steps_y(qy, 8, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
         else
             q8_kb_steps_y(qy, nc, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
-    } else if (nc == 8)
-        q8_kb_steps(qc, 8, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
-    else
-        q8_kb_steps(qc, nc, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        return;
+    }
+    /* the common widths: ng and the tail constants, qv an array of the size they take, in registers (at D 128 one of
+     * 16 vectors ran Q K^T 1.03x the time over int4, of KB_MAXC 1.1x: Zen 5, four rows) */
+    if (D == 256) {
+        __m512i qv[16];
+        kr_rows(q, D, t == KV_U4 ? 2 : 4, t, qv);
+        q8_kr_steps(qv, t == KV_U4 ? 2 : 4, 0, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        return;
+    }
+    if (D == 64 || D == 128) {
+        __m512i qv[8];
+        kr_rows(q, D, t == KV_U4 || D == 64 ? 1 : 2, t, qv);
+        if (D == 64)
+            q8_kr_steps(qv, 1, t == KV_U4 ? 32 : 0, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        else
+            q8_kr_steps(qv, t == KV_U4 ? 1 : 2, 0, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
+        return;
+    }
+    __m512i qc[KB_MAXC];
+    kb_rows(q, nc, qc);
+    q8_kb_steps(qc, nc, zv, dv, K, kr, n, S, lds, pre, pr, pb, NR, t);
 }
 
 #define TOK_ROWS q8_rows_tok512 /* 4 keys a step for every row count: 32 registers */
