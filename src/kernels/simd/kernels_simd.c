@@ -2004,7 +2004,7 @@ INLINE vf vf_cvt_i32(__m512i v) {
  * key's (row, 4 partials) vector. Four keys a step; their four vectors fold
  * with two rounds of unpacks into one of (row, key): row r's keys j .. j + 3
  * in lane r, as S holds them. The same exact int32 sums as every other
- * table. That at D 64, 128 and 256 (q8_kr_steps); the other widths
+ * table. This form at D 64, 128 and 256 (q8_kr_steps); the other widths
  * broadcast each key's 16-value chunk to the four lanes against the rows'
  * chunks side by side (q8_kb_steps: a load a 16 bytes, int4's nibbles split
  * a 16), as every width did before: Zen 5, 128 keys in L1, Q K^T at three,
@@ -2057,7 +2057,8 @@ INLINE void kb_fold_store(const __m512i *a, __m512i zv, __m512 dv, int NR, float
  * end), for the widths other than 64, 128 and 256 (q8_kr_steps with its
  * group count known only at run time ran the step 0.84x the GB/s at D 64
  * over int8, 0.87x at D 256 over int4, Zen 5): the steps of four keys over
- * nc chunks of qc; each step's fold and store after the next step's products, so that the fold's chain overlaps them
+ * nc chunks of qc; each step's fold and store after the next step's
+ * products, so that the fold's chain overlaps them
  * (Zen 5, 128 keys in L1: the kernel over int4 0.95x the time at four rows,
  * int8 0.97x, both 0.94-0.95x at three; the step on chip 0.99-1.01x the
  * GB/s, inside the noise: zen5/decode-four-rows-tries) */
@@ -2153,8 +2154,12 @@ INLINE void kr_rows(const unsigned char *const *q, int64_t D, int64_t ng, int t,
             __m128i l[4];
             for (int ln = 0; ln < 4; ln++) {
                 int64_t p = p0 + 16 * ln;
-                const unsigned char *y = q[(ln + s) % 4] + (p / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + p % ATTN_Q8_BLOCK;
-                l[ln] = p < lim ? _mm_loadu_si128((const __m128i *)(const void *)y) : _mm_setzero_si128();
+                l[ln] = _mm_setzero_si128();
+                if (p < lim) { /* row (ln + s) % 4's values p .. p + 15 (q8_0: 32 a block after its scale) */
+                    const unsigned char *y =
+                        q[(ln + s) % 4] + (p / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + p % ATTN_Q8_BLOCK;
+                    l[ln] = _mm_loadu_si128((const __m128i *)(const void *)y);
+                }
             }
             qv[4 * G + s] = _mm512_inserti32x4(
                 _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(l[0]), l[1], 1), l[2], 2), l[3], 3);
