@@ -2038,8 +2038,7 @@ INLINE void kb_rows(const unsigned char *const *q, int64_t nc, __m512i *qc) {
     for (int64_t c = 0; c < nc; c++) {
         __m128i l[4];
         for (int u = 0; u < 4; u++) {
-            const unsigned char *y = q[u] + (16 * c / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + 16 * c % ATTN_Q8_BLOCK;
-            l[u] = _mm_loadu_si128((const __m128i *)(const void *)y);
+            l[u] = _mm_loadu_si128((const __m128i *)kv_elem(q[u], 16 * c, KV_Q8));
         }
         qc[c] = _mm512_inserti32x4(
             _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(l[0]), l[1], 1), l[2], 2), l[3], 3);
@@ -2155,11 +2154,8 @@ INLINE void kr_rows(const unsigned char *const *q, int64_t D, int64_t ng, int t,
             for (int ln = 0; ln < 4; ln++) {
                 int64_t p = p0 + 16 * ln;
                 l[ln] = _mm_setzero_si128();
-                if (p < lim) { /* row (ln + s) % 4's values p .. p + 15 (q8_0: 32 a block after its scale) */
-                    const unsigned char *y =
-                        q[(ln + s) % 4] + (p / ATTN_Q8_BLOCK) * ATTN_Q8_BYTES + 2 + p % ATTN_Q8_BLOCK;
-                    l[ln] = _mm_loadu_si128((const __m128i *)(const void *)y);
-                }
+                if (p < lim) /* row (ln + s) % 4's values p .. p + 15 (q8_0: 32 a block after its scale) */
+                    l[ln] = _mm_loadu_si128((const __m128i *)kv_elem(q[(ln + s) % 4], p, KV_Q8));
             }
             qv[4 * G + s] = _mm512_inserti32x4(
                 _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(l[0]), l[1], 1), l[2], 2), l[3], 3);
@@ -3212,14 +3208,17 @@ INLINE void pvi_pass(int16_t (*q)[66], const float *u, const int32_t *z, int NR,
         pvi_keys(qp, NR, G, Vp, vs, n, 0, half, pp, ps, pb, pw, t, a);
     else if (PVI_BLK(t))
         pvi_keys(qp, NR, G, Vp, vs, n, 16, half, pp, ps, pb, pw, t, a);
+    /* int4's passes below from the pass's first byte, column 0: the codes' offsets constants, where a run-time
+     * c0 left GCC a register or a stack slot for each (Zen 5, one row: the P V kernel 0.81-0.88x the time, the
+     * step 1.03-1.12x the GB/s, 1.07x on two threads; zen5/pvi-int4-base-ab. int8 so: 0.89-1.01x, not taken) */
     else if (nib)
-        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_NIB, pp, ps, pb, pw, t, a);
+        pvi_keys(qp, NR, G, V + c0 / 2, vs, n, 0, PVI_NIB, pp, ps, pb, pw, t, a);
     /* int4, a pass within one half of the row: its nibble a constant (half PVI_LOW: every column low; 0 and the
      * columns from the half: every column high), where c < half was a branch for each code load */
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 + 16 * G <= half)
-        pvi_keys(qp, NR, G, Vp, vs, n, c0, PVI_LOW, pp, ps, pb, pw, t, a);
+        pvi_keys(qp, NR, G, V + c0, vs, n, 0, PVI_LOW, pp, ps, pb, pw, t, a);
     else if (t == KV_U4 && PVI_W32(G, half, t) && c0 >= half)
-        pvi_keys(qp, NR, G, Vp, vs, n, c0 - half, 0, pp, ps, pb, pw, t, a);
+        pvi_keys(qp, NR, G, V + (c0 - half), vs, n, 0, 0, pp, ps, pb, pw, t, a);
     else
         pvi_keys(qp, NR, G, Vp, vs, n, cp, half, pp, ps, pb, pw, t, a);
 #if VL == 16
