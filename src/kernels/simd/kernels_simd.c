@@ -3165,8 +3165,8 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
     int64_t j = 0;
     /* both rows of each pair and back to back (a cache's rows, pw 3 below four rows or at rows of one line): one
      * range of two rows, one loop a pair where two loops and two address registers took GCC's last registers
-     * (Zen 5, the P V kernel over int4 at one row 0.80-0.87x the time, over q4_0 0.91-0.95x; the int4 step at one
-     * row 1.05-1.19x the GB/s, zen5/pvi-pf-pair-ab. int8 so ran its four-row kernel 1.15-1.19x: not taken) */
+     * (Zen 5, the P V kernel over int4 at one row 0.77-0.87x the time, over q4_0 0.91-0.97x; the int4 step at one
+     * row 1.05-1.31x the GB/s, zen5/pvi-pf-pair-ab. int8 so ran its four-row kernel 1.15-1.19x: not taken) */
     if (t != KV_U8 && pp && pw == 3 && (int64_t)ps == pb)
         for (; j + 2 <= n; j += 2) {
             prefetch_bytes(pp + (size_t)j * ps, 2 * pb);
