@@ -839,7 +839,8 @@ static void test_rows_guard(const attn_kernel_table *kt) {
  * (below 2^-100: the prescale), negative weights, a NaN and an infinity (the
  * row NaN); q4_0 and q8_0: one key's block with a NaN scale (its columns NaN
  * in every row of its 64 keys; at 7 and 9 rows: 9's last row takes the
- * 16-lane tables' one-row weights) */
+ * 16-lane tables' one-row weights); without and with the next rows'
+ * prefetches (whole rows back to back, or part of each) */
 static int64_t pv_i16_code(const unsigned char *v, attn_dtype t, int Dv, int c) {
     if (t == ATTN_DTYPE_Q4_0) return attn_q4_code(v, c) - 8;
     if (t == ATTN_DTYPE_Q8_0) return attn_q8_code(v, c);
@@ -885,7 +886,10 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                     if (R > 5) P[5 * N + n - 1] = R % 2 ? INFINITY : -INFINITY; /* the row NaN too */
                     int ldo = Dv + 8;
                     for (int i = 0; i < RM * (DM + 8); i++) O[i] = i / ldo == 2 ? 0.0f : 0.5f; /* row 2: tiny sums */
-                    kt->pv_rows_i16(P, N, R, V, ldv, n, Dv, O, ldo, NULL, 0, 0, t);
+                    /* the prefetches (hints, the same sums): none, whole rows back to back (ps == pb: one range a
+                     * key pair), rows of Dv of each ldv */
+                    int pf = (di + ni + R) % 3;
+                    kt->pv_rows_i16(P, N, R, V, ldv, n, Dv, O, ldo, pf ? V : NULL, ldv, pf == 1 ? ldv : Dv, t);
                     int bad = 0;
                     for (int r = 0; r < R; r++) {
                         float want[DM];
@@ -916,8 +920,8 @@ static void test_pv_i16(const attn_kernel_table *kt) {
                             bad += !isnan(O[r * ldo + Dv / 64 * 32 + 5]); /* the block */
                     }
                     for (int i = R * ldo; i < RM * (DM + 8); i++) bad += O[i] != (i / ldo == 2 ? 0.0f : 0.5f);
-                    CHECK(!bad, "%s pv_rows_i16 %s Dv=%d n=%d R=%d: %d values wrong", kt->name,
-                          attn_storage_of(t)->name, Dv, n, R, bad);
+                    CHECK(!bad, "%s pv_rows_i16 %s Dv=%d n=%d R=%d prefetch %d: %d values wrong", kt->name,
+                          attn_storage_of(t)->name, Dv, n, R, pf, bad);
                 }
     free(V), free(P), free(O);
 }
