@@ -3163,8 +3163,8 @@ INLINE void pvi_pair(int16_t (*q)[66], int64_t j, int NR, int G, const uint8_t *
 INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t vs, int64_t n, int64_t c0, int64_t half,
                      const char *pp, size_t ps, int64_t pb, int pw, int t, pvi_t (*a)[8]) {
     int64_t j = 0;
-    /* both rows of each pair and back to back (a cache's rows, pw 3 below four rows or at rows of one line): one
-     * range of two rows, one loop a pair where two loops and two address registers took GCC's last registers
+    /* both rows of each pair and back to back (a cache's rows; pw 3: rows under two lines, or a pass of half the
+     * row or more): one range, one loop a pair where two loops and two address registers took GCC's last registers
      * (Zen 5, the P V kernel over int4 at one row 0.77-0.87x the time, over q4_0 0.91-0.97x; the int4 step at one
      * row 1.05-1.31x the GB/s, zen5/pvi-pf-pair-ab. int8 so ran its four-row kernel 1.15-1.19x: not taken) */
     if (t != KV_U8 && pp && pw == 3 && (int64_t)ps == pb)
