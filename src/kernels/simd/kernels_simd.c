@@ -3172,10 +3172,19 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
             prefetch_bytes(pp + (size_t)j * ps, 2 * pb);
             pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
         }
-    if (pp) /* the prefetches spread over the pass (all at its start ran slower): of each pair the rows pw says */
+    /* one row a pair (pw 1: half the rows, pvi_body), the rows in order from pp: the memory sees one stream,
+     * where the first row of each pair in one pass and the second in the next (two strided streams) left P V
+     * slower from memory (Zen 5, 128-key blocks streamed, bench/int_kernels_stream.c: P V alone at two and four
+     * rows 0.64-0.65x the time over int8, 0.73-0.74x over q8_0; zen5/pv-prefetch-seq-ab) */
+    if (pp && pw == 1)
         for (; j + 2 <= n; j += 2) {
-            if (pw & 1) prefetch_bytes(pp + (size_t)j * ps, pb);
-            if (pw & 2) prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
+            prefetch_bytes(pp + (size_t)(j / 2) * ps, pb);
+            pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
+        }
+    if (pp) /* both rows of each pair, spread over the pass (all at its start ran slower) */
+        for (; j + 2 <= n; j += 2) {
+            prefetch_bytes(pp + (size_t)j * ps, pb);
+            prefetch_bytes(pp + (size_t)(j + 1) * ps, pb);
             pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
         }
     for (; j + 2 <= n; j += 2) pvi_pair(q, j, NR, G, V + (size_t)j * vs, V + (size_t)(j + 1) * vs, c0, half, t, a);
@@ -3185,8 +3194,8 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
 /* One pass over n keys (two a step, each pair's P in one 32-bit lane; an
  * odd last key against itself with P 0) for NR rows of q and G groups of 16
  * columns from c0: G PVI_N int32 accumulators a row, then O += u sum (u as q's
- * rows); pp: rows to prefetch (pb bytes, ps apart), of each key pair the
- * first (pw 1), the second (2) or both (3). The
+ * rows); pp: rows to prefetch (pb bytes, ps apart), both rows of each key
+ * pair (pw 3) or one row a pair, in order from pp (pw 1). The
  * stores' loop is unrolled in full, so that a's indices are constants: GCC 12
  * left it rolled over q4_0's four rows, and a then lived in memory, 16
  * 512-bit stores a key pair (the kernel 2x int4's at four rows on Zen 5) */
@@ -3524,14 +3533,16 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
             for (int64_t r = 0; !PVI_BLK(t) && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
             float *o = O + r0 * ldo;
             /* the next rows' prefetches: over the first pass, or where a row spans two lines or more and the
-             * first two passes are whole, one row of each key pair in each (Zen 4, from memory, one thread:
+             * first two passes are whole, half the rows in each, one a key pair (Zen 4, from memory, one thread:
              * the step over int8 1.22x the GB/s at four rows, 1.29x at two, 1.16x on the avx2 table; q8_0
              * 1.11x; rows of one line, int4 and q4_0, 0.97-0.98x: zen4/pvi-prefetch-ab) */
             int spread = pb >= 128 && Dv >= 32 * G;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
-                int pw = c0 == 0 ? (spread ? 1 : 3) : spread && c0 == 16 * G ? 2 : 0; /* which rows: pvi_pass */
-                const char *pp = pre && r0 == 0 && pw ? (const char *)pre + (size_t)j0 * ps : NULL;
+                /* the second pass prefetches the rows from the middle (an odd nb's last row: none) */
+                int second = spread && c0 == 16 * G;
+                int pw = c0 == 0 ? (spread ? 1 : 3) : second ? 1 : 0; /* rows a key pair: pvi_keys */
+                const char *pp = pre && r0 == 0 && pw ? (const char *)pre + (size_t)(j0 + second * nb / 2) * ps : NULL;
 #if VL == 16
                 if (PVI_LANES(t) && c0 % 128 == 0 && nr == 1) /* once four blocks (their passes reuse them) */
                     pvi_blk_lanes1(P + r0 * ldp + j0, Vb, vs, nb, c0 / 32, Dv / 32, q, u, z, t);
