@@ -3175,7 +3175,8 @@ INLINE void pvi_keys(int16_t (*q)[66], int NR, int G, const uint8_t *V, size_t v
     /* one row a pair (pw 1: half the rows, pvi_body), the rows in order from pp: the memory sees one stream,
      * where the first row of each pair in one pass and the second in the next (two strided streams) left P V
      * slower from memory (Zen 5, 128-key blocks streamed, bench/int_kernels_stream.c: P V alone at two and four
-     * rows 0.64-0.65x the time over int8, 0.73-0.74x over q8_0; zen5/pv-prefetch-seq-ab) */
+     * rows 0.55-0.66x the time over int8, 0.68-0.76x over q8_0; the int8 step at four rows 1.16x the GB/s on one
+     * thread, 1.08x on two, q8_0's 1.01x: zen5/pv-prefetch-seq-ab) */
     if (pp && pw == 1)
         for (; j + 2 <= n; j += 2) {
             prefetch_bytes(pp + (size_t)(j / 2) * ps, pb);
