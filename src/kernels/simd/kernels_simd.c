@@ -3534,9 +3534,10 @@ INLINE void pvi_body(const float *P, int64_t ldp, int64_t R, const void *V, int6
             for (int64_t r = 0; !PVI_BLK(t) && r < nr; r++) u[4 * r] = P16_ROW(P + (r0 + r) * ldp + j0, nb, q[4 * r]);
             float *o = O + r0 * ldo;
             /* the next rows' prefetches: over the first pass, or where a row spans two lines or more and the
-             * first two passes are whole, half the rows in each, one a key pair (Zen 4, from memory, one thread:
-             * the step over int8 1.22x the GB/s at four rows, 1.29x at two, 1.16x on the avx2 table; q8_0
-             * 1.11x; rows of one line, int4 and q4_0, 0.97-0.98x: zen4/pvi-prefetch-ab) */
+             * first two passes are whole, over both, half the rows in each (spread over two passes, then one
+             * row of each key pair in each, against all in the first: Zen 4, from memory, one thread, the step
+             * over int8 1.22x the GB/s at four rows, 1.29x at two, 1.16x on the avx2 table; q8_0 1.11x; rows
+             * of one line, int4 and q4_0, 0.97-0.98x: zen4/pvi-prefetch-ab) */
             int spread = pb >= 128 && Dv >= 32 * G;
             for (; c0 < Dv; c0 += 16 * G) {
                 if (c0 + 16 * G > Dv) G = 1;
